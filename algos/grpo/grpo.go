@@ -1,0 +1,125 @@
+// Package grpo implements Group Relative Policy Optimization advantages
+// (DESIGN section 3), registered as algorithm "grpo".
+//
+// For response i of a prompt group g with G responses and shaped rewards r~:
+//
+//	A_i = (r~_i - mean_g) / (std_g + eps)   (norm_by_std: true, the default)
+//	A_i =  r~_i - mean_g                    (norm_by_std: false)
+//
+// where std_g is the sample standard deviation (divisor G-1) of the group's
+// shaped rewards and eps defaults to 1e-6. A group of one response gets A = 0.
+// A_i is copied to every valid token of the response.
+//
+// Config keys (`algorithm:` mapping): norm_by_std (bool, true), eps (number,
+// 1e-6). The shared algorithm keys gamma, lambda and whiten are accepted so one
+// `algorithm:` block can switch between algorithms, but GRPO ignores them:
+// GRPO advantages are never whitened and there is no per-token discounting.
+package grpo
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cde-rl/cde/core"
+)
+
+func init() {
+	core.RegisterAlgorithm("grpo", New)
+}
+
+// GRPO is the group-normalised advantage estimator.
+type GRPO struct {
+	NormByStd bool
+	Eps       float64
+}
+
+// New builds GRPO from the `algorithm:` params.
+func New(p *core.Params) (core.Algorithm, error) {
+	g := &GRPO{
+		NormByStd: p.Bool("norm_by_std", true),
+		Eps:       p.Float("eps", 1e-6),
+	}
+	p.Check(g.Eps >= 0, "eps", "must be >= 0, got %v", g.Eps)
+	// Shared algorithm keys: type-checked, then ignored (see package doc).
+	p.Float("gamma", 1)
+	p.Float("lambda", 1)
+	p.Bool("whiten", false)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Name returns "grpo".
+func (g *GRPO) Name() string { return "grpo" }
+
+// NeedsCritic is false: GRPO reads no values.
+func (g *GRPO) NeedsCritic() bool { return false }
+
+// Advantages sets every token of sequence i to A_i (see the package doc).
+// Returns are set equal to Advantages (GRPO has no critic; the slice exists
+// only so that downstream code can rely on it being populated).
+func (g *GRPO) Advantages(r *core.Rollout) error {
+	rewards := make([]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		rw := r.Seqs[i].ShapedReward
+		if math.IsNaN(rw) || math.IsInf(rw, 0) {
+			return fmt.Errorf("grpo: sequence %d: shaped reward %v is not finite", i, rw)
+		}
+		rewards[i] = rw
+	}
+	adv := GroupAdvantages(rewards, r.Groups(), g.NormByStd, g.Eps)
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		T := s.Len()
+		s.Advantages = make([]float64, T)
+		s.Returns = make([]float64, T)
+		for t := range T {
+			s.Advantages[t] = adv[i]
+			s.Returns[t] = adv[i]
+		}
+	}
+	return nil
+}
+
+// Finalize is a no-op: GRPO advantages are never whitened.
+func (g *GRPO) Finalize(r *core.Rollout) error { return nil }
+
+// GroupAdvantages returns one advantage per reward. groups lists the indices
+// of rewards that share a prompt (as Rollout.Groups does); indices in no group
+// get 0. A group of one gets 0. With normByStd the centred reward is divided
+// by (sample std + eps); a zero denominator (all rewards equal and eps = 0)
+// gives 0, since the numerator is then 0 too.
+func GroupAdvantages(rewards []float64, groups [][]int, normByStd bool, eps float64) []float64 {
+	adv := make([]float64, len(rewards))
+	for _, idx := range groups {
+		n := len(idx)
+		if n < 2 {
+			continue
+		}
+		mean := 0.0
+		for _, i := range idx {
+			mean += rewards[i]
+		}
+		mean /= float64(n)
+		ss := 0.0
+		for _, i := range idx {
+			d := rewards[i] - mean
+			ss += d * d
+		}
+		std := math.Sqrt(ss / float64(n-1))
+		for _, i := range idx {
+			a := rewards[i] - mean
+			if normByStd {
+				den := std + eps
+				if den == 0 {
+					a = 0
+				} else {
+					a /= den
+				}
+			}
+			adv[i] = a
+		}
+	}
+	return adv
+}

@@ -1,0 +1,163 @@
+package grpo
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/cde-rl/cde/core"
+)
+
+const tol = 1e-12
+
+func near(a, b float64) bool { return math.Abs(a-b) <= tol }
+
+func TestGroupAdvantages(t *testing.T) {
+	// Group [1,-1,-1,1]: mean 0, squared deviations 1+1+1+1 = 4,
+	// sample var 4/3, std = 2/sqrt(3) = 1.1547005383792517.
+	// A = ±1 / (2/sqrt(3) + 1e-6) ≈ ±0.866024654.
+	s4 := 2 / math.Sqrt(3)
+	a4 := 1 / (s4 + 1e-6)
+	// Group [3,1] with eps 0: mean 2, ss = 1+1 = 2, var 2/1, std sqrt(2);
+	// A = ±1/sqrt(2).
+	tests := []struct {
+		name    string
+		rewards []float64
+		groups  [][]int
+		norm    bool
+		eps     float64
+		want    []float64
+	}{
+		{
+			name:    "two groups, second constant",
+			rewards: []float64{1, -1, -1, 1, 1, 1, 1},
+			groups:  [][]int{{0, 1, 2, 3}, {4, 5, 6}},
+			norm:    true, eps: 1e-6,
+			// [1,1,1]: mean 1, every numerator 1-1 = 0 -> A = 0.
+			want: []float64{a4, -a4, -a4, a4, 0, 0, 0},
+		},
+		{
+			name:    "interleaved groups",
+			rewards: []float64{3, 1, 1},
+			groups:  [][]int{{0, 2}, {1}},
+			norm:    true, eps: 0,
+			// group {0,2} = [3,1] -> ±1/sqrt(2); group of one -> 0.
+			want: []float64{1 / math.Sqrt(2), 0, -1 / math.Sqrt(2)},
+		},
+		{
+			name:    "group of one",
+			rewards: []float64{0.5},
+			groups:  [][]int{{0}},
+			norm:    true, eps: 1e-6,
+			want: []float64{0},
+		},
+		{
+			name:    "norm_by_std false",
+			rewards: []float64{2, 0, 1, 5},
+			groups:  [][]int{{0, 1, 2}, {3}},
+			norm:    false, eps: 1e-6,
+			// mean (2+0+1)/3 = 1 -> [1, -1, 0]; group of one -> 0.
+			want: []float64{1, -1, 0, 0},
+		},
+		{
+			name:    "constant group, eps 0",
+			rewards: []float64{-1, -1},
+			groups:  [][]int{{0, 1}},
+			norm:    true, eps: 0,
+			// numerator 0 and std 0: defined as 0, not NaN.
+			want: []float64{0, 0},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := GroupAdvantages(tc.rewards, tc.groups, tc.norm, tc.eps)
+			if len(got) != len(tc.want) {
+				t.Fatalf("len %d, want %d", len(got), len(tc.want))
+			}
+			for i := range got {
+				if !near(got[i], tc.want[i]) {
+					t.Errorf("A[%d] = %v, want %v", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func build(t *testing.T, m map[string]any) core.Algorithm {
+	t.Helper()
+	a, err := core.NewAlgorithm("grpo", core.NewParams("algorithm", m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestAdvantagesRollout(t *testing.T) {
+	a := build(t, nil)
+	if a.Name() != "grpo" || a.NeedsCritic() {
+		t.Fatalf("Name %q NeedsCritic %v", a.Name(), a.NeedsCritic())
+	}
+	// Groups 7 and 3 interleaved. Reward is deliberately wrong: GRPO must read
+	// ShapedReward. Group 7: shaped [2, 0] -> mean 1, std sqrt(2), A = ±1/(sqrt2+1e-6).
+	// Group 3: shaped [5, 5] -> 0.
+	r := &core.Rollout{Seqs: []core.Sequence{
+		{Group: 7, Response: []int32{1, 2, 3}, Reward: 100, ShapedReward: 2},
+		{Group: 3, Response: []int32{1}, ShapedReward: 5},
+		{Group: 7, Response: []int32{1, 2}, Reward: -100, ShapedReward: 0},
+		{Group: 3, Response: []int32{}, ShapedReward: 5},
+	}}
+	if err := a.Advantages(r); err != nil {
+		t.Fatal(err)
+	}
+	x := 1 / (math.Sqrt(2) + 1e-6)
+	want := []float64{x, 0, -x, 0}
+	for i, s := range r.Seqs {
+		if len(s.Advantages) != s.Len() || len(s.Returns) != s.Len() {
+			t.Fatalf("seq %d: %d advantages, %d returns for %d tokens", i, len(s.Advantages), len(s.Returns), s.Len())
+		}
+		for tok := range s.Advantages {
+			if !near(s.Advantages[tok], want[i]) || s.Returns[tok] != s.Advantages[tok] {
+				t.Errorf("seq %d tok %d: A %v R %v, want %v", i, tok, s.Advantages[tok], s.Returns[tok], want[i])
+			}
+		}
+	}
+	before := r.Seqs[0].Advantages[0]
+	if err := a.Finalize(r); err != nil || r.Seqs[0].Advantages[0] != before {
+		t.Fatalf("Finalize changed advantages or failed: %v", err)
+	}
+}
+
+func TestAdvantagesNonFinite(t *testing.T) {
+	a := build(t, nil)
+	r := &core.Rollout{Seqs: []core.Sequence{{ShapedReward: 1}, {ShapedReward: math.NaN()}}}
+	err := a.Advantages(r)
+	if err == nil || !strings.Contains(err.Error(), "sequence 1") {
+		t.Fatalf("err = %v, want one naming sequence 1", err)
+	}
+}
+
+func TestFactory(t *testing.T) {
+	a := build(t, map[string]any{"norm_by_std": false, "eps": 0.1, "gamma": 0.9, "lambda": 0.95, "whiten": true})
+	g := a.(*GRPO)
+	if g.NormByStd || g.Eps != 0.1 {
+		t.Fatalf("got %+v", g)
+	}
+	if d := build(t, nil).(*GRPO); !d.NormByStd || d.Eps != 1e-6 {
+		t.Fatalf("defaults %+v", d)
+	}
+	bad := []struct {
+		m    map[string]any
+		want string
+	}{
+		{map[string]any{"bogus": 1}, "algorithm.bogus"},
+		{map[string]any{"norm_by_std": 1}, "algorithm.norm_by_std"},
+		{map[string]any{"eps": -1}, "algorithm.eps"},
+		{map[string]any{"gamma": "x"}, "algorithm.gamma"},
+	}
+	for _, tc := range bad {
+		_, err := core.NewAlgorithm("grpo", core.NewParams("algorithm", tc.m))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want it to name %s", tc.m, err, tc.want)
+		}
+	}
+}

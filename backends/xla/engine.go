@@ -1,0 +1,59 @@
+package xla
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/simplego"
+)
+
+// Engines accepted by backend.engine.
+var Engines = []string{"auto", "go", "xla:cpu", "xla:cuda"}
+
+// xlaAvailable is set by engine_xla.go (build tag xla): it reports whether a
+// PJRT plugin for the given device is already installed, without downloading.
+var xlaAvailable func(device string) bool
+
+// NewEngine returns the GoMLX backend for backend.engine:
+//
+//	go        GoMLX's pure-Go engine, with sequential op scheduling (its
+//	          parallel op mode deadlocks on our train step; matmuls still use
+//	          every core inside an op)
+//	xla:cpu   the XLA PJRT engine, only in binaries built with -tags xla and
+//	xla:cuda  only when the plugin is already installed (nothing downloads)
+//	auto      xla:cpu when available as above, else go
+//
+// GOMLX_NO_AUTO_INSTALL is always set: GoMLX would otherwise try to download
+// a PJRT plugin with no timeout.
+func NewEngine(engine string) (backends.Backend, error) {
+	os.Setenv("GOMLX_NO_AUTO_INSTALL", "1")
+	installFastDotGrad()
+	switch engine {
+	case "", "auto":
+		if xlaAvailable != nil && xlaAvailable("cpu") {
+			if b, err := backends.NewWithConfig("xla:cpu"); err == nil {
+				return b, nil
+			}
+		}
+		return newGo()
+	case "go":
+		return newGo()
+	case "xla:cpu", "xla:cuda":
+		if xlaAvailable == nil {
+			return nil, fmt.Errorf("backend.engine %q: this binary was built without XLA support (rebuild with `go build -tags xla`; it needs cgo and an installed PJRT plugin)", engine)
+		}
+		dev := strings.TrimPrefix(engine, "xla:")
+		if !xlaAvailable(dev) {
+			return nil, fmt.Errorf("backend.engine %q: no PJRT plugin for %q is installed (cde never downloads one; install it, or use engine go)", engine, dev)
+		}
+		return backends.NewWithConfig(engine)
+	default:
+		return nil, fmt.Errorf("config: backend.engine: unknown engine %q (known: %s)", engine, strings.Join(Engines, ", "))
+	}
+}
+
+func newGo() (backends.Backend, error) {
+	return simplego.New("ops_sequential")
+}

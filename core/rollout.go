@@ -1,0 +1,100 @@
+// Package core holds the data that flows through one RLVR training step (the
+// Rollout), the small interfaces that algorithms, exploration strategies and
+// model backends implement, name registries, weight schedules, configuration
+// loading and the Trainer loop. It imports no ML framework: everything here is
+// plain Go over slices and can be tested without a model.
+package core
+
+// Sequence is one sampled response to one prompt, and everything the step
+// computes about it. Per-token slices have one entry per valid response token
+// (T = len(Response), EOS included when it was emitted).
+type Sequence struct {
+	// Group indexes the prompt within the step: the G responses of a prompt
+	// share a Group (GRPO normalises within it).
+	Group int
+	// ProblemID identifies the task problem the prompt came from.
+	ProblemID string
+	// Prompt and Response are token ids; Text is the decoded response.
+	Prompt   []int32
+	Response []int32
+	Text     string
+	// Truncated is true when the response hit max_response_tokens without EOS.
+	Truncated bool
+
+	// Reward is the verifier's reward r (+1 correct, -1 incorrect by default);
+	// Correct is the verifier's verdict.
+	Reward  float64
+	Correct bool
+
+	// LogProbs[t] = log pi_old(o_t | q, o_<t), under the sampling temperature.
+	LogProbs []float64
+	// Entropies[t] = entropy of the sampling distribution at token t.
+	Entropies []float64
+	// Values[t][k] = head k's value of the state in which token t is chosen.
+	Values [][]float64
+	// Embedding is the pooled last-layer hidden state (see Needs.Pooling).
+	Embedding []float64
+	// HeadMask[t][k] = 1 when the (state, return) pair of token t is in head
+	// k's bootstrap subset for this update; nil means every head sees every pair.
+	HeadMask [][]float64
+
+	// RewardBonus is the sum of the strategies' reward bonuses and
+	// ShapedReward = Reward + RewardBonus (r~ in the paper).
+	RewardBonus  float64
+	ShapedReward float64
+
+	// Advantages are the per-token advantages the actor uses (after bonuses
+	// and, for PPO, whitening); AdvantageBonus the per-token sum of bonuses
+	// added before whitening; Returns the critic's regression targets.
+	Advantages     []float64
+	AdvantageBonus []float64
+	Returns        []float64
+}
+
+// Len is the number of valid response tokens T.
+func (s *Sequence) Len() int { return len(s.Response) }
+
+// Rollout is one step's batch. Every stage of a step reads it and adds to it.
+type Rollout struct {
+	// Step counts from 0; TotalSteps is train.steps (schedules use Step/TotalSteps).
+	Step       int
+	TotalSteps int
+	// Algorithm is the name of the algorithm computing advantages.
+	Algorithm string
+	// ValueHeads is K, the number of critic value heads (0 without a critic).
+	ValueHeads int
+	Seqs       []Sequence
+}
+
+// Groups returns the indices of Seqs by Group, in order of first appearance.
+func (r *Rollout) Groups() [][]int {
+	index := map[int]int{}
+	var groups [][]int
+	for i, s := range r.Seqs {
+		g, ok := index[s.Group]
+		if !ok {
+			g = len(groups)
+			index[s.Group] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// NumTokens is the total number of valid response tokens in the batch.
+func (r *Rollout) NumTokens() int {
+	n := 0
+	for i := range r.Seqs {
+		n += r.Seqs[i].Len()
+	}
+	return n
+}
+
+// Fraction is f = Step / TotalSteps, the schedules' clock.
+func (r *Rollout) Fraction() float64 {
+	if r.TotalSteps <= 0 {
+		return 0
+	}
+	return float64(r.Step) / float64(r.TotalSteps)
+}

@@ -1,0 +1,102 @@
+package core
+
+// Needs declares the signals a strategy (or algorithm) reads from a Rollout,
+// so the backend computes only what is asked.
+type Needs struct {
+	LogProbs  bool
+	Entropies bool
+	// Pooling, when non-empty, asks for Sequence.Embedding: the last-layer
+	// hidden state pooled over response tokens by "last", "second_last" or "mean".
+	Pooling string
+	// ValueHeads asks for a critic with at least this many value heads.
+	ValueHeads int
+	// HeadMasks asks the trainer to request per-head bootstrap masks.
+	HeadMasks bool
+}
+
+// Merge returns the union of two needs. Two different poolings conflict;
+// the first wins and Merge reports ok=false.
+func (n Needs) Merge(o Needs) (Needs, bool) {
+	ok := true
+	n.LogProbs = n.LogProbs || o.LogProbs
+	n.Entropies = n.Entropies || o.Entropies
+	if n.Pooling == "" {
+		n.Pooling = o.Pooling
+	} else if o.Pooling != "" && o.Pooling != n.Pooling {
+		ok = false
+	}
+	n.ValueHeads = max(n.ValueHeads, o.ValueHeads)
+	n.HeadMasks = n.HeadMasks || o.HeadMasks
+	return n, ok
+}
+
+// StepInfo is what a hook knows about the step it runs in.
+type StepInfo struct {
+	Step       int
+	TotalSteps int
+	Algorithm  string
+	// Seed is the run seed; strategies derive per-step randomness from it.
+	Seed uint64
+}
+
+// Strategy is an exploration strategy. The base interface is tiny; what a
+// strategy does is declared by the optional hook interfaces below (the
+// database/sql/driver pattern), so the contract can grow without breaking
+// existing strategies.
+//
+// Hooks are called from one goroutine, in the order listed in the config.
+type Strategy interface {
+	// Name is the strategy's registry name (used in metric names
+	// explore/<name>/...).
+	Name() string
+	// Needs declares the rollout signals the strategy reads.
+	Needs() Needs
+}
+
+// RewardHook adds a per-response bonus to the verifier reward:
+// r~_i = r_i + bonus_i. It must return len(r.Seqs) finite numbers and must not
+// modify r.
+type RewardHook interface {
+	RewardBonus(info StepInfo, r *Rollout) ([]float64, error)
+}
+
+// AdvantageHook adds a per-token bonus to the advantages computed by the
+// algorithm: A^_i,t = A_i,t + bonus_i,t. It must return one slice per
+// sequence, each of the sequence's length.
+type AdvantageHook interface {
+	AdvantageBonus(info StepInfo, r *Rollout) ([][]float64, error)
+}
+
+// LossTerms are extra terms of the actor loss.
+type LossTerms struct {
+	// EntropyCoef c adds -c * mean token entropy to the actor loss.
+	EntropyCoef float64
+}
+
+// LossHook contributes terms to the actor loss of this step.
+type LossHook interface {
+	LossTerms(info StepInfo) (LossTerms, error)
+}
+
+// HeadMasker draws the per-head bootstrap masks (Sequence.HeadMask) used by
+// the critic update of this step.
+type HeadMasker interface {
+	HeadMasks(info StepInfo, r *Rollout) ([][][]float64, error)
+}
+
+// Observer sees the finished step (after the updates) and may report metrics.
+type Observer interface {
+	Observe(info StepInfo, r *Rollout) (map[string]float64, error)
+}
+
+// Stateful strategies keep state across steps (e.g. SimHash counts); the
+// trainer saves it in every checkpoint and restores it on resume.
+type Stateful interface {
+	SaveState() ([]byte, error)
+	LoadState(data []byte) error
+}
+
+// Closer is implemented by strategies holding resources (plugin processes).
+type Closer interface {
+	Close() error
+}

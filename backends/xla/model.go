@@ -121,8 +121,19 @@ func layerNorm(x, gain, bias *graph.Node) *graph.Node {
 	mean := graph.ReduceAndKeep(x, graph.ReduceMean, last)
 	xc := graph.Sub(x, mean)
 	variance := graph.ReduceAndKeep(graph.Square(xc), graph.ReduceMean, last)
-	y := graph.Mul(xc, graph.Rsqrt(graph.AddScalar(variance, 1e-5)))
-	return graph.Add(graph.Mul(y, gain), bias)
+	y := graph.Div(xc, graph.Sqrt(graph.AddScalar(variance, 1e-5)))
+	return graph.Add(graph.Mul(y, asRank(gain, x.Rank())), asRank(bias, x.Rank()))
+}
+
+// asRank reshapes a vector [n] to [1, ..., 1, n] of the given rank, so it
+// broadcasts against the last axis.
+func asRank(vec *graph.Node, rank int) *graph.Node {
+	dims := make([]int, rank)
+	for i := range dims {
+		dims[i] = 1
+	}
+	dims[rank-1] = vec.Shape().Dimensions[0]
+	return graph.Reshape(vec, dims...)
 }
 
 // linear applies x[..., in] @ w[in, out] as one 2-D matmul.
@@ -177,9 +188,9 @@ func block(ctx *context.Context, c ModelConfig, l int, x, bias *graph.Node,
 	a := mergeHeads(attend(q, k, v, bias))
 	x = graph.Add(x, linear(a, param(ctx, g, s, "wo")))
 	h = layerNorm(x, param(ctx, g, s, "ln2_gain"), param(ctx, g, s, "ln2_bias"))
-	h = graph.Add(linear(h, param(ctx, g, s, "w1")), param(ctx, g, s, "b1"))
+	h = graph.Add(linear(h, param(ctx, g, s, "w1")), asRank(param(ctx, g, s, "b1"), h.Rank()))
 	h = graph.Max(h, graph.ScalarZero(g, h.DType())) // ReLU: cheapest on the pure-Go engine
-	h = graph.Add(linear(h, param(ctx, g, s, "w2")), param(ctx, g, s, "b2"))
+	h = graph.Add(linear(h, param(ctx, g, s, "w2")), asRank(param(ctx, g, s, "b2"), h.Rank()))
 	return graph.Add(x, h)
 }
 
@@ -228,5 +239,5 @@ func logitsOf(ctx *context.Context, h *graph.Node) *graph.Node {
 // valuesOf maps hidden states [..., d] to K head values [..., K].
 func valuesOf(ctx *context.Context, h *graph.Node) *graph.Node {
 	g := h.Graph()
-	return graph.Add(linear(h, param(ctx, g, "value", "w")), param(ctx, g, "value", "b"))
+	return graph.Add(linear(h, param(ctx, g, "value", "w")), asRank(param(ctx, g, "value", "b"), h.Rank()))
 }

@@ -1,0 +1,710 @@
+// Package xla is cde's model backend on GoMLX: a causal transformer policy
+// with KV-cache sampling, an optional K-head critic of the same design with
+// its own parameters, their PPO / MSE updates with Adam, and checkpoints.
+//
+// Every graph (prefill, decode step, scoring, actor update, critic update) is
+// one GoMLX computation, compiled once per input-shape bucket: batch sizes
+// are fixed per call site and sequence lengths are padded to multiples of 8.
+package xla
+
+import (
+	"encoding/gob"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// Options configures a Backend.
+type Options struct {
+	Engine string // auto | go | xla:cpu | xla:cuda
+	Policy ModelConfig
+	// ValueHeads K > 0 builds a critic (same sizes as the policy, own
+	// parameters); 0 builds none.
+	ValueHeads  int
+	Seed        uint64
+	ActorLR     float64
+	CriticLR    float64
+	MaxGradNorm float64 // global gradient-norm clip (default 1)
+	PAD, EOS    int32
+}
+
+// Backend implements core.Backend.
+type Backend struct {
+	opts       Options
+	engine     backends.Backend
+	engineName string
+	policy     *net
+	critic     *net
+	// ref is a frozen copy of the initial policy, built on first use of
+	// kl_coef > 0.
+	ref *net
+}
+
+var _ core.Backend = (*Backend)(nil)
+
+// New builds the policy (and critic) with weights drawn from opts.Seed.
+func New(opts Options) (*Backend, error) {
+	if opts.MaxGradNorm == 0 {
+		opts.MaxGradNorm = 1
+	}
+	eng, err := NewEngine(opts.Engine)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{opts: opts, engine: eng, engineName: eng.Name()}
+	if b.policy, err = newNet(eng, opts.Policy, opts.Seed); err != nil {
+		return nil, err
+	}
+	if opts.ValueHeads > 0 {
+		cc := opts.Policy
+		cc.ValueK = opts.ValueHeads
+		if b.critic, err = newNet(eng, cc, opts.Seed+1); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// Engine names the GoMLX engine in use.
+func (b *Backend) Engine() string { return b.engineName + " (" + b.engine.Description() + ")" }
+
+// Close releases the engine.
+func (b *Backend) Close() error {
+	b.engine.Finalize()
+	return nil
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+func gumbel(rng *rand.Rand, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		u := rng.Float64()
+		for u == 0 {
+			u = rng.Float64()
+		}
+		out[i] = float32(-math.Log(-math.Log(u)))
+	}
+	return out
+}
+
+// Generate samples one response per prompt with a KV cache: one prefill
+// graph for the (padded) prompts, then one decode graph per token, until
+// every row emitted EOS or MaxTokens. Sampling is Gumbel-max with noise drawn
+// on the host from req.Seed, so the same request and weights give the same
+// tokens on any engine.
+func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) {
+	c := b.policy.cfg
+	nb := len(req.Prompts)
+	if nb == 0 {
+		return nil, nil
+	}
+	if req.MaxTokens < 1 {
+		return nil, fmt.Errorf("generate: max tokens %d < 1", req.MaxTokens)
+	}
+	temp := req.Temperature
+	if temp <= 0 {
+		return nil, fmt.Errorf("generate: temperature %v must be > 0", temp)
+	}
+	maxP := 0
+	for i, p := range req.Prompts {
+		if len(p) == 0 {
+			return nil, fmt.Errorf("generate: prompt %d is empty", i)
+		}
+		maxP = max(maxP, len(p))
+	}
+	P := roundUp(maxP, 4)
+	tmax := P + req.MaxTokens
+	if tmax > c.MaxLen {
+		return nil, fmt.Errorf("generate: prompt length %d + max_response_tokens %d exceeds the model's max length %d (raise model.max_len)", P, req.MaxTokens, c.MaxLen)
+	}
+	tokens := make([]int32, nb*P)
+	last := make([]int32, nb)
+	pos := make([]int32, nb)
+	for i, p := range req.Prompts {
+		for j := range P {
+			tokens[i*P+j] = b.opts.PAD
+		}
+		copy(tokens[i*P:], p)
+		last[i] = int32(len(p) - 1)
+		pos[i] = int32(len(p))
+	}
+	rng := rand.New(rand.NewPCG(req.Seed, 0x6e6))
+	invTemp := float32(1 / temp)
+	pre, err := b.policy.prefillExec(tmax)
+	if err != nil {
+		return nil, err
+	}
+	out, err := run(pre, tensors.FromFlatDataAndDimensions(tokens, nb, P), tensors.FromFlatDataAndDimensions(last, nb),
+		tensors.FromFlatDataAndDimensions(gumbel(rng, nb*c.Vocab), nb, c.Vocab), invTemp)
+	if err != nil {
+		return nil, fmt.Errorf("generate: prefill: %w", err)
+	}
+	gens := make([]core.Generation, nb)
+	hidden := make([][][]float32, nb)
+	done := make([]bool, nb)
+	decode, err := b.policy.exec(&b.policy.decode, b.policy.buildDecode())
+	if err != nil {
+		return nil, err
+	}
+	for step := 0; ; step++ {
+		tok := tensors.MustCopyFlatData[int32](out[0])
+		lp := tensors.MustCopyFlatData[float32](out[1])
+		ent := tensors.MustCopyFlatData[float32](out[2])
+		var h []float32
+		if req.Pooling != "" {
+			h = tensors.MustCopyFlatData[float32](out[3])
+		}
+		allDone := true
+		for i := range nb {
+			if done[i] {
+				continue
+			}
+			g := &gens[i]
+			g.Tokens = append(g.Tokens, tok[i])
+			g.LogProbs = append(g.LogProbs, float64(lp[i]))
+			g.Entropies = append(g.Entropies, float64(ent[i]))
+			if h != nil {
+				hidden[i] = append(hidden[i], h[i*c.DModel:(i+1)*c.DModel])
+			}
+			if tok[i] == b.opts.EOS {
+				done[i] = true
+			} else if len(g.Tokens) >= req.MaxTokens {
+				done[i] = true
+				g.Truncated = true
+			} else {
+				allDone = false
+			}
+		}
+		for _, t := range out[1:4] {
+			t.FinalizeAll()
+		}
+		if allDone {
+			for _, t := range out {
+				t.FinalizeAll()
+			}
+			break
+		}
+		args := []any{out[0], tensors.FromFlatDataAndDimensions(slices.Clone(pos), nb),
+			tensors.FromFlatDataAndDimensions(gumbel(rng, nb*c.Vocab), nb, c.Vocab), invTemp}
+		for _, t := range out[4:] {
+			args = append(args, t)
+		}
+		next, err := run(decode, args...)
+		if err != nil {
+			return nil, fmt.Errorf("generate: decode step %d: %w", step, err)
+		}
+		for _, t := range out {
+			t.FinalizeAll()
+		}
+		out = next
+		for i := range pos {
+			pos[i]++
+		}
+	}
+	if req.Pooling != "" {
+		for i := range gens {
+			gens[i].Embedding = pool(hidden[i], req.Pooling)
+		}
+	}
+	return gens, nil
+}
+
+// pool reduces the hidden states that chose each response token: "last"
+// (the state that chose the final token), "second_last" (the one before, or
+// the last for one-token responses) or "mean".
+func pool(states [][]float32, how string) []float64 {
+	if len(states) == 0 {
+		return nil
+	}
+	d := len(states[0])
+	out := make([]float64, d)
+	switch how {
+	case "mean":
+		for _, s := range states {
+			for j, v := range s {
+				out[j] += float64(v) / float64(len(states))
+			}
+		}
+	case "second_last":
+		s := states[max(len(states)-2, 0)]
+		for j, v := range s {
+			out[j] = float64(v)
+		}
+	default:
+		for j, v := range states[len(states)-1] {
+			out[j] = float64(v)
+		}
+	}
+	return out
+}
+
+// batch is a padded [B, T] layout of (prompt ++ response) sequences. The
+// prediction for response token t of row i sits at position P_i - 1 + t.
+type batch struct {
+	b, t    int
+	tokens  []int32
+	targets []int32
+	mask    []float32
+	// at[i][t] is the flat index of response token t of row i.
+	at [][]int
+}
+
+func (be *Backend) layout(seqs []*core.Sequence) (*batch, error) {
+	maxL := 0
+	for _, s := range seqs {
+		maxL = max(maxL, len(s.Prompt)+len(s.Response))
+	}
+	T := min(roundUp(maxL, 8), be.policy.cfg.MaxLen)
+	if maxL > T {
+		return nil, fmt.Errorf("sequence of %d tokens exceeds the model's max length %d", maxL, be.policy.cfg.MaxLen)
+	}
+	B := len(seqs)
+	bt := &batch{b: B, t: T, tokens: make([]int32, B*T), targets: make([]int32, B*T), mask: make([]float32, B*T), at: make([][]int, B)}
+	for i, s := range seqs {
+		row := bt.tokens[i*T : (i+1)*T]
+		for j := range row {
+			row[j] = be.opts.PAD
+		}
+		copy(row, s.Prompt)
+		copy(row[len(s.Prompt):], s.Response)
+		bt.at[i] = make([]int, len(s.Response))
+		for t, tok := range s.Response {
+			p := i*T + len(s.Prompt) - 1 + t
+			bt.targets[p] = tok
+			bt.mask[p] = 1
+			bt.at[i][t] = p
+		}
+	}
+	return bt, nil
+}
+
+func ptrs(r *core.Rollout) []*core.Sequence {
+	out := make([]*core.Sequence, len(r.Seqs))
+	for i := range r.Seqs {
+		out[i] = &r.Seqs[i]
+	}
+	return out
+}
+
+// ScoreValues fills Values with the critic's K head values.
+func (b *Backend) ScoreValues(r *core.Rollout) error {
+	if b.critic == nil {
+		return fmt.Errorf("score values: no critic (the algorithm or strategies must ask for value heads)")
+	}
+	seqs := ptrs(r)
+	bt, err := b.layout(seqs)
+	if err != nil {
+		return err
+	}
+	e, err := b.critic.exec(&b.critic.score, b.critic.buildScore())
+	if err != nil {
+		return err
+	}
+	out, err := run(e, tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t), tensors.FromFlatDataAndDimensions(bt.targets, bt.b, bt.t), float32(1))
+	if err != nil {
+		return fmt.Errorf("score values: %w", err)
+	}
+	vals := tensors.MustCopyFlatData[float32](out[0])
+	out[0].FinalizeAll()
+	K := b.critic.cfg.ValueK
+	for i, s := range seqs {
+		s.Values = make([][]float64, len(s.Response))
+		for t, p := range bt.at[i] {
+			v := make([]float64, K)
+			for k := range K {
+				v[k] = float64(vals[p*K+k])
+			}
+			s.Values[t] = v
+		}
+	}
+	return nil
+}
+
+// ScoreLogProbs returns each sequence's per-token log-probs and entropies
+// under the current policy at temperature temp.
+func (b *Backend) ScoreLogProbs(seqs []*core.Sequence, temp float64) (lps, ents [][]float64, err error) {
+	return scoreLP(b.policy, b, seqs, temp)
+}
+
+func scoreLP(n *net, be *Backend, seqs []*core.Sequence, temp float64) (lps, ents [][]float64, err error) {
+	bt, err := be.layout(seqs)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := n.exec(&n.score, n.buildScore())
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := run(e, tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t), tensors.FromFlatDataAndDimensions(bt.targets, bt.b, bt.t), float32(1/temp))
+	if err != nil {
+		return nil, nil, fmt.Errorf("score: %w", err)
+	}
+	lp := tensors.MustCopyFlatData[float32](out[0])
+	en := tensors.MustCopyFlatData[float32](out[1])
+	for _, t := range out {
+		t.FinalizeAll()
+	}
+	lps = make([][]float64, len(seqs))
+	ents = make([][]float64, len(seqs))
+	for i := range seqs {
+		for _, p := range bt.at[i] {
+			lps[i] = append(lps[i], float64(lp[p]))
+			ents[i] = append(ents[i], float64(en[p]))
+		}
+	}
+	return lps, ents, nil
+}
+
+// minibatches splits indices 0..n-1 into m equal shuffled parts (n must be
+// divisible by m, so every minibatch has the same shape).
+func minibatches(n, m int, rng *rand.Rand) ([][]int, error) {
+	if m < 1 || n%m != 0 {
+		return nil, fmt.Errorf("config: train.minibatches = %d: the batch of %d responses must divide into equal minibatches", m, n)
+	}
+	perm := rng.Perm(n)
+	size := n / m
+	out := make([][]int, m)
+	for j := range m {
+		out[j] = perm[j*size : (j+1)*size]
+	}
+	return out, nil
+}
+
+// UpdateActor runs Epochs x Minibatches clipped-surrogate Adam steps.
+// Metrics are means over the steps.
+func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]float64, error) {
+	if u.Temperature <= 0 {
+		u.Temperature = 1
+	}
+	var refLPs [][]float64
+	if u.KLCoef > 0 {
+		var err error
+		if refLPs, err = b.referenceLogProbs(r, u.Temperature); err != nil {
+			return nil, err
+		}
+	}
+	e, err := b.policy.exec(&b.policy.train, b.policy.buildActorTrain())
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(u.Seed, 0xac7))
+	sums := map[string]float64{}
+	nSteps := 0
+	for range max(u.Epochs, 1) {
+		mbs, err := minibatches(len(r.Seqs), max(u.Minibatches, 1), rng)
+		if err != nil {
+			return nil, err
+		}
+		for _, idx := range mbs {
+			seqs := make([]*core.Sequence, len(idx))
+			for j, i := range idx {
+				seqs[j] = &r.Seqs[i]
+			}
+			bt, err := b.layout(seqs)
+			if err != nil {
+				return nil, err
+			}
+			n := bt.b * bt.t
+			adv, oldLP, refLP := make([]float32, n), make([]float32, n), make([]float32, n)
+			for j, s := range seqs {
+				if len(s.Advantages) != len(s.Response) || len(s.LogProbs) != len(s.Response) {
+					return nil, fmt.Errorf("update actor: sequence %d has %d advantages and %d log-probs for %d tokens", idx[j], len(s.Advantages), len(s.LogProbs), len(s.Response))
+				}
+				for t, p := range bt.at[j] {
+					adv[p] = float32(s.Advantages[t])
+					oldLP[p] = float32(s.LogProbs[t])
+					refLP[p] = oldLP[p]
+					if refLPs != nil {
+						refLP[p] = float32(refLPs[idx[j]][t])
+					}
+				}
+			}
+			hyper := make([]float32, hNum)
+			hyper[hInvTemp] = float32(1 / u.Temperature)
+			hyper[hClipLow] = float32(u.ClipLow)
+			hyper[hClipHigh] = float32(u.ClipHigh)
+			hyper[hEntCoef] = float32(u.EntropyCoef)
+			hyper[hKLCoef] = float32(u.KLCoef)
+			hyper[hLR] = float32(b.policy.biasCorrectedLR(b.opts.ActorLR))
+			hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
+			out, err := run(e,
+				tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
+				tensors.FromFlatDataAndDimensions(bt.targets, bt.b, bt.t),
+				tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t),
+				tensors.FromFlatDataAndDimensions(adv, bt.b, bt.t),
+				tensors.FromFlatDataAndDimensions(oldLP, bt.b, bt.t),
+				tensors.FromFlatDataAndDimensions(refLP, bt.b, bt.t),
+				tensors.FromFlatDataAndDimensions(hyper, hNum))
+			if err != nil {
+				return nil, fmt.Errorf("update actor: %w", err)
+			}
+			names := []string{"actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/grad_norm", "actor/nll"}
+			for k, name := range names {
+				sums[name] += float64(tensors.MustCopyFlatData[float32](out[k])[0])
+				out[k].FinalizeAll()
+			}
+			nSteps++
+		}
+	}
+	for k := range sums {
+		sums[k] /= float64(nSteps)
+	}
+	if u.KLCoef == 0 {
+		delete(sums, "actor/kl")
+	}
+	return sums, nil
+}
+
+// referenceLogProbs scores the batch under the frozen initial policy.
+func (b *Backend) referenceLogProbs(r *core.Rollout, temp float64) ([][]float64, error) {
+	if b.ref == nil {
+		return nil, fmt.Errorf("kl_coef > 0 needs a reference policy: none was frozen (call FreezeReference after loading the base checkpoint)")
+	}
+	lps, _, err := scoreLP(b.ref, b, ptrs(r), temp)
+	return lps, err
+}
+
+// FreezeReference copies the current policy weights into a frozen reference
+// (for the k3 KL term).
+func (b *Backend) FreezeReference() error {
+	ref, err := newNet(b.engine, b.policy.cfg, 0)
+	if err != nil {
+		return err
+	}
+	for _, v := range b.policy.trainable() {
+		rv := ref.ctx.GetVariableByScopeAndName(v.Scope(), v.Name())
+		if rv == nil {
+			return fmt.Errorf("reference: missing variable %s", v.ScopeAndName())
+		}
+		val, err := v.Value()
+		if err != nil {
+			return err
+		}
+		data := tensors.MustCopyFlatData[float32](val)
+		if err := rv.SetValue(tensors.FromFlatDataAndDimensions(data, val.Shape().Dimensions...)); err != nil {
+			return err
+		}
+	}
+	b.ref = ref
+	return nil
+}
+
+// UpdateCritic regresses every head on Returns with the HeadMask weights.
+func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string]float64, error) {
+	if b.critic == nil {
+		return nil, fmt.Errorf("update critic: no critic")
+	}
+	e, err := b.critic.exec(&b.critic.train, b.critic.buildCriticTrain())
+	if err != nil {
+		return nil, err
+	}
+	K := b.critic.cfg.ValueK
+	rng := rand.New(rand.NewPCG(u.Seed, 0xc41))
+	sums := map[string]float64{}
+	nSteps := 0
+	for range max(u.Epochs, 1) {
+		mbs, err := minibatches(len(r.Seqs), max(u.Minibatches, 1), rng)
+		if err != nil {
+			return nil, err
+		}
+		for _, idx := range mbs {
+			seqs := make([]*core.Sequence, len(idx))
+			for j, i := range idx {
+				seqs[j] = &r.Seqs[i]
+			}
+			bt, err := b.layout(seqs)
+			if err != nil {
+				return nil, err
+			}
+			n := bt.b * bt.t
+			ret := make([]float32, n)
+			hm := make([]float32, n*K)
+			for j, s := range seqs {
+				if len(s.Returns) != len(s.Response) {
+					return nil, fmt.Errorf("update critic: sequence %d has %d returns for %d tokens", idx[j], len(s.Returns), len(s.Response))
+				}
+				if s.HeadMask != nil && len(s.HeadMask) != len(s.Response) {
+					return nil, fmt.Errorf("update critic: sequence %d has %d head-mask rows for %d tokens", idx[j], len(s.HeadMask), len(s.Response))
+				}
+				for t, p := range bt.at[j] {
+					ret[p] = float32(s.Returns[t])
+					for k := range K {
+						w := float32(1)
+						if s.HeadMask != nil {
+							if len(s.HeadMask[t]) != K {
+								return nil, fmt.Errorf("update critic: sequence %d token %d has %d head-mask entries, want %d", idx[j], t, len(s.HeadMask[t]), K)
+							}
+							w = float32(s.HeadMask[t][k])
+						}
+						hm[p*K+k] = w
+					}
+				}
+			}
+			hyper := make([]float32, hNum)
+			hyper[hLR] = float32(b.critic.biasCorrectedLR(b.opts.CriticLR))
+			hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
+			out, err := run(e,
+				tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
+				tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t),
+				tensors.FromFlatDataAndDimensions(ret, bt.b, bt.t),
+				tensors.FromFlatDataAndDimensions(hm, bt.b, bt.t, K),
+				tensors.FromFlatDataAndDimensions(hyper, hNum))
+			if err != nil {
+				return nil, fmt.Errorf("update critic: %w", err)
+			}
+			for k, name := range []string{"critic/vf_loss", "critic/grad_norm"} {
+				sums[name] += float64(tensors.MustCopyFlatData[float32](out[k])[0])
+				out[k].FinalizeAll()
+			}
+			nSteps++
+		}
+	}
+	for k := range sums {
+		sums[k] /= float64(nSteps)
+	}
+	return sums, nil
+}
+
+// checkpoint is the on-disk form of one net: every variable (weights and
+// Adam moments) and the Adam step count.
+type checkpoint struct {
+	Config   ModelConfig
+	AdamStep int
+	Vars     map[string]savedTensor
+}
+
+type savedTensor struct {
+	Dims []int
+	Data []float32
+}
+
+func (n *net) snapshot() (checkpoint, error) {
+	ck := checkpoint{Config: n.cfg, AdamStep: n.adamStep, Vars: map[string]savedTensor{}}
+	for v := range n.ctx.IterVariables() {
+		val, err := v.Value()
+		if err != nil {
+			return ck, err
+		}
+		ck.Vars[v.ScopeAndName()] = savedTensor{Dims: val.Shape().Dimensions, Data: tensors.MustCopyFlatData[float32](val)}
+	}
+	return ck, nil
+}
+
+func (n *net) restore(ck checkpoint, what string) error {
+	if ck.Config.Vocab != n.cfg.Vocab || ck.Config.Layers != n.cfg.Layers || ck.Config.DModel != n.cfg.DModel ||
+		ck.Config.Heads != n.cfg.Heads || ck.Config.FF != n.cfg.FF || ck.Config.MaxLen != n.cfg.MaxLen || ck.Config.ValueK != n.cfg.ValueK {
+		return fmt.Errorf("checkpoint %s: model sizes %+v differ from the configured %+v", what, ck.Config, n.cfg)
+	}
+	for v := range n.ctx.IterVariables() {
+		st, ok := ck.Vars[v.ScopeAndName()]
+		if !ok {
+			return fmt.Errorf("checkpoint %s: variable %s missing", what, v.ScopeAndName())
+		}
+		if !slices.Equal(st.Dims, v.Shape().Dimensions) {
+			return fmt.Errorf("checkpoint %s: variable %s has shape %v, model wants %v", what, v.ScopeAndName(), st.Dims, v.Shape().Dimensions)
+		}
+		if err := v.SetValue(tensors.FromFlatDataAndDimensions(slices.Clone(st.Data), st.Dims...)); err != nil {
+			return err
+		}
+	}
+	n.adamStep = ck.AdamStep
+	return nil
+}
+
+// Save writes policy.gob (and critic.gob) under dir, each written to a
+// temporary file and renamed, so a crash never leaves a torn file.
+func (b *Backend) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	nets := map[string]*net{"policy": b.policy}
+	if b.critic != nil {
+		nets["critic"] = b.critic
+	}
+	for name, n := range nets {
+		ck, err := n.snapshot()
+		if err != nil {
+			return err
+		}
+		if err := writeGob(filepath.Join(dir, name+".gob"), ck); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Load restores what Save wrote. A directory holding only a policy (a
+// pretrained base) leaves the critic at its initial weights.
+func (b *Backend) Load(dir string) error {
+	var ck checkpoint
+	if err := readGob(filepath.Join(dir, "policy.gob"), &ck); err != nil {
+		return err
+	}
+	if err := b.policy.restore(ck, dir+"/policy.gob"); err != nil {
+		return err
+	}
+	if b.critic != nil {
+		path := filepath.Join(dir, "critic.gob")
+		if _, err := os.Stat(path); err == nil {
+			var cc checkpoint
+			if err := readGob(path, &cc); err != nil {
+				return err
+			}
+			if err := b.critic.restore(cc, path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ResetOptimizer zeroes the policy's Adam state (used when RL starts from a
+// supervised checkpoint).
+func (b *Backend) ResetOptimizer() {
+	for v := range b.policy.ctx.IterVariables() {
+		if len(v.Scope()) >= 5 && v.Scope()[:5] == "/adam" {
+			v.MustSetValue(tensors.FromShape(v.Shape()))
+		}
+	}
+	b.policy.adamStep = 0
+}
+
+func writeGob(path string, v any) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if err := gob.NewEncoder(f).Encode(v); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readGob(path string, v any) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := gob.NewDecoder(f).Decode(v); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return nil
+}

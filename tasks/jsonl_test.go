@@ -1,0 +1,140 @@
+package tasks
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cde-rl/cde/core"
+)
+
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestJSONLGood(t *testing.T) {
+	dir := t.TempDir()
+	train := writeFile(t, dir, "data.jsonl", `{"prompt": "1+1=", "answer": "2"}
+
+{"prompt": "2+2=", "answer": 4, "solution": "2+2=4\nAnswer: 4", "id": "four", "level": 1, "extra": true}
+  
+{"prompt": "x=", "answer": "-1.5"}`) // no trailing newline
+	val := writeFile(t, dir, "val.jsonl", `{"prompt": "3+3=", "answer": "6"}`+"\n")
+	task, err := New(core.NewParams("task", map[string]any{
+		"name": "jsonl", "path": train,
+		"eval":           []any{map[string]any{"name": "v", "path": val}},
+		"correct_reward": 2.0,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := task.(*JSONL)
+	want := []core.Problem{
+		{ID: "data.jsonl:1", Prompt: "1+1=", Answer: "2", Solution: "Answer: 2"},
+		{ID: "four", Prompt: "2+2=", Answer: "4", Solution: "2+2=4\nAnswer: 4", Level: 1},
+		{ID: "data.jsonl:5", Prompt: "x=", Answer: "-1.5", Solution: "Answer: -1.5"},
+	}
+	if !reflect.DeepEqual(j.Train, want) {
+		t.Errorf("Train = %+v\nwant %+v", j.Train, want)
+	}
+	evals := task.EvalSets()
+	if len(evals) != 1 || evals[0].Name != "v" || len(evals[0].Problems) != 1 || evals[0].Problems[0].ID != "val.jsonl:1" {
+		t.Errorf("EvalSets = %+v", evals)
+	}
+	if r, ok := task.Verifier().Verify(want[2], "Answer: -1.50"); !ok || r != 2 {
+		t.Errorf("Verify = %v, %v; want 2, true", r, ok)
+	}
+	if task.Name() != "jsonl" || task.Tokenizer().VocabSize() != 101 {
+		t.Error("name or tokenizer")
+	}
+
+	// Uniform, deterministic sampling.
+	s1 := task.SampleTrain(rand.New(rand.NewPCG(1, 2)), 3000)
+	s2 := task.SampleTrain(rand.New(rand.NewPCG(1, 2)), 3000)
+	if !reflect.DeepEqual(s1, s2) {
+		t.Error("same seed gave different samples")
+	}
+	count := map[string]int{}
+	for _, p := range s1 {
+		count[p.ID]++
+	}
+	for _, p := range want {
+		if c := count[p.ID]; c < 850 || c > 1150 {
+			t.Errorf("%s drawn %d of 3000 times, want about 1000", p.ID, c)
+		}
+	}
+}
+
+func TestJSONLMalformed(t *testing.T) {
+	good := `{"prompt": "1+1=", "answer": "2"}` + "\n"
+	cases := []struct {
+		name, text, want string
+	}{
+		{"bad json", good + "{oops\n", "data.jsonl:2: bad JSON"},
+		{"missing answer", good + good + "\n" + good + good + good + `{"prompt": "p"}` + "\n", `data.jsonl:7: missing "answer"`},
+		{"missing prompt", `{"answer": "2"}`, `data.jsonl:1: missing "prompt"`},
+		{"null prompt", `{"prompt": null, "answer": "2"}`, `data.jsonl:1: missing "prompt"`},
+		{"empty answer", `{"prompt": "p", "answer": ""}`, `data.jsonl:1: empty "answer"`},
+		{"prompt type", `{"prompt": 5, "answer": "2"}`, `data.jsonl:1: "prompt": want a string, got 5`},
+		{"answer type", `{"prompt": "p", "answer": [2]}`, `data.jsonl:1: "answer": want a string or number, got [2]`},
+		{"solution type", `{"prompt": "p", "answer": "2", "solution": 2}`, `data.jsonl:1: "solution": want a string`},
+		{"id type", `{"prompt": "p", "answer": "2", "id": 3}`, `data.jsonl:1: "id": want a string`},
+		{"level type", `{"prompt": "p", "answer": "2", "level": "hard"}`, `data.jsonl:1: "level": want an integer`},
+		{"not an object", good + `[1, 2]`, "data.jsonl:2: bad JSON"},
+		{"null line", `null`, "data.jsonl:1: want a JSON object"},
+		{"two objects", good + good[:len(good)-1] + good, "data.jsonl:2: bad JSON"},
+	}
+	for _, c := range cases {
+		_, err := ReadJSONL(strings.NewReader(c.text), "data.jsonl")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", c.name, err, c.want)
+		}
+	}
+	// Through the task: the error also names the config key and full path.
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "data.jsonl", good+`{"prompt": "p"}`)
+	_, err := New(core.NewParams("task", map[string]any{"name": "jsonl", "path": bad}))
+	if want := "config: task.path: " + bad + `:2: missing "answer"`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+}
+
+func TestJSONLConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	train := writeFile(t, dir, "train.jsonl", `{"prompt": "1+1=", "answer": "2"}`)
+	overlap := writeFile(t, dir, "overlap.jsonl", `{"prompt": "5+5=", "answer": "10"}`+"\n"+`{"prompt": "1+1=", "answer": "2"}`)
+	empty := writeFile(t, dir, "empty.jsonl", "\n\n")
+	cases := []struct {
+		name string
+		m    map[string]any
+		want string
+	}{
+		{"missing path", map[string]any{}, "config: task.path: required"},
+		{"path type", map[string]any{"path": 3}, "config: task.path: want a string"},
+		{"no such file", map[string]any{"path": filepath.Join(dir, "nope.jsonl")}, "config: task.path: open"},
+		{"empty file", map[string]any{"path": empty}, "config: task.path: " + empty + ": no problems"},
+		{"unknown key", map[string]any{"path": train, "evals": []any{}}, "config: task.evals: unknown key"},
+		{"eval not list", map[string]any{"path": train, "eval": "x"}, "config: task.eval: want a list"},
+		{"eval missing path", map[string]any{"path": train, "eval": []any{map[string]any{"name": "v"}}}, "config: task.eval[0].path: required"},
+		{"eval missing name", map[string]any{"path": train, "eval": []any{map[string]any{"path": train}}}, "config: task.eval[0].name: required"},
+		{"eval unknown key", map[string]any{"path": train, "eval": []any{map[string]any{"name": "v", "path": train, "n": 3}}}, "config: task.eval[0].n: unknown key"},
+		{"eval dup name", map[string]any{"path": train, "eval": []any{map[string]any{"name": "v", "path": overlap}, map[string]any{"name": "v", "path": overlap}}}, "config: task.eval[1].name: duplicate"},
+		{"eval overlaps train", map[string]any{"path": train, "eval": []any{map[string]any{"name": "v", "path": overlap}}}, "config: task.eval[0].path: problem overlap.jsonl:2: prompt also in the training file (train.jsonl:1)"},
+		{"reward type", map[string]any{"path": train, "incorrect_reward": "low"}, "config: task.incorrect_reward: want a number"},
+	}
+	for _, c := range cases {
+		c.m["name"] = "jsonl"
+		_, err := New(core.NewParams("task", c.m))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", c.name, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package tasks
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cde-rl/cde/core"
+)
+
+// Helpers for list-valued keys, which core.Params has no reader for.
+
+// keyPath is the full name of key k of p, as core.Params prints it.
+func keyPath(p *core.Params, k string) string {
+	if p.Path == "" {
+		return k
+	}
+	return p.Path + "." + k
+}
+
+// readInts reads an integer list (a single integer counts as a one-element
+// list); def when absent.
+func readInts(p *core.Params, k string, def []int) []int {
+	v, ok := p.Raw(k)
+	if !ok {
+		return def
+	}
+	var items []any
+	switch x := v.(type) {
+	case []any:
+		items = x
+	case []int:
+		return append([]int(nil), x...)
+	default:
+		items = []any{v}
+	}
+	out := make([]int, 0, len(items))
+	for i, it := range items {
+		f, ok := core.ToFloat(it)
+		if _, isStr := it.(string); isStr || !ok || f != math.Trunc(f) || math.IsInf(f, 0) {
+			p.Fail(k, "item %d: want an integer, got %v (%T)", i, it, it)
+			return def
+		}
+		out = append(out, int(f))
+	}
+	return out
+}
+
+// readMaps reads a list of mappings as strict Params named "k[i]"; nil when
+// absent.
+func readMaps(p *core.Params, k string) ([]*core.Params, bool) {
+	v, ok := p.Raw(k)
+	if !ok || v == nil {
+		return nil, ok
+	}
+	items, isList := v.([]any)
+	if !isList {
+		if ms, isMaps := v.([]map[string]any); isMaps {
+			for _, m := range ms {
+				items = append(items, m)
+			}
+		} else {
+			p.Fail(k, "want a list of mappings, got %v (%T)", v, v)
+			return nil, true
+		}
+	}
+	out := make([]*core.Params, 0, len(items))
+	for i, it := range items {
+		m, isMap := it.(map[string]any)
+		if !isMap {
+			p.Fail(k, "item %d: want a mapping, got %v (%T)", i, it, it)
+			return nil, true
+		}
+		out = append(out, core.NewParams(fmt.Sprintf("%s[%d]", keyPath(p, k), i), m))
+	}
+	return out, true
+}

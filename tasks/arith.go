@@ -203,7 +203,18 @@ func (a *Arith) TestSet(level, n int) []core.Problem {
 	return a.heldOut(level, SplitTest, n)
 }
 
-// ArithProblem builds the problem "x op y=".
+// ArithProblem builds the problem "x op y=" with a worked solution: one
+// line per digit from the least significant, carrying or borrowing as on
+// paper, then the "Answer: N" line. For example 47+38 gives
+//
+//	7+8=15
+//	4+3+1=8
+//	Answer: 85
+//
+// and 500-123 gives "0-3+10=7", "0-2-1+10=7", "5-1-1=3", "Answer: 377".
+// When x < y the first line is "x<y" and the digits of y-x follow. The
+// steps give a small model a procedure it can learn imperfectly and RL can
+// sharpen.
 func ArithProblem(level, x int, op byte, y int) core.Problem {
 	prompt := strconv.Itoa(x) + string(op) + strconv.Itoa(y) + "="
 	r := x + y
@@ -215,9 +226,46 @@ func ArithProblem(level, x int, op byte, y int) core.Problem {
 		ID:       fmt.Sprintf("arith/L%d/%s", level, strings.TrimSuffix(prompt, "=")),
 		Prompt:   prompt,
 		Answer:   ans,
-		Solution: AnswerMarker + " " + ans,
+		Solution: workedSolution(x, op, y) + AnswerMarker + " " + ans,
 		Level:    level,
 	}
+}
+
+// workedSolution returns the digit lines of x op y, each ending in '\n'.
+func workedSolution(x int, op byte, y int) string {
+	var b strings.Builder
+	if op == '-' && x < y {
+		fmt.Fprintf(&b, "%d<%d\n", x, y)
+		x, y = y, x
+	}
+	carry := 0
+	for first := true; first || x > 0 || y > 0; first = false {
+		dx, dy := x%10, y%10
+		x, y = x/10, y/10
+		if op == '+' {
+			s := dx + dy + carry
+			if carry > 0 {
+				fmt.Fprintf(&b, "%d+%d+1=%d\n", dx, dy, s)
+			} else {
+				fmt.Fprintf(&b, "%d+%d=%d\n", dx, dy, s)
+			}
+			carry = s / 10
+			continue
+		}
+		d := dx - dy - carry
+		fmt.Fprintf(&b, "%d-%d", dx, dy)
+		if carry > 0 {
+			b.WriteString("-1")
+		}
+		carry = 0
+		if d < 0 {
+			d += 10
+			carry = 1
+			b.WriteString("+10")
+		}
+		fmt.Fprintf(&b, "=%d\n", d)
+	}
+	return b.String()
 }
 
 // operandRange is the inclusive operand range of a level.

@@ -41,10 +41,12 @@ func TestArithProblem(t *testing.T) {
 		y        int
 		want     core.Problem
 	}{
-		{2, 47, '+', 38, core.Problem{ID: "arith/L2/47+38", Prompt: "47+38=", Answer: "85", Solution: "Answer: 85", Level: 2}},
-		{1, 3, '-', 8, core.Problem{ID: "arith/L1/3-8", Prompt: "3-8=", Answer: "-5", Solution: "Answer: -5", Level: 1}},
-		{1, 0, '+', 0, core.Problem{ID: "arith/L1/0+0", Prompt: "0+0=", Answer: "0", Solution: "Answer: 0", Level: 1}},
-		{3, 500, '-', 123, core.Problem{ID: "arith/L3/500-123", Prompt: "500-123=", Answer: "377", Solution: "Answer: 377", Level: 3}},
+		{2, 47, '+', 38, core.Problem{ID: "arith/L2/47+38", Prompt: "47+38=", Answer: "85", Solution: "7+8=15\n4+3+1=8\nAnswer: 85", Level: 2}},
+		{1, 3, '-', 8, core.Problem{ID: "arith/L1/3-8", Prompt: "3-8=", Answer: "-5", Solution: "3<8\n8-3=5\nAnswer: -5", Level: 1}},
+		{1, 0, '+', 0, core.Problem{ID: "arith/L1/0+0", Prompt: "0+0=", Answer: "0", Solution: "0+0=0\nAnswer: 0", Level: 1}},
+		{3, 500, '-', 123, core.Problem{ID: "arith/L3/500-123", Prompt: "500-123=", Answer: "377", Solution: "0-3+10=7\n0-2-1+10=7\n5-1-1=3\nAnswer: 377", Level: 3}},
+		{2, 95, '+', 17, core.Problem{ID: "arith/L2/95+17", Prompt: "95+17=", Answer: "112", Solution: "5+7=12\n9+1+1=11\nAnswer: 112", Level: 2}},
+		{3, 500, '-', 499, core.Problem{ID: "arith/L3/500-499", Prompt: "500-499=", Answer: "1", Solution: "0-9+10=1\n0-9-1+10=0\n5-4-1=0\nAnswer: 1", Level: 3}},
 	}
 	for _, c := range cases {
 		if got := ArithProblem(c.level, c.x, c.op, c.y); got != c.want {

@@ -19,6 +19,7 @@ import (
 	"github.com/cde-rl/cde/core"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
 )
 
 // Options configures a Backend.
@@ -707,4 +708,35 @@ func readGob(path string, v any) error {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	return nil
+}
+
+// SupervisedStep takes one Adam step of token cross-entropy on the
+// sequences' responses (given the prompts) and returns the mean token NLL.
+func (b *Backend) SupervisedStep(seqs []*core.Sequence, lr float64) (float64, error) {
+	n := b.policy
+	if n.sft == nil {
+		e, err := context.NewExec(b.engine, n.ctx, n.buildSFT())
+		if err != nil {
+			return 0, err
+		}
+		n.sft = e
+	}
+	bt, err := b.layout(seqs)
+	if err != nil {
+		return 0, err
+	}
+	hyper := make([]float32, hNum)
+	hyper[hLR] = float32(n.biasCorrectedLR(lr))
+	hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
+	out, err := run(n.sft, tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
+		tensors.FromFlatDataAndDimensions(bt.targets, bt.b, bt.t),
+		tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t), tensors.FromFlatDataAndDimensions(hyper, hNum))
+	if err != nil {
+		return 0, fmt.Errorf("supervised step: %w", err)
+	}
+	loss := float64(tensors.MustCopyFlatData[float32](out[0])[0])
+	for _, t := range out {
+		t.FinalizeAll()
+	}
+	return loss, nil
 }

@@ -26,6 +26,7 @@ type net struct {
 	decode  *context.Exec
 	score   *context.Exec
 	train   *context.Exec
+	sft     *context.Exec
 }
 
 // Hyper-parameter slots of the train graphs' `hyper` input (one small
@@ -316,4 +317,19 @@ func run(e *context.Exec, args ...any) (out []*tensors.Tensor, err error) {
 		}
 	}()
 	return e.Exec(args...)
+}
+
+// buildSFT: supervised cross-entropy on the masked target tokens (the warm
+// start). Inputs: tokens, targets int32 [B,T]; mask [B,T]; hyper. Outputs:
+// loss (mean token NLL), grad norm.
+func (n *net) buildSFT() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+	c := n.cfg
+	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+		tokens, targets, mask, hyper := in[0], in[1], in[2], in[3]
+		lp := graph.LogSoftmax(logitsOf(ctx, hiddenStates(ctx, c, tokens)), -1)
+		logp, _ := tokenLogProbs(lp, targets)
+		loss := maskedMean(graph.Neg(logp), mask)
+		norm := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
+		return []*graph.Node{loss, norm}
+	}
 }

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/cde-rl/cde/core"
+)
+
+// configFlags are the flags every config-driven command shares.
+type configFlags struct {
+	file string
+	sets stringList
+}
+
+func (c *configFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.file, "config", "", "YAML config file (layered: defaults < file < CDE_* env < --set)")
+	fs.Var(&c.sets, "set", "override one key, e.g. --set train.steps=50 (repeatable; value parsed as YAML)")
+}
+
+func (c *configFlags) load() (*core.Config, error) {
+	return core.LoadConfig(core.LoadOptions{File: c.file, Sets: c.sets})
+}
+
+func newFlagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: cde-run %s\n\n", synopsis)
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nEnvironment: CDE_SECTION__KEY=value overrides a config key (e.g. CDE_TRAIN__STEPS=50).\nConfig keys and defaults: docs/config.md\n")
+	}
+	return fs
+}
+
+// parse returns (exit code, done): done when --help was shown or flags failed.
+func parse(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return 2, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "cde-run %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, true
+	}
+	return 0, false
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, context.Canceled) {
+		return 130
+	}
+	return 1
+}
+
+func cmdTrain(args []string) int {
+	fs := newFlagSet("train", "train [--config FILE] [--set key=value]... [--run-dir DIR] [--resume DIR] [--dump-rollouts DIR]")
+	var cf configFlags
+	cf.register(fs)
+	runDir := fs.String("run-dir", "", "run directory (default runs/<time>-<algorithm>)")
+	resume := fs.String("resume", "", "continue the run in DIR from its last checkpoint (uses DIR/config.yaml)")
+	dump := fs.String("dump-rollouts", "", "write every step's batch as DIR/rollout-<step>.json (DESIGN section 4)")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	tty := stderrIsTTY()
+	log := newLogger(os.Stderr, tty)
+	ctx, stop := signalContext()
+	defer stop()
+	err := train(ctx, cf, *runDir, *resume, *dump, tty)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Error().Err(err).Msg("train failed")
+	}
+	return exitCode(err)
+}
+
+func train(ctx context.Context, cf configFlags, runDir, resume, dump string, tty bool) error {
+	log := newLogger(os.Stderr, tty)
+	var cfg *core.Config
+	var err error
+	if resume != "" {
+		if cf.file != "" || len(cf.sets) > 0 {
+			return fmt.Errorf("--resume uses %s/config.yaml: --config and --set cannot change a run being resumed", resume)
+		}
+		data, rerr := os.ReadFile(filepath.Join(resume, "config.yaml"))
+		if rerr != nil {
+			return fmt.Errorf("resume: %w", rerr)
+		}
+		cfg, err = core.LoadConfig(core.LoadOptions{Base: data, Env: []string{}})
+		runDir = resume
+	} else {
+		cfg, err = cf.load()
+	}
+	if err != nil {
+		return err
+	}
+	if runDir == "" {
+		runDir = filepath.Join("runs", time.Now().Format("20060102-150405")+"-"+fmt.Sprint(cfg.Algorithm["name"]))
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return err
+	}
+	if dump != "" {
+		if err := os.MkdirAll(dump, 0o755); err != nil {
+			return err
+		}
+	}
+	start := 0
+	var ckpt string
+	if resume != "" {
+		if ckpt, err = core.LatestCheckpoint(runDir); err != nil {
+			return err
+		}
+	}
+	base := ""
+	if ckpt == "" {
+		if base, err = resolveBase(ctx, cfg, log, tty); err != nil {
+			return err
+		}
+		if err := writeResolvedConfig(runDir, cfg); err != nil {
+			return err
+		}
+	}
+	s, err := newSession(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if base != "" {
+		if err := s.backend.Load(base); err != nil {
+			return err
+		}
+		s.backend.ResetOptimizer()
+		log.Info().Str("base", base).Msg("loaded base policy")
+	}
+	if cfg.Train.KLCoef > 0 {
+		if err := s.backend.FreezeReference(); err != nil {
+			return err
+		}
+	}
+	if ckpt != "" {
+		if start, err = s.trainer.Restore(ckpt); err != nil {
+			return err
+		}
+		if cfg.Train.KLCoef > 0 {
+			return fmt.Errorf("resume with kl_coef > 0 is not supported yet: the reference policy is not part of the checkpoint")
+		}
+		log.Info().Str("checkpoint", ckpt).Int("step", start).Msg("resuming")
+	} else if resume != "" {
+		log.Warn().Str("run", runDir).Msg("no checkpoint yet: starting from step 0")
+	}
+	s.trainer.RunDir = runDir
+	s.trainer.Progress, s.trainer.TTY = os.Stderr, tty
+	s.trainer.DumpRollouts = dump
+	return s.trainer.Run(ctx, start)
+}
+
+func cmdPretrain(args []string) int {
+	fs := newFlagSet("pretrain", "pretrain [--config FILE] [--set key=value]... [--out DIR]")
+	var cf configFlags
+	cf.register(fs)
+	out := fs.String("out", "", "where to write the base policy (default pretrain.dir/<key>, where train's model.checkpoint: auto looks)")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	tty := stderrIsTTY()
+	log := newLogger(os.Stderr, tty)
+	ctx, stop := signalContext()
+	defer stop()
+	cfg, err := cf.load()
+	if err == nil {
+		dir := *out
+		if dir == "" {
+			dir = filepath.Join(cfg.Pretrain.Dir, baseKey(cfg))
+		}
+		if _, statErr := os.Stat(dir); statErr == nil {
+			err = fmt.Errorf("pretrain: %s already exists (remove it to retrain)", dir)
+		} else if err = os.MkdirAll(filepath.Dir(dir), 0o755); err == nil {
+			err = runPretrain(ctx, cfg, dir, log, tty)
+		}
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Error().Err(err).Msg("pretrain failed")
+	}
+	return exitCode(err)
+}
+
+func cmdEval(args []string) int {
+	fs := newFlagSet("eval", "eval [--config FILE] [--set key=value]... [--checkpoint DIR | --run DIR]")
+	var cf configFlags
+	cf.register(fs)
+	ckpt := fs.String("checkpoint", "", "checkpoint directory holding policy.gob (default: model.checkpoint)")
+	run := fs.String("run", "", "evaluate the latest checkpoint of this run directory, with its config")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	tty := stderrIsTTY()
+	log := newLogger(os.Stderr, tty)
+	err := func() error {
+		var cfg *core.Config
+		var err error
+		dir := *ckpt
+		if *run != "" {
+			data, rerr := os.ReadFile(filepath.Join(*run, "config.yaml"))
+			if rerr != nil {
+				return rerr
+			}
+			if cfg, err = core.LoadConfig(core.LoadOptions{Base: data, Sets: cf.sets}); err != nil {
+				return err
+			}
+			if dir == "" {
+				if dir, err = core.LatestCheckpoint(*run); err != nil {
+					return err
+				}
+				if dir == "" {
+					return fmt.Errorf("eval: %s has no checkpoint", *run)
+				}
+			}
+		} else if cfg, err = cf.load(); err != nil {
+			return err
+		}
+		if dir == "" {
+			ctx, stop := signalContext()
+			defer stop()
+			if dir, err = resolveBase(ctx, cfg, log, tty); err != nil {
+				return err
+			}
+			if dir == "" {
+				return fmt.Errorf("eval: give --checkpoint DIR, --run DIR or model.checkpoint")
+			}
+		}
+		s, err := newSession(cfg, log)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.backend.Load(dir); err != nil {
+			return err
+		}
+		m := map[string]float64{}
+		if err := s.trainer.Evaluate(0, m); err != nil {
+			return err
+		}
+		out, _ := json.MarshalIndent(map[string]any{"checkpoint": dir, "metrics": m}, "", "  ")
+		fmt.Println(string(out))
+		return nil
+	}()
+	if err != nil {
+		log.Error().Err(err).Msg("eval failed")
+	}
+	return exitCode(err)
+}

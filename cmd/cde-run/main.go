@@ -1,0 +1,50 @@
+// Command cde-run trains, evaluates and inspects RLVR runs with pluggable
+// exploration strategies.
+//
+//	cde-run train     [--config FILE] [--set key=value]... [--run-dir DIR] [--resume DIR]
+//	cde-run pretrain  [--config FILE] [--set key=value]... [--out DIR]
+//	cde-run eval      [--config FILE] [--set key=value]... --checkpoint DIR
+//	cde-run shape     --config FILE --in ROLLOUT.json
+//
+// Every command has --help.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `cde-run: RLVR training with pluggable exploration strategies
+
+Commands:
+  train      train a policy (no flags: GRPO on the built-in arithmetic task)
+  pretrain   make the supervised base policy that RL starts from
+  eval       evaluate a checkpoint on the held-out sets (avg@k, pass@k)
+  shape      apply a config's algorithm and strategies to a recorded batch
+
+Run "cde-run COMMAND --help" for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmds := map[string]func([]string) int{
+		"train":    cmdTrain,
+		"pretrain": cmdPretrain,
+		"eval":     cmdEval,
+		"shape":    cmdShape,
+	}
+	name := os.Args[1]
+	if name == "-h" || name == "--help" || name == "help" {
+		fmt.Print(usage)
+		return
+	}
+	f, ok := cmds[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "cde-run: unknown command %q\n\n%s", name, usage)
+		os.Exit(2)
+	}
+	os.Exit(f(os.Args[2:]))
+}

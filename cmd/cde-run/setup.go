@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
+
+	_ "github.com/cde-rl/cde/algos/grpo"
+	_ "github.com/cde-rl/cde/algos/ppo"
+	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tasks"
+)
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func stderrIsTTY() bool {
+	return isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd())
+}
+
+// newLogger writes human-readable lines on a terminal and JSON elsewhere.
+func newLogger(w io.Writer, tty bool) zerolog.Logger {
+	if tty {
+		return zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}).With().Timestamp().Logger()
+	}
+	return zerolog.New(w).With().Timestamp().Logger()
+}
+
+// session is everything a command needs, built from a Config.
+type session struct {
+	cfg     *core.Config
+	task    core.Task
+	algo    core.Algorithm
+	strats  []core.Strategy
+	backend *xla.Backend
+	trainer *core.Trainer
+	log     zerolog.Logger
+}
+
+// buildAlgorithm reads the `algorithm:` mapping (name plus its keys).
+func buildAlgorithm(cfg *core.Config) (core.Algorithm, error) {
+	p := core.NewParams("algorithm", cfg.Algorithm)
+	name := p.String("name", "grpo")
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return core.NewAlgorithm(name, p)
+}
+
+// buildStrategies builds every `strategies:` entry in order.
+func buildStrategies(cfg *core.Config, algo core.Algorithm) ([]core.Strategy, error) {
+	var out []core.Strategy
+	for i, entry := range cfg.Strategies {
+		p := core.NewParams(fmt.Sprintf("strategies[%d]", i), entry)
+		name := p.String("name", "")
+		if err := p.Err(); err != nil {
+			return nil, err
+		}
+		if name == "" {
+			return nil, fmt.Errorf("config: strategies[%d].name: required (known: %s)", i, strings.Join(core.Strategies(), ", "))
+		}
+		s, err := core.NewStrategy(name, p, algo)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// newSession builds task, algorithm, strategies and backend. It does not
+// load any checkpoint.
+func newSession(cfg *core.Config, log zerolog.Logger) (*session, error) {
+	task, err := tasks.New(core.NewParams("task", cfg.Task))
+	if err != nil {
+		return nil, err
+	}
+	algo, err := buildAlgorithm(cfg)
+	if err != nil {
+		return nil, err
+	}
+	strats, err := buildStrategies(cfg, algo)
+	if err != nil {
+		return nil, err
+	}
+	tr := &core.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
+	needs, err := tr.Needs()
+	if err != nil {
+		return nil, err
+	}
+	heads := 0
+	if needs.ValueHeads > 0 {
+		heads = max(needs.ValueHeads, cfg.Train.ValueHeads)
+	}
+	tok := task.Tokenizer()
+	be, err := xla.New(xla.Options{
+		Engine: cfg.Backend.Engine,
+		Policy: xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
+			Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen},
+		ValueHeads: heads, Seed: cfg.Seed, ActorLR: cfg.Train.ActorLR, CriticLR: cfg.Train.CriticLR,
+		MaxGradNorm: cfg.Train.MaxGradNorm, PAD: tok.PAD(), EOS: tok.EOS(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	tr.Backend = be
+	log.Info().Str("engine", be.Engine()).Int("value_heads", heads).Msg("backend")
+	return &session{cfg: cfg, task: task, algo: algo, strats: strats, backend: be, trainer: tr, log: log}, nil
+}
+
+func (s *session) Close() {
+	for _, st := range s.strats {
+		if c, ok := st.(core.Closer); ok {
+			c.Close()
+		}
+	}
+	s.backend.Close()
+}
+
+// baseKey identifies a supervised base: the task config and a sample of its
+// problems (so a change of solution format makes a new base), the model
+// sizes, pretrain and eval settings, and the seed.
+func baseKey(cfg *core.Config) string {
+	raw := map[string]any{"task": cfg.Task, "model": cfg.Model, "pretrain": cfg.Pretrain, "eval": cfg.Eval, "seed": cfg.Seed}
+	if task, err := tasks.New(core.NewParams("task", cfg.Task)); err == nil {
+		raw["sample"] = task.SampleTrain(rand.New(rand.NewPCG(1, 1)), 8)
+	}
+	data, _ := json.Marshal(raw)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:6])
+}
+
+// resolveBase returns the directory of the base policy for model.checkpoint:
+// "" for none, a path as given, or for "auto" pretrain.dir/<key>, making it
+// with the supervised warm start when missing.
+func resolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, tty bool) (string, error) {
+	switch cfg.Model.Checkpoint {
+	case "":
+		return "", nil
+	case "auto":
+	default:
+		if _, err := os.Stat(filepath.Join(cfg.Model.Checkpoint, "policy.gob")); err != nil {
+			return "", fmt.Errorf("config: model.checkpoint: %w", err)
+		}
+		return cfg.Model.Checkpoint, nil
+	}
+	dir := filepath.Join(cfg.Pretrain.Dir, baseKey(cfg))
+	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err == nil {
+		log.Info().Str("base", dir).Msg("using pretrained base policy")
+		return dir, nil
+	}
+	log.Info().Str("base", dir).Msg("no base policy yet: running the supervised warm start (cde-run pretrain)")
+	if err := runPretrain(ctx, cfg, dir, log, tty); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// runPretrain makes a base policy in dir (written under a temporary name and
+// renamed, so an interrupted warm start leaves nothing half-made).
+func runPretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.Logger, tty bool) error {
+	pcfg := *cfg
+	pcfg.Algorithm = map[string]any{"name": "grpo"}
+	pcfg.Strategies = nil
+	pcfg.Model.Checkpoint = ""
+	s, err := newSession(&pcfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	s.trainer.Progress, s.trainer.TTY = os.Stderr, tty
+	start := time.Now()
+	res, err := s.trainer.Pretrain(ctx)
+	if err != nil {
+		return err
+	}
+	tmp := dir + fmt.Sprintf(".tmp%d", os.Getpid())
+	if err := s.backend.Save(tmp); err != nil {
+		return err
+	}
+	info, _ := json.MarshalIndent(map[string]any{"steps": res.Steps, "val_avg": res.Acc, "metrics": res.Metrics,
+		"seconds": time.Since(start).Seconds()}, "", "  ")
+	if err := os.WriteFile(filepath.Join(tmp, "pretrain.json"), info, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, statErr := os.Stat(filepath.Join(dir, "policy.gob")); statErr == nil {
+			os.RemoveAll(tmp) // another process made it first
+			return nil
+		}
+		return err
+	}
+	log.Info().Str("base", dir).Int("steps", res.Steps).Float64("val_avg", res.Acc).
+		Dur("took", time.Since(start).Round(time.Second)).Msg("base policy ready")
+	return nil
+}
+
+// writeResolvedConfig saves the merged config as RUN/config.yaml.
+func writeResolvedConfig(dir string, cfg *core.Config) error {
+	data, err := yaml.Marshal(cfg.Raw)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.yaml"), data, 0o644)
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/cde-rl/cde/core"
+)
+
+// shapeOutput is the JSON `cde-run shape` prints (DESIGN section 4).
+type shapeOutput struct {
+	Sequences []shapeSeq         `json:"sequences"`
+	Metrics   map[string]float64 `json:"metrics"`
+}
+
+type shapeSeq struct {
+	RewardBonus    float64   `json:"reward_bonus"`
+	ShapedReward   float64   `json:"shaped_reward"`
+	Advantages     []float64 `json:"advantages"`
+	AdvantageBonus []float64 `json:"advantage_bonus"`
+	Returns        []float64 `json:"returns"`
+}
+
+func cmdShape(args []string) int {
+	fs := newFlagSet("shape", "shape --config FILE --in ROLLOUT.json")
+	var cf configFlags
+	cf.register(fs)
+	in := fs.String("in", "", "rollout file (DESIGN section 4), e.g. from train --dump-rollouts")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	out, err := shape(cf, *in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cde-run shape:", err)
+		return 1
+	}
+	os.Stdout.Write(out)
+	return 0
+}
+
+// shape applies the config's algorithm and strategies to a recorded batch.
+func shape(cf configFlags, in string) ([]byte, error) {
+	if in == "" {
+		return nil, fmt.Errorf("--in ROLLOUT.json is required")
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return nil, err
+	}
+	r, err := core.ReadRolloutFile(in)
+	if err != nil {
+		return nil, err
+	}
+	algo, err := buildAlgorithm(cfg)
+	if err != nil {
+		return nil, err
+	}
+	strats, err := buildStrategies(cfg, algo)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, s := range strats {
+			if c, ok := s.(core.Closer); ok {
+				c.Close()
+			}
+		}
+	}()
+	tr := &core.Trainer{Cfg: cfg, Algo: algo, Strategies: strats}
+	if _, err := tr.Needs(); err != nil {
+		return nil, err
+	}
+	var needs core.Needs
+	if algo.NeedsCritic() {
+		needs.ValueHeads = 1
+	}
+	for _, s := range strats {
+		needs, _ = needs.Merge(s.Needs())
+	}
+	if err := checkNeeds(r, needs, in); err != nil {
+		return nil, err
+	}
+	r.Algorithm = algo.Name()
+	if r.TotalSteps <= 0 {
+		r.TotalSteps = cfg.Train.Steps
+	}
+	m := map[string]float64{}
+	info := core.StepInfo{Step: r.Step, TotalSteps: r.TotalSteps, Algorithm: algo.Name(), Seed: cfg.Seed}
+	if err := tr.Shape(info, r, m); err != nil {
+		return nil, err
+	}
+	var o shapeOutput
+	o.Metrics = m
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		o.Sequences = append(o.Sequences, shapeSeq{RewardBonus: s.RewardBonus, ShapedReward: s.ShapedReward,
+			Advantages: s.Advantages, AdvantageBonus: s.AdvantageBonus, Returns: s.Returns})
+	}
+	data, err := json.MarshalIndent(o, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// checkNeeds reports a rollout field a strategy or the algorithm needs but
+// the file lacks.
+func checkNeeds(r *core.Rollout, n core.Needs, path string) error {
+	for i, s := range r.Seqs {
+		if n.Entropies && s.Entropies == nil {
+			return fmt.Errorf("%s: sequences[%d].entropies: required by the configured strategies", path, i)
+		}
+		if n.ValueHeads > 0 && s.Values == nil {
+			return fmt.Errorf("%s: sequences[%d].values: required (the algorithm or a strategy reads critic values)", path, i)
+		}
+		if n.ValueHeads > 1 && len(s.Values) > 0 && len(s.Values[0]) < n.ValueHeads {
+			return fmt.Errorf("%s: sequences[%d].values: %d heads, the config asks for %d", path, i, len(s.Values[0]), n.ValueHeads)
+		}
+		if n.Pooling != "" && s.Embedding == nil {
+			return fmt.Errorf("%s: sequences[%d].embedding: required by a strategy with pooling %q", path, i, n.Pooling)
+		}
+	}
+	return nil
+}

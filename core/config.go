@@ -1,0 +1,327 @@
+package core
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+)
+
+// Config is a resolved, validated run configuration (DESIGN section 5).
+// Task, Algorithm and Strategies stay raw: their factories read them
+// strictly (tasks.New, NewAlgorithm, NewStrategy).
+type Config struct {
+	Seed       uint64
+	Task       map[string]any
+	Model      ModelConfig
+	Backend    BackendConfig
+	Rollout    RolloutConfig
+	Train      TrainConfig
+	Algorithm  map[string]any
+	Strategies []map[string]any
+	Eval       EvalConfig
+	Pretrain   PretrainConfig
+	// Raw is the merged key tree the values were read from (saved as the
+	// run's resolved config).
+	Raw map[string]any
+}
+
+// ModelConfig sizes the policy (and the critic, which has the same shape).
+type ModelConfig struct {
+	Layers int // model.layers (2)
+	DModel int // model.d_model (64)
+	Heads  int // model.heads (4)
+	FF     int // model.ff, feed-forward width (0 = 4 d_model)
+	MaxLen int // model.max_len, longest prompt + response (64)
+	// Checkpoint is the base policy: "auto" finds or makes the supervised
+	// base for this task and model; "" starts from random weights; a path
+	// loads that directory's policy.gob.
+	Checkpoint string
+}
+
+// BackendConfig chooses the compute engine.
+type BackendConfig struct {
+	Engine string // backend.engine: auto | go | xla:cpu | xla:cuda (auto)
+}
+
+// RolloutConfig controls sampling.
+type RolloutConfig struct {
+	N                 int     // rollout.n: responses per prompt (8)
+	Temperature       float64 // rollout.temperature (1.0)
+	MaxResponseTokens int     // rollout.max_response_tokens (48)
+}
+
+// TrainConfig controls the RL loop.
+type TrainConfig struct {
+	Steps           int     // train.steps (200)
+	PromptsPerStep  int     // train.prompts_per_step (16)
+	ActorLR         float64 // train.actor_lr (1e-4)
+	CriticLR        float64 // train.critic_lr (1e-3)
+	PPOEpochs       int     // train.ppo_epochs (1)
+	Minibatches     int     // train.minibatches (1)
+	ClipLow         float64 // train.clip_low (0.2)
+	ClipHigh        float64 // train.clip_high (0.2)
+	EntropyCoef     float64 // train.entropy_coef (0): entropy bonus in the actor loss
+	KLCoef          float64 // train.kl_coef (0): k3 KL to the frozen base policy
+	MaxGradNorm     float64 // train.max_grad_norm (1.0)
+	ValueHeads      int     // train.value_heads: critic heads K (1; strategies may ask for more)
+	CheckpointEvery int     // train.checkpoint_every (10 steps)
+	KeepCheckpoints int     // train.keep_checkpoints (2)
+}
+
+// EvalConfig controls held-out evaluation.
+type EvalConfig struct {
+	Every       int     // eval.every (20 steps; 0 = only at start and end)
+	K           int     // eval.k: samples per problem for avg@k / pass@k (4)
+	Temperature float64 // eval.temperature (1.0)
+	MaxProblems int     // eval.max_problems per set (0 = all)
+}
+
+// PretrainConfig controls the supervised warm start (cde-run pretrain and
+// model.checkpoint: auto).
+type PretrainConfig struct {
+	Steps     int     // pretrain.steps: upper bound (3000)
+	BatchSize int     // pretrain.batch_size (64)
+	LR        float64 // pretrain.lr (1e-3)
+	EvalEvery int     // pretrain.eval_every (50)
+	// StopAcc ends pretraining once avg@1 on the validation sets reaches it,
+	// leaving a deliberately imperfect base (pretrain.stop_acc, 0.25).
+	StopAcc float64
+	Dir     string // pretrain.dir: where auto bases live (runs/base)
+}
+
+// DefaultConfigYAML holds every default; it is the bottom layer.
+const DefaultConfigYAML = `
+seed: 1
+task: {name: arith}
+model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto}
+backend: {engine: auto}
+rollout: {n: 8, temperature: 1.0, max_response_tokens: 48}
+train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
+        ppo_epochs: 1, minibatches: 1, clip_low: 0.2, clip_high: 0.2,
+        entropy_coef: 0.0, kl_coef: 0.0, max_grad_norm: 1.0, value_heads: 1,
+        checkpoint_every: 10, keep_checkpoints: 2}
+algorithm: {name: grpo}
+strategies: []
+eval: {every: 20, k: 4, temperature: 1.0, max_problems: 0}
+pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.25, dir: runs/base}
+`
+
+// LoadOptions are the layers above the defaults.
+type LoadOptions struct {
+	// File is a YAML config file ("" for none).
+	File string
+	// Env is the environment (KEY=VALUE) to read CDE_* from; nil reads
+	// os.Environ. CDE_TRAIN__STEPS=50 sets train.steps (double underscore
+	// separates levels; single underscores stay in key names).
+	Env []string
+	// Sets are flag overrides "key.path=value", applied last; value is
+	// parsed as YAML (so 3, 1e-4, true, [1, 2] work).
+	Sets []string
+	// Base, when set, replaces the embedded defaults (used by --resume to
+	// start from a run's resolved config).
+	Base []byte
+}
+
+// LoadConfig merges defaults < file < env CDE_* < sets and validates every
+// key. Errors name the key (and the file).
+func LoadConfig(o LoadOptions) (*Config, error) {
+	k := koanf.New(".")
+	base := []byte(DefaultConfigYAML)
+	if o.Base != nil {
+		base = o.Base
+	}
+	if err := k.Load(rawbytes.Provider(base), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("config: defaults: %w", err)
+	}
+	if o.File != "" {
+		data, err := os.ReadFile(o.File)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		fk := koanf.New(".")
+		if err := fk.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", o.File, err)
+		}
+		if err := checkKnownTop(fk.Raw(), o.File); err != nil {
+			return nil, err
+		}
+		if err := k.Merge(fk); err != nil {
+			return nil, err
+		}
+	}
+	environ := o.Env
+	if environ == nil {
+		environ = os.Environ()
+	}
+	envMap := map[string]any{}
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, "CDE_") {
+			continue
+		}
+		key := strings.ToLower(strings.TrimPrefix(name, "CDE_"))
+		key = strings.ReplaceAll(key, "__", ".")
+		v, err := parseScalar(val)
+		if err != nil {
+			return nil, fmt.Errorf("config: env %s: %w", name, err)
+		}
+		envMap[key] = v
+	}
+	if len(envMap) > 0 {
+		if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
+			return nil, err
+		}
+	}
+	setMap := map[string]any{}
+	for _, s := range o.Sets {
+		key, val, ok := strings.Cut(s, "=")
+		if !ok || key == "" {
+			return nil, fmt.Errorf("config: --set %q: want key.path=value", s)
+		}
+		v, err := parseScalar(val)
+		if err != nil {
+			return nil, fmt.Errorf("config: --set %s: %w", key, err)
+		}
+		setMap[key] = v
+	}
+	if len(setMap) > 0 {
+		if err := k.Load(confmap.Provider(setMap, "."), nil); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := decodeConfig(k.Raw())
+	if err != nil && o.File != "" {
+		return nil, fmt.Errorf("%w (in %s or its overrides)", err, o.File)
+	}
+	return cfg, err
+}
+
+var topKeys = []string{"seed", "task", "model", "backend", "rollout", "train", "algorithm", "strategies", "eval", "pretrain"}
+
+func checkKnownTop(m map[string]any, file string) error {
+	for k := range m {
+		known := false
+		for _, t := range topKeys {
+			known = known || k == t
+		}
+		if !known {
+			return fmt.Errorf("config: %s: %s: unknown key (known: %s)", file, k, strings.Join(topKeys, ", "))
+		}
+	}
+	return nil
+}
+
+func parseScalar(s string) (any, error) {
+	var v any
+	k := koanf.New(".")
+	if err := k.Load(rawbytes.Provider([]byte("v: "+s)), yaml.Parser()); err != nil {
+		return nil, err
+	}
+	v = k.Get("v")
+	return v, nil
+}
+
+func decodeConfig(raw map[string]any) (*Config, error) {
+	p := NewParams("", raw)
+	c := &Config{Raw: raw}
+	seed := p.Int("seed", 1)
+	p.Check(seed >= 0, "seed", "must be >= 0, got %d", seed)
+	c.Seed = uint64(seed)
+	c.Task = p.Map("task")
+	if c.Task == nil {
+		p.Fail("task", "required")
+	}
+
+	m := p.Sub("model")
+	c.Model = ModelConfig{
+		Layers: m.Int("layers", 2), DModel: m.Int("d_model", 64), Heads: m.Int("heads", 4),
+		FF: m.Int("ff", 0), MaxLen: m.Int("max_len", 64), Checkpoint: m.String("checkpoint", "auto"),
+	}
+	m.Check(c.Model.Layers >= 1, "layers", "must be >= 1, got %d", c.Model.Layers)
+	m.Check(c.Model.DModel >= 1, "d_model", "must be >= 1, got %d", c.Model.DModel)
+	m.Check(c.Model.Heads >= 1 && c.Model.DModel%max(c.Model.Heads, 1) == 0, "heads", "must divide d_model = %d, got %d", c.Model.DModel, c.Model.Heads)
+	m.Check(c.Model.FF >= 0, "ff", "must be >= 0, got %d", c.Model.FF)
+	m.Check(c.Model.MaxLen >= 8, "max_len", "must be >= 8, got %d", c.Model.MaxLen)
+
+	b := p.Sub("backend")
+	c.Backend.Engine = b.OneOf("engine", "auto", "auto", "go", "xla:cpu", "xla:cuda")
+
+	r := p.Sub("rollout")
+	c.Rollout = RolloutConfig{N: r.Int("n", 8), Temperature: r.Float("temperature", 1), MaxResponseTokens: r.Int("max_response_tokens", 48)}
+	r.Check(c.Rollout.N >= 1, "n", "must be >= 1, got %d", c.Rollout.N)
+	r.Check(c.Rollout.Temperature > 0, "temperature", "must be > 0, got %v", c.Rollout.Temperature)
+	r.Check(c.Rollout.MaxResponseTokens >= 1, "max_response_tokens", "must be >= 1, got %d", c.Rollout.MaxResponseTokens)
+	r.Check(c.Rollout.MaxResponseTokens < c.Model.MaxLen, "max_response_tokens", "must be < model.max_len = %d", c.Model.MaxLen)
+
+	t := p.Sub("train")
+	c.Train = TrainConfig{
+		Steps: t.Int("steps", 200), PromptsPerStep: t.Int("prompts_per_step", 16),
+		ActorLR: t.Float("actor_lr", 1e-4), CriticLR: t.Float("critic_lr", 1e-3),
+		PPOEpochs: t.Int("ppo_epochs", 1), Minibatches: t.Int("minibatches", 1),
+		ClipLow: t.Float("clip_low", 0.2), ClipHigh: t.Float("clip_high", 0.2),
+		EntropyCoef: t.Float("entropy_coef", 0), KLCoef: t.Float("kl_coef", 0),
+		MaxGradNorm: t.Float("max_grad_norm", 1), ValueHeads: t.Int("value_heads", 1),
+		CheckpointEvery: t.Int("checkpoint_every", 10), KeepCheckpoints: t.Int("keep_checkpoints", 2),
+	}
+	tc := c.Train
+	t.Check(tc.Steps >= 1, "steps", "must be >= 1, got %d", tc.Steps)
+	t.Check(tc.PromptsPerStep >= 1, "prompts_per_step", "must be >= 1, got %d", tc.PromptsPerStep)
+	t.Check(tc.ActorLR > 0, "actor_lr", "must be > 0, got %v", tc.ActorLR)
+	t.Check(tc.CriticLR > 0, "critic_lr", "must be > 0, got %v", tc.CriticLR)
+	t.Check(tc.PPOEpochs >= 1, "ppo_epochs", "must be >= 1, got %d", tc.PPOEpochs)
+	t.Check(tc.Minibatches >= 1 && (tc.PromptsPerStep*c.Rollout.N)%max(tc.Minibatches, 1) == 0, "minibatches",
+		"must be >= 1 and divide prompts_per_step * rollout.n = %d, got %d", tc.PromptsPerStep*c.Rollout.N, tc.Minibatches)
+	t.Check(tc.ClipLow > 0 && tc.ClipLow < 1, "clip_low", "must be in (0, 1), got %v", tc.ClipLow)
+	t.Check(tc.ClipHigh > 0, "clip_high", "must be > 0, got %v", tc.ClipHigh)
+	t.Check(tc.EntropyCoef >= 0, "entropy_coef", "must be >= 0, got %v", tc.EntropyCoef)
+	t.Check(tc.KLCoef >= 0, "kl_coef", "must be >= 0, got %v", tc.KLCoef)
+	t.Check(tc.MaxGradNorm > 0, "max_grad_norm", "must be > 0, got %v", tc.MaxGradNorm)
+	t.Check(tc.ValueHeads >= 1 && tc.ValueHeads <= 64, "value_heads", "must be in 1..64, got %d", tc.ValueHeads)
+	t.Check(tc.CheckpointEvery >= 1, "checkpoint_every", "must be >= 1, got %d", tc.CheckpointEvery)
+	t.Check(tc.KeepCheckpoints >= 1, "keep_checkpoints", "must be >= 1, got %d", tc.KeepCheckpoints)
+
+	c.Algorithm = p.Map("algorithm")
+	if c.Algorithm == nil {
+		p.Fail("algorithm", "required")
+	}
+	if raw, ok := p.Raw("strategies"); ok && raw != nil {
+		list, isList := raw.([]any)
+		if !isList {
+			p.Fail("strategies", "want a list of mappings, got %v (%T)", raw, raw)
+		}
+		for i, item := range list {
+			mm, ok := item.(map[string]any)
+			if !ok {
+				p.Fail(fmt.Sprintf("strategies[%d]", i), "want a mapping, got %v (%T)", item, item)
+				break
+			}
+			c.Strategies = append(c.Strategies, mm)
+		}
+	}
+
+	e := p.Sub("eval")
+	c.Eval = EvalConfig{Every: e.Int("every", 20), K: e.Int("k", 4), Temperature: e.Float("temperature", 1), MaxProblems: e.Int("max_problems", 0)}
+	e.Check(c.Eval.Every >= 0, "every", "must be >= 0, got %d", c.Eval.Every)
+	e.Check(c.Eval.K >= 1, "k", "must be >= 1, got %d", c.Eval.K)
+	e.Check(c.Eval.Temperature > 0, "temperature", "must be > 0, got %v", c.Eval.Temperature)
+	e.Check(c.Eval.MaxProblems >= 0, "max_problems", "must be >= 0, got %d", c.Eval.MaxProblems)
+
+	pt := p.Sub("pretrain")
+	c.Pretrain = PretrainConfig{Steps: pt.Int("steps", 3000), BatchSize: pt.Int("batch_size", 64), LR: pt.Float("lr", 1e-3),
+		EvalEvery: pt.Int("eval_every", 50), StopAcc: pt.Float("stop_acc", 0.25), Dir: pt.String("dir", "runs/base")}
+	pt.Check(c.Pretrain.Steps >= 1, "steps", "must be >= 1, got %d", c.Pretrain.Steps)
+	pt.Check(c.Pretrain.BatchSize >= 1, "batch_size", "must be >= 1, got %d", c.Pretrain.BatchSize)
+	pt.Check(c.Pretrain.LR > 0, "lr", "must be > 0, got %v", c.Pretrain.LR)
+	pt.Check(c.Pretrain.EvalEvery >= 1, "eval_every", "must be >= 1, got %d", c.Pretrain.EvalEvery)
+	pt.Check(c.Pretrain.StopAcc > 0 && c.Pretrain.StopAcc <= 1, "stop_acc", "must be in (0, 1], got %v", c.Pretrain.StopAcc)
+
+	if err := p.Finish(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,588 @@
+package core
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Trainer runs the RLVR loop of DESIGN section 1 and owns the run directory:
+//
+//	RUN/config.yaml          the resolved config (written by the CLI)
+//	RUN/metrics.jsonl        one JSON object per step (DESIGN section 6 names)
+//	RUN/checkpoints/step-N/  model, optimiser, strategy state, step (N = steps done)
+//	RUN/checkpoints/LATEST   the name of the newest complete checkpoint
+type Trainer struct {
+	Cfg        *Config
+	Task       Task
+	Backend    Backend
+	Algo       Algorithm
+	Strategies []Strategy
+	RunDir     string
+	Log        zerolog.Logger
+	// Progress receives the progress bar (nil for none); TTY selects the
+	// bar over plain lines.
+	Progress io.Writer
+	TTY      bool
+	// DumpRollouts, when set, receives each step's batch as
+	// rollout-<step>.json (DESIGN section 4).
+	DumpRollouts string
+
+	needs   Needs
+	metrics *os.File
+}
+
+// Mix derives a 64-bit seed from a run seed and labels (SplitMix64 over the
+// labels), so every step, purpose and eval draws independent, reproducible
+// randomness without any RNG state to checkpoint.
+func Mix(seed uint64, labels ...uint64) uint64 {
+	z := seed
+	for _, l := range labels {
+		z ^= l + 0x9e3779b97f4a7c15 + (z << 6) + (z >> 2)
+		z += 0x9e3779b97f4a7c15
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		z ^= z >> 31
+	}
+	return z
+}
+
+const (
+	seedProblems = iota + 1
+	seedGenerate
+	seedActor
+	seedCritic
+	seedEval
+	seedStrategy
+)
+
+// Needs returns the merged needs of the algorithm and strategies.
+func (t *Trainer) Needs() (Needs, error) {
+	n := Needs{LogProbs: true, Entropies: true}
+	if t.Algo.NeedsCritic() {
+		n.ValueHeads = max(n.ValueHeads, 1)
+	}
+	for i, s := range t.Strategies {
+		var ok bool
+		if n, ok = n.Merge(s.Needs()); !ok {
+			return n, fmt.Errorf("config: strategies[%d] (%s): asks for pooling %q but another strategy asked for %q", i, s.Name(), s.Needs().Pooling, n.Pooling)
+		}
+	}
+	return n, nil
+}
+
+// Run trains from step start (0, or the step of the checkpoint resumed
+// from) to train.steps. On ctx cancellation it writes a checkpoint of the
+// last completed step and returns ctx.Err().
+func (t *Trainer) Run(ctx context.Context, start int) error {
+	var err error
+	if t.needs, err = t.Needs(); err != nil {
+		return err
+	}
+	if err := t.openMetrics(start); err != nil {
+		return err
+	}
+	defer t.metrics.Close()
+	total := t.Cfg.Train.Steps
+	prog := NewProgress(t.Progress, t.TTY, "train", start, total)
+	t.Log.Info().Int("from_step", start).Int("steps", total).Str("algorithm", t.Algo.Name()).
+		Str("strategies", strategyNames(t.Strategies)).Str("run_dir", t.RunDir).Msg("training")
+	for step := start; step < total; step++ {
+		if ctx.Err() != nil {
+			return t.interrupted(ctx, step)
+		}
+		m := map[string]float64{}
+		if t.Cfg.Eval.Every > 0 && step%t.Cfg.Eval.Every == 0 || step == 0 {
+			if err := t.Evaluate(step, m); err != nil {
+				return err
+			}
+		}
+		if err := t.Step(step, m); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+		if err := t.writeMetrics(step, m); err != nil {
+			return err
+		}
+		prog.Update(step+1, fmt.Sprintf("acc %.3f reward %.3f", m["reward/acc"], m["reward/mean"]))
+		if (step+1)%t.Cfg.Train.CheckpointEvery == 0 || step+1 == total {
+			if err := t.Checkpoint(step + 1); err != nil {
+				return err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	m := map[string]float64{}
+	if err := t.Evaluate(total, m); err != nil {
+		return err
+	}
+	if err := t.writeMetrics(total, m); err != nil {
+		return err
+	}
+	ev := zerolog.Dict()
+	for k, v := range m {
+		ev = ev.Float64(k, v)
+	}
+	t.Log.Info().Dict("final", ev).Msg("done")
+	return nil
+}
+
+func (t *Trainer) interrupted(ctx context.Context, step int) error {
+	t.Log.Warn().Int("step", step).Msg("interrupted: writing a checkpoint")
+	if err := t.Checkpoint(step); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func strategyNames(ss []Strategy) string {
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.Name())
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
+}
+
+func (t *Trainer) info(step int) StepInfo {
+	return StepInfo{Step: step, TotalSteps: t.Cfg.Train.Steps, Algorithm: t.Algo.Name(), Seed: t.Cfg.Seed}
+}
+
+// Collect samples one step's batch: prompts_per_step problems x rollout.n
+// responses, verified, with critic values when needed.
+func (t *Trainer) Collect(step int) (*Rollout, time.Duration, error) {
+	c := t.Cfg
+	rng := rand.New(rand.NewPCG(Mix(c.Seed, seedProblems, uint64(step)), 0))
+	problems := t.Task.SampleTrain(rng, c.Train.PromptsPerStep)
+	return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, seedGenerate, uint64(step)), t.needs)
+}
+
+// EncodePrompt is BOS followed by the prompt's tokens.
+func EncodePrompt(tok Tokenizer, prompt string) []int32 {
+	return append([]int32{tok.BOS()}, tok.Encode(prompt)...)
+}
+
+func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, seed uint64, needs Needs) (*Rollout, time.Duration, error) {
+	tok := t.Task.Tokenizer()
+	ver := t.Task.Verifier()
+	var prompts [][]int32
+	r := &Rollout{Step: step, TotalSteps: t.Cfg.Train.Steps, ValueHeads: needs.ValueHeads}
+	if t.Algo != nil {
+		r.Algorithm = t.Algo.Name()
+	}
+	for gi, p := range problems {
+		enc := EncodePrompt(tok, p.Prompt)
+		for range n {
+			prompts = append(prompts, enc)
+			r.Seqs = append(r.Seqs, Sequence{Group: gi, ProblemID: p.ID, Prompt: enc})
+		}
+	}
+	start := time.Now()
+	gens, err := t.Backend.Generate(GenerateRequest{Prompts: prompts, Temperature: temp,
+		MaxTokens: t.Cfg.Rollout.MaxResponseTokens, Seed: seed, Pooling: needs.Pooling})
+	if err != nil {
+		return nil, 0, err
+	}
+	genTime := time.Since(start)
+	for i, g := range gens {
+		s := &r.Seqs[i]
+		s.Response, s.Truncated = g.Tokens, g.Truncated
+		s.LogProbs, s.Entropies, s.Embedding = g.LogProbs, g.Entropies, g.Embedding
+		s.Text = tok.Decode(g.Tokens)
+		s.Reward, s.Correct = ver.Verify(problems[s.Group], s.Text)
+	}
+	return r, genTime, nil
+}
+
+// Step runs one training step and adds its metrics to m.
+func (t *Trainer) Step(step int, m map[string]float64) error {
+	stepStart := time.Now()
+	c := t.Cfg
+	info := t.info(step)
+	r, genTime, err := t.Collect(step)
+	if err != nil {
+		return err
+	}
+	if t.needs.ValueHeads > 0 {
+		if err := t.Backend.ScoreValues(r); err != nil {
+			return err
+		}
+	}
+	if err := t.Shape(info, r, m); err != nil {
+		return err
+	}
+	lossTerms := LossTerms{EntropyCoef: c.Train.EntropyCoef}
+	for i, s := range t.Strategies {
+		if h, ok := s.(LossHook); ok {
+			lt, err := h.LossTerms(info)
+			if err != nil {
+				return fmt.Errorf("strategies[%d] (%s): loss terms: %w", i, s.Name(), err)
+			}
+			if math.IsNaN(lt.EntropyCoef) || math.IsInf(lt.EntropyCoef, 0) {
+				return fmt.Errorf("strategies[%d] (%s): non-finite entropy coefficient", i, s.Name())
+			}
+			lossTerms.EntropyCoef += lt.EntropyCoef
+		}
+	}
+	if t.DumpRollouts != "" {
+		if err := WriteRolloutFile(filepath.Join(t.DumpRollouts, fmt.Sprintf("rollout-%06d.json", step)), r); err != nil {
+			return err
+		}
+	}
+	updStart := time.Now()
+	am, err := t.Backend.UpdateActor(r, ActorUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches,
+		ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, EntropyCoef: lossTerms.EntropyCoef, KLCoef: c.Train.KLCoef,
+		Temperature: c.Rollout.Temperature, Seed: Mix(c.Seed, seedActor, uint64(step))})
+	if err != nil {
+		return err
+	}
+	for k, v := range am {
+		m[k] = v
+	}
+	m["actor/entropy_coef"] = lossTerms.EntropyCoef
+	if t.needs.ValueHeads > 0 {
+		for i, s := range t.Strategies {
+			if h, ok := s.(HeadMasker); ok {
+				masks, err := h.HeadMasks(info, r)
+				if err != nil {
+					return fmt.Errorf("strategies[%d] (%s): head masks: %w", i, s.Name(), err)
+				}
+				if len(masks) != len(r.Seqs) {
+					return fmt.Errorf("strategies[%d] (%s): %d head masks for %d sequences", i, s.Name(), len(masks), len(r.Seqs))
+				}
+				for j := range r.Seqs {
+					r.Seqs[j].HeadMask = masks[j]
+				}
+			}
+		}
+		cm, err := t.Backend.UpdateCritic(r, CriticUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches,
+			Seed: Mix(c.Seed, seedCritic, uint64(step))})
+		if err != nil {
+			return err
+		}
+		for k, v := range cm {
+			m[k] = v
+		}
+	}
+	for i, s := range t.Strategies {
+		if o, ok := s.(Observer); ok {
+			om, err := o.Observe(info, r)
+			if err != nil {
+				return fmt.Errorf("strategies[%d] (%s): observe: %w", i, s.Name(), err)
+			}
+			for k, v := range om {
+				m[k] = v
+			}
+		}
+	}
+	RolloutMetrics(r, m)
+	m["perf/gen_s"] = genTime.Seconds()
+	m["perf/gen_tokens_per_s"] = float64(r.NumTokens()) / genTime.Seconds()
+	m["perf/update_s"] = time.Since(updStart).Seconds()
+	m["perf/step_s"] = time.Since(stepStart).Seconds()
+	return nil
+}
+
+// Shape applies the reward hooks, the algorithm's advantages, the advantage
+// hooks and the algorithm's finalisation to r, in config order, and adds
+// explore/<name>/bonus_mean metrics. It is the whole of `cde-run shape`.
+func (t *Trainer) Shape(info StepInfo, r *Rollout, m map[string]float64) error {
+	for i := range r.Seqs {
+		r.Seqs[i].RewardBonus = 0
+	}
+	for i, s := range t.Strategies {
+		h, ok := s.(RewardHook)
+		if !ok {
+			continue
+		}
+		bonus, err := h.RewardBonus(info, r)
+		if err != nil {
+			return fmt.Errorf("strategies[%d] (%s): reward bonus: %w", i, s.Name(), err)
+		}
+		if len(bonus) != len(r.Seqs) {
+			return fmt.Errorf("strategies[%d] (%s): %d reward bonuses for %d sequences", i, s.Name(), len(bonus), len(r.Seqs))
+		}
+		sum := 0.0
+		for j, b := range bonus {
+			if math.IsNaN(b) || math.IsInf(b, 0) {
+				return fmt.Errorf("strategies[%d] (%s): non-finite reward bonus %v for sequence %d", i, s.Name(), b, j)
+			}
+			r.Seqs[j].RewardBonus += b
+			sum += b
+		}
+		m["explore/"+s.Name()+"/bonus_mean"] = sum / float64(max(len(bonus), 1))
+	}
+	for i := range r.Seqs {
+		r.Seqs[i].ShapedReward = r.Seqs[i].Reward + r.Seqs[i].RewardBonus
+	}
+	if err := t.Algo.Advantages(r); err != nil {
+		return err
+	}
+	for i := range r.Seqs {
+		r.Seqs[i].AdvantageBonus = make([]float64, r.Seqs[i].Len())
+	}
+	for i, s := range t.Strategies {
+		h, ok := s.(AdvantageHook)
+		if !ok {
+			continue
+		}
+		bonus, err := h.AdvantageBonus(info, r)
+		if err != nil {
+			return fmt.Errorf("strategies[%d] (%s): advantage bonus: %w", i, s.Name(), err)
+		}
+		if len(bonus) != len(r.Seqs) {
+			return fmt.Errorf("strategies[%d] (%s): %d advantage-bonus rows for %d sequences", i, s.Name(), len(bonus), len(r.Seqs))
+		}
+		sum, n := 0.0, 0
+		for j, row := range bonus {
+			if len(row) != r.Seqs[j].Len() {
+				return fmt.Errorf("strategies[%d] (%s): sequence %d: %d advantage bonuses for %d tokens", i, s.Name(), j, len(row), r.Seqs[j].Len())
+			}
+			for k, b := range row {
+				if math.IsNaN(b) || math.IsInf(b, 0) {
+					return fmt.Errorf("strategies[%d] (%s): non-finite advantage bonus %v at sequence %d token %d", i, s.Name(), b, j, k)
+				}
+				r.Seqs[j].Advantages[k] += b
+				r.Seqs[j].AdvantageBonus[k] += b
+				sum += b
+				n++
+			}
+		}
+		m["explore/"+s.Name()+"/bonus_mean"] = sum / float64(max(n, 1))
+	}
+	return t.Algo.Finalize(r)
+}
+
+// SeqPerplexity is exp(mean negative log-prob) of a response.
+func SeqPerplexity(s *Sequence) float64 {
+	if len(s.LogProbs) == 0 {
+		return math.NaN()
+	}
+	nll := 0.0
+	for _, lp := range s.LogProbs {
+		nll -= lp
+	}
+	return math.Exp(nll / float64(len(s.LogProbs)))
+}
+
+// RolloutMetrics adds the batch's reward, length, entropy, perplexity and
+// calibration metrics: calib/ppl_correct and calib/ppl_incorrect are mean
+// response perplexities by verdict; calib/auroc is the probability that a
+// correct response has lower perplexity than an incorrect one.
+func RolloutMetrics(r *Rollout, m map[string]float64) {
+	n := float64(len(r.Seqs))
+	var reward, shaped, acc, length, trunc, ent, ppl float64
+	var entN int
+	var pplC, pplI []float64
+	var scores []float64
+	var pos []bool
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		reward += s.Reward
+		shaped += s.ShapedReward
+		if s.Correct {
+			acc++
+		}
+		length += float64(s.Len())
+		if s.Truncated {
+			trunc++
+		}
+		for _, e := range s.Entropies {
+			ent += e
+			entN++
+		}
+		p := SeqPerplexity(s)
+		ppl += p
+		if s.Correct {
+			pplC = append(pplC, p)
+		} else {
+			pplI = append(pplI, p)
+		}
+		scores = append(scores, -p)
+		pos = append(pos, s.Correct)
+	}
+	m["reward/mean"] = reward / n
+	m["reward/shaped_mean"] = shaped / n
+	m["reward/acc"] = acc / n
+	m["response/length_mean"] = length / n
+	m["response/truncated_frac"] = trunc / n
+	m["actor/ppl"] = ppl / n
+	if entN > 0 {
+		m["rollout/entropy"] = ent / float64(entN)
+	}
+	if len(pplC) > 0 {
+		m["calib/ppl_correct"] = mean(pplC)
+	}
+	if len(pplI) > 0 {
+		m["calib/ppl_incorrect"] = mean(pplI)
+	}
+	if a := AUROC(scores, pos); !math.IsNaN(a) {
+		m["calib/auroc"] = a
+	}
+	if r.ValueHeads > 0 {
+		std, cnt := 0.0, 0
+		for i := range r.Seqs {
+			for _, v := range r.Seqs[i].Values {
+				std += popStd(v)
+				cnt++
+			}
+		}
+		if cnt > 0 {
+			m["critic/head_std"] = std / float64(cnt)
+		}
+	}
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func popStd(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	mu := mean(xs)
+	v := 0.0
+	for _, x := range xs {
+		v += (x - mu) * (x - mu)
+	}
+	return math.Sqrt(v / float64(len(xs)))
+}
+
+// Evaluate samples eval.k responses per held-out problem of every eval set
+// and adds val/<set>/avg@k and val/<set>/pass@k (and their mean over sets
+// as val/mean/...) to m.
+func (t *Trainer) Evaluate(step int, m map[string]float64) error {
+	c := t.Cfg
+	k := c.Eval.K
+	var avgs, passes []float64
+	for si, set := range t.Task.EvalSets() {
+		problems := set.Problems
+		if c.Eval.MaxProblems > 0 && len(problems) > c.Eval.MaxProblems {
+			problems = problems[:c.Eval.MaxProblems]
+		}
+		if len(problems) == 0 {
+			continue
+		}
+		r, _, err := t.rollout(step, problems, k, c.Eval.Temperature, Mix(c.Seed, seedEval, uint64(step), uint64(si)), Needs{})
+		if err != nil {
+			return fmt.Errorf("eval %s: %w", set.Name, err)
+		}
+		per := make([][]bool, len(problems))
+		for _, s := range r.Seqs {
+			per[s.Group] = append(per[s.Group], s.Correct)
+		}
+		avg, pass, err := EvalSummary(per, k)
+		if err != nil {
+			return fmt.Errorf("eval %s: %w", set.Name, err)
+		}
+		m[fmt.Sprintf("val/%s/avg@%d", set.Name, k)] = avg
+		m[fmt.Sprintf("val/%s/pass@%d", set.Name, k)] = pass
+		avgs = append(avgs, avg)
+		passes = append(passes, pass)
+	}
+	if len(avgs) > 0 {
+		m[fmt.Sprintf("val/mean/avg@%d", k)] = mean(avgs)
+		m[fmt.Sprintf("val/mean/pass@%d", k)] = mean(passes)
+		t.Log.Info().Int("step", step).Float64("avg@k", mean(avgs)).Float64("pass@k", mean(passes)).Int("k", k).Msg("eval")
+	}
+	return nil
+}
+
+// openMetrics opens RUN/metrics.jsonl for appending, first dropping any
+// line of a step >= start (written after the checkpoint being resumed), so
+// no step appears twice.
+func (t *Trainer) openMetrics(start int) error {
+	path := filepath.Join(t.RunDir, "metrics.jsonl")
+	var keep []string
+	if data, err := os.ReadFile(path); err == nil {
+		sc := bufio.NewScanner(strings.NewReader(string(data)))
+		sc.Buffer(make([]byte, 1<<20), 1<<26)
+		for sc.Scan() {
+			var row struct{ Step *int }
+			if json.Unmarshal(sc.Bytes(), &row) != nil || row.Step == nil {
+				continue // a torn last line from a crash
+			}
+			if *row.Step < start {
+				keep = append(keep, sc.Text())
+			}
+		}
+	}
+	content := ""
+	if len(keep) > 0 {
+		content = strings.Join(keep, "\n") + "\n"
+	}
+	if err := writeFileAtomic(path, []byte(content)); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	t.metrics = f
+	return nil
+}
+
+func (t *Trainer) writeMetrics(step int, m map[string]float64) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"step":%d`, step)
+	for _, k := range keys {
+		v := m[k]
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			fmt.Fprintf(&b, `,%q:null`, k)
+			continue
+		}
+		fmt.Fprintf(&b, `,%q:%s`, k, jsonFloat(v))
+	}
+	b.WriteString("}\n")
+	_, err := t.metrics.WriteString(b.String())
+	return err
+}
+
+func jsonFloat(v float64) string {
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

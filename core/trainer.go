@@ -79,6 +79,10 @@ func (t *Trainer) Needs() (Needs, error) {
 			return n, fmt.Errorf("config: strategies[%d] (%s): asks for pooling %q but another strategy asked for %q", i, s.Name(), s.Needs().Pooling, n.Pooling)
 		}
 	}
+	if n.ValueHeads > 0 && t.Cfg != nil {
+		// The critic has train.value_heads heads unless a strategy asks for more.
+		n.ValueHeads = max(n.ValueHeads, t.Cfg.Train.ValueHeads)
+	}
 	return n, nil
 }
 

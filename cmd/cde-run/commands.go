@@ -128,6 +128,12 @@ func train(ctx context.Context, cf configFlags, runDir, resume, dump string, tty
 			return err
 		}
 	}
+	// Build everything first: a bad key fails here, before any pretraining.
+	s, err := newSession(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
 	base := ""
 	if ckpt == "" {
 		if base, err = resolveBase(ctx, cfg, log, tty); err != nil {
@@ -137,11 +143,6 @@ func train(ctx context.Context, cf configFlags, runDir, resume, dump string, tty
 			return err
 		}
 	}
-	s, err := newSession(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	if base != "" {
 		if err := s.backend.Load(base); err != nil {
 			return err

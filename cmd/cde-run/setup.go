@@ -104,10 +104,7 @@ func newSession(cfg *core.Config, log zerolog.Logger) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	heads := 0
-	if needs.ValueHeads > 0 {
-		heads = max(needs.ValueHeads, cfg.Train.ValueHeads)
-	}
+	heads := needs.ValueHeads
 	tok := task.Tokenizer()
 	be, err := xla.New(xla.Options{
 		Engine: cfg.Backend.Engine,

@@ -1,0 +1,771 @@
+// Package strategytest is a conformance kit for core.Strategy
+// implementations, in the spirit of testing/slogtest: any strategy (an
+// in-tree one, or a plugin served over gRPC and wrapped by its host) calls
+// Run from its tests and gets the contract of core/strategy.go checked on
+// random but valid rollouts.
+//
+// The checks, each also exported as a function returning an error so that
+// other harnesses can drive them:
+//
+//   - CheckNeeds: Name is non-empty and stable; Needs is well formed
+//     (a known pooling, ValueHeads >= 0).
+//   - CheckHooks: on rollouts carrying every signal, every hook succeeds,
+//     returns finite outputs of the right shape (one reward bonus per
+//     sequence; one advantage-bonus row of T entries per sequence; head
+//     masks T x K) and leaves the rollout unmodified; loss terms are finite.
+//   - CheckUndeclared: the hooks also succeed when the optional signals the
+//     strategy did not declare in Needs (Entropies, Values, Embedding,
+//     HeadMask) are nil: a strategy reads only what it asked for.
+//   - CheckDeterminism: two fresh instances fed the same rollouts and
+//     StepInfo (same Seed) return identical outputs, step after step.
+//   - CheckState (Stateful strategies): after a few steps, SaveState is
+//     repeatable, LoadState into a fresh instance reproduces the same state
+//     bytes, and the original and the restored instance give identical
+//     outputs on the next step.
+//
+// Instances implementing core.Closer are closed after each check.
+package strategytest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"runtime/debug"
+	"sort"
+	"testing"
+
+	"github.com/cde-rl/cde/core"
+)
+
+// Options shape the rollouts the kit generates. Zero fields take the
+// defaults given on each field.
+type Options struct {
+	// Algorithm is the algorithm name passed in StepInfo and Rollout
+	// ("grpo" by default, or "ppo"); it selects how Advantages are filled:
+	// group-normalised rewards for grpo, GAE (gamma = lambda = 1) on the
+	// mean head value for any other name.
+	Algorithm string
+	// ValueHeads is K, the number of critic value heads in the rollouts
+	// (default 4; Run raises it to the strategy's Needs.ValueHeads).
+	ValueHeads int
+	// EmbeddingDim is len(Sequence.Embedding) (default 8).
+	EmbeddingDim int
+	// Groups is the number of prompts per rollout (default 3) and GroupSize
+	// the largest number of responses per prompt (default 4; each group
+	// draws its size from 1..GroupSize).
+	Groups    int
+	GroupSize int
+	// MaxLen is the longest response in tokens (default 12; lengths are
+	// drawn from 1..MaxLen).
+	MaxLen int
+	// Steps is the number of steps each check runs (default 3) and
+	// TotalSteps the training length passed in StepInfo (default 10).
+	Steps      int
+	TotalSteps int
+	// Seed is StepInfo.Seed and seeds the rollout generator.
+	Seed uint64
+}
+
+func (o Options) withDefaults() Options {
+	if o.Algorithm == "" {
+		o.Algorithm = "grpo"
+	}
+	if o.ValueHeads <= 0 {
+		o.ValueHeads = 4
+	}
+	if o.EmbeddingDim <= 0 {
+		o.EmbeddingDim = 8
+	}
+	if o.Groups <= 0 {
+		o.Groups = 3
+	}
+	if o.GroupSize <= 0 {
+		o.GroupSize = 4
+	}
+	if o.MaxLen <= 0 {
+		o.MaxLen = 12
+	}
+	if o.Steps <= 0 {
+		o.Steps = 3
+	}
+	if o.TotalSteps <= 0 {
+		o.TotalSteps = 10
+	}
+	return o
+}
+
+// Run runs every check as a subtest of t. newStrategy must return a fresh,
+// independent instance on every call, configured identically.
+func Run(t *testing.T, newStrategy func() core.Strategy, opts Options) {
+	t.Helper()
+	for _, c := range Checks() {
+		t.Run(c.Name, func(t *testing.T) {
+			if err := c.Func(newStrategy, opts); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// Check is one named conformance check.
+type Check struct {
+	Name string
+	Func func(newStrategy func() core.Strategy, opts Options) error
+}
+
+// Checks lists the checks Run performs, in order.
+func Checks() []Check {
+	return []Check{
+		{"Needs", CheckNeeds},
+		{"Hooks", CheckHooks},
+		{"Undeclared", CheckUndeclared},
+		{"Determinism", CheckDeterminism},
+		{"State", CheckState},
+	}
+}
+
+// All runs every check and joins their errors (nil when all pass).
+func All(newStrategy func() core.Strategy, opts Options) error {
+	var errs []error
+	for _, c := range Checks() {
+		if err := c.Func(newStrategy, opts); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RandomRollout returns a valid rollout with every signal present:
+// opts.Groups prompts of 1..opts.GroupSize responses, each of 1..opts.MaxLen
+// tokens; rewards ±1 (Correct when +1); log-probs <= 0; entropies >= 0;
+// values T x K; embeddings of opts.EmbeddingDim (about a third of them
+// repeat an earlier sequence's embedding exactly, so count-based strategies
+// see collisions); 0/1 head masks T x K; a small RewardBonus with
+// ShapedReward = Reward + RewardBonus; Advantages and Returns as the
+// algorithm would fill them and zero AdvantageBonus. Step is 0 and
+// TotalSteps opts.TotalSteps.
+func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
+	o := opts.withDefaults()
+	K := o.ValueHeads
+	r := &core.Rollout{Step: 0, TotalSteps: o.TotalSteps, Algorithm: o.Algorithm, ValueHeads: K}
+	for g := range o.Groups {
+		size := 1 + rng.IntN(o.GroupSize)
+		prompt := make([]int32, 2+rng.IntN(5))
+		for i := range prompt {
+			prompt[i] = int32(3 + rng.IntN(60))
+		}
+		for range size {
+			T := 1 + rng.IntN(o.MaxLen)
+			s := core.Sequence{Group: g, ProblemID: fmt.Sprintf("p%d", g), Prompt: append([]int32(nil), prompt...)}
+			s.Response = make([]int32, T)
+			s.LogProbs = make([]float64, T)
+			s.Entropies = make([]float64, T)
+			s.Values = make([][]float64, T)
+			s.HeadMask = make([][]float64, T)
+			for t := range T {
+				s.Response[t] = int32(3 + rng.IntN(60))
+				s.LogProbs[t] = -rng.ExpFloat64()
+				s.Entropies[t] = rng.ExpFloat64()
+				s.Values[t] = make([]float64, K)
+				s.HeadMask[t] = make([]float64, K)
+				for k := range K {
+					s.Values[t][k] = rng.NormFloat64() * 0.5
+					s.HeadMask[t][k] = float64(rng.IntN(2))
+				}
+			}
+			s.Truncated = T == o.MaxLen
+			s.Text = fmt.Sprintf("response of %d tokens", T)
+			if n := len(r.Seqs); n > 0 && rng.IntN(3) == 0 {
+				s.Embedding = append([]float64(nil), r.Seqs[rng.IntN(n)].Embedding...)
+			} else {
+				s.Embedding = make([]float64, o.EmbeddingDim)
+				for j := range s.Embedding {
+					s.Embedding[j] = rng.NormFloat64()
+				}
+			}
+			s.Correct = rng.IntN(2) == 0
+			s.Reward = -1
+			if s.Correct {
+				s.Reward = 1
+			}
+			s.RewardBonus = 0.1 * rng.Float64()
+			s.ShapedReward = s.Reward + s.RewardBonus
+			r.Seqs = append(r.Seqs, s)
+		}
+	}
+	fillAdvantages(r)
+	return r
+}
+
+// fillAdvantages sets Advantages and Returns: for grpo
+// A_i = (r~_i - mean_g) / (std_g + 1e-6) (sample std, 0 for a group of one)
+// on every token and Returns = Advantages; otherwise GAE with
+// gamma = lambda = 1, which telescopes to A_t = r~ - Vbar[t] and
+// Returns_t = r~.
+func fillAdvantages(r *core.Rollout) {
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		s.Advantages = make([]float64, s.Len())
+		s.Returns = make([]float64, s.Len())
+		s.AdvantageBonus = make([]float64, s.Len())
+	}
+	if r.Algorithm == "grpo" {
+		for _, idx := range r.Groups() {
+			if len(idx) < 2 {
+				continue
+			}
+			mean := 0.0
+			for _, i := range idx {
+				mean += r.Seqs[i].ShapedReward
+			}
+			mean /= float64(len(idx))
+			ss := 0.0
+			for _, i := range idx {
+				d := r.Seqs[i].ShapedReward - mean
+				ss += d * d
+			}
+			std := math.Sqrt(ss / float64(len(idx)-1))
+			for _, i := range idx {
+				a := (r.Seqs[i].ShapedReward - mean) / (std + 1e-6)
+				for t := range r.Seqs[i].Advantages {
+					r.Seqs[i].Advantages[t] = a
+					r.Seqs[i].Returns[t] = a
+				}
+			}
+		}
+		return
+	}
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		for t := range s.Advantages {
+			vbar := 0.0
+			for _, v := range s.Values[t] {
+				vbar += v
+			}
+			vbar /= float64(len(s.Values[t]))
+			s.Advantages[t] = s.ShapedReward - vbar
+			s.Returns[t] = s.ShapedReward
+		}
+	}
+}
+
+// StripUndeclared removes, in place, the optional signals that needs does
+// not ask for, as a backend computing only what is asked would: Entropies
+// (unless needs.Entropies), Embedding (unless needs.Pooling is set), Values
+// and ValueHeads (unless needs.ValueHeads > 0) and HeadMask (unless
+// needs.HeadMasks). LogProbs stay: the trainer always computes them.
+func StripUndeclared(r *core.Rollout, needs core.Needs) {
+	if needs.ValueHeads == 0 {
+		r.ValueHeads = 0
+	}
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		if !needs.Entropies {
+			s.Entropies = nil
+		}
+		if needs.Pooling == "" {
+			s.Embedding = nil
+		}
+		if needs.ValueHeads == 0 {
+			s.Values = nil
+		}
+		if !needs.HeadMasks {
+			s.HeadMask = nil
+		}
+	}
+}
+
+// Clone deep-copies a rollout, keeping nil slices nil.
+func Clone(r *core.Rollout) *core.Rollout {
+	c := *r
+	c.Seqs = nil
+	if r.Seqs != nil {
+		c.Seqs = make([]core.Sequence, len(r.Seqs))
+	}
+	for i := range r.Seqs {
+		s := r.Seqs[i]
+		s.Prompt = clone1(s.Prompt)
+		s.Response = clone1(s.Response)
+		s.LogProbs = clone1(s.LogProbs)
+		s.Entropies = clone1(s.Entropies)
+		s.Values = clone2(s.Values)
+		s.Embedding = clone1(s.Embedding)
+		s.HeadMask = clone2(s.HeadMask)
+		s.Advantages = clone1(s.Advantages)
+		s.AdvantageBonus = clone1(s.AdvantageBonus)
+		s.Returns = clone1(s.Returns)
+		c.Seqs[i] = s
+	}
+	return &c
+}
+
+func clone1[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append(make([]T, 0, len(s)), s...)
+}
+
+func clone2(s [][]float64) [][]float64 {
+	if s == nil {
+		return nil
+	}
+	out := make([][]float64, len(s))
+	for i := range s {
+		out[i] = clone1(s[i])
+	}
+	return out
+}
+
+// StepOutputs are everything a strategy's hooks returned for one step; a
+// nil field means the strategy does not implement that hook (or, for
+// HeadMasks, that the rollout had no critic).
+type StepOutputs struct {
+	RewardBonus    []float64
+	AdvantageBonus [][]float64
+	LossTerms      *core.LossTerms
+	HeadMasks      [][][]float64
+	Metrics        map[string]float64
+}
+
+// RunStep calls the hooks s implements on r, in the trainer's order
+// (reward bonus, advantage bonus, loss terms, head masks when
+// r.ValueHeads > 0, observe), and checks each result: no error or panic,
+// the documented shapes, finite numbers, and r left unmodified.
+func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs, error) {
+	var out StepOutputs
+	before := Clone(r)
+	unchanged := func(hook string) error {
+		if !reflect.DeepEqual(before, r) {
+			return fmt.Errorf("%s modified the rollout: %s", hook, firstDiff(before, r))
+		}
+		return nil
+	}
+	if h, ok := s.(core.RewardHook); ok {
+		err := guard(func() (err error) { out.RewardBonus, err = h.RewardBonus(info, r); return })
+		if err != nil {
+			return out, fmt.Errorf("RewardBonus: %w", err)
+		}
+		if err := unchanged("RewardBonus"); err != nil {
+			return out, err
+		}
+		if len(out.RewardBonus) != len(r.Seqs) {
+			return out, fmt.Errorf("RewardBonus: %d bonuses for %d sequences", len(out.RewardBonus), len(r.Seqs))
+		}
+		for i, b := range out.RewardBonus {
+			if !finite(b) {
+				return out, fmt.Errorf("RewardBonus: sequence %d: non-finite bonus %v", i, b)
+			}
+		}
+	}
+	if h, ok := s.(core.AdvantageHook); ok {
+		err := guard(func() (err error) { out.AdvantageBonus, err = h.AdvantageBonus(info, r); return })
+		if err != nil {
+			return out, fmt.Errorf("AdvantageBonus: %w", err)
+		}
+		if err := unchanged("AdvantageBonus"); err != nil {
+			return out, err
+		}
+		if len(out.AdvantageBonus) != len(r.Seqs) {
+			return out, fmt.Errorf("AdvantageBonus: %d rows for %d sequences", len(out.AdvantageBonus), len(r.Seqs))
+		}
+		for i, row := range out.AdvantageBonus {
+			if len(row) != r.Seqs[i].Len() {
+				return out, fmt.Errorf("AdvantageBonus: sequence %d: %d bonuses for %d tokens", i, len(row), r.Seqs[i].Len())
+			}
+			for t, b := range row {
+				if !finite(b) {
+					return out, fmt.Errorf("AdvantageBonus: sequence %d token %d: non-finite bonus %v", i, t, b)
+				}
+			}
+		}
+	}
+	if h, ok := s.(core.LossHook); ok {
+		var lt core.LossTerms
+		err := guard(func() (err error) { lt, err = h.LossTerms(info); return })
+		if err != nil {
+			return out, fmt.Errorf("LossTerms: %w", err)
+		}
+		if !finite(lt.EntropyCoef) {
+			return out, fmt.Errorf("LossTerms: non-finite EntropyCoef %v", lt.EntropyCoef)
+		}
+		out.LossTerms = &lt
+	}
+	if h, ok := s.(core.HeadMasker); ok && r.ValueHeads > 0 {
+		err := guard(func() (err error) { out.HeadMasks, err = h.HeadMasks(info, r); return })
+		if err != nil {
+			return out, fmt.Errorf("HeadMasks: %w", err)
+		}
+		if err := unchanged("HeadMasks"); err != nil {
+			return out, err
+		}
+		if len(out.HeadMasks) != len(r.Seqs) {
+			return out, fmt.Errorf("HeadMasks: %d masks for %d sequences", len(out.HeadMasks), len(r.Seqs))
+		}
+		for i, m := range out.HeadMasks {
+			if m == nil {
+				continue // nil: every head sees every pair
+			}
+			if len(m) != r.Seqs[i].Len() {
+				return out, fmt.Errorf("HeadMasks: sequence %d: %d rows for %d tokens", i, len(m), r.Seqs[i].Len())
+			}
+			for t, row := range m {
+				if len(row) != r.ValueHeads {
+					return out, fmt.Errorf("HeadMasks: sequence %d token %d: %d entries for K = %d heads", i, t, len(row), r.ValueHeads)
+				}
+				for k, v := range row {
+					if !finite(v) || v < 0 {
+						return out, fmt.Errorf("HeadMasks: sequence %d token %d head %d: %v is not a finite weight >= 0", i, t, k, v)
+					}
+				}
+			}
+		}
+	}
+	if h, ok := s.(core.Observer); ok {
+		err := guard(func() (err error) { out.Metrics, err = h.Observe(info, r); return })
+		if err != nil {
+			return out, fmt.Errorf("Observe: %w", err)
+		}
+		if err := unchanged("Observe"); err != nil {
+			return out, err
+		}
+		for _, k := range sortedKeys(out.Metrics) {
+			if k == "" {
+				return out, fmt.Errorf("Observe: empty metric name")
+			}
+			if v := out.Metrics[k]; !finite(v) {
+				return out, fmt.Errorf("Observe: metric %s = %v is not finite", k, v)
+			}
+		}
+	}
+	return out, nil
+}
+
+// CheckNeeds checks that Name is non-empty and stable across calls and
+// instances, and that Needs is well formed and stable.
+func CheckNeeds(newStrategy func() core.Strategy, opts Options) error {
+	a, b, err := two(newStrategy)
+	if err != nil {
+		return err
+	}
+	defer closeAll(a, b)
+	if a.Name() == "" {
+		return errors.New("Name() is empty")
+	}
+	if a.Name() != a.Name() || a.Name() != b.Name() {
+		return fmt.Errorf("Name() is not stable: %q, %q", a.Name(), b.Name())
+	}
+	n := a.Needs()
+	switch n.Pooling {
+	case "", "last", "second_last", "mean":
+	default:
+		return fmt.Errorf("Needs().Pooling = %q: want \"\", last, second_last or mean", n.Pooling)
+	}
+	if n.ValueHeads < 0 {
+		return fmt.Errorf("Needs().ValueHeads = %d: must be >= 0", n.ValueHeads)
+	}
+	if a.Needs() != n || b.Needs() != n {
+		return fmt.Errorf("Needs() is not stable: %+v, %+v, %+v", n, a.Needs(), b.Needs())
+	}
+	return nil
+}
+
+// CheckHooks runs opts.Steps steps on one instance with rollouts carrying
+// every signal and checks each step with RunStep.
+func CheckHooks(newStrategy func() core.Strategy, opts Options) error {
+	s, err := fresh(newStrategy)
+	if err != nil {
+		return err
+	}
+	defer closeAll(s)
+	o := resolve(s, opts)
+	rng := rollouts(o)
+	for step := range o.Steps {
+		info, r := next(rng, o, step)
+		if _, err := RunStep(s, info, r); err != nil {
+			return fmt.Errorf("step %d (all signals present): %w", step, err)
+		}
+	}
+	return nil
+}
+
+// CheckUndeclared is CheckHooks on rollouts from which StripUndeclared
+// removed the signals the strategy did not declare.
+func CheckUndeclared(newStrategy func() core.Strategy, opts Options) error {
+	s, err := fresh(newStrategy)
+	if err != nil {
+		return err
+	}
+	defer closeAll(s)
+	o := resolve(s, opts)
+	needs := s.Needs()
+	rng := rollouts(o)
+	for step := range o.Steps {
+		info, r := next(rng, o, step)
+		StripUndeclared(r, needs)
+		if _, err := RunStep(s, info, r); err != nil {
+			return fmt.Errorf("step %d (only declared signals %+v present): %w", step, needs, err)
+		}
+	}
+	return nil
+}
+
+// CheckDeterminism runs two fresh instances through the same opts.Steps
+// steps and requires identical outputs at every step.
+func CheckDeterminism(newStrategy func() core.Strategy, opts Options) error {
+	a, b, err := two(newStrategy)
+	if err != nil {
+		return err
+	}
+	defer closeAll(a, b)
+	o := resolve(a, opts)
+	rng := rollouts(o)
+	for step := range o.Steps {
+		info, r := next(rng, o, step)
+		outA, err := RunStep(a, info, Clone(r))
+		if err != nil {
+			return fmt.Errorf("step %d, first instance: %w", step, err)
+		}
+		outB, err := RunStep(b, info, Clone(r))
+		if err != nil {
+			return fmt.Errorf("step %d, second instance: %w", step, err)
+		}
+		if err := compare(outA, outB); err != nil {
+			return fmt.Errorf("step %d: two fresh instances disagree: %w", step, err)
+		}
+	}
+	return nil
+}
+
+// CheckState, for a core.Stateful strategy, round-trips the state of a
+// fresh instance, runs opts.Steps steps, then checks that SaveState is
+// repeatable, that a fresh instance loaded with the state saves the same
+// bytes, and that both instances give identical outputs on the next step.
+// It passes trivially for strategies that are not Stateful.
+func CheckState(newStrategy func() core.Strategy, opts Options) error {
+	a, err := fresh(newStrategy)
+	if err != nil {
+		return err
+	}
+	defer closeAll(a)
+	sa, ok := a.(core.Stateful)
+	if !ok {
+		return nil
+	}
+	o := resolve(a, opts)
+	// The state of an unused instance must round-trip too (a checkpoint
+	// can be written before the first step).
+	empty, err := sa.SaveState()
+	if err != nil {
+		return fmt.Errorf("SaveState before any step: %w", err)
+	}
+	e, err := fresh(newStrategy)
+	if err != nil {
+		return err
+	}
+	defer closeAll(e)
+	if err := e.(core.Stateful).LoadState(empty); err != nil {
+		return fmt.Errorf("LoadState of an unused instance's state: %w", err)
+	}
+
+	rng := rollouts(o)
+	for step := range o.Steps {
+		info, r := next(rng, o, step)
+		if _, err := RunStep(a, info, r); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+	}
+	state, err := sa.SaveState()
+	if err != nil {
+		return fmt.Errorf("SaveState after %d steps: %w", o.Steps, err)
+	}
+	again, err := sa.SaveState()
+	if err != nil {
+		return fmt.Errorf("second SaveState: %w", err)
+	}
+	if !bytes.Equal(state, again) {
+		return fmt.Errorf("SaveState is not repeatable: %d bytes, then %d different bytes", len(state), len(again))
+	}
+	b, err := fresh(newStrategy)
+	if err != nil {
+		return err
+	}
+	defer closeAll(b)
+	sb, ok := b.(core.Stateful)
+	if !ok {
+		return errors.New("second instance is not Stateful")
+	}
+	if err := sb.LoadState(clone1(state)); err != nil {
+		return fmt.Errorf("LoadState: %w", err)
+	}
+	restored, err := sb.SaveState()
+	if err != nil {
+		return fmt.Errorf("SaveState after LoadState: %w", err)
+	}
+	if !bytes.Equal(state, restored) {
+		return fmt.Errorf("SaveState after LoadState differs from the state loaded (%d vs %d bytes)", len(restored), len(state))
+	}
+	info, r := next(rng, o, o.Steps)
+	outA, err := RunStep(a, info, Clone(r))
+	if err != nil {
+		return fmt.Errorf("step %d, original instance: %w", o.Steps, err)
+	}
+	outB, err := RunStep(b, info, Clone(r))
+	if err != nil {
+		return fmt.Errorf("step %d, restored instance: %w", o.Steps, err)
+	}
+	if err := compare(outA, outB); err != nil {
+		return fmt.Errorf("step %d: original and restored instances disagree: %w", o.Steps, err)
+	}
+	return nil
+}
+
+// resolve fills defaults and raises K to what the strategy asks for.
+func resolve(s core.Strategy, opts Options) Options {
+	o := opts.withDefaults()
+	o.ValueHeads = max(o.ValueHeads, s.Needs().ValueHeads)
+	return o
+}
+
+func rollouts(o Options) *rand.Rand {
+	return rand.New(rand.NewPCG(o.Seed, 0x5eed57a7e9))
+}
+
+// next draws the rollout of step and its StepInfo.
+func next(rng *rand.Rand, o Options, step int) (core.StepInfo, *core.Rollout) {
+	r := RandomRollout(rng, o)
+	r.Step = step
+	info := core.StepInfo{Step: step, TotalSteps: o.TotalSteps, Algorithm: o.Algorithm, Seed: o.Seed}
+	return info, r
+}
+
+func fresh(newStrategy func() core.Strategy) (s core.Strategy, err error) {
+	err = guard(func() error { s = newStrategy(); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("newStrategy: %w", err)
+	}
+	if s == nil {
+		return nil, errors.New("newStrategy returned nil")
+	}
+	return s, nil
+}
+
+func two(newStrategy func() core.Strategy) (core.Strategy, core.Strategy, error) {
+	a, err := fresh(newStrategy)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := fresh(newStrategy)
+	if err != nil {
+		closeAll(a)
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
+func closeAll(ss ...core.Strategy) {
+	for _, s := range ss {
+		if c, ok := s.(core.Closer); ok {
+			_ = c.Close()
+		}
+	}
+}
+
+// guard runs f, turning a panic into an error carrying the stack.
+func guard(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return f()
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+func sortedKeys(m map[string]float64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// compare requires bit-identical outputs and names the first difference.
+func compare(a, b StepOutputs) error {
+	if err := eq1("RewardBonus", a.RewardBonus, b.RewardBonus); err != nil {
+		return err
+	}
+	if len(a.AdvantageBonus) != len(b.AdvantageBonus) {
+		return fmt.Errorf("AdvantageBonus: %d vs %d rows", len(a.AdvantageBonus), len(b.AdvantageBonus))
+	}
+	for i := range a.AdvantageBonus {
+		if err := eq1(fmt.Sprintf("AdvantageBonus[%d]", i), a.AdvantageBonus[i], b.AdvantageBonus[i]); err != nil {
+			return err
+		}
+	}
+	if (a.LossTerms == nil) != (b.LossTerms == nil) || a.LossTerms != nil && !same(a.LossTerms.EntropyCoef, b.LossTerms.EntropyCoef) {
+		return fmt.Errorf("LossTerms: %+v vs %+v", a.LossTerms, b.LossTerms)
+	}
+	if len(a.HeadMasks) != len(b.HeadMasks) {
+		return fmt.Errorf("HeadMasks: %d vs %d sequences", len(a.HeadMasks), len(b.HeadMasks))
+	}
+	for i := range a.HeadMasks {
+		if len(a.HeadMasks[i]) != len(b.HeadMasks[i]) {
+			return fmt.Errorf("HeadMasks[%d]: %d vs %d rows", i, len(a.HeadMasks[i]), len(b.HeadMasks[i]))
+		}
+		for t := range a.HeadMasks[i] {
+			if err := eq1(fmt.Sprintf("HeadMasks[%d][%d]", i, t), a.HeadMasks[i][t], b.HeadMasks[i][t]); err != nil {
+				return err
+			}
+		}
+	}
+	ka, kb := sortedKeys(a.Metrics), sortedKeys(b.Metrics)
+	if !reflect.DeepEqual(ka, kb) {
+		return fmt.Errorf("Observe metric names: %v vs %v", ka, kb)
+	}
+	for _, k := range ka {
+		if !same(a.Metrics[k], b.Metrics[k]) {
+			return fmt.Errorf("Observe metric %s: %v vs %v", k, a.Metrics[k], b.Metrics[k])
+		}
+	}
+	return nil
+}
+
+func eq1(what string, a, b []float64) error {
+	if len(a) != len(b) {
+		return fmt.Errorf("%s: lengths %d vs %d", what, len(a), len(b))
+	}
+	for i := range a {
+		if !same(a[i], b[i]) {
+			return fmt.Errorf("%s[%d]: %v vs %v", what, i, a[i], b[i])
+		}
+	}
+	return nil
+}
+
+func same(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) || a == b }
+
+// firstDiff describes where two rollouts first differ.
+func firstDiff(a, b *core.Rollout) string {
+	if a.Step != b.Step || a.TotalSteps != b.TotalSteps || a.Algorithm != b.Algorithm || a.ValueHeads != b.ValueHeads {
+		return "rollout header fields"
+	}
+	if len(a.Seqs) != len(b.Seqs) {
+		return fmt.Sprintf("len(Seqs) %d -> %d", len(a.Seqs), len(b.Seqs))
+	}
+	va, vb := reflect.ValueOf(a.Seqs), reflect.ValueOf(b.Seqs)
+	typ := reflect.TypeOf(core.Sequence{})
+	for i := range a.Seqs {
+		for f := range typ.NumField() {
+			if !reflect.DeepEqual(va.Index(i).Field(f).Interface(), vb.Index(i).Field(f).Interface()) {
+				return fmt.Sprintf("Seqs[%d].%s", i, typ.Field(f).Name)
+			}
+		}
+	}
+	return "unknown field"
+}

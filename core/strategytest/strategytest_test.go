@@ -1,0 +1,244 @@
+package strategytest
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/cde-rl/cde/core"
+)
+
+// meanLogProb is a well-behaved strategy: reward bonus = 0.1 * mean
+// log-prob, an advantage bonus of 0.01 per token, an entropy coefficient,
+// an observed metric, and a step counter as state.
+type meanLogProb struct{ steps int }
+
+func (s *meanLogProb) Name() string      { return "meanlp" }
+func (s *meanLogProb) Needs() core.Needs { return core.Needs{LogProbs: true} }
+func (s *meanLogProb) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
+	s.steps++
+	out := make([]float64, len(r.Seqs))
+	for i, q := range r.Seqs {
+		for _, lp := range q.LogProbs {
+			out[i] += 0.1 * lp / float64(len(q.LogProbs))
+		}
+		out[i] += float64(s.steps)
+	}
+	return out, nil
+}
+func (s *meanLogProb) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
+	out := make([][]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		out[i] = make([]float64, r.Seqs[i].Len())
+		for t := range out[i] {
+			out[i][t] = 0.01
+		}
+	}
+	return out, nil
+}
+func (s *meanLogProb) LossTerms(info core.StepInfo) (core.LossTerms, error) {
+	return core.LossTerms{EntropyCoef: 0.001}, nil
+}
+func (s *meanLogProb) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
+	return map[string]float64{"explore/meanlp/steps": float64(s.steps)}, nil
+}
+func (s *meanLogProb) SaveState() ([]byte, error) {
+	return binary.AppendUvarint(nil, uint64(s.steps)), nil
+}
+func (s *meanLogProb) LoadState(b []byte) error {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return errors.New("bad state")
+	}
+	s.steps = int(v)
+	return nil
+}
+
+// masker declares K = 2 heads and head masks, and draws masks from the run seed.
+type masker struct{}
+
+func (masker) Name() string      { return "masker" }
+func (masker) Needs() core.Needs { return core.Needs{ValueHeads: 2, HeadMasks: true} }
+func (masker) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
+	rng := rand.New(rand.NewPCG(info.Seed, uint64(info.Step)))
+	out := make([][][]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		out[i] = make([][]float64, r.Seqs[i].Len())
+		for t := range out[i] {
+			out[i][t] = make([]float64, r.ValueHeads)
+			for k := range out[i][t] {
+				out[i][t][k] = float64(rng.IntN(2))
+			}
+		}
+	}
+	return out, nil
+}
+
+func TestGoodStrategiesPass(t *testing.T) {
+	Run(t, func() core.Strategy { return &meanLogProb{} }, Options{Seed: 7})
+	Run(t, func() core.Strategy { return masker{} }, Options{Algorithm: "ppo", ValueHeads: 1, Seed: 3})
+}
+
+// broken wraps meanLogProb and breaks one thing.
+type broken struct {
+	meanLogProb
+	fault  string
+	shared *int // state shared across instances (nondeterminism)
+}
+
+func (b *broken) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
+	out, err := b.meanLogProb.RewardBonus(info, r)
+	switch b.fault {
+	case "short":
+		out = out[:len(out)-1]
+	case "nan":
+		out[0] = math.NaN()
+	case "mutate":
+		r.Seqs[0].LogProbs[0] = 0.5
+	case "undeclared":
+		out[0] += r.Seqs[0].Entropies[0] // panics when Entropies is nil
+	case "error":
+		return nil, errors.New("boom")
+	case "shared":
+		*b.shared++
+		out[0] += float64(*b.shared)
+	}
+	return out, err
+}
+
+func (b *broken) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
+	out, err := b.meanLogProb.AdvantageBonus(info, r)
+	if b.fault == "row" {
+		out[len(out)-1] = append(out[len(out)-1], 0)
+	}
+	return out, err
+}
+
+func (b *broken) LossTerms(info core.StepInfo) (core.LossTerms, error) {
+	if b.fault == "loss" {
+		return core.LossTerms{EntropyCoef: math.Inf(1)}, nil
+	}
+	return b.meanLogProb.LossTerms(info)
+}
+
+func (b *broken) SaveState() ([]byte, error) {
+	if b.fault == "forget" {
+		return binary.AppendUvarint(nil, 0), nil
+	}
+	return b.meanLogProb.SaveState()
+}
+
+func (b *broken) Needs() core.Needs {
+	if b.fault == "pooling" {
+		return core.Needs{Pooling: "max"}
+	}
+	return b.meanLogProb.Needs()
+}
+
+func TestBrokenStrategiesAreCaught(t *testing.T) {
+	tests := []struct {
+		fault, check, want string
+	}{
+		{"short", "Hooks", "bonuses for"},
+		{"nan", "Hooks", "non-finite"},
+		{"mutate", "Hooks", "modified the rollout: Seqs[0].LogProbs"},
+		{"undeclared", "Undeclared", "panic"},
+		{"error", "Hooks", "boom"},
+		{"row", "Hooks", "sequence"},
+		{"loss", "Hooks", "EntropyCoef"},
+		{"shared", "Determinism", "disagree"},
+		{"forget", "State", "original and restored instances disagree"},
+		{"pooling", "Needs", "Pooling"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.fault, func(t *testing.T) {
+			shared := new(int)
+			newS := func() core.Strategy { return &broken{fault: tc.fault, shared: shared} }
+			var found bool
+			for _, c := range Checks() {
+				if c.Name != tc.check {
+					continue
+				}
+				found = true
+				err := c.Func(newS, Options{Seed: 1})
+				if err == nil {
+					t.Fatalf("check %s passed a strategy with fault %q", tc.check, tc.fault)
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("check %s: error %q does not mention %q", tc.check, err, tc.want)
+				}
+			}
+			if !found {
+				t.Fatalf("no check %s", tc.check)
+			}
+			if All(newS, Options{Seed: 1}) == nil {
+				t.Errorf("All passed a strategy with fault %q", tc.fault)
+			}
+		})
+	}
+}
+
+func TestRandomRolloutIsValid(t *testing.T) {
+	for _, algo := range []string{"grpo", "ppo"} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		o := Options{Algorithm: algo, ValueHeads: 3, EmbeddingDim: 5, Groups: 4, GroupSize: 5, MaxLen: 12}
+		for range 20 {
+			r := RandomRollout(rng, o)
+			if r.ValueHeads != 3 || r.Algorithm != algo || len(r.Groups()) != 4 {
+				t.Fatalf("header %+v", r)
+			}
+			for i, s := range r.Seqs {
+				T := s.Len()
+				if T < 1 || T > 12 || len(s.LogProbs) != T || len(s.Entropies) != T || len(s.Values) != T ||
+					len(s.HeadMask) != T || len(s.Advantages) != T || len(s.Returns) != T || len(s.AdvantageBonus) != T {
+					t.Fatalf("seq %d: inconsistent lengths (T = %d)", i, T)
+				}
+				if s.Reward != 1 && s.Reward != -1 || s.Correct != (s.Reward == 1) || s.ShapedReward != s.Reward+s.RewardBonus {
+					t.Fatalf("seq %d: rewards %+v", i, s)
+				}
+				if len(s.Embedding) != 5 {
+					t.Fatalf("seq %d: embedding dim %d", i, len(s.Embedding))
+				}
+				for t2 := range T {
+					if s.LogProbs[t2] > 0 || s.Entropies[t2] < 0 || len(s.Values[t2]) != 3 || len(s.HeadMask[t2]) != 3 {
+						t.Fatalf("seq %d token %d: bad signals", i, t2)
+					}
+					if algo == "ppo" {
+						// gamma = lambda = 1: A_t + Vbar[t] = r~.
+						vbar := (s.Values[t2][0] + s.Values[t2][1] + s.Values[t2][2]) / 3
+						if math.Abs(s.Advantages[t2]+vbar-s.ShapedReward) > 1e-12 {
+							t.Fatalf("seq %d token %d: GAE advantage %v", i, t2, s.Advantages[t2])
+						}
+					}
+				}
+			}
+		}
+	}
+	// GRPO: a group with rewards r~ = {1.5, -0.5}: mean 0.5, sample std
+	// sqrt((1+1)/1) = sqrt(2), A = ±1/(sqrt(2)+1e-6).
+	r := &core.Rollout{Algorithm: "grpo", Seqs: []core.Sequence{
+		{Group: 0, ShapedReward: 1.5, Response: make([]int32, 2)},
+		{Group: 0, ShapedReward: -0.5, Response: make([]int32, 1)},
+		{Group: 1, ShapedReward: 1, Response: make([]int32, 1)},
+	}}
+	fillAdvantages(r)
+	a := 1 / (math.Sqrt(2) + 1e-6)
+	if math.Abs(r.Seqs[0].Advantages[1]-a) > 1e-12 || math.Abs(r.Seqs[1].Advantages[0]+a) > 1e-12 || r.Seqs[2].Advantages[0] != 0 {
+		t.Errorf("grpo advantages %v %v %v", r.Seqs[0].Advantages, r.Seqs[1].Advantages, r.Seqs[2].Advantages)
+	}
+}
+
+func TestStripAndClone(t *testing.T) {
+	r := RandomRollout(rand.New(rand.NewPCG(5, 5)), Options{})
+	c := Clone(r)
+	StripUndeclared(c, core.Needs{Entropies: true})
+	if c.ValueHeads != 0 || c.Seqs[0].Values != nil || c.Seqs[0].Embedding != nil || c.Seqs[0].HeadMask != nil || c.Seqs[0].Entropies == nil {
+		t.Errorf("strip: %+v", c.Seqs[0])
+	}
+	if r.ValueHeads == 0 || r.Seqs[0].Values == nil || r.Seqs[0].Embedding == nil {
+		t.Errorf("Clone shares memory with the original")
+	}
+}

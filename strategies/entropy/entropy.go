@@ -1,0 +1,54 @@
+// Package entropy implements the entropy bonus of DESIGN section 3, a loss
+// hook registered as strategy "entropy": the actor loss gets
+//
+//	loss -= w_t * coef * mean token entropy
+//
+// i.e. LossTerms.EntropyCoef = w_t * coef, with w_t the weight schedule at
+// (step, total_steps). The backend computes the entropy inside the actor
+// update; the strategy itself reads nothing from the rollout.
+//
+// Config keys: coef (number >= 0, default 0.001), weight (schedule
+// mapping, default {schedule: constant, w0: 1}).
+package entropy
+
+import (
+	"github.com/cde-rl/cde/core"
+)
+
+func init() {
+	core.RegisterStrategy("entropy", New)
+}
+
+// Entropy is the entropy-bonus strategy. It keeps no state across steps.
+type Entropy struct {
+	// Coef is the entropy coefficient before the weight.
+	Coef float64
+	// Weight is the schedule w_t.
+	Weight core.WeightSchedule
+}
+
+// New builds Entropy from a `strategies:` entry. It works with any algorithm.
+func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
+	s := &Entropy{Coef: p.Float("coef", 0.001)}
+	p.Check(s.Coef >= 0, "coef", "must be >= 0, got %v", s.Coef)
+	w := p.Sub("weight")
+	s.Weight = core.ParseSchedule(w)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	if err := w.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Name returns "entropy".
+func (s *Entropy) Name() string { return "entropy" }
+
+// Needs asks for the per-token entropies.
+func (s *Entropy) Needs() core.Needs { return core.Needs{Entropies: true} }
+
+// LossTerms returns EntropyCoef = w_t * coef.
+func (s *Entropy) LossTerms(info core.StepInfo) (core.LossTerms, error) {
+	return core.LossTerms{EntropyCoef: s.Weight.Weight(info.Step, info.TotalSteps) * s.Coef}, nil
+}

@@ -89,9 +89,13 @@ type PretrainConfig struct {
 	LR        float64 // pretrain.lr (1e-3)
 	EvalEvery int     // pretrain.eval_every (50)
 	// StopAcc ends pretraining once avg@1 on the validation sets reaches it,
-	// leaving a deliberately imperfect base (pretrain.stop_acc, 0.25).
+	// leaving a deliberately imperfect base (pretrain.stop_acc, 0.35).
 	StopAcc float64
-	Dir     string // pretrain.dir: where auto bases live (runs/base)
+	// EvalK and EvalMaxProblems size the pretraining checks
+	// (pretrain.eval_k 2, pretrain.eval_max_problems 64 per set).
+	EvalK           int
+	EvalMaxProblems int
+	Dir             string // pretrain.dir: where auto bases live (runs/base)
 }
 
 // DefaultConfigYAML holds every default; it is the bottom layer.
@@ -108,7 +112,8 @@ train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
 algorithm: {name: grpo}
 strategies: []
 eval: {every: 20, k: 4, temperature: 1.0, max_problems: 0}
-pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.25, dir: runs/base}
+pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.35, eval_k: 2,
+           eval_max_problems: 64, dir: runs/base}
 `
 
 // LoadOptions are the layers above the defaults.
@@ -313,7 +318,10 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 
 	pt := p.Sub("pretrain")
 	c.Pretrain = PretrainConfig{Steps: pt.Int("steps", 3000), BatchSize: pt.Int("batch_size", 64), LR: pt.Float("lr", 1e-3),
-		EvalEvery: pt.Int("eval_every", 50), StopAcc: pt.Float("stop_acc", 0.25), Dir: pt.String("dir", "runs/base")}
+		EvalEvery: pt.Int("eval_every", 50), StopAcc: pt.Float("stop_acc", 0.35), EvalK: pt.Int("eval_k", 2),
+		EvalMaxProblems: pt.Int("eval_max_problems", 64), Dir: pt.String("dir", "runs/base")}
+	pt.Check(c.Pretrain.EvalK >= 1, "eval_k", "must be >= 1, got %d", c.Pretrain.EvalK)
+	pt.Check(c.Pretrain.EvalMaxProblems >= 0, "eval_max_problems", "must be >= 0, got %d", c.Pretrain.EvalMaxProblems)
 	pt.Check(c.Pretrain.Steps >= 1, "steps", "must be >= 1, got %d", c.Pretrain.Steps)
 	pt.Check(c.Pretrain.BatchSize >= 1, "batch_size", "must be >= 1, got %d", c.Pretrain.BatchSize)
 	pt.Check(c.Pretrain.LR > 0, "lr", "must be > 0, got %v", c.Pretrain.LR)

@@ -72,8 +72,7 @@ type ArithEvalSpec struct {
 //	eval_n            problems per eval set, >= 1             default 128
 //	eval_sets         list of {name, level, split}            default
 //	                    [{name: l1, level: 1, split: val},
-//	                     {name: l2, level: 2, split: val},
-//	                     {name: ood, level: 3, split: val}]
+//	                     {name: l2, level: 2, split: val}]
 //	                  name is required and unique, level is in 1..6, split is
 //	                  val or test (default val)
 //	correct_reward    reward of a correct answer              default 1
@@ -94,11 +93,13 @@ type Arith struct {
 
 var _ core.Task = (*Arith)(nil)
 
-// DefaultArithEvalSets are the eval sets used when eval_sets is absent.
+// DefaultArithEvalSets are the eval sets used when eval_sets is absent: the
+// held-out validation problems of the default training levels. An
+// out-of-distribution set (longer operands than trained on) is one entry
+// away: {name: ood, level: 3}.
 var DefaultArithEvalSets = []ArithEvalSpec{
 	{Name: "l1", Level: 1, Split: SplitVal},
 	{Name: "l2", Level: 2, Split: SplitVal},
-	{Name: "ood", Level: 3, Split: SplitVal},
 }
 
 // NewArith builds the arith task from p (see Arith for the keys). It does

@@ -245,14 +245,14 @@ func TestArithEvalSets(t *testing.T) {
 			t.Errorf("%s: duplicate problems", e.Name)
 		}
 	}
-	if got := strings.Join(names, ","); got != "l1,l2,ood" {
-		t.Errorf("default eval sets %s, want l1,l2,ood", got)
+	if got := strings.Join(names, ","); got != "l1,l2" {
+		t.Errorf("default eval sets %s, want l1,l2", got)
 	}
-	sizes := []int{len(a.EvalSets()[0].Problems), len(a.EvalSets()[1].Problems), len(a.EvalSets()[2].Problems)}
-	if sizes[0] < 1 || sizes[0] > 128 || sizes[1] != 128 || sizes[2] != 128 {
-		t.Errorf("sizes %v, want l1 in 1..128 (all level-1 val), 128, 128", sizes)
+	sizes := []int{len(a.EvalSets()[0].Problems), len(a.EvalSets()[1].Problems)}
+	if sizes[0] < 1 || sizes[0] > 128 || sizes[1] != 128 {
+		t.Errorf("sizes %v, want l1 in 1..128 (all level-1 val), 128", sizes)
 	}
-	for i, level := range []int{1, 2, 3} {
+	for i, level := range []int{1, 2} {
 		for _, p := range a.EvalSets()[i].Problems {
 			if p.Level != level || SplitOf(p.Prompt) != SplitVal {
 				t.Fatalf("%s: %+v not a level-%d val problem", names[i], p, level)

@@ -176,6 +176,7 @@ func runPretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.
 	pcfg.Algorithm = map[string]any{"name": "grpo"}
 	pcfg.Strategies = nil
 	pcfg.Model.Checkpoint = ""
+	pcfg.Eval.K, pcfg.Eval.MaxProblems = cfg.Pretrain.EvalK, cfg.Pretrain.EvalMaxProblems
 	s, err := newSession(&pcfg, log)
 	if err != nil {
 		return err

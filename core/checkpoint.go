@@ -60,6 +60,18 @@ func (t *Trainer) Checkpoint(step int) error {
 	if err := writeFileAtomic(filepath.Join(root, "LATEST"), []byte(name+"\n")); err != nil {
 		return err
 	}
+	for i, s := range t.Strategies {
+		if cc, ok := s.(CellCounter); ok {
+			counts := cc.CellCounts()
+			data, err := json.Marshal(map[string]any{"step": step, "strategy": i, "occupied_cells": len(counts), "counts": counts})
+			if err != nil {
+				return err
+			}
+			if err := writeFileAtomic(filepath.Join(t.RunDir, s.Name()+"_cells.json"), data); err != nil {
+				return err
+			}
+		}
+	}
 	t.Log.Debug().Int("step", step).Str("dir", dir).Msg("checkpoint")
 	return pruneCheckpoints(root, t.Cfg.Train.KeepCheckpoints, name)
 }

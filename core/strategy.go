@@ -100,3 +100,11 @@ type Stateful interface {
 type Closer interface {
 	Close() error
 }
+
+// CellCounter is implemented by count-based strategies (SimHash): the
+// visit counts of every occupied cell, largest first. The trainer saves
+// them with every checkpoint as RUN/<name>_cells.json, the histogram behind
+// the paper's Figure 1 (how visits collapse onto few cells).
+type CellCounter interface {
+	CellCounts() []int
+}

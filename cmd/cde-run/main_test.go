@@ -31,13 +31,14 @@ func TestMain(m *testing.M) {
 
 // tinyConfig is a run small enough for tests: random initial weights (no
 // pretraining), a one-layer model, few steps, small evals.
-const tinyConfig = `
+const tinyConfig = tinyBase + "train: {steps: 12, prompts_per_step: 4, actor_lr: 1.0e-3, checkpoint_every: 3}\n"
+
+const tinyBase = `
 seed: 3
 task: {name: arith, levels: [1], eval_n: 8}
 model: {layers: 1, d_model: 16, heads: 2, max_len: 48, checkpoint: ""}
 backend: {engine: go}
 rollout: {n: 4, temperature: 1.0, max_response_tokens: 12}
-train: {steps: 12, prompts_per_step: 4, actor_lr: 1.0e-3, checkpoint_every: 3}
 eval: {every: 4, k: 2}
 `
 

@@ -182,3 +182,47 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptCheckpoints sends SIGINT mid-run: the run writes a checkpoint
+// of the last completed step, exits with 130, and resumes to the end.
+func TestInterruptCheckpoints(t *testing.T) {
+	tmp := t.TempDir()
+	cfg := filepath.Join(tmp, "tiny.yaml")
+	writeFile(t, cfg, tinyBase+"train: {steps: 40, prompts_per_step: 4, checkpoint_every: 100}\n")
+	runDir := filepath.Join(tmp, "run")
+	cmd := exec.Command(cdeRun, "train", "--config", cfg, "--run-dir", runDir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		rows := 0
+		if data, err := os.ReadFile(filepath.Join(runDir, "metrics.jsonl")); err == nil {
+			rows = strings.Count(string(data), "\n")
+		}
+		if rows >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no progress within 2 minutes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("interrupted run exited with %v, want status 130", err)
+	}
+	data, err := os.ReadFile(filepath.Join(runDir, "checkpoints", "LATEST"))
+	if err != nil {
+		t.Fatalf("no checkpoint after the interrupt: %v", err)
+	}
+	if strings.TrimSpace(string(data)) == "step-000040" {
+		t.Fatal("the run finished before the interrupt; the test proves nothing")
+	}
+	run(t, "train", "--resume", runDir)
+	if rows := readMetrics(t, filepath.Join(runDir, "metrics.jsonl")); len(rows) != 41 {
+		t.Fatalf("%d metric lines after resume, want 41", len(rows))
+	}
+}

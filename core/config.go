@@ -95,6 +95,9 @@ type PretrainConfig struct {
 	// (pretrain.eval_k 2, pretrain.eval_max_problems 64 per set).
 	EvalK           int
 	EvalMaxProblems int
+	// Seed seeds the warm start (pretrain.seed, 0 = the run's seed). Set
+	// it to share one base across the seeds of a benchmark.
+	Seed uint64
 	Dir             string // pretrain.dir: where auto bases live (runs/base)
 }
 
@@ -113,7 +116,7 @@ algorithm: {name: grpo}
 strategies: []
 eval: {every: 20, k: 4, temperature: 1.0, max_problems: 0}
 pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.35, eval_k: 2,
-           eval_max_problems: 64, dir: runs/base}
+           eval_max_problems: 64, seed: 0, dir: runs/base}
 `
 
 // LoadOptions are the layers above the defaults.
@@ -130,9 +133,13 @@ type LoadOptions struct {
 	// Base, when set, replaces the embedded defaults (used by --resume to
 	// start from a run's resolved config).
 	Base []byte
+	// Layers are YAML documents merged in order after File and before the
+	// environment and Sets (used by cde-run bench: base < arm < seed). Maps
+	// merge key by key; a list replaces the list below it.
+	Layers [][]byte
 }
 
-// LoadConfig merges defaults < file < env CDE_* < sets and validates every
+// LoadConfig merges defaults < file < layers < env CDE_* < sets and validates every
 // key. Errors name the key (and the file).
 func LoadConfig(o LoadOptions) (*Config, error) {
 	k := koanf.New(".")
@@ -156,6 +163,19 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 			return nil, err
 		}
 		if err := k.Merge(fk); err != nil {
+			return nil, err
+		}
+	}
+	for i, data := range o.Layers {
+		lk := koanf.New(".")
+		name := fmt.Sprintf("layer %d", i)
+		if err := lk.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", name, err)
+		}
+		if err := checkKnownTop(lk.Raw(), name); err != nil {
+			return nil, err
+		}
+		if err := k.Merge(lk); err != nil {
 			return nil, err
 		}
 	}
@@ -320,6 +340,9 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	c.Pretrain = PretrainConfig{Steps: pt.Int("steps", 3000), BatchSize: pt.Int("batch_size", 64), LR: pt.Float("lr", 1e-3),
 		EvalEvery: pt.Int("eval_every", 50), StopAcc: pt.Float("stop_acc", 0.35), EvalK: pt.Int("eval_k", 2),
 		EvalMaxProblems: pt.Int("eval_max_problems", 64), Dir: pt.String("dir", "runs/base")}
+	pseed := pt.Int("seed", 0)
+	pt.Check(pseed >= 0, "seed", "must be >= 0, got %d", pseed)
+	c.Pretrain.Seed = uint64(pseed)
 	pt.Check(c.Pretrain.EvalK >= 1, "eval_k", "must be >= 1, got %d", c.Pretrain.EvalK)
 	pt.Check(c.Pretrain.EvalMaxProblems >= 0, "eval_max_problems", "must be >= 0, got %d", c.Pretrain.EvalMaxProblems)
 	pt.Check(c.Pretrain.Steps >= 1, "steps", "must be >= 1, got %d", c.Pretrain.Steps)

@@ -130,11 +130,23 @@ func (s *session) Close() {
 	s.backend.Close()
 }
 
+// pretrainSeed is the seed of the warm start: pretrain.seed, or the run seed.
+func pretrainSeed(cfg *core.Config) uint64 {
+	if cfg.Pretrain.Seed != 0 {
+		return cfg.Pretrain.Seed
+	}
+	return cfg.Seed
+}
+
 // baseKey identifies a supervised base: the task config and a sample of its
 // problems (so a change of solution format makes a new base), the model
-// sizes, pretrain and eval settings, and the seed.
+// sizes, the pretrain settings and seed, and the eval temperature of its
+// stopping checks.
 func baseKey(cfg *core.Config) string {
-	raw := map[string]any{"task": cfg.Task, "model": cfg.Model, "pretrain": cfg.Pretrain, "eval": cfg.Eval, "seed": cfg.Seed}
+	pre := cfg.Pretrain
+	pre.Dir = "" // where bases are kept is not what they are
+	raw := map[string]any{"task": cfg.Task, "model": cfg.Model, "pretrain": pre,
+		"eval_temperature": cfg.Eval.Temperature, "seed": pretrainSeed(cfg)}
 	if task, err := tasks.New(core.NewParams("task", cfg.Task)); err == nil {
 		raw["sample"] = task.SampleTrain(rand.New(rand.NewPCG(1, 1)), 8)
 	}
@@ -142,6 +154,11 @@ func baseKey(cfg *core.Config) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }
+
+// shippedBases is where the repository keeps bases made by `cde-run
+// pretrain` for the default configs, found relative to the working
+// directory (the repository root for `go run ./cmd/cde-run`).
+const shippedBases = "assets/base"
 
 // resolveBase returns the directory of the base policy for model.checkpoint:
 // "" for none, a path as given, or for "auto" pretrain.dir/<key>, making it
@@ -157,10 +174,13 @@ func resolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, tty 
 		}
 		return cfg.Model.Checkpoint, nil
 	}
-	dir := filepath.Join(cfg.Pretrain.Dir, baseKey(cfg))
-	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err == nil {
-		log.Info().Str("base", dir).Msg("using pretrained base policy")
-		return dir, nil
+	key := baseKey(cfg)
+	dir := filepath.Join(cfg.Pretrain.Dir, key)
+	for _, d := range []string{dir, filepath.Join(shippedBases, key)} {
+		if _, err := os.Stat(filepath.Join(d, "policy.gob")); err == nil {
+			log.Info().Str("base", d).Msg("using pretrained base policy")
+			return d, nil
+		}
 	}
 	log.Info().Str("base", dir).Msg("no base policy yet: running the supervised warm start (cde-run pretrain)")
 	if err := runPretrain(ctx, cfg, dir, log, tty); err != nil {
@@ -177,6 +197,7 @@ func runPretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.
 	pcfg.Strategies = nil
 	pcfg.Model.Checkpoint = ""
 	pcfg.Eval.K, pcfg.Eval.MaxProblems = cfg.Pretrain.EvalK, cfg.Pretrain.EvalMaxProblems
+	pcfg.Seed = pretrainSeed(cfg)
 	s, err := newSession(&pcfg, log)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ Commands:
   pretrain   make the supervised base policy that RL starts from
   eval       evaluate a checkpoint on the held-out sets (avg@k, pass@k)
   shape      apply a config's algorithm and strategies to a recorded batch
+  plugins    check an out-of-process strategy plugin (plugins check PATH)
 
 Run "cde-run COMMAND --help" for a command's flags.
 `
@@ -35,6 +36,7 @@ func main() {
 		"pretrain": cmdPretrain,
 		"eval":     cmdEval,
 		"shape":    cmdShape,
+		"plugins":  cmdPlugins,
 	}
 	name := os.Args[1]
 	if name == "-h" || name == "--help" || name == "help" {

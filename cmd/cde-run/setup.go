@@ -64,9 +64,26 @@ func buildAlgorithm(cfg *core.Config) (core.Algorithm, error) {
 }
 
 // buildStrategies builds every `strategies:` entry in order.
-func buildStrategies(cfg *core.Config, algo core.Algorithm) ([]core.Strategy, error) {
-	var out []core.Strategy
+func buildStrategies(cfg *core.Config, algo core.Algorithm, log zerolog.Logger) (out []core.Strategy, err error) {
+	defer func() {
+		if err != nil { // stop any plugin process already started
+			for _, s := range out {
+				if c, ok := s.(core.Closer); ok {
+					c.Close()
+				}
+			}
+			out = nil
+		}
+	}()
 	for i, entry := range cfg.Strategies {
+		if path, ok := entry["plugin"]; ok {
+			s, err := pluginStrategy(fmt.Sprint(path), entry, i, algo, log)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, s)
+			continue
+		}
 		p := core.NewParams(fmt.Sprintf("strategies[%d]", i), entry)
 		name := p.String("name", "")
 		if err := p.Err(); err != nil {
@@ -77,7 +94,7 @@ func buildStrategies(cfg *core.Config, algo core.Algorithm) ([]core.Strategy, er
 		}
 		s, err := core.NewStrategy(name, p, algo)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		out = append(out, s)
 	}
@@ -95,7 +112,7 @@ func newSession(cfg *core.Config, log zerolog.Logger) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	strats, err := buildStrategies(cfg, algo)
+	strats, err := buildStrategies(cfg, algo, log)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/rs/zerolog"
 )
 
 // shapeOutput is the JSON `cde-run shape` prints (DESIGN section 4).
@@ -56,7 +57,7 @@ func shape(cf configFlags, in string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	strats, err := buildStrategies(cfg, algo)
+	strats, err := buildStrategies(cfg, algo, zerolog.New(os.Stderr))
 	if err != nil {
 		return nil, err
 	}

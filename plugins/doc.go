@@ -1,0 +1,25 @@
+// Package plugins runs exploration strategies written outside this
+// repository as separate executables, over hashicorp/go-plugin's gRPC
+// transport, and makes each look like an in-tree core.Strategy.
+//
+//   - proto/: the versioned protocol (cde.strategy.v1) and its generated Go
+//     code, committed; gen.sh regenerates it (protoc and pinned generators).
+//   - Host side: Open starts a plugin (handshake with a magic cookie,
+//     protocol-version negotiation, AutoMTLS, start timeout, optional SHA-256
+//     pin, logs bridged into zerolog), configures it with the entry's params
+//     and returns a core.Strategy implementing exactly the hooks the plugin
+//     declared: one generated struct type per combination of hooks
+//     (wrap_gen.go), because the trainer dispatches on type assertions (a
+//     strategy that always implemented every hook would, for instance, reset
+//     another strategy's head masks). Every call has a deadline; outputs are
+//     checked (lengths, finiteness) before the trainer sees them; a crash, a
+//     timeout or an invalid output kills the process and names the plugin in
+//     the error. Close kills the process; on Linux the process also dies
+//     with the host (Pdeathsig), so even kill -9 leaves no orphan.
+//   - Plugin side: Serve (what sdk.Serve calls) serves a
+//     core.StrategyFactory: the plugin author writes the same Go code as an
+//     in-tree strategy.
+//
+// See docs/plugins.md for the walk-through and examples/answercount for a
+// complete plugin.
+package plugins

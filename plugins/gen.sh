@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Regenerates the committed gRPC code of plugins/proto and the hook wrapper
+# types of plugins/wrap_gen.go. CI does not run this: the generated files are
+# committed. Needs protoc (Debian: apt-get install protobuf-compiler
+# libprotobuf-dev; tested with libprotoc 3.21.12) and the pinned generators:
+#
+#   go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+#   go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.1
+#
+# (protoc-gen-go matches google.golang.org/protobuf v1.36.12 in go.mod;
+# protoc-gen-go-grpc v1.6.1 emits code for google.golang.org/grpc >= 1.64,
+# go.mod has v1.79.1.)
+set -euo pipefail
+cd "$(dirname "$0")"
+PROTOC_GEN_GO_VERSION=v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION=v1.6.1
+if [[ "${1:-}" == "--install" ]]; then
+  go install "google.golang.org/protobuf/cmd/protoc-gen-go@${PROTOC_GEN_GO_VERSION}"
+  go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@${PROTOC_GEN_GO_GRPC_VERSION}"
+fi
+export PATH="$(go env GOPATH)/bin:$PATH"
+OUT="${GEN_OUT:-.}"
+protoc --proto_path=proto \
+  --go_out="$OUT/proto" --go_opt=paths=source_relative \
+  --go-grpc_out="$OUT/proto" --go-grpc_opt=paths=source_relative \
+  proto/cde_strategy.proto
+go run ./internal/genwrap > "$OUT/wrap_gen.go.tmp"
+gofmt "$OUT/wrap_gen.go.tmp" > "$OUT/wrap_gen.go"
+rm "$OUT/wrap_gen.go.tmp"

@@ -1,0 +1,635 @@
+package plugins
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cde-rl/cde/core"
+	pb "github.com/cde-rl/cde/plugins/proto"
+)
+
+// Default timeouts of Config.
+const (
+	DefaultStartTimeout = 10 * time.Second
+	DefaultCallTimeout  = 30 * time.Second
+)
+
+// Config says how to start and configure one plugin.
+type Config struct {
+	// Path is the plugin executable.
+	Path string
+	// Params is the entry's params mapping, passed to the plugin's factory;
+	// ParamsPath prefixes its keys in errors (e.g. "strategies[2].params").
+	Params     map[string]any
+	ParamsPath string
+	// Algorithm is the configured algorithm (its name and whether it has a
+	// critic are passed to the factory).
+	Algorithm core.Algorithm
+	// SHA256, when set, pins the binary: a hex digest (optionally prefixed
+	// "sha256:"); a mismatch refuses to start it.
+	SHA256 string
+	// StartTimeout bounds the start and handshake (default 10s);
+	// CallTimeout bounds every call (default 30s).
+	StartTimeout time.Duration
+	CallTimeout  time.Duration
+	// Log receives the plugin's logs and the host's messages about it.
+	Log zerolog.Logger
+}
+
+// Plugin is the host side of one plugin process. The strategy returned by
+// Open embeds it; Close kills the process.
+type Plugin struct {
+	cfg    Config
+	client *plugin.Client // nil for Connect
+	cmd    *exec.Cmd
+	rpc    pb.StrategyClient
+	stderr *tail
+	log    zerolog.Logger
+
+	name  string
+	needs core.Needs
+	caps  capabilities
+	sdk   string
+
+	mu     sync.Mutex
+	failed error
+	closed bool
+}
+
+// Open starts the plugin at cfg.Path, negotiates the protocol, configures
+// it with cfg.Params and returns it as a core.Strategy implementing exactly
+// the hooks the plugin declared (plus core.Closer). On any error the
+// process is gone.
+func Open(cfg Config) (core.Strategy, error) {
+	p, err := start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(p, p.caps), nil
+}
+
+// Connect configures a strategy service reached over an existing
+// connection (an in-process test connection, for instance) and wraps it
+// like Open; cfg.Path only names it in errors.
+func Connect(rpc pb.StrategyClient, cfg Config) (core.Strategy, error) {
+	cfg = cfg.withDefaults()
+	p := &Plugin{cfg: cfg, rpc: rpc, stderr: &tail{}, log: cfg.Log}
+	if err := p.configure(); err != nil {
+		return nil, err
+	}
+	return wrap(p, p.caps), nil
+}
+
+// Of returns the Plugin behind a strategy made by Open or Connect.
+func Of(s core.Strategy) (*Plugin, bool) {
+	h, ok := s.(interface{ pluginHandle() *Plugin })
+	if !ok {
+		return nil, false
+	}
+	return h.pluginHandle(), true
+}
+
+func (p *Plugin) pluginHandle() *Plugin { return p }
+
+func (c Config) withDefaults() Config {
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.ParamsPath == "" {
+		c.ParamsPath = "params"
+	}
+	return c
+}
+
+// FileSHA256 is the hex SHA-256 of a file (what the sha256: key pins).
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// checkBinary reports a missing, non-regular or non-executable file, and a
+// checksum mismatch, before anything is started.
+func checkBinary(cfg Config) (pin []byte, err error) {
+	st, err := os.Stat(cfg.Path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("plugin %s: binary not found (build it with go build, or fix the path)", cfg.Path)
+		}
+		return nil, fmt.Errorf("plugin %s: %w", cfg.Path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("plugin %s: not a regular file (%s)", cfg.Path, st.Mode())
+	}
+	if st.Mode().Perm()&0o111 == 0 {
+		return nil, fmt.Errorf("plugin %s: not executable (mode %s; chmod +x it)", cfg.Path, st.Mode().Perm())
+	}
+	if cfg.SHA256 == "" {
+		return nil, nil
+	}
+	want := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(cfg.SHA256), "sha256:"))
+	pin, err = hex.DecodeString(want)
+	if err != nil || len(pin) != sha256.Size {
+		return nil, fmt.Errorf("plugin %s: sha256: want 64 hex digits, got %q", cfg.Path, cfg.SHA256)
+	}
+	got, err := FileSHA256(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", cfg.Path, err)
+	}
+	if got != want {
+		return nil, fmt.Errorf("plugin %s: sha256 mismatch: the binary's digest is %s but the config pins %s; refusing to start it", cfg.Path, got, want)
+	}
+	return pin, nil
+}
+
+func start(cfg Config) (*Plugin, error) {
+	cfg = cfg.withDefaults()
+	if abs, err := filepath.Abs(cfg.Path); err == nil {
+		cfg.Path = abs
+	}
+	pin, err := checkBinary(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{cfg: cfg, stderr: &tail{}, log: cfg.Log}
+	label := filepath.Base(cfg.Path)
+	cmd := exec.Command(cfg.Path)
+	setProcAttrs(cmd)
+	p.cmd = cmd
+	cc := &plugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &GRPCPlugin{}}},
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		StartTimeout:     cfg.StartTimeout,
+		Logger:           newHCLogBridge(cfg.Log, label),
+		Stderr:           p.stderr,
+		SyncStdout:       &lineWriter{log: cfg.Log, plugin: label, stream: "stdout"},
+		SyncStderr:       &lineWriter{log: cfg.Log, plugin: label, stream: "stderr", tail: p.stderr},
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(callOptions()...),
+			grpc.WithInitialWindowSize(flowWindow), grpc.WithInitialConnWindowSize(flowWindow),
+			grpc.WithReadBufferSize(1 << 20), grpc.WithWriteBufferSize(1 << 20)},
+	}
+	if pin != nil {
+		cc.SecureConfig = &plugin.SecureConfig{Checksum: pin, Hash: sha256.New()}
+	}
+	p.client = plugin.NewClient(cc)
+	fail := func(err error) (*Plugin, error) {
+		p.client.Kill()
+		return nil, err
+	}
+	proto, err := p.client.Client()
+	if err != nil {
+		msg := err.Error()
+		switch {
+		case strings.Contains(strings.ToLower(msg), "incompatible api version"):
+			err = fmt.Errorf("plugin %s: protocol version mismatch: this cde-run speaks strategy protocol version %d; %s (rebuild the plugin against a matching plugins/sdk)",
+				cfg.Path, ProtocolVersion, firstLine(msg))
+		case strings.Contains(msg, "timeout while waiting for plugin to start"):
+			err = fmt.Errorf("plugin %s: did not complete the handshake within %s (start_timeout)", cfg.Path, cfg.StartTimeout)
+		default:
+			err = fmt.Errorf("plugin %s: failed to start: %s", cfg.Path, firstLine(msg))
+		}
+		if t := p.stderr.String(); t != "" {
+			err = fmt.Errorf("%w; plugin stderr: %s", err, t)
+		}
+		return fail(err)
+	}
+	raw, err := proto.Dispense(PluginName)
+	if err != nil {
+		return fail(fmt.Errorf("plugin %s: %w", cfg.Path, err))
+	}
+	rpc, ok := raw.(pb.StrategyClient)
+	if !ok {
+		return fail(fmt.Errorf("plugin %s: dispensed %T, not a strategy client", cfg.Path, raw))
+	}
+	p.rpc = rpc
+	if err := p.configure(); err != nil {
+		p.kill()
+		return nil, err
+	}
+	p.log.Info().Str("plugin", p.name).Str("path", cfg.Path).Int("pid", p.Pid()).Str("hooks", p.caps.String()).
+		Int("protocol", p.client.NegotiatedVersion()).Str("sdk", p.sdk).Msg("plugin started")
+	return p, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// configure sends Configure and checks the description.
+func (p *Plugin) configure() error {
+	pj, err := json.Marshal(p.cfg.Params)
+	if err != nil {
+		return fmt.Errorf("config: %s: cannot encode as JSON for the plugin: %w", p.cfg.ParamsPath, err)
+	}
+	if p.cfg.Params == nil {
+		pj = []byte("{}")
+	}
+	req := &pb.ConfigureRequest{ParamsJson: string(pj), ParamsPath: p.cfg.ParamsPath}
+	if p.cfg.Algorithm != nil {
+		req.Algorithm, req.AlgorithmNeedsCritic = p.cfg.Algorithm.Name(), p.cfg.Algorithm.NeedsCritic()
+	}
+	var d *pb.Description
+	err = p.call("Configure", func(ctx context.Context) (err error) {
+		d, err = p.rpc.Configure(ctx, req, callOptions()...)
+		return err
+	})
+	if err != nil {
+		if status.Code(errors.Unwrap(err)) == codes.InvalidArgument {
+			// A config error from the factory: report it as the factory wrote it.
+			return fmt.Errorf("%s (plugin %s)", status.Convert(errors.Unwrap(err)).Message(), p.cfg.Path)
+		}
+		return err
+	}
+	if d.ProtocolVersion != ProtocolVersion {
+		return p.broken(fmt.Errorf("Configure: the plugin reports protocol version %d, want %d", d.ProtocolVersion, ProtocolVersion))
+	}
+	if d.Name == "" {
+		return p.broken(errors.New("Configure: the plugin reports an empty strategy name"))
+	}
+	p.name, p.needs, p.caps, p.sdk = d.Name, needsFromProto(d.Needs), capsFromProto(d.Capabilities), d.Sdk
+	switch p.needs.Pooling {
+	case "", "last", "second_last", "mean":
+	default:
+		return p.broken(fmt.Errorf("Configure: needs pooling %q (want last, second_last or mean)", p.needs.Pooling))
+	}
+	if p.needs.ValueHeads < 0 {
+		return p.broken(fmt.Errorf("Configure: needs %d value heads", p.needs.ValueHeads))
+	}
+	return nil
+}
+
+// Name is the strategy name the plugin declared.
+func (p *Plugin) Name() string { return p.name }
+
+// Needs are the needs the plugin declared.
+func (p *Plugin) Needs() core.Needs { return p.needs }
+
+// Path is the plugin executable.
+func (p *Plugin) Path() string { return p.cfg.Path }
+
+// Pid is the plugin process id (0 when not a process).
+func (p *Plugin) Pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Hooks lists the hooks the plugin declared, e.g. "reward_bonus,observe".
+func (p *Plugin) Hooks() string { return p.caps.String() }
+
+// Close kills the plugin process (idempotent).
+func (p *Plugin) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		p.kill()
+	}
+	return nil
+}
+
+func (p *Plugin) kill() {
+	if p.client != nil {
+		p.client.Kill()
+	}
+}
+
+// label names the plugin in errors: "plugin NAME (PATH)".
+func (p *Plugin) label() string {
+	if p.name == "" {
+		return "plugin " + p.cfg.Path
+	}
+	return fmt.Sprintf("plugin %s (%s)", p.name, p.cfg.Path)
+}
+
+// broken records a failure that makes the plugin unusable, kills it and
+// returns the error naming the plugin.
+func (p *Plugin) broken(err error) error {
+	err = fmt.Errorf("%s: %w", p.label(), err)
+	if p.failed == nil {
+		p.failed = err
+	}
+	p.kill()
+	return err
+}
+
+func (p *Plugin) exitedNow() bool { return p.client != nil && p.client.Exited() }
+
+// exitStatus waits briefly for the process to be reaped and describes how
+// it ended ("" when it is still running).
+func (p *Plugin) exitStatus() string {
+	if p.client == nil {
+		return ""
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !p.client.Exited() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !p.client.Exited() {
+		return ""
+	}
+	if p.cmd.ProcessState != nil {
+		return p.cmd.ProcessState.String()
+	}
+	return "exited"
+}
+
+// call runs one RPC under the call deadline. Transport failures (the
+// process died, the deadline passed, a message too large) make the plugin
+// unusable and kill it; an error the strategy itself returned is passed on
+// (wrapped, unwrappable to the gRPC status) and the process stays.
+func (p *Plugin) call(hook string, f func(ctx context.Context) error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("%s: %s after Close", p.label(), hook)
+	}
+	if p.failed != nil {
+		return fmt.Errorf("%s: %s: unusable after an earlier failure: %w", p.label(), hook, p.failed)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.CallTimeout)
+	defer cancel()
+	err := f(ctx)
+	if err == nil {
+		return nil
+	}
+	st, _ := status.FromError(err)
+	switch st.Code() {
+	case codes.Aborted, codes.InvalidArgument, codes.FailedPrecondition, codes.Unimplemented:
+		return fmt.Errorf("%s: %s: %w", p.label(), hook, err)
+	}
+	if st.Code() == codes.DeadlineExceeded && !p.exitedNow() || errors.Is(ctx.Err(), context.DeadlineExceeded) && !p.exitedNow() {
+		return p.broken(fmt.Errorf("%s: no answer within %s (call_timeout); killed the plugin process", hook, p.cfg.CallTimeout))
+	}
+	if exit := p.exitStatus(); exit != "" {
+		msg := fmt.Sprintf("%s: the plugin process died (%s)", hook, exit)
+		if t := p.stderr.String(); t != "" {
+			msg += "; its last stderr lines: " + t
+		}
+		return p.broken(errors.New(msg))
+	}
+	if st.Code() == codes.ResourceExhausted {
+		return p.broken(fmt.Errorf("%s: message larger than the gRPC limit (%d bytes): %s", hook, MaxMessageSize, st.Message()))
+	}
+	return p.broken(fmt.Errorf("%s: %w", hook, err))
+}
+
+func (p *Plugin) invalid(hook, format string, args ...any) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.broken(fmt.Errorf("%s returned invalid output: %s", hook, fmt.Sprintf(format, args...)))
+}
+
+func (p *Plugin) batch(hook string, info core.StepInfo, r *core.Rollout) (*pb.Batch, error) {
+	b, err := encodeBatch(info, r, p.needs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: cannot send the batch: %w", p.label(), hook, err)
+	}
+	return b, nil
+}
+
+func (p *Plugin) rewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
+	b, err := p.batch("RewardBonus", info, r)
+	if err != nil {
+		return nil, err
+	}
+	var resp *pb.RewardBonusResponse
+	if err := p.call("RewardBonus", func(ctx context.Context) (err error) {
+		resp, err = p.rpc.RewardBonus(ctx, b, callOptions()...)
+		return
+	}); err != nil {
+		return nil, err
+	}
+	if len(resp.Bonus) != len(r.Seqs) {
+		return nil, p.invalid("RewardBonus", "%d bonuses for %d sequences", len(resp.Bonus), len(r.Seqs))
+	}
+	for i, x := range resp.Bonus {
+		if !finite(x) {
+			return nil, p.invalid("RewardBonus", "non-finite bonus %v for sequence %d", x, i)
+		}
+	}
+	return resp.Bonus, nil
+}
+
+func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
+	b, err := p.batch("AdvantageBonus", info, r)
+	if err != nil {
+		return nil, err
+	}
+	var resp *pb.AdvantageBonusResponse
+	if err := p.call("AdvantageBonus", func(ctx context.Context) (err error) {
+		resp, err = p.rpc.AdvantageBonus(ctx, b, callOptions()...)
+		return
+	}); err != nil {
+		return nil, err
+	}
+	if len(resp.Lengths) != len(r.Seqs) {
+		return nil, p.invalid("AdvantageBonus", "%d rows for %d sequences", len(resp.Lengths), len(r.Seqs))
+	}
+	total := 0
+	for i, l := range resp.Lengths {
+		if int(l) != r.Seqs[i].Len() {
+			return nil, p.invalid("AdvantageBonus", "sequence %d: %d bonuses for %d tokens", i, l, r.Seqs[i].Len())
+		}
+		total += int(l)
+	}
+	if len(resp.Bonus) != total {
+		return nil, p.invalid("AdvantageBonus", "%d bonuses for %d tokens", len(resp.Bonus), total)
+	}
+	out := make([][]float64, len(r.Seqs))
+	off := 0
+	for i, l := range resp.Lengths {
+		row := resp.Bonus[off : off+int(l) : off+int(l)]
+		for t, x := range row {
+			if !finite(x) {
+				return nil, p.invalid("AdvantageBonus", "non-finite bonus %v at sequence %d token %d", x, i, t)
+			}
+		}
+		out[i] = row
+		off += int(l)
+	}
+	return out, nil
+}
+
+func (p *Plugin) lossTerms(info core.StepInfo) (core.LossTerms, error) {
+	var resp *pb.LossTermsResponse
+	if err := p.call("LossTerms", func(ctx context.Context) (err error) {
+		resp, err = p.rpc.LossTerms(ctx, infoToProto(info), callOptions()...)
+		return
+	}); err != nil {
+		return core.LossTerms{}, err
+	}
+	if !finite(resp.EntropyCoef) {
+		return core.LossTerms{}, p.invalid("LossTerms", "non-finite entropy coefficient %v", resp.EntropyCoef)
+	}
+	return core.LossTerms{EntropyCoef: resp.EntropyCoef}, nil
+}
+
+func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
+	b, err := p.batch("HeadMasks", info, r)
+	if err != nil {
+		return nil, err
+	}
+	var resp *pb.HeadMasksResponse
+	if err := p.call("HeadMasks", func(ctx context.Context) (err error) {
+		resp, err = p.rpc.HeadMasks(ctx, b, callOptions()...)
+		return
+	}); err != nil {
+		return nil, err
+	}
+	k := r.ValueHeads
+	if len(resp.Rows) != len(r.Seqs) {
+		return nil, p.invalid("HeadMasks", "%d masks for %d sequences", len(resp.Rows), len(r.Seqs))
+	}
+	total := 0
+	for i, n := range resp.Rows {
+		if n != 0 && int(n) != r.Seqs[i].Len() {
+			return nil, p.invalid("HeadMasks", "sequence %d: %d rows for %d tokens", i, n, r.Seqs[i].Len())
+		}
+		total += int(n)
+	}
+	if len(resp.Masks) != total*k {
+		return nil, p.invalid("HeadMasks", "%d mask entries for %d rows of K = %d heads", len(resp.Masks), total, k)
+	}
+	out := make([][][]float64, len(r.Seqs))
+	off := 0
+	for i, n := range resp.Rows {
+		if n == 0 {
+			continue
+		}
+		m := make([][]float64, n)
+		for t := range m {
+			row := resp.Masks[off : off+k : off+k]
+			for j, x := range row {
+				if !finite(x) || x < 0 {
+					return nil, p.invalid("HeadMasks", "sequence %d token %d head %d: %v is not a finite weight >= 0", i, t, j, x)
+				}
+			}
+			m[t] = row
+			off += k
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+func (p *Plugin) observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
+	b, err := p.batch("Observe", info, r)
+	if err != nil {
+		return nil, err
+	}
+	var resp *pb.ObserveResponse
+	if err := p.call("Observe", func(ctx context.Context) (err error) {
+		resp, err = p.rpc.Observe(ctx, b, callOptions()...)
+		return
+	}); err != nil {
+		return nil, err
+	}
+	for _, k := range sortedMetricNames(resp.Metrics) {
+		if k == "" {
+			return nil, p.invalid("Observe", "empty metric name")
+		}
+		if v := resp.Metrics[k]; !finite(v) {
+			return nil, p.invalid("Observe", "metric %s = %v is not finite", k, v)
+		}
+	}
+	if resp.Metrics == nil {
+		return map[string]float64{}, nil
+	}
+	return resp.Metrics, nil
+}
+
+func (p *Plugin) saveState() ([]byte, error) {
+	var resp *pb.State
+	if err := p.call("SaveState", func(ctx context.Context) (err error) {
+		resp, err = p.rpc.SaveState(ctx, &pb.SaveStateRequest{}, callOptions()...)
+		return
+	}); err != nil {
+		return nil, err
+	}
+	if resp.Data == nil {
+		return []byte{}, nil
+	}
+	return resp.Data, nil
+}
+
+func (p *Plugin) loadState(data []byte) error {
+	return p.call("LoadState", func(ctx context.Context) error {
+		_, err := p.rpc.LoadState(ctx, &pb.State{Data: data}, callOptions()...)
+		return err
+	})
+}
+
+// The embeddable hook types of wrap_gen.go: each adds one core hook method.
+type (
+	rewardHook    struct{ p *Plugin }
+	advantageHook struct{ p *Plugin }
+	lossHook      struct{ p *Plugin }
+	headMasker    struct{ p *Plugin }
+	observer      struct{ p *Plugin }
+	stateful      struct{ p *Plugin }
+)
+
+// RewardBonus implements core.RewardHook over the plugin.
+func (h rewardHook) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
+	return h.p.rewardBonus(info, r)
+}
+
+// AdvantageBonus implements core.AdvantageHook over the plugin.
+func (h advantageHook) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
+	return h.p.advantageBonus(info, r)
+}
+
+// LossTerms implements core.LossHook over the plugin.
+func (h lossHook) LossTerms(info core.StepInfo) (core.LossTerms, error) { return h.p.lossTerms(info) }
+
+// HeadMasks implements core.HeadMasker over the plugin.
+func (h headMasker) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
+	return h.p.headMasks(info, r)
+}
+
+// Observe implements core.Observer over the plugin.
+func (h observer) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
+	return h.p.observe(info, r)
+}
+
+// SaveState implements core.Stateful over the plugin.
+func (h stateful) SaveState() ([]byte, error) { return h.p.saveState() }
+
+// LoadState implements core.Stateful over the plugin.
+func (h stateful) LoadState(data []byte) error { return h.p.loadState(data) }

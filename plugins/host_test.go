@@ -1,0 +1,297 @@
+package plugins_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/core/strategytest"
+	"github.com/cde-rl/cde/plugins"
+)
+
+func openTest(t *testing.T, params map[string]any, mod func(*plugins.Config)) (core.Strategy, error) {
+	t.Helper()
+	cfg := plugins.Config{Path: testPlugin, Params: params, ParamsPath: "strategies[0].params",
+		CallTimeout: 5 * time.Second, Log: zerolog.Nop()}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := plugins.Open(cfg)
+	if err == nil {
+		t.Cleanup(func() { s.(core.Closer).Close() })
+	}
+	return s, err
+}
+
+func mustOpen(t *testing.T, params map[string]any, mod func(*plugins.Config)) (core.Strategy, *plugins.Plugin) {
+	t.Helper()
+	s, err := openTest(t, params, mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := plugins.Of(s)
+	if !ok {
+		t.Fatal("plugins.Of: not a plugin")
+	}
+	return s, p
+}
+
+func randomRollout(seed uint64) (core.StepInfo, *core.Rollout) {
+	o := strategytest.Options{Seed: seed}
+	r := strategytest.RandomRollout(newRand(seed), o)
+	return core.StepInfo{Step: 1, TotalSteps: 10, Algorithm: "grpo", Seed: seed}, r
+}
+
+func wantErr(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error; want one containing %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Fatalf("error %q\ndoes not contain %q", err, p)
+		}
+	}
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("plugin process %d still running", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSubprocessConformance runs the conformance kit on in-tree strategies
+// served by a real plugin process.
+func TestSubprocessConformance(t *testing.T) {
+	for _, name := range []string{"ppl", "simhash"} {
+		t.Run(name, func(t *testing.T) {
+			strategytest.Run(t, func() core.Strategy {
+				s, _ := mustOpen(t, map[string]any{"strategy": name}, nil)
+				return s
+			}, strategytest.Options{})
+		})
+	}
+}
+
+func TestExactHooks(t *testing.T) {
+	s, p := mustOpen(t, map[string]any{"strategy": "ppl"}, nil)
+	if _, ok := s.(core.RewardHook); !ok {
+		t.Error("ppl plugin is not a RewardHook")
+	}
+	if _, ok := s.(core.Observer); !ok {
+		t.Error("ppl plugin is not an Observer")
+	}
+	for name, ok := range map[string]bool{"AdvantageHook": is[core.AdvantageHook](s), "LossHook": is[core.LossHook](s),
+		"HeadMasker": is[core.HeadMasker](s), "Stateful": is[core.Stateful](s)} {
+		if ok {
+			t.Errorf("ppl plugin implements %s, which ppl does not", name)
+		}
+	}
+	if s.Name() != "ppl" || p.Hooks() != "reward_bonus,observe" {
+		t.Errorf("name %q hooks %q", s.Name(), p.Hooks())
+	}
+}
+
+func is[T any](s core.Strategy) bool { _, ok := s.(T); return ok }
+
+func TestCloseKillsProcess(t *testing.T) {
+	s, p := mustOpen(t, map[string]any{"strategy": "ppl"}, nil)
+	pid := p.Pid()
+	if pid == 0 || !alive(pid) {
+		t.Fatalf("pid %d not alive", pid)
+	}
+	s.(core.Closer).Close()
+	waitGone(t, pid)
+	info, r := randomRollout(1)
+	_, err := s.(core.RewardHook).RewardBonus(info, r)
+	wantErr(t, err, "after Close")
+}
+
+func TestConfigErrorNamesKey(t *testing.T) {
+	_, err := openTest(t, map[string]any{"strategy": "ppl", "params": map[string]any{"kappa": -1}}, nil)
+	wantErr(t, err, "strategies[0].params.params.kappa", "must be > 0")
+	_, err = openTest(t, map[string]any{"mode": "ok", "bogus": 1}, nil)
+	wantErr(t, err, "strategies[0].params.bogus", "unknown key")
+}
+
+// TestFailures: every failure gives an error naming the plugin and what
+// went wrong, and leaves no process behind.
+func TestFailures(t *testing.T) {
+	cases := []struct {
+		mode  string
+		hook  string
+		parts []string
+	}{
+		{"crash", "reward", []string{"RewardBonus", "the plugin process died", "exit status 3", "crashing on purpose"}},
+		{"hang", "reward", []string{"RewardBonus", "no answer within 700ms (call_timeout)", "killed"}},
+		{"short", "reward", []string{"RewardBonus returned invalid output", "bonuses for"}},
+		{"nan", "reward", []string{"RewardBonus returned invalid output", "non-finite bonus NaN for sequence 0"}},
+		{"inf", "reward", []string{"RewardBonus returned invalid output", "non-finite bonus +Inf"}},
+		{"advlen", "advantage", []string{"AdvantageBonus returned invalid output", "sequence 0:"}},
+		{"panic", "reward", []string{"RewardBonus", "panic in RewardBonus: testplugin: panicking on purpose"}},
+		{"error", "reward", []string{"RewardBonus", "testplugin: failing on purpose"}},
+	}
+	for _, c := range cases {
+		t.Run(c.mode, func(t *testing.T) {
+			t.Parallel()
+			s, p := mustOpen(t, map[string]any{"mode": c.mode, "at_step": 1}, func(cfg *plugins.Config) {
+				cfg.CallTimeout = 700 * time.Millisecond
+			})
+			pid := p.Pid()
+			info, r := randomRollout(2)
+			call := func(step int) error {
+				info.Step = step
+				var err error
+				if c.hook == "advantage" {
+					_, err = s.(core.AdvantageHook).AdvantageBonus(info, r)
+				} else {
+					_, err = s.(core.RewardHook).RewardBonus(info, r)
+				}
+				return err
+			}
+			if err := call(0); err != nil { // a good step first
+				t.Fatal(err)
+			}
+			err := call(1)
+			wantErr(t, err, append([]string{"plugin testplugin (" + testPlugin + ")"}, c.parts...)...)
+			if c.mode == "panic" || c.mode == "error" {
+				return // the strategy's own error: the process is fine, Close kills it
+			}
+			waitGone(t, pid)
+			wantErr(t, call(2), "unusable after an earlier failure")
+		})
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	t.Run("missing", func(t *testing.T) {
+		_, err := openTest(t, nil, func(c *plugins.Config) { c.Path = filepath.Join(t.TempDir(), "nope") })
+		wantErr(t, err, "nope", "binary not found")
+	})
+	t.Run("not executable", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "plugin")
+		os.WriteFile(path, []byte("#!/bin/sh\n"), 0o644)
+		_, err := openTest(t, nil, func(c *plugins.Config) { c.Path = path })
+		wantErr(t, err, path, "not executable (mode -rw-r--r--")
+	})
+	t.Run("not a plugin", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "plugin")
+		os.WriteFile(path, []byte("#!/bin/sh\necho hello\n"), 0o755)
+		_, err := openTest(t, nil, func(c *plugins.Config) { c.Path = path })
+		wantErr(t, err, path, "failed to start")
+	})
+	t.Run("checksum mismatch", func(t *testing.T) {
+		_, err := openTest(t, map[string]any{"strategy": "ppl"}, func(c *plugins.Config) { c.SHA256 = strings.Repeat("ab", 32) })
+		wantErr(t, err, testPlugin, "sha256 mismatch", "refusing to start")
+	})
+	t.Run("checksum match", func(t *testing.T) {
+		sum, err := plugins.FileSHA256(testPlugin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := openTest(t, map[string]any{"strategy": "ppl"}, func(c *plugins.Config) { c.SHA256 = "sha256:" + sum }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("protocol version", func(t *testing.T) {
+		t.Setenv("CDE_TESTPLUGIN_VERSION", "2")
+		_, err := openTest(t, map[string]any{"strategy": "ppl"}, nil)
+		wantErr(t, err, testPlugin, "protocol version mismatch", "speaks strategy protocol version 1", "Plugin version: 2")
+	})
+	t.Run("start timeout", func(t *testing.T) {
+		t.Setenv("CDE_TESTPLUGIN_START_DELAY", "5s")
+		start := time.Now()
+		_, err := openTest(t, nil, func(c *plugins.Config) { c.StartTimeout = 300 * time.Millisecond })
+		wantErr(t, err, testPlugin, "handshake within 300ms (start_timeout)")
+		if time.Since(start) > 4*time.Second {
+			t.Errorf("start timeout took %s", time.Since(start))
+		}
+	})
+}
+
+func TestLogsBridged(t *testing.T) {
+	var buf bytes.Buffer
+	mustOpen(t, map[string]any{"mode": "ok"}, func(c *plugins.Config) { c.Log = zerolog.New(&syncWriter{w: &buf}) })
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(buf.String(), "testplugin configured") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := buf.String()
+	for _, want := range []string{`"message":"testplugin configured"`, `"plugin":"testplugin"`, `"mode":"ok"`, `"message":"plugin started"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+const hostHelperEnv = "CDE_PLUGINS_TEST_HOST"
+
+// hostHelper is the test binary re-run as a host (as cde-run train would
+// be): it starts the plugin, prints its pid, and closes it on SIGINT.
+func hostHelper(path string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	s, err := plugins.Open(plugins.Config{Path: path, Params: map[string]any{"strategy": "ppl"}, Log: zerolog.Nop()})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	p, _ := plugins.Of(s)
+	fmt.Println("pid", p.Pid())
+	<-ctx.Done()
+	s.(core.Closer).Close()
+	return 0
+}
+
+// TestNoOrphans: Ctrl-C (SIGINT to the whole foreground process group, as a
+// terminal sends it) and kill -9 of the host both leave no plugin process.
+func TestNoOrphans(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), hostHelperEnv+"="+testPlugin)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil || !strings.HasPrefix(line, "pid ") {
+				t.Fatalf("host said %q (%v)", line, err)
+			}
+			pid, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pid ")))
+			if !alive(pid) {
+				t.Fatalf("plugin %d not running", pid)
+			}
+			if sig == syscall.SIGINT {
+				syscall.Kill(-cmd.Process.Pid, sig) // the whole group, like Ctrl-C
+			} else {
+				cmd.Process.Signal(sig) // the host only
+			}
+			cmd.Wait()
+			waitGone(t, pid)
+		})
+	}
+}

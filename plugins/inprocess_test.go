@@ -1,0 +1,210 @@
+package plugins_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/core/strategytest"
+	"github.com/cde-rl/cde/plugins"
+	pb "github.com/cde-rl/cde/plugins/proto"
+
+	_ "github.com/cde-rl/cde/algos/grpo"
+	_ "github.com/cde-rl/cde/algos/ppo"
+	_ "github.com/cde-rl/cde/strategies/entropy"
+	_ "github.com/cde-rl/cde/strategies/multihead"
+	_ "github.com/cde-rl/cde/strategies/ppl"
+	_ "github.com/cde-rl/cde/strategies/simhash"
+)
+
+var inTree = []struct {
+	name, algo string
+	params     map[string]any
+}{
+	{"ppl", "grpo", map[string]any{"kappa": 2.0, "weight": map[string]any{"schedule": "linear", "w0": 1.0, "w_end": 0.2}}},
+	{"entropy", "grpo", map[string]any{"coef": 0.01}},
+	{"simhash", "grpo", map[string]any{"bits": 4}},
+	{"multihead", "ppo", map[string]any{"heads": 4}},
+}
+
+func algorithm(t testing.TB, name string) core.Algorithm {
+	a, err := core.NewAlgorithm(name, core.NewParams("algorithm", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func newInTree(t testing.TB, name string, params map[string]any, algo core.Algorithm) core.Strategy {
+	s, err := core.NewStrategy(name, core.NewParams("strategies[0]", copyMap(params)), algo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func copyMap(m map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// newInProcess serves the in-tree strategy over go-plugin's in-process
+// gRPC test connection and wraps it as the host does.
+func newInProcess(t testing.TB, name string, params map[string]any, algo core.Algorithm) core.Strategy {
+	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
+		plugins.PluginName: &plugins.GRPCPlugin{Factory: func(p *core.Params, a core.Algorithm) (core.Strategy, error) {
+			return core.NewStrategy(name, p, a)
+		}},
+	})
+	t.Cleanup(func() { client.Close(); server.Stop() })
+	raw, err := client.Dispense(plugins.PluginName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := plugins.Connect(raw.(pb.StrategyClient), plugins.Config{Path: "in-process:" + name, Params: copyMap(params),
+		ParamsPath: "strategies[0]", Algorithm: algo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestInProcessConformance runs the conformance kit on every in-tree
+// strategy served through the gRPC path.
+func TestInProcessConformance(t *testing.T) {
+	for _, c := range inTree {
+		t.Run(c.name, func(t *testing.T) {
+			algo := algorithm(t, c.algo)
+			strategytest.Run(t, func() core.Strategy { return newInProcess(t, c.name, c.params, algo) },
+				strategytest.Options{Algorithm: c.algo, Steps: 3})
+		})
+	}
+}
+
+// TestInProcessEqualsInTree: the served strategy's outputs equal the
+// in-tree call's, bit for bit, step after step (state included).
+func TestInProcessEqualsInTree(t *testing.T) {
+	for _, c := range inTree {
+		t.Run(c.name, func(t *testing.T) {
+			algo := algorithm(t, c.algo)
+			local := newInTree(t, c.name, c.params, algo)
+			remote := newInProcess(t, c.name, c.params, algo)
+			if local.Name() != remote.Name() || local.Needs() != remote.Needs() {
+				t.Fatalf("name/needs: %s %+v vs %s %+v", local.Name(), local.Needs(), remote.Name(), remote.Needs())
+			}
+			for _, hook := range []string{"RewardHook", "AdvantageHook", "LossHook", "HeadMasker", "Observer", "Stateful"} {
+				if implements(local, hook) != implements(remote, hook) {
+					t.Errorf("%s: in-tree %v, plugin %v", hook, implements(local, hook), implements(remote, hook))
+				}
+			}
+			o := strategytest.Options{Algorithm: c.algo, ValueHeads: 4, Seed: 11}
+			rng := newRand(11)
+			for step := range 4 {
+				r := strategytest.RandomRollout(rng, o)
+				r.Step = step
+				info := core.StepInfo{Step: step, TotalSteps: 10, Algorithm: c.algo, Seed: 11}
+				a, err := strategytest.RunStep(local, info, strategytest.Clone(r))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := strategytest.RunStep(remote, info, strategytest.Clone(r))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(a, b) {
+					t.Fatalf("step %d: in-tree %+v\nplugin %+v", step, a, b)
+				}
+				if sl, ok := local.(core.Stateful); ok {
+					x, _ := sl.SaveState()
+					y, err := remote.(core.Stateful).SaveState()
+					if err != nil || string(x) != string(y) {
+						t.Fatalf("step %d: state differs (%v)", step, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func implements(s core.Strategy, hook string) bool {
+	switch hook {
+	case "RewardHook":
+		return is[core.RewardHook](s)
+	case "AdvantageHook":
+		return is[core.AdvantageHook](s)
+	case "LossHook":
+		return is[core.LossHook](s)
+	case "HeadMasker":
+		return is[core.HeadMasker](s)
+	case "Observer":
+		return is[core.Observer](s)
+	case "Stateful":
+		return is[core.Stateful](s)
+	}
+	return false
+}
+
+func TestMessageLimitFitsPaperScale(t *testing.T) {
+	need := plugins.MessageBytes(2048, 3072, 16, 4096)
+	if need >= plugins.MaxMessageSize {
+		t.Fatalf("paper-scale batch needs %d bytes, limit %d", need, plugins.MaxMessageSize)
+	}
+	if plugins.MaxMessageSize >= 1<<31 {
+		t.Fatalf("limit %d is not under protobuf's 2 GiB", plugins.MaxMessageSize)
+	}
+	t.Logf("paper-scale request bound %.2f GB, limit %.2f GB", float64(need)/1e9, float64(plugins.MaxMessageSize)/1e9)
+}
+
+// TestGeneratedCodeFresh regenerates plugins/proto and wrap_gen.go into a
+// temp dir and compares with the committed files, when protoc and the
+// generators are installed.
+func TestGeneratedCodeFresh(t *testing.T) {
+	if _, err := exec.LookPath("protoc"); err != nil {
+		t.Skip("protoc not installed (apt-get install protobuf-compiler libprotobuf-dev): cannot check the generated code")
+	}
+	gopath, _ := exec.Command("go", "env", "GOPATH").Output()
+	bin := filepath.Join(strings.TrimSpace(string(gopath)), "bin")
+	for _, g := range []string{"protoc-gen-go", "protoc-gen-go-grpc"} {
+		if _, err := os.Stat(filepath.Join(bin, g)); err != nil {
+			if _, err := exec.LookPath(g); err != nil {
+				t.Skipf("%s not installed (plugins/gen.sh --install): cannot check the generated code", g)
+			}
+		}
+	}
+	out := t.TempDir()
+	os.MkdirAll(filepath.Join(out, "proto"), 0o755)
+	cmd := exec.Command("bash", "gen.sh")
+	cmd.Env = append(os.Environ(), "GEN_OUT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gen.sh: %v\n%s", err, b)
+	}
+	for _, f := range []string{"proto/cde_strategy.pb.go", "proto/cde_strategy_grpc.pb.go", "wrap_gen.go"} {
+		want, _ := os.ReadFile(filepath.Join(out, f))
+		got, _ := os.ReadFile(f)
+		if stripVersions(string(got)) != stripVersions(string(want)) {
+			t.Errorf("%s is stale: run plugins/gen.sh", f)
+		}
+	}
+}
+
+// stripVersions drops the generator-version comment lines (a different
+// protoc release alone does not make the code stale).
+func stripVersions(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "// \tprotoc ") || strings.HasPrefix(l, "// - protoc ") || strings.HasPrefix(l, "// protoc ") {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n")
+}

@@ -1,0 +1,90 @@
+// Command testplugin is the plugin binary of the plugins tests: it serves
+// an in-tree strategy, or misbehaves on purpose.
+//
+// params: {strategy: ppl|entropy|simhash|multihead, params: {...}} serves
+// that in-tree strategy. params: {mode: M, at_step: S} serves a reward-bonus
+// strategy "testplugin" that, from step S on (default 0), does M in
+// RewardBonus: crash (os.Exit(3)), hang (sleeps an hour), short (one bonus
+// too few), nan, inf, advlen (an AdvantageBonus row one token short),
+// panic, error, or nothing ("ok": a zero bonus). Environment:
+// CDE_TESTPLUGIN_VERSION offers another protocol version;
+// CDE_TESTPLUGIN_START_DELAY sleeps (a Go duration) before serving.
+package main
+
+import (
+	"errors"
+	"math"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/plugins"
+	"github.com/cde-rl/cde/plugins/sdk"
+	_ "github.com/cde-rl/cde/strategies/entropy"
+	_ "github.com/cde-rl/cde/strategies/multihead"
+	_ "github.com/cde-rl/cde/strategies/ppl"
+	_ "github.com/cde-rl/cde/strategies/simhash"
+)
+
+type bad struct {
+	mode string
+	at   int
+}
+
+func (b *bad) Name() string      { return "testplugin" }
+func (b *bad) Needs() core.Needs { return core.Needs{LogProbs: true} }
+
+func (b *bad) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
+	out := make([]float64, len(r.Seqs))
+	if info.Step < b.at {
+		return out, nil
+	}
+	switch b.mode {
+	case "crash":
+		sdk.Logger().Error("testplugin: crashing on purpose")
+		os.Exit(3)
+	case "hang":
+		time.Sleep(time.Hour)
+	case "short":
+		return out[:len(out)-1], nil
+	case "nan":
+		out[0] = math.NaN()
+	case "inf":
+		out[len(out)-1] = math.Inf(1)
+	case "panic":
+		panic("testplugin: panicking on purpose")
+	case "error":
+		return nil, errors.New("testplugin: failing on purpose")
+	}
+	return out, nil
+}
+
+func (b *bad) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
+	out := make([][]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		out[i] = make([]float64, r.Seqs[i].Len())
+	}
+	if b.mode == "advlen" && info.Step >= b.at {
+		out[0] = out[0][:len(out[0])-1]
+	}
+	return out, nil
+}
+
+func factory(p *core.Params, algo core.Algorithm) (core.Strategy, error) {
+	if name := p.String("strategy", ""); name != "" {
+		return core.NewStrategy(name, core.NewParams(p.Path+".params", p.Map("params")), algo)
+	}
+	b := &bad{mode: p.OneOf("mode", "ok", "ok", "crash", "hang", "short", "nan", "inf", "advlen", "panic", "error"),
+		at: p.Int("at_step", 0)}
+	sdk.Logger().Info("testplugin configured", "mode", b.mode, "at_step", b.at)
+	return b, p.Err()
+}
+
+func main() {
+	if d, err := time.ParseDuration(os.Getenv("CDE_TESTPLUGIN_START_DELAY")); err == nil {
+		time.Sleep(d)
+	}
+	v, _ := strconv.Atoi(os.Getenv("CDE_TESTPLUGIN_VERSION"))
+	plugins.Serve(factory, plugins.ServeOptions{ProtocolVersion: v, Logger: sdk.Logger()})
+}

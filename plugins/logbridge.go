@@ -1,0 +1,168 @@
+package plugins
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/rs/zerolog"
+)
+
+// zerologWriter receives hclog's JSON lines (go-plugin's client logger,
+// which re-logs the plugin's own hclog output) and writes each as a zerolog
+// event with the plugin's name, level, message and fields.
+type zerologWriter struct {
+	log    zerolog.Logger
+	plugin string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *zerologWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *zerologWriter) line(line []byte) {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	var m map[string]any
+	if json.Unmarshal(line, &m) != nil {
+		w.log.Info().Str("plugin", w.plugin).Msg(string(line))
+		return
+	}
+	lvl, _ := m["@level"].(string)
+	msg, _ := m["@message"].(string)
+	var ev *zerolog.Event
+	switch strings.ToLower(lvl) {
+	case "trace", "debug":
+		ev = w.log.Debug()
+	case "warn":
+		ev = w.log.Warn()
+	case "error":
+		ev = w.log.Error()
+	default:
+		ev = w.log.Info()
+	}
+	ev = ev.Str("plugin", w.plugin)
+	if mod, _ := m["@module"].(string); mod != "" {
+		ev = ev.Str("module", mod)
+	}
+	for k, v := range m {
+		if strings.HasPrefix(k, "@") || k == "timestamp" {
+			continue
+		}
+		ev = ev.Interface(k, v)
+	}
+	ev.Msg(msg)
+}
+
+// newHCLogBridge returns the hclog logger given to go-plugin's client: at
+// Info it forwards the plugin's logs (Info and above, and panics) but not
+// go-plugin's own debug chatter.
+func newHCLogBridge(log zerolog.Logger, plugin string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: &zerologWriter{log: log, plugin: plugin},
+		JSONFormat: true, Level: hclog.Info})
+}
+
+// lineWriter forwards lines written to a plugin's redirected stdout or
+// stderr (fmt.Println in the plugin after Serve) into the log.
+type lineWriter struct {
+	log    zerolog.Logger
+	plugin string
+	stream string
+	tail   *tail // also receives the lines, when set
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.tail != nil {
+		w.tail.Write(p)
+	}
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if s := strings.TrimRight(string(w.buf[:i]), "\r"); s != "" {
+			w.log.Info().Str("plugin", w.plugin).Str("stream", w.stream).Msg(s)
+		}
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+// tail keeps the last lines of the plugin's raw stderr for error messages.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+	cur   []byte
+}
+
+const tailLines = 12
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range p {
+		if c == '\n' {
+			t.push()
+			continue
+		}
+		if len(t.cur) < 2000 {
+			t.cur = append(t.cur, c)
+		}
+	}
+	return len(p), nil
+}
+
+func (t *tail) push() {
+	line := strings.TrimSpace(string(t.cur))
+	t.cur = t.cur[:0]
+	if line == "" {
+		return
+	}
+	// hclog JSON lines: keep the message only.
+	// hclog JSON lines: keep warnings and errors, by their message only.
+	var m map[string]any
+	if json.Unmarshal([]byte(line), &m) == nil {
+		msg, _ := m["@message"].(string)
+		lvl, _ := m["@level"].(string)
+		if msg == "" || lvl != "warn" && lvl != "error" {
+			return
+		}
+		line = msg
+	}
+	t.lines = append(t.lines, line)
+	if len(t.lines) > tailLines {
+		t.lines = t.lines[len(t.lines)-tailLines:]
+	}
+}
+
+// String returns the last lines, joined.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := t.lines
+	if len(t.cur) > 0 {
+		lines = append(append([]string(nil), lines...), string(t.cur))
+	}
+	return strings.Join(lines, " | ")
+}

@@ -1,0 +1,337 @@
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cde-rl/cde/core"
+	pb "github.com/cde-rl/cde/plugins/proto"
+)
+
+// SDKName identifies this SDK in Description.sdk.
+const SDKName = "cde-go-sdk/1"
+
+// ServeOptions tune Serve; the zero value is what plugin authors want.
+type ServeOptions struct {
+	// ProtocolVersion overrides the protocol version offered (tests of the
+	// version negotiation only).
+	ProtocolVersion int
+	// Logger receives go-plugin's own logs (default: JSON on stderr, which
+	// the host bridges into its log).
+	Logger hclog.Logger
+}
+
+// Serve serves the strategies f builds over go-plugin's gRPC transport and
+// returns when the host closes the plugin. It is what sdk.Serve calls.
+func Serve(f core.StrategyFactory, opts ServeOptions) {
+	v := opts.ProtocolVersion
+	if v == 0 {
+		v = ProtocolVersion
+	}
+	if opts.Logger == nil {
+		opts.Logger = NewPluginLogger("")
+	}
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			v: {PluginName: &GRPCPlugin{Factory: f, Version: uint32(v)}},
+		},
+		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize),
+				grpc.InitialWindowSize(flowWindow), grpc.InitialConnWindowSize(flowWindow),
+				grpc.ReadBufferSize(1<<20), grpc.WriteBufferSize(1<<20))...)
+		},
+		Logger: opts.Logger,
+	})
+}
+
+// NewPluginLogger returns an hclog logger writing JSON lines to the
+// process's stderr as it is now (before Serve redirects os.Stderr), which
+// the host parses and forwards into its own log with the plugin's name.
+func NewPluginLogger(name string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: name, Output: os.Stderr, JSONFormat: true, Level: hclog.Debug})
+}
+
+// stubAlgorithm stands for the host's algorithm inside a plugin: it knows
+// the name and whether there is a critic; the advantages are the host's.
+type stubAlgorithm struct {
+	name   string
+	critic bool
+}
+
+func (a stubAlgorithm) Name() string      { return a.name }
+func (a stubAlgorithm) NeedsCritic() bool { return a.critic }
+func (a stubAlgorithm) Advantages(*core.Rollout) error {
+	return fmt.Errorf("algorithm %s runs in the host, not in a plugin", a.name)
+}
+func (a stubAlgorithm) Finalize(*core.Rollout) error {
+	return fmt.Errorf("algorithm %s runs in the host, not in a plugin", a.name)
+}
+
+// server implements the strategy service over one configured strategy.
+type server struct {
+	pb.UnimplementedStrategyServer
+	factory core.StrategyFactory
+	version uint32
+
+	mu sync.Mutex // hooks are called from one goroutine; this guards misuse
+	s  core.Strategy
+}
+
+func (sv *server) describe() *pb.Description {
+	return &pb.Description{ProtocolVersion: sv.version, Name: sv.s.Name(), Needs: needsToProto(sv.s.Needs()),
+		Capabilities: capsOf(sv.s), Sdk: SDKName}
+}
+
+// Describe returns the configured strategy's description.
+func (sv *server) Describe(context.Context, *pb.DescribeRequest) (*pb.Description, error) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.s == nil {
+		return nil, status.Error(codes.FailedPrecondition, "not configured yet: call Configure first")
+	}
+	return sv.describe(), nil
+}
+
+// Configure builds the strategy with the factory, reading params strictly.
+func (sv *server) Configure(_ context.Context, req *pb.ConfigureRequest) (_ *pb.Description, err error) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.s != nil {
+		return nil, status.Error(codes.FailedPrecondition, "already configured")
+	}
+	if sv.factory == nil {
+		return nil, status.Error(codes.FailedPrecondition, "no strategy factory")
+	}
+	m := map[string]any{}
+	if req.ParamsJson != "" {
+		if err := json.Unmarshal([]byte(req.ParamsJson), &m); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "params: %v", err)
+		}
+	}
+	p := core.NewParams(req.ParamsPath, m)
+	var s core.Strategy
+	err = protect("Configure", func() error {
+		var err error
+		if s, err = sv.factory(p, stubAlgorithm{req.Algorithm, req.AlgorithmNeedsCritic}); err != nil {
+			return err
+		}
+		if err := p.Finish(); err != nil {
+			return err
+		}
+		if s == nil {
+			return fmt.Errorf("the strategy factory returned nil")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	sv.s = s
+	return sv.describe(), nil
+}
+
+// protect runs f, turning a panic into an error with the stack.
+func protect(hook string, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in %s: %v\n%s", hook, p, debug.Stack())
+		}
+	}()
+	return f()
+}
+
+func (sv *server) strategy() (core.Strategy, error) {
+	if sv.s == nil {
+		return nil, status.Error(codes.FailedPrecondition, "not configured yet: call Configure first")
+	}
+	return sv.s, nil
+}
+
+func hookErr(err error) error {
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	return status.Error(codes.Aborted, err.Error())
+}
+
+func (sv *server) batchCall(hook string, b *pb.Batch, f func(s core.Strategy, info core.StepInfo, r *core.Rollout) error) error {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	s, err := sv.strategy()
+	if err != nil {
+		return err
+	}
+	info, r, err := decodeBatch(b)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := protect(hook, func() error { return f(s, info, r) }); err != nil {
+		return hookErr(err)
+	}
+	return nil
+}
+
+func unimplemented(hook string) error {
+	return status.Errorf(codes.Unimplemented, "the strategy does not implement %s", hook)
+}
+
+// RewardBonus calls core.RewardHook.
+func (sv *server) RewardBonus(_ context.Context, b *pb.Batch) (*pb.RewardBonusResponse, error) {
+	out := &pb.RewardBonusResponse{}
+	err := sv.batchCall("RewardBonus", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
+		h, ok := s.(core.RewardHook)
+		if !ok {
+			return unimplemented("RewardBonus")
+		}
+		bonus, err := h.RewardBonus(info, r)
+		out.Bonus = bonus
+		return err
+	})
+	return out, err
+}
+
+// AdvantageBonus calls core.AdvantageHook; rows are concatenated.
+func (sv *server) AdvantageBonus(_ context.Context, b *pb.Batch) (*pb.AdvantageBonusResponse, error) {
+	out := &pb.AdvantageBonusResponse{}
+	err := sv.batchCall("AdvantageBonus", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
+		h, ok := s.(core.AdvantageHook)
+		if !ok {
+			return unimplemented("AdvantageBonus")
+		}
+		rows, err := h.AdvantageBonus(info, r)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, row := range rows {
+			n += len(row)
+		}
+		out.Lengths = make([]int32, len(rows))
+		out.Bonus = make([]float64, 0, n)
+		for i, row := range rows {
+			out.Lengths[i] = int32(len(row))
+			out.Bonus = append(out.Bonus, row...)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// LossTerms calls core.LossHook.
+func (sv *server) LossTerms(_ context.Context, info *pb.StepInfo) (*pb.LossTermsResponse, error) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	s, err := sv.strategy()
+	if err != nil {
+		return nil, err
+	}
+	h, ok := s.(core.LossHook)
+	if !ok {
+		return nil, unimplemented("LossTerms")
+	}
+	var lt core.LossTerms
+	if err := protect("LossTerms", func() (err error) { lt, err = h.LossTerms(infoFromProto(info)); return }); err != nil {
+		return nil, hookErr(err)
+	}
+	return &pb.LossTermsResponse{EntropyCoef: lt.EntropyCoef}, nil
+}
+
+// HeadMasks calls core.HeadMasker; masks are concatenated row-major.
+func (sv *server) HeadMasks(_ context.Context, b *pb.Batch) (*pb.HeadMasksResponse, error) {
+	out := &pb.HeadMasksResponse{}
+	err := sv.batchCall("HeadMasks", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
+		h, ok := s.(core.HeadMasker)
+		if !ok {
+			return unimplemented("HeadMasks")
+		}
+		masks, err := h.HeadMasks(info, r)
+		if err != nil {
+			return err
+		}
+		out.Rows = make([]int32, len(masks))
+		for i, m := range masks {
+			out.Rows[i] = int32(len(m))
+			for t, row := range m {
+				if len(row) != r.ValueHeads {
+					return fmt.Errorf("head mask of sequence %d token %d has %d entries for K = %d heads", i, t, len(row), r.ValueHeads)
+				}
+				out.Masks = append(out.Masks, row...)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Observe calls core.Observer.
+func (sv *server) Observe(_ context.Context, b *pb.Batch) (*pb.ObserveResponse, error) {
+	out := &pb.ObserveResponse{}
+	err := sv.batchCall("Observe", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
+		h, ok := s.(core.Observer)
+		if !ok {
+			return unimplemented("Observe")
+		}
+		m, err := h.Observe(info, r)
+		out.Metrics = m
+		return err
+	})
+	return out, err
+}
+
+// SaveState calls core.Stateful.SaveState.
+func (sv *server) SaveState(context.Context, *pb.SaveStateRequest) (*pb.State, error) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	s, err := sv.strategy()
+	if err != nil {
+		return nil, err
+	}
+	h, ok := s.(core.Stateful)
+	if !ok {
+		return nil, unimplemented("SaveState")
+	}
+	var data []byte
+	if err := protect("SaveState", func() (err error) { data, err = h.SaveState(); return }); err != nil {
+		return nil, hookErr(err)
+	}
+	return &pb.State{Data: data}, nil
+}
+
+// LoadState calls core.Stateful.LoadState.
+func (sv *server) LoadState(_ context.Context, st *pb.State) (*pb.LoadStateResponse, error) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	s, err := sv.strategy()
+	if err != nil {
+		return nil, err
+	}
+	h, ok := s.(core.Stateful)
+	if !ok {
+		return nil, unimplemented("LoadState")
+	}
+	if err := protect("LoadState", func() error { return h.LoadState(st.Data) }); err != nil {
+		return nil, hookErr(err)
+	}
+	return &pb.LoadStateResponse{}, nil
+}
+
+func sortedMetricNames(m map[string]float64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -98,7 +98,7 @@ type PretrainConfig struct {
 	// Seed seeds the warm start (pretrain.seed, 0 = the run's seed). Set
 	// it to share one base across the seeds of a benchmark.
 	Seed uint64
-	Dir             string // pretrain.dir: where auto bases live (runs/base)
+	Dir  string // pretrain.dir: where auto bases live (runs/base)
 }
 
 // DefaultConfigYAML holds every default; it is the bottom layer.

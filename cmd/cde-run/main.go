@@ -22,6 +22,7 @@ Commands:
   eval       evaluate a checkpoint on the held-out sets (avg@k, pass@k)
   shape      apply a config's algorithm and strategies to a recorded batch
   plugins    check an out-of-process strategy plugin (plugins check PATH)
+  bench      run arms x seeds head to head and write a report (bench -c BENCH.yaml)
 
 Run "cde-run COMMAND --help" for a command's flags.
 `
@@ -37,6 +38,7 @@ func main() {
 		"eval":     cmdEval,
 		"shape":    cmdShape,
 		"plugins":  cmdPlugins,
+		"bench":    cmdBench,
 	}
 	name := os.Args[1]
 	if name == "-h" || name == "--help" || name == "help" {

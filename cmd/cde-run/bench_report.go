@@ -1,0 +1,521 @@
+package main
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// benchRun is one finished arm-seed as the report reads it.
+type benchRun struct {
+	Arm     string
+	Seed    uint64
+	Rows    []map[string]float64 // metrics.jsonl, "step" included; nulls dropped
+	Seconds float64              // training wall time (DONE)
+	HeadStd *headStd             // nil when not measured
+}
+
+// final is the metric's value in the last row that has it (for val/* the
+// evaluation after the last step, for training metrics the last step).
+func (r *benchRun) final(metric string) (float64, bool) {
+	for i := len(r.Rows) - 1; i >= 0; i-- {
+		if v, ok := r.Rows[i][metric]; ok {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+func readMetricRows(path string) ([]map[string]float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []map[string]float64
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		var raw map[string]*float64
+		if json.Unmarshal(sc.Bytes(), &raw) != nil {
+			continue // a torn line
+		}
+		row := map[string]float64{}
+		for k, v := range raw {
+			if v != nil {
+				row[k] = *v
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, sc.Err()
+}
+
+// loadBenchRuns reads every finished (DONE) arm-seed of spec under dir.
+func loadBenchRuns(spec *benchSpec, dir string) (map[string][]*benchRun, []string, error) {
+	out := map[string][]*benchRun{}
+	var missing []string
+	for _, arm := range spec.Arms {
+		for _, seed := range spec.Seeds {
+			run := runDirOf(dir, arm.Name, seed)
+			data, err := os.ReadFile(filepath.Join(run, doneFile))
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("%s seed %d", arm.Name, seed))
+				continue
+			}
+			var done benchDone
+			if err := json.Unmarshal(data, &done); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", filepath.Join(run, doneFile), err)
+			}
+			rows, err := readMetricRows(filepath.Join(run, "metrics.jsonl"))
+			if err != nil {
+				return nil, nil, err
+			}
+			br := &benchRun{Arm: arm.Name, Seed: seed, Rows: rows, Seconds: done.Seconds}
+			if data, err := os.ReadFile(filepath.Join(run, headStdFile)); err == nil {
+				var hs headStd
+				if err := json.Unmarshal(data, &hs); err != nil {
+					return nil, nil, fmt.Errorf("%s: %w", filepath.Join(run, headStdFile), err)
+				}
+				br.HeadStd = &hs
+			}
+			out[arm.Name] = append(out[arm.Name], br)
+		}
+	}
+	return out, missing, nil
+}
+
+// meanStd is the mean and the sample standard deviation (n-1; 0 for a
+// single value; NaN for none).
+func meanStd(xs []float64) (mean, std float64) {
+	if len(xs) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) == 1 {
+		return mean, 0
+	}
+	for _, x := range xs {
+		std += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(std / float64(len(xs)-1))
+}
+
+// Claim verdicts.
+const (
+	verdictHeld         = "held"
+	verdictNotHeld      = "did not hold"
+	verdictInconclusive = "inconclusive"
+)
+
+// claimResult is a claim evaluated on the final values of its metric.
+type claimResult struct {
+	MeanA, StdA  float64 // the arm claimed better
+	MeanB, StdB  float64 // the arm it is compared with
+	NA, NB       int
+	Diff         float64 // improvement of A over B (B - A when lower is better)
+	SE           float64 // sqrt(stdA^2/nA + stdB^2/nB)
+	Verdict, Why string
+}
+
+// judgeClaim applies the claim rule (docs/bench.md): with d the
+// improvement of the better arm's mean over the other's and SE the
+// standard error of that difference, the claim held when d > 2 SE (both
+// arms with at least 2 seeds), did not hold when d <= 0, and is
+// inconclusive otherwise (0 < d <= 2 SE, or a single seed).
+func judgeClaim(a, b []float64, lowerIsBetter bool) claimResult {
+	var r claimResult
+	r.NA, r.NB = len(a), len(b)
+	r.MeanA, r.StdA = meanStd(a)
+	r.MeanB, r.StdB = meanStd(b)
+	if r.NA == 0 || r.NB == 0 {
+		r.Diff, r.SE = math.NaN(), math.NaN()
+		r.Verdict, r.Why = verdictInconclusive, "the metric is missing from an arm's finished runs"
+		return r
+	}
+	r.Diff = r.MeanA - r.MeanB
+	if lowerIsBetter {
+		r.Diff = -r.Diff
+	}
+	r.SE = math.Sqrt(r.StdA*r.StdA/float64(r.NA) + r.StdB*r.StdB/float64(r.NB))
+	switch {
+	case r.Diff <= 0 && r.NA >= 2 && r.NB >= 2 && -r.Diff > 2*r.SE:
+		r.Verdict, r.Why = verdictNotHeld, "the other arm is better by more than 2 SE"
+	case r.Diff <= 0:
+		r.Verdict, r.Why = verdictNotHeld, "no improvement"
+	case r.NA < 2 || r.NB < 2:
+		r.Verdict, r.Why = verdictInconclusive, "better, but with a single seed there is no spread to compare against"
+	case r.Diff > 2*r.SE:
+		r.Verdict, r.Why = verdictHeld, "better by more than 2 SE"
+	default:
+		r.Verdict, r.Why = verdictInconclusive, "better, but within 2 SE (the seeds' spread)"
+	}
+	return r
+}
+
+var valKeyRE = regexp.MustCompile(`^val/([^/]+)/(avg|pass)@(\d+)$`)
+
+// resultColumns are the val/<set>/{avg,pass}@k metrics present at the
+// final step of any run: per set (sorted, "mean" last) avg then pass.
+func resultColumns(runs map[string][]*benchRun) []string {
+	type col struct {
+		set, kind string
+		k         int
+	}
+	seen := map[string]col{}
+	for _, rs := range runs {
+		for _, r := range rs {
+			if len(r.Rows) == 0 {
+				continue
+			}
+			for key := range r.Rows[len(r.Rows)-1] {
+				if m := valKeyRE.FindStringSubmatch(key); m != nil {
+					k, _ := strconv.Atoi(m[3])
+					seen[key] = col{m[1], m[2], k}
+				}
+			}
+		}
+	}
+	var keys []string
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := seen[keys[i]], seen[keys[j]]
+		if (a.set == "mean") != (b.set == "mean") {
+			return b.set == "mean"
+		}
+		if a.set != b.set {
+			return a.set < b.set
+		}
+		if a.k != b.k {
+			return a.k < b.k
+		}
+		return a.kind < b.kind // avg before pass
+	})
+	return keys
+}
+
+func colTitle(key string) string {
+	m := valKeyRE.FindStringSubmatch(key)
+	if m == nil {
+		return key
+	}
+	kind := "Avg"
+	if m[2] == "pass" {
+		kind = "Pass"
+	}
+	return fmt.Sprintf("%s %s@%s", m[1], kind, m[3])
+}
+
+func finals(rs []*benchRun, metric string) []float64 {
+	var xs []float64
+	for _, r := range rs {
+		if v, ok := r.final(metric); ok && !math.IsNaN(v) {
+			xs = append(xs, v)
+		}
+	}
+	return xs
+}
+
+// fmtPM formats mean ± std with scale (100 for percentages) and decimals.
+func fmtPM(xs []float64, scale float64, decimals int) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	m, s := meanStd(xs)
+	if s == 0 {
+		return fmt.Sprintf("%.*f ± 0", decimals, m*scale)
+	}
+	return fmt.Sprintf("%.*f ± %.*f", decimals, m*scale, decimals, s*scale)
+}
+
+func fmtNum(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// writeReport writes DIR/results.csv, DIR/results.md and DIR/plots/ from
+// the finished arm-seeds.
+func writeReport(spec *benchSpec, dir, command string, log zerolog.Logger) error {
+	runs, missing, err := loadBenchRuns(spec, dir)
+	if err != nil {
+		return err
+	}
+	var arms []string // arms with at least one finished seed, in bench order
+	for _, a := range spec.Arms {
+		if len(runs[a.Name]) > 0 {
+			arms = append(arms, a.Name)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cols := resultColumns(runs)
+
+	// results.csv
+	var csvBuf strings.Builder
+	cw := csv.NewWriter(&csvBuf)
+	header := []string{"arm", "seeds"}
+	for _, c := range append(append([]string{}, cols...), "train/acc", "wall_s") {
+		header = append(header, c+"_mean", c+"_std")
+	}
+	cw.Write(header)
+	for _, arm := range arms {
+		rs := runs[arm]
+		rec := []string{arm, strconv.Itoa(len(rs))}
+		add := func(xs []float64) {
+			m, s := meanStd(xs)
+			rec = append(rec, csvNum(m), csvNum(s))
+		}
+		for _, c := range cols {
+			add(finals(rs, c))
+		}
+		add(finals(rs, "reward/acc"))
+		var secs []float64
+		for _, r := range rs {
+			secs = append(secs, r.Seconds)
+		}
+		add(secs)
+		cw.Write(rec)
+	}
+	cw.Flush()
+	if err := os.WriteFile(filepath.Join(dir, "results.csv"), []byte(csvBuf.String()), 0o644); err != nil {
+		return err
+	}
+
+	// plots
+	plotNotes, err := writeBenchPlots(spec, runs, arms, filepath.Join(dir, "plots"))
+	if err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+
+	// results.md
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Bench: %s\n\n", spec.Stem)
+	if spec.Description != "" {
+		fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(spec.Description))
+	}
+	var made []string
+	if data, err := os.ReadFile(filepath.Join(dir, commandsFile)); err == nil {
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if l != "" {
+				made = append(made, "`"+l+"`")
+			}
+		}
+	}
+	if len(made) > 0 {
+		fmt.Fprintf(&b, "Runs made by %s. ", strings.Join(made, ", then "))
+	}
+	fmt.Fprintf(&b, "Report written by `%s` on %s (%s/%s, %d CPUs). Seeds: %s.\n\n", command,
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), joinSeeds(spec.Seeds))
+	b.WriteString("## Results\n\n")
+	b.WriteString("Accuracies in %, at the final step (the evaluation after the last training step), as mean ± std over seeds ")
+	b.WriteString("(sample std, n-1; ± 0 with one seed). Train acc is `reward/acc` of the last training step; wall time is the training time of one arm-seed.\n\n")
+	b.WriteString("| arm | seeds |")
+	for _, c := range cols {
+		fmt.Fprintf(&b, " %s |", colTitle(c))
+	}
+	b.WriteString(" train acc | wall time (s) |\n|---|---|")
+	b.WriteString(strings.Repeat("---|", len(cols)+2) + "\n")
+	for _, arm := range arms {
+		rs := runs[arm]
+		fmt.Fprintf(&b, "| %s | %d |", arm, len(rs))
+		for _, c := range cols {
+			fmt.Fprintf(&b, " %s |", fmtPM(finals(rs, c), 100, 1))
+		}
+		var secs []float64
+		for _, r := range rs {
+			secs = append(secs, r.Seconds)
+		}
+		fmt.Fprintf(&b, " %s | %s |\n", fmtPM(finals(rs, "reward/acc"), 100, 1), fmtPM(secs, 1, 0))
+	}
+	if len(arms) == 0 {
+		b.WriteString("\nNo arm-seed has finished yet.\n")
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(&b, "\nNot finished (not in the table): %s.\n", strings.Join(missing, ", "))
+	}
+
+	b.WriteString("\n## Plots\n\nOne line per arm, the mean over its finished seeds. Each plot is also in SVG next to the PNG.\n\n")
+	for _, n := range plotNotes {
+		b.WriteString(n + "\n")
+	}
+
+	writeHeadStdSection(&b, spec, runs, arms)
+	writeClaimsSection(&b, spec, runs)
+
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	log.Info().Str("report", filepath.Join(dir, "results.md")).Int("arms", len(arms)).Msg("bench report written")
+	return nil
+}
+
+func csvNum(v float64) string {
+	if math.IsNaN(v) {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+func joinSeeds(seeds []uint64) string {
+	var s []string
+	for _, x := range seeds {
+		s = append(s, strconv.FormatUint(x, 10))
+	}
+	return strings.Join(s, ", ")
+}
+
+// writeHeadStdSection is the Figure 7b table: mean critic head std on
+// training prompts and on each eval set's prompts.
+func writeHeadStdSection(b *strings.Builder, spec *benchSpec, runs map[string][]*benchRun, arms []string) {
+	b.WriteString("\n## Critic head std by prompt set (paper Figure 7b)\n\n")
+	var sets []string
+	inDist := map[string]bool{}
+	var measured, notMeasured []string
+	for _, arm := range arms {
+		has := false
+		for _, r := range runs[arm] {
+			if r.HeadStd == nil {
+				continue
+			}
+			has = true
+			for _, s := range r.HeadStd.Sets {
+				if !contains(sets, s) {
+					sets = append(sets, s)
+				}
+				inDist[s] = r.HeadStd.InDis[s]
+			}
+		}
+		if has {
+			measured = append(measured, arm)
+		} else {
+			notMeasured = append(notMeasured, arm)
+		}
+	}
+	if len(measured) == 0 {
+		b.WriteString("Not measured: no finished arm has a critic with two or more heads.\n")
+		return
+	}
+	fmt.Fprintf(b, "After each arm-seed with a multi-head critic, its final checkpoint samples %d responses to each of up to %d prompts per set "+
+		"(training prompts, then each eval set) and the critic scores them; the value is the mean over response tokens of the "+
+		"std across heads, as mean ± std over seeds. The paper expects it lower on training prompts than on held-out ones, and highest out of distribution.\n\n",
+		headStdSamples, headStdProblems)
+	b.WriteString("| arm | heads |")
+	for _, s := range sets {
+		label := s
+		switch {
+		case s == "train":
+			label = "train prompts"
+		case inDist[s]:
+			label = s + " (held-out)"
+		default:
+			label = s + " (OOD)"
+		}
+		fmt.Fprintf(b, " %s |", label)
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(sets)) + "\n")
+	for _, arm := range measured {
+		heads := 0
+		vals := map[string][]float64{}
+		for _, r := range runs[arm] {
+			if r.HeadStd == nil {
+				continue
+			}
+			heads = r.HeadStd.Heads
+			for s, v := range r.HeadStd.Std {
+				if !math.IsNaN(v) {
+					vals[s] = append(vals[s], v)
+				}
+			}
+		}
+		fmt.Fprintf(b, "| %s | %d |", arm, heads)
+		for _, s := range sets {
+			fmt.Fprintf(b, " %s |", fmtPM(vals[s], 1, 4))
+		}
+		b.WriteString("\n")
+	}
+	if len(notMeasured) > 0 {
+		fmt.Fprintf(b, "\nNot measured (no critic, or a single head whose spread is 0 by construction): %s.\n", strings.Join(notMeasured, ", "))
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func writeClaimsSection(b *strings.Builder, spec *benchSpec, runs map[string][]*benchRun) {
+	b.WriteString("\n## Claims\n\n")
+	if len(spec.Claims) == 0 {
+		b.WriteString("The bench file lists no claims.\n")
+		return
+	}
+	b.WriteString("Each claim compares the final value of a metric (its last value in metrics.jsonl) between two arms over their finished seeds. " +
+		"With d the improvement of the claimed-better arm's mean over the other's (sign flipped for lower-is-better metrics) and " +
+		"SE = sqrt(s_a²/n_a + s_b²/n_b) the standard error of that difference (sample stds s, seeds n): " +
+		"**held** if d > 2·SE with at least 2 seeds per arm; **did not hold** if d ≤ 0; **inconclusive** otherwise " +
+		"(0 < d ≤ 2·SE: the gap is within the seeds' spread; or a single seed). " +
+		"This is a rough two-standard-error rule, not a significance test: with 3 seeds a t-test would ask for more.\n\n")
+	b.WriteString("| claim | metric | better arm | than arm | d | 2·SE | verdict |\n|---|---|---|---|---|---|---|\n")
+	var details strings.Builder
+	for _, c := range spec.Claims {
+		ra, rb := runs[c.Better], runs[c.Than]
+		a, bb := finals(ra, c.Metric), finals(rb, c.Metric)
+		res := judgeClaim(a, bb, c.LowerIsBetter)
+		metric := c.Metric
+		if c.LowerIsBetter {
+			metric += " (lower is better)"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s: %s (n=%d) | %s: %s (n=%d) | %s | %s | **%s** |\n", c.Name, metric,
+			c.Better, fmtPMRaw(a), res.NA, c.Than, fmtPMRaw(bb), res.NB, fmtNum(res.Diff), fmtNum(2*res.SE), res.Verdict)
+		fmt.Fprintf(&details, "- **%s**: %s — %s. Per seed: %s = %s; %s = %s.\n", c.Name, res.Verdict, res.Why,
+			c.Better, perSeed(ra, c.Metric), c.Than, perSeed(rb, c.Metric))
+	}
+	b.WriteString("\n" + details.String())
+}
+
+func fmtPMRaw(xs []float64) string {
+	if len(xs) == 0 {
+		return "missing"
+	}
+	m, s := meanStd(xs)
+	return fmtNum(m) + " ± " + fmtNum(s)
+}
+
+func perSeed(rs []*benchRun, metric string) string {
+	var parts []string
+	for _, r := range rs {
+		if v, ok := r.final(metric); ok {
+			parts = append(parts, fmt.Sprintf("seed %d: %s", r.Seed, fmtNum(v)))
+		} else {
+			parts = append(parts, fmt.Sprintf("seed %d: missing", r.Seed))
+		}
+	}
+	if len(parts) == 0 {
+		return "no finished seeds"
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}

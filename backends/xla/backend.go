@@ -620,7 +620,8 @@ func (n *net) restore(ck checkpoint, what string) error {
 	return nil
 }
 
-// Save writes policy.gob (and critic.gob) under dir, each written to a
+// Save writes policy.gob (and critic.gob, and reference.gob for the KL
+// term's frozen policy) under dir, each written to a
 // temporary file and renamed, so a crash never leaves a torn file.
 func (b *Backend) Save(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -629,6 +630,9 @@ func (b *Backend) Save(dir string) error {
 	nets := map[string]*net{"policy": b.policy}
 	if b.critic != nil {
 		nets["critic"] = b.critic
+	}
+	if b.ref != nil {
+		nets["reference"] = b.ref
 	}
 	for name, n := range nets {
 		ck, err := n.snapshot()
@@ -651,6 +655,20 @@ func (b *Backend) Load(dir string) error {
 	}
 	if err := b.policy.restore(ck, dir+"/policy.gob"); err != nil {
 		return err
+	}
+	if path := filepath.Join(dir, "reference.gob"); fileExists(path) {
+		var rc checkpoint
+		if err := readGob(path, &rc); err != nil {
+			return err
+		}
+		ref, err := newNet(b.engine, b.policy.cfg, 0)
+		if err != nil {
+			return err
+		}
+		if err := ref.restore(rc, path); err != nil {
+			return err
+		}
+		b.ref = ref
 	}
 	if b.critic != nil {
 		path := filepath.Join(dir, "critic.gob")
@@ -676,6 +694,11 @@ func (b *Backend) ResetOptimizer() {
 		}
 	}
 	b.policy.adamStep = 0
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func writeGob(path string, v any) error {

@@ -150,7 +150,9 @@ func train(ctx context.Context, cf configFlags, runDir, resume, dump string, tty
 		s.backend.ResetOptimizer()
 		log.Info().Str("base", base).Msg("loaded base policy")
 	}
-	if cfg.Train.KLCoef > 0 {
+	if cfg.Train.KLCoef > 0 && ckpt == "" {
+		// The k3 KL term's reference is the starting policy; checkpoints
+		// carry it (reference.gob), so a resumed run restores it.
 		if err := s.backend.FreezeReference(); err != nil {
 			return err
 		}
@@ -158,9 +160,6 @@ func train(ctx context.Context, cf configFlags, runDir, resume, dump string, tty
 	if ckpt != "" {
 		if start, err = s.trainer.Restore(ckpt); err != nil {
 			return err
-		}
-		if cfg.Train.KLCoef > 0 {
-			return fmt.Errorf("resume with kl_coef > 0 is not supported yet: the reference policy is not part of the checkpoint")
 		}
 		log.Info().Str("checkpoint", ckpt).Int("step", start).Msg("resuming")
 	} else if resume != "" {

@@ -226,3 +226,34 @@ func TestInterruptCheckpoints(t *testing.T) {
 		t.Fatalf("%d metric lines after resume, want 41", len(rows))
 	}
 }
+
+// TestResumeWithKL: the KL reference travels in checkpoints, so a run with
+// kl_coef > 0 resumes to the same metrics as an uninterrupted one.
+func TestResumeWithKL(t *testing.T) {
+	tmp := t.TempDir()
+	cfg := filepath.Join(tmp, "kl.yaml")
+	writeFile(t, cfg, tinyBase+"train: {steps: 6, prompts_per_step: 4, actor_lr: 1.0e-3, checkpoint_every: 3, kl_coef: 0.1}\n")
+	full := filepath.Join(tmp, "full")
+	run(t, "train", "--config", cfg, "--run-dir", full)
+	want := readMetrics(t, filepath.Join(full, "metrics.jsonl"))
+	// Resume the same run from its step-3 checkpoint.
+	part := filepath.Join(tmp, "part")
+	run(t, "train", "--config", cfg, "--run-dir", part)
+	writeFile(t, filepath.Join(part, "checkpoints", "LATEST"), "step-000003\n")
+	os.RemoveAll(filepath.Join(part, "checkpoints", "step-000006"))
+	run(t, "train", "--resume", part)
+	got := readMetrics(t, filepath.Join(part, "metrics.jsonl"))
+	if len(got) != len(want) {
+		t.Fatalf("%d lines after resume, want %d", len(got), len(want))
+	}
+	for i := range want {
+		a, _ := json.Marshal(want[i])
+		b, _ := json.Marshal(got[i])
+		if string(a) != string(b) {
+			t.Fatalf("line %d differs:\nuninterrupted %s\nresumed       %s", i, a, b)
+		}
+	}
+	if _, ok := want[1]["actor/kl"]; !ok {
+		t.Fatalf("actor/kl not reported: %v", want[1])
+	}
+}

@@ -50,14 +50,14 @@ func (t *Trainer) Checkpoint(step int) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(tmp, "state.json"), data); err != nil {
+	if err := WriteFileAtomic(filepath.Join(tmp, "state.json"), data); err != nil {
 		return err
 	}
 	os.RemoveAll(dir)
 	if err := os.Rename(tmp, dir); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(root, "LATEST"), []byte(name+"\n")); err != nil {
+	if err := WriteFileAtomic(filepath.Join(root, "LATEST"), []byte(name+"\n")); err != nil {
 		return err
 	}
 	for i, s := range t.Strategies {
@@ -67,7 +67,7 @@ func (t *Trainer) Checkpoint(step int) error {
 			if err != nil {
 				return err
 			}
-			if err := writeFileAtomic(filepath.Join(t.RunDir, s.Name()+"_cells.json"), data); err != nil {
+			if err := WriteFileAtomic(filepath.Join(t.RunDir, s.Name()+"_cells.json"), data); err != nil {
 				return err
 			}
 		}

@@ -41,7 +41,7 @@ func WriteRolloutFile(path string, r *Rollout) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data)
+	return WriteFileAtomic(path, data)
 }
 
 // ReadRolloutFile reads a rollout file into a Rollout, checking that every

@@ -534,7 +534,7 @@ func (t *Trainer) openMetrics(start int) error {
 	if len(keep) > 0 {
 		content = strings.Join(keep, "\n") + "\n"
 	}
-	if err := writeFileAtomic(path, []byte(content)); err != nil {
+	if err := WriteFileAtomic(path, []byte(content)); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o644)
@@ -571,7 +571,9 @@ func jsonFloat(v float64) string {
 	return string(out)
 }
 
-func writeFileAtomic(path string, data []byte) error {
+// WriteFileAtomic writes data to path through a synced temporary file and a
+// rename, so a crash leaves either the old file or the new one.
+func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {

@@ -8,6 +8,7 @@
 package xla
 
 import (
+	"bytes"
 	"encoding/gob"
 	"fmt"
 	"math"
@@ -396,67 +397,45 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(u.Seed, 0xac7))
-	sums := map[string]float64{}
-	nSteps := 0
-	for range max(u.Epochs, 1) {
-		mbs, err := minibatches(len(r.Seqs), max(u.Minibatches, 1), rng)
+	sums, err := b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed, func(idx []int, seqs []*core.Sequence, bt *batch) (map[string]float64, error) {
+		n := bt.b * bt.t
+		adv, oldLP, refLP := make([]float32, n), make([]float32, n), make([]float32, n)
+		for j, s := range seqs {
+			if len(s.Advantages) != len(s.Response) || len(s.LogProbs) != len(s.Response) {
+				return nil, fmt.Errorf("update actor: sequence %d has %d advantages and %d log-probs for %d tokens", idx[j], len(s.Advantages), len(s.LogProbs), len(s.Response))
+			}
+			for t, p := range bt.at[j] {
+				adv[p] = float32(s.Advantages[t])
+				oldLP[p] = float32(s.LogProbs[t])
+				refLP[p] = oldLP[p]
+				if refLPs != nil {
+					refLP[p] = float32(refLPs[idx[j]][t])
+				}
+			}
+		}
+		hyper := make([]float32, hNum)
+		hyper[hInvTemp] = float32(1 / u.Temperature)
+		hyper[hClipLow] = float32(u.ClipLow)
+		hyper[hClipHigh] = float32(u.ClipHigh)
+		hyper[hEntCoef] = float32(u.EntropyCoef)
+		hyper[hKLCoef] = float32(u.KLCoef)
+		hyper[hLR] = float32(b.policy.biasCorrectedLR(b.opts.ActorLR))
+		hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
+		out, err := run(e,
+			tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(bt.targets, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(adv, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(oldLP, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(refLP, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(hyper, hNum))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("update actor: %w", err)
 		}
-		for _, idx := range mbs {
-			seqs := make([]*core.Sequence, len(idx))
-			for j, i := range idx {
-				seqs[j] = &r.Seqs[i]
-			}
-			bt, err := b.layout(seqs)
-			if err != nil {
-				return nil, err
-			}
-			n := bt.b * bt.t
-			adv, oldLP, refLP := make([]float32, n), make([]float32, n), make([]float32, n)
-			for j, s := range seqs {
-				if len(s.Advantages) != len(s.Response) || len(s.LogProbs) != len(s.Response) {
-					return nil, fmt.Errorf("update actor: sequence %d has %d advantages and %d log-probs for %d tokens", idx[j], len(s.Advantages), len(s.LogProbs), len(s.Response))
-				}
-				for t, p := range bt.at[j] {
-					adv[p] = float32(s.Advantages[t])
-					oldLP[p] = float32(s.LogProbs[t])
-					refLP[p] = oldLP[p]
-					if refLPs != nil {
-						refLP[p] = float32(refLPs[idx[j]][t])
-					}
-				}
-			}
-			hyper := make([]float32, hNum)
-			hyper[hInvTemp] = float32(1 / u.Temperature)
-			hyper[hClipLow] = float32(u.ClipLow)
-			hyper[hClipHigh] = float32(u.ClipHigh)
-			hyper[hEntCoef] = float32(u.EntropyCoef)
-			hyper[hKLCoef] = float32(u.KLCoef)
-			hyper[hLR] = float32(b.policy.biasCorrectedLR(b.opts.ActorLR))
-			hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
-			out, err := run(e,
-				tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
-				tensors.FromFlatDataAndDimensions(bt.targets, bt.b, bt.t),
-				tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t),
-				tensors.FromFlatDataAndDimensions(adv, bt.b, bt.t),
-				tensors.FromFlatDataAndDimensions(oldLP, bt.b, bt.t),
-				tensors.FromFlatDataAndDimensions(refLP, bt.b, bt.t),
-				tensors.FromFlatDataAndDimensions(hyper, hNum))
-			if err != nil {
-				return nil, fmt.Errorf("update actor: %w", err)
-			}
-			names := []string{"actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/grad_norm", "actor/nll"}
-			for k, name := range names {
-				sums[name] += float64(tensors.MustCopyFlatData[float32](out[k])[0])
-				out[k].FinalizeAll()
-			}
-			nSteps++
-		}
-	}
-	for k := range sums {
-		sums[k] /= float64(nSteps)
+		return scalars(out, "actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/grad_norm", "actor/nll"), nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if u.KLCoef == 0 {
 		delete(sums, "actor/kl")
@@ -508,11 +487,57 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 		return nil, err
 	}
 	K := b.critic.cfg.ValueK
-	rng := rand.New(rand.NewPCG(u.Seed, 0xc41))
+	return b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed^0xc41, func(idx []int, seqs []*core.Sequence, bt *batch) (map[string]float64, error) {
+		n := bt.b * bt.t
+		ret := make([]float32, n)
+		hm := make([]float32, n*K)
+		for j, s := range seqs {
+			if len(s.Returns) != len(s.Response) {
+				return nil, fmt.Errorf("update critic: sequence %d has %d returns for %d tokens", idx[j], len(s.Returns), len(s.Response))
+			}
+			if s.HeadMask != nil && len(s.HeadMask) != len(s.Response) {
+				return nil, fmt.Errorf("update critic: sequence %d has %d head-mask rows for %d tokens", idx[j], len(s.HeadMask), len(s.Response))
+			}
+			for t, p := range bt.at[j] {
+				ret[p] = float32(s.Returns[t])
+				for k := range K {
+					w := float32(1)
+					if s.HeadMask != nil {
+						if len(s.HeadMask[t]) != K {
+							return nil, fmt.Errorf("update critic: sequence %d token %d has %d head-mask entries, want %d", idx[j], t, len(s.HeadMask[t]), K)
+						}
+						w = float32(s.HeadMask[t][k])
+					}
+					hm[p*K+k] = w
+				}
+			}
+		}
+		hyper := make([]float32, hNum)
+		hyper[hLR] = float32(b.critic.biasCorrectedLR(b.opts.CriticLR))
+		hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
+		out, err := run(e,
+			tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(ret, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(hm, bt.b, bt.t, K),
+			tensors.FromFlatDataAndDimensions(hyper, hNum))
+		if err != nil {
+			return nil, fmt.Errorf("update critic: %w", err)
+		}
+		return scalars(out, "critic/vf_loss", "critic/grad_norm"), nil
+	})
+}
+
+// eachMinibatch runs step on epochs x m shuffled equal minibatches of r
+// (laid out as padded batches) and returns the mean of the metrics step
+// reports.
+func (b *Backend) eachMinibatch(r *core.Rollout, epochs, m int, seed uint64,
+	step func(idx []int, seqs []*core.Sequence, bt *batch) (map[string]float64, error)) (map[string]float64, error) {
+	rng := rand.New(rand.NewPCG(seed, 0xac7))
 	sums := map[string]float64{}
 	nSteps := 0
-	for range max(u.Epochs, 1) {
-		mbs, err := minibatches(len(r.Seqs), max(u.Minibatches, 1), rng)
+	for range max(epochs, 1) {
+		mbs, err := minibatches(len(r.Seqs), max(m, 1), rng)
 		if err != nil {
 			return nil, err
 		}
@@ -525,45 +550,12 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 			if err != nil {
 				return nil, err
 			}
-			n := bt.b * bt.t
-			ret := make([]float32, n)
-			hm := make([]float32, n*K)
-			for j, s := range seqs {
-				if len(s.Returns) != len(s.Response) {
-					return nil, fmt.Errorf("update critic: sequence %d has %d returns for %d tokens", idx[j], len(s.Returns), len(s.Response))
-				}
-				if s.HeadMask != nil && len(s.HeadMask) != len(s.Response) {
-					return nil, fmt.Errorf("update critic: sequence %d has %d head-mask rows for %d tokens", idx[j], len(s.HeadMask), len(s.Response))
-				}
-				for t, p := range bt.at[j] {
-					ret[p] = float32(s.Returns[t])
-					for k := range K {
-						w := float32(1)
-						if s.HeadMask != nil {
-							if len(s.HeadMask[t]) != K {
-								return nil, fmt.Errorf("update critic: sequence %d token %d has %d head-mask entries, want %d", idx[j], t, len(s.HeadMask[t]), K)
-							}
-							w = float32(s.HeadMask[t][k])
-						}
-						hm[p*K+k] = w
-					}
-				}
-			}
-			hyper := make([]float32, hNum)
-			hyper[hLR] = float32(b.critic.biasCorrectedLR(b.opts.CriticLR))
-			hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
-			out, err := run(e,
-				tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
-				tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t),
-				tensors.FromFlatDataAndDimensions(ret, bt.b, bt.t),
-				tensors.FromFlatDataAndDimensions(hm, bt.b, bt.t, K),
-				tensors.FromFlatDataAndDimensions(hyper, hNum))
+			out, err := step(idx, seqs, bt)
 			if err != nil {
-				return nil, fmt.Errorf("update critic: %w", err)
+				return nil, err
 			}
-			for k, name := range []string{"critic/vf_loss", "critic/grad_norm"} {
-				sums[name] += float64(tensors.MustCopyFlatData[float32](out[k])[0])
-				out[k].FinalizeAll()
+			for k, v := range out {
+				sums[k] += v
 			}
 			nSteps++
 		}
@@ -572,6 +564,19 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 		sums[k] /= float64(nSteps)
 	}
 	return sums, nil
+}
+
+// scalars reads the first element of each output into metrics by name and
+// releases the outputs.
+func scalars(out []*tensors.Tensor, names ...string) map[string]float64 {
+	m := map[string]float64{}
+	for k, name := range names {
+		m[name] = float64(tensors.MustCopyFlatData[float32](out[k])[0])
+	}
+	for _, t := range out {
+		t.FinalizeAll()
+	}
+	return m
 }
 
 // checkpoint is the on-disk form of one net: every variable (weights and
@@ -702,23 +707,11 @@ func fileExists(path string) bool {
 }
 
 func writeGob(path string, v any) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
 		return err
 	}
-	if err := gob.NewEncoder(f).Encode(v); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return core.WriteFileAtomic(path, buf.Bytes())
 }
 
 func readGob(path string, v any) error {

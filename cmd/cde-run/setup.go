@@ -34,12 +34,25 @@ func stderrIsTTY() bool {
 	return isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd())
 }
 
-// newLogger writes human-readable lines on a terminal and JSON elsewhere.
+// newLogger writes human-readable lines on a terminal (info and above,
+// each clearing the progress bar's line first) and JSON elsewhere.
 func newLogger(w io.Writer, tty bool) zerolog.Logger {
 	if tty {
-		return zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}).With().Timestamp().Logger()
+		out := zerolog.ConsoleWriter{Out: clearLine{w}, TimeFormat: time.TimeOnly}
+		return zerolog.New(out).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	}
 	return zerolog.New(w).With().Timestamp().Logger()
+}
+
+// clearLine erases the terminal line (where a progress bar may stand)
+// before each write; the bar is redrawn on its next update.
+type clearLine struct{ w io.Writer }
+
+func (c clearLine) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(c.w, "\r\x1b[K"); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }
 
 // session is everything a command needs, built from a Config.

@@ -257,3 +257,45 @@ func TestResumeWithKL(t *testing.T) {
 		t.Fatalf("actor/kl not reported: %v", want[1])
 	}
 }
+
+// TestPretrainThenEval makes a (tiny) base with pretrain, trains from it by
+// path, and evaluates the run's last checkpoint.
+func TestPretrainThenEval(t *testing.T) {
+	tmp := t.TempDir()
+	cfg := filepath.Join(tmp, "tiny.yaml")
+	writeFile(t, cfg, tinyBase+"train: {steps: 2, prompts_per_step: 4}\npretrain: {steps: 5, batch_size: 8, eval_every: 5, eval_k: 1, eval_max_problems: 4}\n")
+	base := filepath.Join(tmp, "base")
+	run(t, "pretrain", "--config", cfg, "--out", base)
+	for _, f := range []string{"policy.gob", "pretrain.json"} {
+		if _, err := os.Stat(filepath.Join(base, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runDir := filepath.Join(tmp, "run")
+	out := run(t, "train", "--config", cfg, "--set", "model.checkpoint="+base, "--run-dir", runDir)
+	if !strings.Contains(out, "loaded base policy") {
+		t.Fatalf("train did not load the base:\n%s", out)
+	}
+	cmd := exec.Command(cdeRun, "eval", "--run", runDir)
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("eval: %v", err)
+	}
+	var res struct {
+		Checkpoint string             `json:"checkpoint"`
+		Metrics    map[string]float64 `json:"metrics"`
+	}
+	if err := json.Unmarshal(stdout, &res); err != nil {
+		t.Fatalf("eval output is not JSON: %v\n%s", err, stdout)
+	}
+	if !strings.HasSuffix(res.Checkpoint, "step-000002") {
+		t.Fatalf("evaluated %q, want the last checkpoint", res.Checkpoint)
+	}
+	if _, ok := res.Metrics["val/l1/avg@2"]; !ok {
+		t.Fatalf("no val/l1/avg@2 in %v", res.Metrics)
+	}
+	// A second pretrain into the same directory refuses to overwrite it.
+	if out, err := exec.Command(cdeRun, "pretrain", "--config", cfg, "--out", base).CombinedOutput(); err == nil || !strings.Contains(string(out), "already exists") {
+		t.Fatalf("pretrain over an existing base: %v\n%s", err, out)
+	}
+}

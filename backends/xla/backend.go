@@ -185,9 +185,6 @@ func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) 
 				allDone = false
 			}
 		}
-		for _, t := range out[1:4] {
-			t.FinalizeAll()
-		}
 		if allDone {
 			for _, t := range out {
 				t.FinalizeAll()

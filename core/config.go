@@ -79,6 +79,8 @@ type EvalConfig struct {
 	K           int     // eval.k: samples per problem for avg@k / pass@k (4)
 	Temperature float64 // eval.temperature (1.0)
 	MaxProblems int     // eval.max_problems per set (0 = all)
+	// Sets names the task's eval sets to run (eval.sets, default all).
+	Sets []string
 }
 
 // PretrainConfig controls the supervised warm start (cde-run pretrain and
@@ -114,7 +116,7 @@ train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         checkpoint_every: 10, keep_checkpoints: 2}
 algorithm: {name: grpo}
 strategies: []
-eval: {every: 20, k: 4, temperature: 1.0, max_problems: 0}
+eval: {every: 20, k: 4, temperature: 1.0, max_problems: 0, sets: []}
 pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.35, eval_k: 2,
            eval_max_problems: 64, seed: 0, dir: runs/base}
 `
@@ -335,6 +337,20 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	e.Check(c.Eval.K >= 1, "k", "must be >= 1, got %d", c.Eval.K)
 	e.Check(c.Eval.Temperature > 0, "temperature", "must be > 0, got %v", c.Eval.Temperature)
 	e.Check(c.Eval.MaxProblems >= 0, "max_problems", "must be >= 0, got %d", c.Eval.MaxProblems)
+	if raw, ok := e.Raw("sets"); ok && raw != nil {
+		list, isList := raw.([]any)
+		if !isList {
+			e.Fail("sets", "want a list of eval set names, got %v (%T)", raw, raw)
+		}
+		for i, item := range list {
+			name, isStr := item.(string)
+			if !isStr || name == "" {
+				e.Fail(fmt.Sprintf("sets[%d]", i), "want an eval set name, got %v", item)
+				break
+			}
+			c.Eval.Sets = append(c.Eval.Sets, name)
+		}
+	}
 
 	pt := p.Sub("pretrain")
 	c.Pretrain = PretrainConfig{Steps: pt.Int("steps", 3000), BatchSize: pt.Int("batch_size", 64), LR: pt.Float("lr", 1e-3),

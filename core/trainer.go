@@ -471,6 +471,35 @@ func popStd(xs []float64) float64 {
 	return math.Sqrt(v / float64(len(xs)))
 }
 
+// EvalSets returns the task's eval sets named by eval.sets (all when
+// empty), in the task's order; an unknown name is an error naming the key.
+func (t *Trainer) EvalSets() ([]EvalSet, error) {
+	all := t.Task.EvalSets()
+	if len(t.Cfg.Eval.Sets) == 0 {
+		return all, nil
+	}
+	var names []string
+	byName := map[string]bool{}
+	for _, s := range all {
+		names = append(names, s.Name)
+		byName[s.Name] = true
+	}
+	want := map[string]bool{}
+	for i, n := range t.Cfg.Eval.Sets {
+		if !byName[n] {
+			return nil, fmt.Errorf("config: eval.sets[%d]: unknown eval set %q (the task has: %s)", i, n, strings.Join(names, ", "))
+		}
+		want[n] = true
+	}
+	var out []EvalSet
+	for _, s := range all {
+		if want[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
 // Evaluate samples eval.k responses per held-out problem of every eval set
 // and adds val/<set>/avg@k and val/<set>/pass@k (and their mean over sets
 // as val/mean/...) to m.
@@ -478,7 +507,11 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 	c := t.Cfg
 	k := c.Eval.K
 	var avgs, passes []float64
-	for si, set := range t.Task.EvalSets() {
+	sets, err := t.EvalSets()
+	if err != nil {
+		return err
+	}
+	for si, set := range sets {
 		problems := set.Problems
 		if c.Eval.MaxProblems > 0 && len(problems) > c.Eval.MaxProblems {
 			problems = problems[:c.Eval.MaxProblems]

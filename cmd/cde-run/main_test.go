@@ -158,6 +158,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"unknown engine", "backend: {engine: tpu}\n", "backend.engine"},
 		{"bad task level", "task: {name: arith, levels: [9]}\n", "task.levels"},
 		{"yaml syntax", "train: {steps: 3\n", "bad.yaml"},
+		{"unknown eval set", "eval: {sets: [l1, l9]}\n", "eval.sets[1]"},
+		{"eval sets not a list", "eval: {sets: l1}\n", "eval.sets"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -121,6 +121,9 @@ func newSession(cfg *core.Config, log zerolog.Logger) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := (&core.Trainer{Cfg: cfg, Task: task}).EvalSets(); err != nil {
+		return nil, err
+	}
 	algo, err := buildAlgorithm(cfg)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -65,5 +66,22 @@ func TestDumpRolloutsThenShape(t *testing.T) {
 	out := run(t, "shape", "--config", cfg, "--in", filepath.Join(dump, "rollout-000001.json"))
 	if len(out) == 0 || out[0] != '{' {
 		t.Fatalf("shape printed %q", out)
+	}
+}
+
+// TestEvalSetsSelects: eval.sets runs only the named sets.
+func TestEvalSetsSelects(t *testing.T) {
+	tmp := t.TempDir()
+	cfg := filepath.Join(tmp, "cfg.yaml")
+	base := strings.Replace(tinyBase, "eval: {every: 4, k: 2}", "eval: {every: 2, k: 2, sets: [l2]}", 1)
+	writeFile(t, cfg, base+"train: {steps: 2, prompts_per_step: 4}\n")
+	runDir := filepath.Join(tmp, "run")
+	run(t, "train", "--config", cfg, "--run-dir", runDir)
+	rows := readMetrics(t, filepath.Join(runDir, "metrics.jsonl"))
+	if _, ok := rows[0]["val/l2/avg@2"]; !ok {
+		t.Fatalf("no val/l2/avg@2: %v", rows[0])
+	}
+	if _, ok := rows[0]["val/l1/avg@2"]; ok {
+		t.Fatalf("l1 evaluated although eval.sets is [l2]: %v", rows[0])
 	}
 }

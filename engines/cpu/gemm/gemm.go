@@ -1,0 +1,456 @@
+// Package gemm implements single-precision general matrix multiplication
+// (SGEMM) for the CPU engine: cache-blocked, packed, parallel over row
+// blocks, with an AVX2+FMA (and AVX-512) Go-assembly micro-kernel on amd64
+// and a portable pure-Go micro-kernel everywhere else.
+//
+// All matrices are row-major. Supported operations (C is always
+// overwritten, never accumulated into):
+//
+//	Sgemm:                C = A·B     (A m×k, B k×n)
+//	SgemmT(false, false): C = A·B
+//	SgemmT(true,  false): C = Aᵀ·B    (A stored k×m)
+//	SgemmT(false, true):  C = A·Bᵀ    (B stored n×k)
+//	SgemmT(true,  true):  C = Aᵀ·Bᵀ
+//
+// Transposition is free: it only changes how panels are packed.
+package gemm
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Blocking parameters (Goto/BLIS scheme). The micro-kernel computes an
+// mr×nr tile of C from an mr×kc panel of packed A and a kc×nr panel of
+// packed B.
+const (
+	// blockK is the depth of one packed panel. A kc×nr B micro-panel
+	// (256·16·4 = 16 KiB for the AVX2 tile) stays in the 32 KiB L1d while
+	// the kernel streams A micro-panels over it, and it is long enough to
+	// amortize loading/storing the C tile.
+	blockK = 256
+	// blockM is the number of rows of A packed at once (one unit of
+	// parallel work): 192·256·4 = 192 KiB, well inside the 1 MiB per-core
+	// L2, so the packed A block is reused from L2 for every B micro-panel.
+	// It is a multiple of every kernel's mr (6, 12, 4).
+	blockM = 192
+	// blockN is the number of columns of B packed at once, shared by all
+	// workers: 256·2048·4 = 2 MiB, which lives in the shared L3 (32 MiB).
+	blockN = 2048
+	// minParallelFlops: below this many multiply-adds (m·n·k) the problem
+	// is done on the calling goroutine; goroutine hand-off costs more than
+	// it saves.
+	minParallelFlops = 64 * 64 * 64
+)
+
+// microKernel computes C[0:mr,0:nr] (+)= Apanel·Bpanel, where a holds kc
+// groups of mr values (column p of the A panel) and b holds kc groups of nr
+// values (row p of the B panel). If accumulate is false C is overwritten.
+type microKernel struct {
+	name   string
+	mr, nr int
+	fn     func(kc int, a, b, c []float32, ldc int, accumulate bool)
+}
+
+// kernel is the micro-kernel used by Sgemm; chosen at init from CPU
+// features (see kernels_amd64.go), tests may swap it.
+var kernel = goKernel
+
+// goKernel is the portable fallback: a 4×4 register tile.
+var goKernel = microKernel{name: "go4x4", mr: 4, nr: 4, fn: kernelGo4x4}
+
+// Sgemm computes C = A·B for row-major A (m×k, row stride lda),
+// B (k×n, row stride ldb) and C (m×n, row stride ldc). C is overwritten.
+func Sgemm(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	SgemmT(false, false, m, n, k, a, lda, b, ldb, c, ldc)
+}
+
+// SgemmT computes C = op(A)·op(B) where op(X) is X or Xᵀ. op(A) is m×k and
+// op(B) is k×n; if transA, A is stored k×m (row stride lda), and if transB,
+// B is stored n×k (row stride ldb). C (m×n, row stride ldc) is overwritten.
+func SgemmT(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	checkMatrix("C", c, m, n, ldc)
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			clear(c[i*ldc : i*ldc+n])
+		}
+		return
+	}
+	if transA {
+		checkMatrix("A", a, k, m, lda)
+	} else {
+		checkMatrix("A", a, m, k, lda)
+	}
+	if transB {
+		checkMatrix("B", b, n, k, ldb)
+	} else {
+		checkMatrix("B", b, k, n, ldb)
+	}
+	g := gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k,
+		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, kern: kernel}
+	g.run()
+}
+
+func checkMatrix(name string, x []float32, rows, cols, ld int) {
+	if ld < cols {
+		panic(fmt.Sprintf("gemm: %s leading dimension %d < %d columns", name, ld, cols))
+	}
+	if rows > 0 && cols > 0 && len(x) < (rows-1)*ld+cols {
+		panic(fmt.Sprintf("gemm: %s has %d elements, need %d (%d×%d, ld %d)", name, len(x), (rows-1)*ld+cols, rows, cols, ld))
+	}
+}
+
+type gemmArgs struct {
+	transA, transB bool
+	m, n, k        int
+	a              []float32
+	lda            int
+	b              []float32
+	ldb            int
+	c              []float32
+	ldc            int
+	kern           microKernel
+}
+
+var bufPool sync.Pool
+
+func getBuf(n int) *[]float32 {
+	if p, ok := bufPool.Get().(*[]float32); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	s := make([]float32, n)
+	return &s
+}
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+func (g *gemmArgs) run() {
+	mr, nr := g.kern.mr, g.kern.nr
+	workers := runtime.GOMAXPROCS(0)
+	if int64(g.m)*int64(g.n)*int64(g.k) < minParallelFlops {
+		workers = 1
+	}
+	// Row-block size: blockM, but small enough that every worker gets work.
+	mc := blockM
+	if workers > 1 {
+		if per := roundUp((g.m+workers-1)/workers, mr); per < mc {
+			mc = per
+		}
+	}
+	nBlocksM := (g.m + mc - 1) / mc
+	if workers > nBlocksM {
+		workers = nBlocksM
+	}
+
+	ncMax := min(blockN, roundUp(g.n, nr))
+	kcMax := min(blockK, g.k)
+	bp := getBuf(kcMax * ncMax)
+	defer bufPool.Put(bp)
+	packedB := *bp
+	aBufs := make([]*[]float32, workers)
+	for w := range aBufs {
+		aBufs[w] = getBuf(kcMax * roundUp(mc, mr))
+		defer bufPool.Put(aBufs[w])
+	}
+
+	for jc := 0; jc < g.n; jc += blockN {
+		nc := min(blockN, g.n-jc)
+		nPanelsB := (nc + nr - 1) / nr
+		for pc := 0; pc < g.k; pc += blockK {
+			kc := min(blockK, g.k-pc)
+			// B block: packed by all workers, each taking a contiguous
+			// group of nr-column panels.
+			pw := min(workers, nPanelsB)
+			per := (nPanelsB + pw - 1) / pw
+			parallelFor(pw, pw, func(_, w int) {
+				j0 := w * per * nr
+				if j0 < nc {
+					g.packB(packedB[j0*kc:], jc+j0, min(per*nr, nc-j0), pc, kc, nr)
+				}
+			})
+			// Row blocks: each worker packs its own A block and multiplies.
+			accumulate := pc > 0
+			parallelFor(workers, nBlocksM, func(w, ib int) {
+				ic := ib * mc
+				g.block(*aBufs[w], packedB, ic, min(mc, g.m-ic), jc, nc, pc, kc, accumulate)
+			})
+		}
+	}
+}
+
+// parallelFor calls f(worker, item) for every item in [0, items) on
+// `workers` goroutines (inline if workers <= 1); items are handed out
+// dynamically, and worker is in [0, workers).
+func parallelFor(workers, items int, f func(worker, item int)) {
+	if workers <= 1 {
+		for i := 0; i < items; i++ {
+			f(0, i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	work := func(w int) {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= items {
+				return
+			}
+			f(w, i)
+		}
+	}
+	wg.Add(workers - 1)
+	for w := 1; w < workers; w++ {
+		go func() {
+			defer wg.Done()
+			work(w)
+		}()
+	}
+	work(0)
+	wg.Wait()
+}
+
+// block packs rows [ic, ic+mc) × depth [pc, pc+kc) of op(A) and multiplies
+// it by the packed B block (columns [jc, jc+nc)) into C.
+func (g *gemmArgs) block(packedA, packedB []float32, ic, mc, jc, nc, pc, kc int, accumulate bool) {
+	mr, nr := g.kern.mr, g.kern.nr
+	g.packA(packedA, ic, mc, pc, kc, mr)
+	var edge [16 * 64]float32 // scratch tile for partial edges; mr·nr ≤ 1024
+	fn := g.kern.fn
+	for jr := 0; jr < nc; jr += nr {
+		nn := min(nr, nc-jr)
+		bPanel := packedB[jr*kc : (jr+nr)*kc]
+		for ir := 0; ir < mc; ir += mr {
+			mm := min(mr, mc-ir)
+			aPanel := packedA[ir*kc : (ir+mr)*kc]
+			cOff := (ic+ir)*g.ldc + jc + jr
+			if mm == mr && nn == nr {
+				fn(kc, aPanel, bPanel, g.c[cOff:], g.ldc, accumulate)
+				continue
+			}
+			fn(kc, aPanel, bPanel, edge[:], nr, false)
+			for i := 0; i < mm; i++ {
+				row := g.c[cOff+i*g.ldc : cOff+i*g.ldc+nn]
+				src := edge[i*nr : i*nr+nn]
+				if accumulate {
+					for j := range row {
+						row[j] += src[j]
+					}
+				} else {
+					copy(row, src)
+				}
+			}
+		}
+	}
+}
+
+// packA writes op(A)[ic:ic+mc, pc:pc+kc] as consecutive mr-row panels; in
+// each panel, column p is mr consecutive values. Rows past mc are zero.
+func (g *gemmArgs) packA(dst []float32, ic, mc, pc, kc, mr int) {
+	a, lda := g.a, g.lda
+	for ir := 0; ir < mc; ir += mr {
+		mm := min(mr, mc-ir)
+		panel := dst[ir*kc : (ir+mr)*kc]
+		if g.transA {
+			// op(A)[i][p] = A[p][i]: each column of the panel is contiguous.
+			off := pc*lda + ic + ir
+			switch {
+			case mm == 6 && mr == 6:
+				for p := 0; p < kc; p++ {
+					*(*[6]float32)(panel[p*6:]) = *(*[6]float32)(a[off+p*lda:])
+				}
+			case mm == 12 && mr == 12:
+				for p := 0; p < kc; p++ {
+					*(*[12]float32)(panel[p*12:]) = *(*[12]float32)(a[off+p*lda:])
+				}
+			default:
+				for p := 0; p < kc; p++ {
+					d := panel[p*mr : p*mr+mr]
+					copy(d, a[off+p*lda:off+p*lda+mm])
+					clear(d[mm:])
+				}
+			}
+			continue
+		}
+		switch {
+		case mm == 6 && mr == 6:
+			packRows6(panel, a, (ic+ir)*lda+pc, lda, kc)
+			continue
+		case mm == 12 && mr == 12:
+			packRows12(panel, a, (ic+ir)*lda+pc, lda, kc)
+			continue
+		}
+		for r := 0; r < mm; r++ {
+			src := a[(ic+ir+r)*lda+pc : (ic+ir+r)*lda+pc+kc]
+			for p, v := range src {
+				panel[p*mr+r] = v
+			}
+		}
+		for r := mm; r < mr; r++ {
+			for p := 0; p < kc; p++ {
+				panel[p*mr+r] = 0
+			}
+		}
+	}
+}
+
+// packRows6 interleaves 6 rows of kc values starting at a[off] (row stride
+// lda) into dst: dst[6p+r] = row r, element p.
+func packRows6(dst, a []float32, off, lda, kc int) {
+	r0 := a[off : off+kc]
+	r1 := a[off+1*lda:][:kc]
+	r2 := a[off+2*lda:][:kc]
+	r3 := a[off+3*lda:][:kc]
+	r4 := a[off+4*lda:][:kc]
+	r5 := a[off+5*lda:][:kc]
+	dst = dst[:6*kc]
+	for p := range r0 {
+		d := (*[6]float32)(dst[6*p:])
+		d[0] = r0[p]
+		d[1] = r1[p]
+		d[2] = r2[p]
+		d[3] = r3[p]
+		d[4] = r4[p]
+		d[5] = r5[p]
+	}
+}
+
+// packRows12 interleaves 12 rows of kc values starting at a[off] (row stride
+// lda) into dst: dst[12p+r] = row r, element p.
+func packRows12(dst, a []float32, off, lda, kc int) {
+	r0 := a[off : off+kc]
+	r1 := a[off+1*lda:][:kc]
+	r2 := a[off+2*lda:][:kc]
+	r3 := a[off+3*lda:][:kc]
+	r4 := a[off+4*lda:][:kc]
+	r5 := a[off+5*lda:][:kc]
+	r6 := a[off+6*lda:][:kc]
+	r7 := a[off+7*lda:][:kc]
+	r8 := a[off+8*lda:][:kc]
+	r9 := a[off+9*lda:][:kc]
+	r10 := a[off+10*lda:][:kc]
+	r11 := a[off+11*lda:][:kc]
+	dst = dst[:12*kc]
+	for p := range r0 {
+		d := (*[12]float32)(dst[12*p:])
+		d[0] = r0[p]
+		d[1] = r1[p]
+		d[2] = r2[p]
+		d[3] = r3[p]
+		d[4] = r4[p]
+		d[5] = r5[p]
+		d[6] = r6[p]
+		d[7] = r7[p]
+		d[8] = r8[p]
+		d[9] = r9[p]
+		d[10] = r10[p]
+		d[11] = r11[p]
+	}
+}
+
+// packB writes op(B)[pc:pc+kc, jc:jc+nc] as consecutive nr-column panels;
+// in each panel, row p is nr consecutive values. Columns past nc are zero.
+func (g *gemmArgs) packB(dst []float32, jc, nc, pc, kc, nr int) {
+	b, ldb := g.b, g.ldb
+	if !g.transB {
+		// Walk B row by row (sequential reads, prefetch-friendly); each
+		// row is scattered into every panel of the block.
+		full := nc / nr * nr
+		for p := 0; p < kc; p++ {
+			src := b[(pc+p)*ldb+jc : (pc+p)*ldb+jc+nc]
+			jr := 0
+			switch nr {
+			case 16:
+				for ; jr < full; jr += 16 {
+					*(*[16]float32)(dst[jr*kc+p*16:]) = *(*[16]float32)(src[jr:])
+				}
+			case 32:
+				for ; jr < full; jr += 32 {
+					*(*[32]float32)(dst[jr*kc+p*32:]) = *(*[32]float32)(src[jr:])
+				}
+			}
+			for ; jr < nc; jr += nr {
+				nn := min(nr, nc-jr)
+				d := dst[jr*kc+p*nr : jr*kc+p*nr+nr]
+				copy(d, src[jr:jr+nn])
+				clear(d[nn:])
+			}
+		}
+		return
+	}
+	for jr := 0; jr < nc; jr += nr {
+		nn := min(nr, nc-jr)
+		panel := dst[jr*kc : (jr+nr)*kc]
+		// op(B)[p][j] = B[j][p]: each source row is one panel column.
+		for cc := 0; cc < nn; cc++ {
+			src := b[(jc+jr+cc)*ldb+pc : (jc+jr+cc)*ldb+pc+kc]
+			for p, v := range src {
+				panel[p*nr+cc] = v
+			}
+		}
+		for cc := nn; cc < nr; cc++ {
+			for p := 0; p < kc; p++ {
+				panel[p*nr+cc] = 0
+			}
+		}
+	}
+}
+
+// kernelGo4x4 is the portable micro-kernel: 16 scalar accumulators.
+func kernelGo4x4(kc int, a, b, c []float32, ldc int, accumulate bool) {
+	var c00, c01, c02, c03 float32
+	var c10, c11, c12, c13 float32
+	var c20, c21, c22, c23 float32
+	var c30, c31, c32, c33 float32
+	a = a[:kc*4]
+	b = b[:kc*4]
+	for p := 0; p < kc; p++ {
+		ap := a[p*4 : p*4+4 : p*4+4]
+		bp := b[p*4 : p*4+4 : p*4+4]
+		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
+		a0 := ap[0]
+		c00 += a0 * b0
+		c01 += a0 * b1
+		c02 += a0 * b2
+		c03 += a0 * b3
+		a1 := ap[1]
+		c10 += a1 * b0
+		c11 += a1 * b1
+		c12 += a1 * b2
+		c13 += a1 * b3
+		a2 := ap[2]
+		c20 += a2 * b0
+		c21 += a2 * b1
+		c22 += a2 * b2
+		c23 += a2 * b3
+		a3 := ap[3]
+		c30 += a3 * b0
+		c31 += a3 * b1
+		c32 += a3 * b2
+		c33 += a3 * b3
+	}
+	r0 := c[0:4:4]
+	r1 := c[ldc : ldc+4 : ldc+4]
+	r2 := c[2*ldc : 2*ldc+4 : 2*ldc+4]
+	r3 := c[3*ldc : 3*ldc+4 : 3*ldc+4]
+	if accumulate {
+		r0[0], r0[1], r0[2], r0[3] = r0[0]+c00, r0[1]+c01, r0[2]+c02, r0[3]+c03
+		r1[0], r1[1], r1[2], r1[3] = r1[0]+c10, r1[1]+c11, r1[2]+c12, r1[3]+c13
+		r2[0], r2[1], r2[2], r2[3] = r2[0]+c20, r2[1]+c21, r2[2]+c22, r2[3]+c23
+		r3[0], r3[1], r3[2], r3[3] = r3[0]+c30, r3[1]+c31, r3[2]+c32, r3[3]+c33
+		return
+	}
+	r0[0], r0[1], r0[2], r0[3] = c00, c01, c02, c03
+	r1[0], r1[1], r1[2], r1[3] = c10, c11, c12, c13
+	r2[0], r2[1], r2[2], r2[3] = c20, c21, c22, c23
+	r3[0], r3[1], r3[2], r3[3] = c30, c31, c32, c33
+}

@@ -45,7 +45,7 @@ type ModelConfig struct {
 
 // BackendConfig chooses the compute engine.
 type BackendConfig struct {
-	Engine string // backend.engine: auto | go | xla:cpu | xla:cuda (auto)
+	Engine string // backend.engine: auto | cpu | go | xla:cpu | xla:cuda (auto)
 }
 
 // RolloutConfig controls sampling.
@@ -276,7 +276,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	m.Check(c.Model.MaxLen >= 8, "max_len", "must be >= 8, got %d", c.Model.MaxLen)
 
 	b := p.Sub("backend")
-	c.Backend.Engine = b.OneOf("engine", "auto", "auto", "go", "xla:cpu", "xla:cuda")
+	c.Backend.Engine = b.OneOf("engine", "auto", "auto", "cpu", "go", "xla:cpu", "xla:cuda")
 
 	r := p.Sub("rollout")
 	c.Rollout = RolloutConfig{N: r.Int("n", 8), Temperature: r.Float("temperature", 1), MaxResponseTokens: r.Int("max_response_tokens", 48)}

@@ -9,7 +9,7 @@ import (
 
 func tinyBackend(t testing.TB, heads int) *Backend {
 	t.Helper()
-	b, err := New(Options{Engine: "go", Policy: ModelConfig{Vocab: 12, Layers: 2, DModel: 16, Heads: 2, MaxLen: 32},
+	b, err := New(Options{Engine: "cpu", Policy: ModelConfig{Vocab: 12, Layers: 2, DModel: 16, Heads: 2, MaxLen: 32},
 		ValueHeads: heads, Seed: 7, ActorLR: 1e-2, CriticLR: 1e-2, PAD: 0, EOS: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package xla
 
 import (
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/cde-rl/cde/core"
@@ -12,6 +13,8 @@ import (
 // responses, 12-token prompts, 32-token responses.
 //
 //	go test ./backends/xla -run '^$' -bench . -benchtime 5x
+//
+// CDE_BENCH_ENGINE selects the engine (default cpu; go is GoMLX's).
 
 const (
 	benchVocab  = 101
@@ -21,7 +24,11 @@ const (
 )
 
 func benchBackend(b *testing.B, heads int) *Backend {
-	be, err := New(Options{Engine: "go", Policy: ModelConfig{Vocab: benchVocab, Layers: 2, DModel: 64, Heads: 4, MaxLen: 64},
+	engine := os.Getenv("CDE_BENCH_ENGINE")
+	if engine == "" {
+		engine = "cpu"
+	}
+	be, err := New(Options{Engine: engine, Policy: ModelConfig{Vocab: benchVocab, Layers: 2, DModel: 64, Heads: 4, MaxLen: 64},
 		ValueHeads: heads, Seed: 1, ActorLR: 1e-4, CriticLR: 1e-3, PAD: 0, EOS: 2})
 	if err != nil {
 		b.Fatal(err)

@@ -7,10 +7,12 @@ import (
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/simplego"
+
+	"github.com/cde-rl/cde/engines/cpu"
 )
 
 // Engines accepted by backend.engine.
-var Engines = []string{"auto", "go", "xla:cpu", "xla:cuda"}
+var Engines = []string{"auto", "cpu", "go", "xla:cpu", "xla:cuda"}
 
 // xlaAvailable is set by engine_xla.go (build tag xla): it reports whether a
 // PJRT plugin for the given device is already installed, without downloading.
@@ -18,12 +20,14 @@ var xlaAvailable func(device string) bool
 
 // NewEngine returns the GoMLX backend for backend.engine:
 //
+//	cpu       cde's own CPU engine (engines/cpu): assembly matmul kernels
+//	          (AVX-512 or AVX2+FMA, pure Go elsewhere), parallel elementwise
 //	go        GoMLX's pure-Go engine, with sequential op scheduling (its
 //	          parallel op mode deadlocks on our train step; matmuls still use
 //	          every core inside an op)
 //	xla:cpu   the XLA PJRT engine, only in binaries built with -tags xla and
 //	xla:cuda  only when the plugin is already installed (nothing downloads)
-//	auto      xla:cpu when available as above, else go
+//	auto      xla:cpu when available as above, else cpu
 //
 // GOMLX_NO_AUTO_INSTALL is always set: GoMLX would otherwise try to download
 // a PJRT plugin with no timeout.
@@ -37,7 +41,9 @@ func NewEngine(engine string) (backends.Backend, error) {
 				return b, nil
 			}
 		}
-		return newGo()
+		return cpu.New("")
+	case "cpu":
+		return cpu.New("")
 	case "go":
 		return newGo()
 	case "xla:cpu", "xla:cuda":

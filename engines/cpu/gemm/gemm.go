@@ -71,6 +71,19 @@ func Sgemm(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32,
 // op(B) is k×n; if transA, A is stored k×m (row stride lda), and if transB,
 // B is stored n×k (row stride ldb). C (m×n, row stride ldc) is overwritten.
 func SgemmT(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	sgemm(false, transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+}
+
+// SgemmTSerial is SgemmT on the calling goroutine only, for callers that
+// already run several products in parallel (batched matmuls).
+func SgemmTSerial(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	sgemm(true, transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+}
+
+// KernelName names the micro-kernel chosen for this CPU (e.g. "avx512-12x32").
+func KernelName() string { return kernel.name }
+
+func sgemm(serial, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
 	}
@@ -95,7 +108,7 @@ func SgemmT(transA, transB bool, m, n, k int, a []float32, lda int, b []float32,
 		checkMatrix("B", b, k, n, ldb)
 	}
 	g := gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k,
-		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, kern: kernel}
+		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, kern: kernel, serial: serial}
 	g.run()
 }
 
@@ -118,6 +131,7 @@ type gemmArgs struct {
 	c              []float32
 	ldc            int
 	kern           microKernel
+	serial         bool
 }
 
 var bufPool sync.Pool
@@ -136,7 +150,7 @@ func roundUp(x, m int) int { return (x + m - 1) / m * m }
 func (g *gemmArgs) run() {
 	mr, nr := g.kern.mr, g.kern.nr
 	workers := runtime.GOMAXPROCS(0)
-	if int64(g.m)*int64(g.n)*int64(g.k) < minParallelFlops {
+	if g.serial || int64(g.m)*int64(g.n)*int64(g.k) < minParallelFlops {
 		workers = 1
 	}
 	// Row-block size: blockM, but small enough that every worker gets work.

@@ -1,0 +1,650 @@
+package cpu
+
+import (
+	"slices"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/notimplemented"
+	"github.com/gomlx/gomlx/backends/shapeinference"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/pkg/errors"
+)
+
+// node is one operation of a graph under construction. Nodes are created
+// in topological order (an op can only take existing nodes as inputs), so
+// a node's index is a valid execution order.
+type node struct {
+	idx     int
+	op      backends.OpType
+	shape   shapes.Shape
+	inputs  []*node
+	params  any // op-specific, see the *Params types
+	builder *Builder
+}
+
+// Builder implements backends.Builder. Ops it does not implement come from
+// the embedded notimplemented.Builder and fail with an error naming the op.
+type Builder struct {
+	notimplemented.Builder
+	backend  *Backend
+	name     string
+	nodes    []*node
+	params   []*node
+	compiled bool
+}
+
+var _ backends.Builder = (*Builder)(nil)
+
+func newBuilder(b *Backend, name string) *Builder {
+	bld := &Builder{backend: b, name: name}
+	bld.Builder.ErrFn = func(op backends.OpType) error {
+		return errors.Errorf("backend %q does not implement op %s (graph %q); use backend.engine: go for graphs that need it", Name, op, name)
+	}
+	return bld
+}
+
+// Name implements backends.Builder.
+func (b *Builder) Name() string { return b.name }
+
+func (b *Builder) newNode(op backends.OpType, shape shapes.Shape, params any, inputs ...*node) *node {
+	n := &node{idx: len(b.nodes), op: op, shape: shape, inputs: inputs, params: params, builder: b}
+	b.nodes = append(b.nodes, n)
+	return n
+}
+
+// ops converts backends.Op values to our nodes, checking they belong here.
+func (b *Builder) ops(opType backends.OpType, ops ...backends.Op) ([]*node, error) {
+	if b.compiled {
+		return nil, errors.Errorf("%s: builder %q was already compiled", opType, b.name)
+	}
+	out := make([]*node, len(ops))
+	for i, op := range ops {
+		n, ok := op.(*node)
+		if !ok || n == nil {
+			return nil, errors.Errorf("%s: operand #%d of type %T is not a node of backend %q", opType, i, op, Name)
+		}
+		if n.builder != b {
+			return nil, errors.Errorf("%s: operand #%d belongs to another builder (%q)", opType, i, n.builder.name)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+func (b *Builder) checkDType(opType backends.OpType, dt dtypes.DType) error {
+	if !slices.Contains(supportedDTypes, dt) {
+		return errors.Errorf("backend %q: op %s: dtype %s is not supported (supported: %v)", Name, opType, dt, supportedDTypes)
+	}
+	return nil
+}
+
+// OpShape implements backends.Builder.
+func (b *Builder) OpShape(op backends.Op) (shapes.Shape, error) {
+	ns, err := b.ops(backends.OpTypeInvalid, op)
+	if err != nil {
+		return shapes.Invalid(), err
+	}
+	return ns[0].shape, nil
+}
+
+// DistributedSPMD implements backends.Builder: only one device.
+func (b *Builder) DistributedSPMD(numDevices int) error {
+	if numDevices == 1 {
+		return nil
+	}
+	return errors.Errorf("backend %q has a single device, cannot distribute over %d", Name, numDevices)
+}
+
+// DistributedAutoSharding implements backends.Builder.
+func (b *Builder) DistributedAutoSharding(meshes ...backends.Mesh) error {
+	return errors.Errorf("backend %q does not support sharding", Name)
+}
+
+// DeviceAssignment implements backends.Builder.
+func (b *Builder) DeviceAssignment(devices ...backends.DeviceNum) error {
+	for _, d := range devices {
+		if d != 0 {
+			return errors.Errorf("backend %q has only device 0, got %d", Name, d)
+		}
+	}
+	return nil
+}
+
+type parameterParams struct {
+	name  string
+	index int
+}
+
+// Parameter implements backends.Builder.
+func (b *Builder) Parameter(name string, shape shapes.Shape, sharding *backends.ShardingSpec) (backends.Op, error) {
+	if sharding != nil {
+		return nil, errors.Errorf("backend %q: Parameter %q: sharding is not supported", Name, name)
+	}
+	if err := b.checkDType(backends.OpTypeParameter, shape.DType); err != nil {
+		return nil, err
+	}
+	n := b.newNode(backends.OpTypeParameter, shape.Clone(), &parameterParams{name: name, index: len(b.params)})
+	b.params = append(b.params, n)
+	return n, nil
+}
+
+// Constant implements backends.Builder.
+func (b *Builder) Constant(flat any, dims ...int) (backends.Op, error) {
+	dt, n, err := flatInfo(flat)
+	if err != nil {
+		return nil, errors.WithMessage(err, "Constant")
+	}
+	shape := shapes.Make(dt, dims...)
+	if shape.Size() != n {
+		return nil, errors.Errorf("Constant: %d values do not fill shape %s", n, shape)
+	}
+	data, _ := makeFlat(dt, n)
+	copyFlat(data, flat)
+	return b.newNode(backends.OpTypeConstant, shape, data), nil
+}
+
+// Identity implements backends.Builder.
+func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeIdentity, x)
+	if err != nil {
+		return nil, err
+	}
+	return b.newNode(backends.OpTypeIdentity, in[0].shape, nil, in[0]), nil
+}
+
+func (b *Builder) unary(op backends.OpType, x backends.Op) (backends.Op, error) {
+	in, err := b.ops(op, x)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := shapeinference.UnaryOp(op, in[0].shape)
+	if err != nil {
+		return nil, err
+	}
+	if !unarySupported(op, shape.DType) {
+		return nil, errors.Errorf("backend %q: op %s is not implemented for dtype %s", Name, op, shape.DType)
+	}
+	return b.newNode(op, shape, nil, in[0]), nil
+}
+
+func (b *Builder) binary(op backends.OpType, lhs, rhs backends.Op) (backends.Op, error) {
+	in, err := b.ops(op, lhs, rhs)
+	if err != nil {
+		return nil, err
+	}
+	var shape shapes.Shape
+	if shapeinference.ComparisonOperations.Has(op) {
+		shape, err = shapeinference.ComparisonOp(op, in[0].shape, in[1].shape)
+	} else {
+		shape, err = shapeinference.BinaryOp(op, in[0].shape, in[1].shape)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !binarySupported(op, in[0].shape.DType) {
+		return nil, errors.Errorf("backend %q: op %s is not implemented for dtype %s", Name, op, in[0].shape.DType)
+	}
+	return b.newNode(op, shape, nil, in[0], in[1]), nil
+}
+
+func (b *Builder) Abs(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeAbs, x) }
+func (b *Builder) Neg(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeNeg, x) }
+func (b *Builder) Sign(x backends.Op) (backends.Op, error)  { return b.unary(backends.OpTypeSign, x) }
+func (b *Builder) Exp(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeExp, x) }
+func (b *Builder) Expm1(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeExpm1, x) }
+func (b *Builder) Log(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeLog, x) }
+func (b *Builder) Log1p(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeLog1p, x) }
+func (b *Builder) Sqrt(x backends.Op) (backends.Op, error)  { return b.unary(backends.OpTypeSqrt, x) }
+func (b *Builder) Rsqrt(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeRsqrt, x) }
+func (b *Builder) Erf(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeErf, x) }
+func (b *Builder) Tanh(x backends.Op) (backends.Op, error)  { return b.unary(backends.OpTypeTanh, x) }
+func (b *Builder) Logistic(x backends.Op) (backends.Op, error) {
+	return b.unary(backends.OpTypeLogistic, x)
+}
+func (b *Builder) Sin(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeSin, x) }
+func (b *Builder) Cos(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeCos, x) }
+func (b *Builder) Floor(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeFloor, x) }
+func (b *Builder) Ceil(x backends.Op) (backends.Op, error)  { return b.unary(backends.OpTypeCeil, x) }
+func (b *Builder) Round(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeRound, x) }
+func (b *Builder) LogicalNot(x backends.Op) (backends.Op, error) {
+	return b.unary(backends.OpTypeLogicalNot, x)
+}
+
+func (b *Builder) Add(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeAdd, l, r) }
+func (b *Builder) Sub(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeSub, l, r) }
+func (b *Builder) Mul(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeMul, l, r) }
+func (b *Builder) Div(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeDiv, l, r) }
+func (b *Builder) Max(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeMax, l, r) }
+func (b *Builder) Min(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeMin, l, r) }
+func (b *Builder) Pow(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypePow, l, r) }
+func (b *Builder) Rem(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeRem, l, r) }
+func (b *Builder) LogicalAnd(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeLogicalAnd, l, r)
+}
+func (b *Builder) LogicalOr(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeLogicalOr, l, r)
+}
+func (b *Builder) LogicalXor(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeLogicalXor, l, r)
+}
+func (b *Builder) Equal(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeEqual, l, r)
+}
+func (b *Builder) NotEqual(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeNotEqual, l, r)
+}
+func (b *Builder) LessThan(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeLessThan, l, r)
+}
+func (b *Builder) LessOrEqual(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeLessOrEqual, l, r)
+}
+func (b *Builder) GreaterThan(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeGreaterThan, l, r)
+}
+func (b *Builder) GreaterOrEqual(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeGreaterOrEqual, l, r)
+}
+
+type convertParams struct{ dtype dtypes.DType }
+
+// ConvertDType implements backends.Builder.
+func (b *Builder) ConvertDType(x backends.Op, dtype dtypes.DType) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeConvertDType, x)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkDType(backends.OpTypeConvertDType, dtype); err != nil {
+		return nil, err
+	}
+	shape := in[0].shape.Clone()
+	shape.DType = dtype
+	return b.newNode(backends.OpTypeConvertDType, shape, &convertParams{dtype}, in[0]), nil
+}
+
+// Where implements backends.Builder.
+func (b *Builder) Where(cond, onTrue, onFalse backends.Op) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeWhere, cond, onTrue, onFalse)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := shapeinference.WhereOp(in[0].shape, in[1].shape, in[2].shape)
+	if err != nil {
+		return nil, err
+	}
+	return b.newNode(backends.OpTypeWhere, shape, nil, in...), nil
+}
+
+// Clamp implements backends.Builder as Min(Max(x, lo), hi).
+func (b *Builder) Clamp(lo, x, hi backends.Op) (backends.Op, error) {
+	m, err := b.Max(x, lo)
+	if err != nil {
+		return nil, errors.WithMessage(err, "Clamp")
+	}
+	return b.Min(m, hi)
+}
+
+// Reshape implements backends.Builder.
+func (b *Builder) Reshape(x backends.Op, dims ...int) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeReshape, x)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := shapeinference.ReshapeOp(in[0].shape, dims)
+	if err != nil {
+		return nil, err
+	}
+	return b.newNode(backends.OpTypeReshape, shape, nil, in[0]), nil
+}
+
+type transposeParams struct{ perm []int }
+
+// Transpose implements backends.Builder.
+func (b *Builder) Transpose(x backends.Op, perm ...int) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeTranspose, x)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := shapeinference.TransposeOp(in[0].shape, perm)
+	if err != nil {
+		return nil, err
+	}
+	return b.newNode(backends.OpTypeTranspose, shape, &transposeParams{slices.Clone(perm)}, in[0]), nil
+}
+
+type broadcastInDimParams struct{ axes []int }
+
+// BroadcastInDim implements backends.Builder.
+func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadcastAxes []int) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeBroadcastInDim, x)
+	if err != nil {
+		return nil, err
+	}
+	if err := shapeinference.BroadcastInDimOp(in[0].shape, outputShape, broadcastAxes); err != nil {
+		return nil, err
+	}
+	return b.newNode(backends.OpTypeBroadcastInDim, outputShape.Clone(), &broadcastInDimParams{slices.Clone(broadcastAxes)}, in[0]), nil
+}
+
+type reduceParams struct{ axes []int }
+
+func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int) (backends.Op, error) {
+	in, err := b.ops(op, x)
+	if err != nil {
+		return nil, err
+	}
+	axes = slices.Clone(axes)
+	if len(axes) == 0 {
+		for i := range in[0].shape.Rank() {
+			axes = append(axes, i)
+		}
+	}
+	shape, err := shapeinference.ReduceOp(in[0].shape, axes)
+	if err != nil {
+		return nil, err
+	}
+	if !reduceSupported(in[0].shape.DType) {
+		return nil, errors.Errorf("backend %q: op %s is not implemented for dtype %s", Name, op, in[0].shape.DType)
+	}
+	return b.newNode(op, shape, &reduceParams{axes}, in[0]), nil
+}
+
+func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
+	return b.reduce(backends.OpTypeReduceSum, x, axes)
+}
+func (b *Builder) ReduceMax(x backends.Op, axes ...int) (backends.Op, error) {
+	return b.reduce(backends.OpTypeReduceMax, x, axes)
+}
+func (b *Builder) ReduceMin(x backends.Op, axes ...int) (backends.Op, error) {
+	return b.reduce(backends.OpTypeReduceMin, x, axes)
+}
+func (b *Builder) ReduceProduct(x backends.Op, axes ...int) (backends.Op, error) {
+	return b.reduce(backends.OpTypeReduceProduct, x, axes)
+}
+
+type iotaParams struct{ axis int }
+
+// Iota implements backends.Builder.
+func (b *Builder) Iota(shape shapes.Shape, axis int) (backends.Op, error) {
+	if shape.Rank() == 0 {
+		return nil, errors.Errorf("Iota: shape %s must have rank >= 1", shape)
+	}
+	if axis < 0 {
+		axis += shape.Rank()
+	}
+	if axis < 0 || axis >= shape.Rank() {
+		return nil, errors.Errorf("Iota: axis %d out of range for shape %s", axis, shape)
+	}
+	if err := b.checkDType(backends.OpTypeIota, shape.DType); err != nil {
+		return nil, err
+	}
+	return b.newNode(backends.OpTypeIota, shape.Clone(), &iotaParams{axis}), nil
+}
+
+type concatParams struct{ axis int }
+
+// Concatenate implements backends.Builder.
+func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeConcatenate, operands...)
+	if err != nil {
+		return nil, err
+	}
+	if len(in) == 0 {
+		return nil, errors.New("Concatenate: no operands")
+	}
+	ss := make([]shapes.Shape, len(in))
+	for i, n := range in {
+		ss[i] = n.shape
+	}
+	shape, err := shapeinference.ConcatenateOp(ss, axis)
+	if err != nil {
+		return nil, err
+	}
+	if axis < 0 {
+		axis += shape.Rank()
+	}
+	return b.newNode(backends.OpTypeConcatenate, shape, &concatParams{axis}, in...), nil
+}
+
+type sliceParams struct{ starts, limits, strides []int }
+
+// Slice implements backends.Builder.
+func (b *Builder) Slice(x backends.Op, starts, limits, strides []int) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeSlice, x)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := shapeinference.SliceOp(in[0].shape, starts, limits, strides)
+	if err != nil {
+		return nil, err
+	}
+	p := &sliceParams{slices.Clone(starts), slices.Clone(limits), slices.Clone(strides)}
+	if len(p.strides) == 0 {
+		p.strides = make([]int, shape.Rank())
+		for i := range p.strides {
+			p.strides[i] = 1
+		}
+	}
+	return b.newNode(backends.OpTypeSlice, shape, p, in[0]), nil
+}
+
+type padParams struct{ axes []backends.PadAxis }
+
+// Pad implements backends.Builder (negative padding is not supported).
+func (b *Builder) Pad(x, fill backends.Op, axesConfig ...backends.PadAxis) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypePad, x, fill)
+	if err != nil {
+		return nil, err
+	}
+	if !in[1].shape.IsScalar() || in[1].shape.DType != in[0].shape.DType {
+		return nil, errors.Errorf("Pad: fill value must be a scalar of %s, got %s", in[0].shape.DType, in[1].shape)
+	}
+	rank := in[0].shape.Rank()
+	if len(axesConfig) > rank {
+		return nil, errors.Errorf("Pad: %d axis configs for rank %d operand", len(axesConfig), rank)
+	}
+	cfg := make([]backends.PadAxis, rank)
+	copy(cfg, axesConfig)
+	shape := in[0].shape.Clone()
+	for i, c := range cfg {
+		if c.Start < 0 || c.End < 0 || c.Interior < 0 {
+			return nil, errors.Errorf("Pad: backend %q does not support negative padding (axis %d: %+v)", Name, i, c)
+		}
+		d := shape.Dimensions[i]
+		if d > 0 {
+			d += (d - 1) * c.Interior
+		}
+		shape.Dimensions[i] = d + c.Start + c.End
+	}
+	return b.newNode(backends.OpTypePad, shape, &padParams{cfg}, in[0], in[1]), nil
+}
+
+type argMinMaxParams struct {
+	axis  int
+	isMin bool
+}
+
+// ArgMinMax implements backends.Builder.
+func (b *Builder) ArgMinMax(x backends.Op, axis int, outputDType dtypes.DType, isMin bool) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeArgMinMax, x)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := shapeinference.ArgMinMaxOp(in[0].shape, axis, outputDType)
+	if err != nil {
+		return nil, err
+	}
+	if axis < 0 {
+		axis += in[0].shape.Rank()
+	}
+	if !reduceSupported(in[0].shape.DType) {
+		return nil, errors.Errorf("backend %q: op ArgMinMax is not implemented for dtype %s", Name, in[0].shape.DType)
+	}
+	if err := b.checkDType(backends.OpTypeArgMinMax, outputDType); err != nil {
+		return nil, err
+	}
+	return b.newNode(backends.OpTypeArgMinMax, shape, &argMinMaxParams{axis, isMin}, in[0]), nil
+}
+
+type gatherParams struct {
+	indexVectorAxis                                          int
+	offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes []int
+}
+
+// Gather implements backends.Builder (XLA semantics).
+func (b *Builder) Gather(operand, startIndices backends.Op, indexVectorAxis int, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes []int, indicesAreSorted bool) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeGather, operand, startIndices)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := shapeinference.Gather(in[0].shape, in[1].shape, indexVectorAxis, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes, indicesAreSorted)
+	if err != nil {
+		return nil, err
+	}
+	if !isIndexDType(in[1].shape.DType) {
+		return nil, errors.Errorf("Gather: indices dtype %s is not supported", in[1].shape.DType)
+	}
+	p := &gatherParams{indexVectorAxis, slices.Clone(offsetOutputAxes), slices.Clone(collapsedSliceAxes), slices.Clone(startIndexMap), slices.Clone(sliceSizes)}
+	return b.newNode(backends.OpTypeGather, shape, p, in[0], in[1]), nil
+}
+
+type scatterParams struct {
+	indexVectorAxis                                            int
+	updateWindowAxes, insertedWindowAxes, scatterAxesToOperand []int
+}
+
+func (b *Builder) scatter(op backends.OpType, operand, indices, updates backends.Op, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int) (backends.Op, error) {
+	in, err := b.ops(op, operand, indices, updates)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := shapeinference.ScatterOp(in[0].shape, in[1].shape, in[2].shape, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
+	if err != nil {
+		return nil, err
+	}
+	if !isIndexDType(in[1].shape.DType) {
+		return nil, errors.Errorf("%s: indices dtype %s is not supported", op, in[1].shape.DType)
+	}
+	if !reduceSupported(in[0].shape.DType) {
+		return nil, errors.Errorf("backend %q: op %s is not implemented for dtype %s", Name, op, in[0].shape.DType)
+	}
+	p := &scatterParams{indexVectorAxis, slices.Clone(updateWindowAxes), slices.Clone(insertedWindowAxes), slices.Clone(scatterAxesToOperandAxes)}
+	return b.newNode(op, shape, p, in...), nil
+}
+
+// ScatterSum implements backends.Builder (XLA semantics).
+func (b *Builder) ScatterSum(operand, indices, updates backends.Op, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (backends.Op, error) {
+	return b.scatter(backends.OpTypeScatterSum, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
+}
+
+// ScatterMax implements backends.Builder (XLA semantics).
+func (b *Builder) ScatterMax(operand, indices, updates backends.Op, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (backends.Op, error) {
+	return b.scatter(backends.OpTypeScatterMax, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
+}
+
+// ScatterMin implements backends.Builder (XLA semantics).
+func (b *Builder) ScatterMin(operand, indices, updates backends.Op, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (backends.Op, error) {
+	return b.scatter(backends.OpTypeScatterMin, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
+}
+
+// dotParams holds DotGeneral's axes, normalised to non-negative values.
+type dotParams struct {
+	lhsContract, lhsBatch, rhsContract, rhsBatch []int
+	lhsFree, rhsFree                             []int
+	batch, m, n, k                               int
+}
+
+// Dot implements backends.Builder: vector·vector, matrix·vector or
+// matrix·matrix.
+func (b *Builder) Dot(lhs, rhs backends.Op) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeDot, lhs, rhs)
+	if err != nil {
+		return nil, err
+	}
+	lr, rr := in[0].shape.Rank(), in[1].shape.Rank()
+	if lr < 1 || lr > 2 || rr < 1 || rr > 2 {
+		return nil, errors.Errorf("Dot: ranks must be 1 or 2, got %s and %s", in[0].shape, in[1].shape)
+	}
+	return b.DotGeneral(lhs, []int{lr - 1}, nil, rhs, []int{0}, nil)
+}
+
+// DotGeneral implements backends.Builder. The output axes are the batch
+// axes, then lhs's free axes, then rhs's free axes, each in operand order.
+func (b *Builder) DotGeneral(lhs backends.Op, lhsContractingAxes, lhsBatchAxes []int, rhs backends.Op, rhsContractingAxes, rhsBatchAxes []int) (backends.Op, error) {
+	in, err := b.ops(backends.OpTypeDotGeneral, lhs, rhs)
+	if err != nil {
+		return nil, err
+	}
+	ls, rs := in[0].shape, in[1].shape
+	if ls.DType != rs.DType {
+		return nil, errors.Errorf("DotGeneral: dtypes differ: %s and %s", ls, rs)
+	}
+	if !dotSupported(ls.DType) {
+		return nil, errors.Errorf("backend %q: op DotGeneral is not implemented for dtype %s", Name, ls.DType)
+	}
+	if len(lhsContractingAxes) != len(rhsContractingAxes) || len(lhsBatchAxes) != len(rhsBatchAxes) {
+		return nil, errors.Errorf("DotGeneral: lhs has %d contracting/%d batch axes, rhs %d/%d",
+			len(lhsContractingAxes), len(lhsBatchAxes), len(rhsContractingAxes), len(rhsBatchAxes))
+	}
+	p := &dotParams{}
+	norm := func(what string, axes []int, rank int, used []bool) ([]int, error) {
+		out := make([]int, len(axes))
+		for i, a := range axes {
+			if a < 0 {
+				a += rank
+			}
+			if a < 0 || a >= rank || used[a] {
+				return nil, errors.Errorf("DotGeneral: %s axis %d invalid or repeated (operands %s, %s)", what, axes[i], ls, rs)
+			}
+			used[a] = true
+			out[i] = a
+		}
+		return out, nil
+	}
+	lUsed, rUsed := make([]bool, ls.Rank()), make([]bool, rs.Rank())
+	if p.lhsContract, err = norm("lhs contracting", lhsContractingAxes, ls.Rank(), lUsed); err != nil {
+		return nil, err
+	}
+	if p.lhsBatch, err = norm("lhs batch", lhsBatchAxes, ls.Rank(), lUsed); err != nil {
+		return nil, err
+	}
+	if p.rhsContract, err = norm("rhs contracting", rhsContractingAxes, rs.Rank(), rUsed); err != nil {
+		return nil, err
+	}
+	if p.rhsBatch, err = norm("rhs batch", rhsBatchAxes, rs.Rank(), rUsed); err != nil {
+		return nil, err
+	}
+	p.batch, p.k, p.m, p.n = 1, 1, 1, 1
+	var dims []int
+	for i := range p.lhsBatch {
+		ld, rd := ls.Dimensions[p.lhsBatch[i]], rs.Dimensions[p.rhsBatch[i]]
+		if ld != rd {
+			return nil, errors.Errorf("DotGeneral: batch axes differ: lhs %s axis %d vs rhs %s axis %d", ls, p.lhsBatch[i], rs, p.rhsBatch[i])
+		}
+		p.batch *= ld
+		dims = append(dims, ld)
+	}
+	for i := range p.lhsContract {
+		ld, rd := ls.Dimensions[p.lhsContract[i]], rs.Dimensions[p.rhsContract[i]]
+		if ld != rd {
+			return nil, errors.Errorf("DotGeneral: contracting axes differ: lhs %s axis %d vs rhs %s axis %d", ls, p.lhsContract[i], rs, p.rhsContract[i])
+		}
+		p.k *= ld
+	}
+	for a := range ls.Rank() {
+		if !lUsed[a] {
+			p.lhsFree = append(p.lhsFree, a)
+			p.m *= ls.Dimensions[a]
+			dims = append(dims, ls.Dimensions[a])
+		}
+	}
+	for a := range rs.Rank() {
+		if !rUsed[a] {
+			p.rhsFree = append(p.rhsFree, a)
+			p.n *= rs.Dimensions[a]
+			dims = append(dims, rs.Dimensions[a])
+		}
+	}
+	return b.newNode(backends.OpTypeDotGeneral, shapes.Make(ls.DType, dims...), p, in[0], in[1]), nil
+}

@@ -1,0 +1,181 @@
+package cpu
+
+import (
+	"runtime"
+
+	"github.com/pkg/errors"
+
+	"github.com/cde-rl/cde/engines/cpu/gemm"
+)
+
+// DotGeneral runs as `batch` row-major matrix products through gemm. An
+// operand already laid out as [batch, rows, contracting] or [batch,
+// contracting, rows] is used in place (the second as a transposed
+// matrix); any other layout is first transposed into a pooled scratch
+// buffer.
+
+// operandLayout reports how an operand with the given batch, free and
+// contracting axes can be read as `batch` matrices: ok=false if it must be
+// transposed first; trans=true if stored contracting-major.
+func operandLayout(batch, free, contract []int) (ok, trans bool) {
+	for i, a := range batch {
+		if a != i {
+			return false, false
+		}
+	}
+	seq := func(axes []int, from int) bool {
+		for i, a := range axes {
+			if a != from+i {
+				return false
+			}
+		}
+		return true
+	}
+	nb := len(batch)
+	if seq(free, nb) && seq(contract, nb+len(free)) {
+		return true, false
+	}
+	if seq(contract, nb) && seq(free, nb+len(contract)) {
+		return true, true
+	}
+	return false, false
+}
+
+// canonical transposes x (dims) to [batch..., free..., contract...] when
+// needed; it returns the data to use and whether it is contracting-major.
+func (st *execState) canonical(x any, dims, batch, free, contract []int) (data any, trans bool, scratch any) {
+	if ok, tr := operandLayout(batch, free, contract); ok {
+		return x, tr, nil
+	}
+	perm := append(append(append([]int(nil), batch...), free...), contract...)
+	dt, n, _ := flatInfo(x)
+	t := st.pool.get(dt, n)
+	transposeAny(t, x, dims, perm)
+	return t, false, t
+}
+
+func dotGeneral(st *execState, n *node, d, lhs, rhs any) error {
+	p := n.params.(*dotParams)
+	ld, rd := n.inputs[0].shape.Dimensions, n.inputs[1].shape.Dimensions
+	a, transA, sa := st.canonical(lhs, ld, p.lhsBatch, p.lhsFree, p.lhsContract)
+	// For rhs the natural layout is [batch, contract, free]: canonical()
+	// reports trans relative to [batch, free, contract], so flip it.
+	b, transBT, sb := st.canonical(rhs, rd, p.rhsBatch, p.rhsFree, p.rhsContract)
+	transB := !transBT
+	defer func() {
+		if sa != nil {
+			st.pool.put(sa)
+		}
+		if sb != nil {
+			st.pool.put(sb)
+		}
+	}()
+	switch d := d.(type) {
+	case []float32:
+		dotF32(d, a.([]float32), b.([]float32), p.batch, p.m, p.n, p.k, transA, transB)
+	case []float64:
+		dotNaive(d, a.([]float64), b.([]float64), p.batch, p.m, p.n, p.k, transA, transB)
+	case []int32:
+		dotNaive(d, a.([]int32), b.([]int32), p.batch, p.m, p.n, p.k, transA, transB)
+	case []int64:
+		dotNaive(d, a.([]int64), b.([]int64), p.batch, p.m, p.n, p.k, transA, transB)
+	case []int8:
+		dotNaive(d, a.([]int8), b.([]int8), p.batch, p.m, p.n, p.k, transA, transB)
+	case []int16:
+		dotNaive(d, a.([]int16), b.([]int16), p.batch, p.m, p.n, p.k, transA, transB)
+	case []uint8:
+		dotNaive(d, a.([]uint8), b.([]uint8), p.batch, p.m, p.n, p.k, transA, transB)
+	case []uint16:
+		dotNaive(d, a.([]uint16), b.([]uint16), p.batch, p.m, p.n, p.k, transA, transB)
+	case []uint32:
+		dotNaive(d, a.([]uint32), b.([]uint32), p.batch, p.m, p.n, p.k, transA, transB)
+	case []uint64:
+		dotNaive(d, a.([]uint64), b.([]uint64), p.batch, p.m, p.n, p.k, transA, transB)
+	default:
+		return errors.Errorf("DotGeneral: unsupported dtype %T", d)
+	}
+	return nil
+}
+
+// dotBatchParallelFlops: batched products smaller than this (m·n·k) run
+// one per core, each single-threaded, instead of one at a time on all
+// cores.
+const dotBatchParallelFlops = 1 << 21
+
+func dotF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
+	lda, ldb := k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	one := func(i int, serial bool) {
+		ci := c[i*m*n : (i+1)*m*n]
+		ai := a[i*m*k : (i+1)*m*k]
+		bi := b[i*k*n : (i+1)*k*n]
+		if m == 1 && !transB && !serial {
+			// Vector-matrix products (decode steps): gemm with one row
+			// cannot split work; use a column-parallel loop.
+			gemvRowParallel(ci, ai, bi, n, k, transA)
+			return
+		}
+		if serial {
+			gemm.SgemmTSerial(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
+		} else {
+			gemm.SgemmT(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
+		}
+	}
+	if batch > 1 && m*n*k < dotBatchParallelFlops && runtime.GOMAXPROCS(0) > 1 {
+		parallelRange(batch, 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				one(i, true)
+			}
+		})
+		return
+	}
+	for i := 0; i < batch; i++ {
+		one(i, false)
+	}
+}
+
+// gemvRowParallel computes c[1×n] = a[1×k]·B[k×n] splitting columns.
+func gemvRowParallel(c, a, b []float32, n, k int, _ bool) {
+	parallelRange(n, max(16, elemGrain/max(1, k)), func(lo, hi int) {
+		cc := c[lo:hi]
+		clear(cc)
+		for p := 0; p < k; p++ {
+			av := a[p]
+			row := b[p*n+lo : p*n+hi]
+			for j := range cc {
+				cc[j] += av * row[j]
+			}
+		}
+	})
+}
+
+func dotNaive[T number](c, a, b []T, batch, m, n, k int, transA, transB bool) {
+	for i := 0; i < batch; i++ {
+		ai, bi, ci := a[i*m*k:], b[i*k*n:], c[i*m*n:]
+		for r := 0; r < m; r++ {
+			for col := 0; col < n; col++ {
+				var s T
+				for p := 0; p < k; p++ {
+					var av, bv T
+					if transA {
+						av = ai[p*m+r]
+					} else {
+						av = ai[r*k+p]
+					}
+					if transB {
+						bv = bi[col*k+p]
+					} else {
+						bv = bi[p*n+col]
+					}
+					s += av * bv
+				}
+				ci[r*n+col] = s
+			}
+		}
+	}
+}

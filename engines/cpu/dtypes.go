@@ -1,0 +1,180 @@
+package cpu
+
+import (
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/pkg/errors"
+)
+
+// supportedDTypes are the dtypes buffers and data-movement ops handle.
+// Arithmetic is narrower, see unarySupported and friends.
+var supportedDTypes = []dtypes.DType{
+	dtypes.Float32, dtypes.Float64, dtypes.Int32, dtypes.Int64, dtypes.Int8, dtypes.Int16,
+	dtypes.Uint8, dtypes.Uint16, dtypes.Uint32, dtypes.Uint64, dtypes.Bool,
+}
+
+// supportedOps are the ops the builder implements.
+var supportedOps = map[backends.OpType]bool{}
+
+func init() {
+	for _, op := range []backends.OpType{
+		backends.OpTypeParameter, backends.OpTypeConstant, backends.OpTypeIdentity,
+		backends.OpTypeAbs, backends.OpTypeNeg, backends.OpTypeSign, backends.OpTypeExp, backends.OpTypeExpm1,
+		backends.OpTypeLog, backends.OpTypeLog1p, backends.OpTypeSqrt, backends.OpTypeRsqrt, backends.OpTypeErf,
+		backends.OpTypeTanh, backends.OpTypeLogistic, backends.OpTypeSin, backends.OpTypeCos,
+		backends.OpTypeFloor, backends.OpTypeCeil, backends.OpTypeRound, backends.OpTypeLogicalNot,
+		backends.OpTypeAdd, backends.OpTypeSub, backends.OpTypeMul, backends.OpTypeDiv, backends.OpTypeMax,
+		backends.OpTypeMin, backends.OpTypePow, backends.OpTypeRem,
+		backends.OpTypeLogicalAnd, backends.OpTypeLogicalOr, backends.OpTypeLogicalXor,
+		backends.OpTypeEqual, backends.OpTypeNotEqual, backends.OpTypeLessThan, backends.OpTypeLessOrEqual,
+		backends.OpTypeGreaterThan, backends.OpTypeGreaterOrEqual,
+		backends.OpTypeConvertDType, backends.OpTypeWhere, backends.OpTypeClamp, backends.OpTypeReshape,
+		backends.OpTypeTranspose, backends.OpTypeBroadcastInDim,
+		backends.OpTypeReduceSum, backends.OpTypeReduceMax, backends.OpTypeReduceMin, backends.OpTypeReduceProduct,
+		backends.OpTypeIota, backends.OpTypeConcatenate, backends.OpTypeSlice, backends.OpTypePad,
+		backends.OpTypeArgMinMax, backends.OpTypeGather, backends.OpTypeScatterSum, backends.OpTypeScatterMax,
+		backends.OpTypeScatterMin, backends.OpTypeDot, backends.OpTypeDotGeneral,
+	} {
+		supportedOps[op] = true
+	}
+}
+
+func isIndexDType(dt dtypes.DType) bool {
+	switch dt {
+	case dtypes.Int32, dtypes.Int64, dtypes.Uint8, dtypes.Uint16, dtypes.Uint32, dtypes.Uint64, dtypes.Int8, dtypes.Int16:
+		return true
+	}
+	return false
+}
+
+func isNumber(dt dtypes.DType) bool { return dt != dtypes.Bool && dt != dtypes.InvalidDType }
+
+func unarySupported(op backends.OpType, dt dtypes.DType) bool {
+	switch op {
+	case backends.OpTypeLogicalNot:
+		return dt == dtypes.Bool
+	case backends.OpTypeAbs, backends.OpTypeNeg, backends.OpTypeSign:
+		return isNumber(dt)
+	}
+	return dt == dtypes.Float32 || dt == dtypes.Float64
+}
+
+func binarySupported(op backends.OpType, dt dtypes.DType) bool {
+	switch op {
+	case backends.OpTypeLogicalAnd, backends.OpTypeLogicalOr, backends.OpTypeLogicalXor:
+		return dt == dtypes.Bool
+	case backends.OpTypeEqual, backends.OpTypeNotEqual:
+		return true
+	case backends.OpTypePow:
+		return dt == dtypes.Float32 || dt == dtypes.Float64
+	}
+	return isNumber(dt)
+}
+
+func reduceSupported(dt dtypes.DType) bool { return isNumber(dt) }
+
+func dotSupported(dt dtypes.DType) bool { return isNumber(dt) }
+
+// makeFlat allocates a zeroed Go slice for n values of dt.
+func makeFlat(dt dtypes.DType, n int) (any, error) {
+	switch dt {
+	case dtypes.Float32:
+		return make([]float32, n), nil
+	case dtypes.Float64:
+		return make([]float64, n), nil
+	case dtypes.Int32:
+		return make([]int32, n), nil
+	case dtypes.Int64:
+		return make([]int64, n), nil
+	case dtypes.Int8:
+		return make([]int8, n), nil
+	case dtypes.Int16:
+		return make([]int16, n), nil
+	case dtypes.Uint8:
+		return make([]uint8, n), nil
+	case dtypes.Uint16:
+		return make([]uint16, n), nil
+	case dtypes.Uint32:
+		return make([]uint32, n), nil
+	case dtypes.Uint64:
+		return make([]uint64, n), nil
+	case dtypes.Bool:
+		return make([]bool, n), nil
+	}
+	return nil, errors.Errorf("backend %q: dtype %s is not supported", Name, dt)
+}
+
+// flatInfo returns the dtype and length of a flat slice.
+func flatInfo(flat any) (dtypes.DType, int, error) {
+	switch f := flat.(type) {
+	case []float32:
+		return dtypes.Float32, len(f), nil
+	case []float64:
+		return dtypes.Float64, len(f), nil
+	case []int32:
+		return dtypes.Int32, len(f), nil
+	case []int64:
+		return dtypes.Int64, len(f), nil
+	case []int8:
+		return dtypes.Int8, len(f), nil
+	case []int16:
+		return dtypes.Int16, len(f), nil
+	case []uint8:
+		return dtypes.Uint8, len(f), nil
+	case []uint16:
+		return dtypes.Uint16, len(f), nil
+	case []uint32:
+		return dtypes.Uint32, len(f), nil
+	case []uint64:
+		return dtypes.Uint64, len(f), nil
+	case []bool:
+		return dtypes.Bool, len(f), nil
+	}
+	return dtypes.InvalidDType, 0, errors.Errorf("backend %q: unsupported flat data type %T", Name, flat)
+}
+
+func flatLen(flat any) int {
+	_, n, _ := flatInfo(flat)
+	return n
+}
+
+// copyFlat copies src into dst (slices of the same element type) and
+// returns the number of elements copied.
+func copyFlat(dst, src any) (int, error) {
+	switch d := dst.(type) {
+	case []float32:
+		return copyT(d, src)
+	case []float64:
+		return copyT(d, src)
+	case []int32:
+		return copyT(d, src)
+	case []int64:
+		return copyT(d, src)
+	case []int8:
+		return copyT(d, src)
+	case []int16:
+		return copyT(d, src)
+	case []uint8:
+		return copyT(d, src)
+	case []uint16:
+		return copyT(d, src)
+	case []uint32:
+		return copyT(d, src)
+	case []uint64:
+		return copyT(d, src)
+	case []bool:
+		return copyT(d, src)
+	}
+	return 0, errors.Errorf("unsupported flat data type %T", dst)
+}
+
+func copyT[T any](dst []T, src any) (int, error) {
+	s, ok := src.([]T)
+	if !ok {
+		return 0, errors.Errorf("flat data of type %T, expected %T", src, dst)
+	}
+	if len(s) != len(dst) {
+		return min(len(s), len(dst)), errors.Errorf("flat data has %d elements, expected %d", len(s), len(dst))
+	}
+	return copy(dst, s), nil
+}

@@ -1,0 +1,485 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+)
+
+type number interface {
+	~float32 | ~float64 | ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64
+}
+
+type float interface{ ~float32 | ~float64 }
+
+// bcastPlan describes how a binary (or ternary) elementwise op walks its
+// operands: the output is split into `outer` rows of `inner` elements; an
+// operand's row starts at rowOffset(row) and its stride along a row is 0
+// (broadcast) or 1.
+type bcastPlan struct {
+	inner, outer int
+	// collapsed output dims (outer part) and per-operand strides.
+	dims    []int
+	strides [][]int // [operand][axis], for the outer axes
+	inStep  []int   // [operand] stride along the row: 0 or 1
+}
+
+// makePlan collapses the output shape into runs where each operand is
+// either fully present or broadcast. Operand shapes are scalars or of the
+// output's rank with each dim equal to the output's or 1.
+func makePlan(out shapes.Shape, ins ...shapes.Shape) *bcastPlan {
+	rank := out.Rank()
+	// present[o][a]: operand o has the full dim on axis a.
+	type axisInfo struct {
+		dim     int
+		present []bool
+	}
+	var axes []axisInfo
+	for a := range rank {
+		d := out.Dimensions[a]
+		if d == 1 {
+			continue
+		}
+		pr := make([]bool, len(ins))
+		for o, s := range ins {
+			pr[o] = s.Rank() == rank && s.Dimensions[a] == d
+		}
+		if k := len(axes); k > 0 && equalBools(axes[k-1].present, pr) {
+			axes[k-1].dim *= d
+			continue
+		}
+		axes = append(axes, axisInfo{d, pr})
+	}
+	p := &bcastPlan{inner: 1, outer: 1, inStep: make([]int, len(ins)), strides: make([][]int, len(ins))}
+	if len(axes) == 0 {
+		return p
+	}
+	last := axes[len(axes)-1]
+	p.inner = last.dim
+	for o := range ins {
+		if last.present[o] {
+			p.inStep[o] = 1
+		}
+	}
+	axes = axes[:len(axes)-1]
+	for _, ax := range axes {
+		p.dims = append(p.dims, ax.dim)
+		p.outer *= ax.dim
+	}
+	for o := range ins {
+		st := make([]int, len(axes))
+		stride := p.inStep[o] * p.inner
+		if !last.present[o] {
+			stride = 1
+		}
+		for a := len(axes) - 1; a >= 0; a-- {
+			if axes[a].present[o] {
+				st[a] = stride
+				stride *= axes[a].dim
+			}
+		}
+		p.strides[o] = st
+	}
+	return p
+}
+
+func equalBools(a, b []bool) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// rowOffsets fills offs[o] with each operand's start for output row `row`.
+func (p *bcastPlan) rowOffsets(row int, offs []int) {
+	for o := range offs {
+		offs[o] = 0
+	}
+	for a := len(p.dims) - 1; a >= 0; a-- {
+		i := row % p.dims[a]
+		row /= p.dims[a]
+		for o := range offs {
+			offs[o] += i * p.strides[o][a]
+		}
+	}
+}
+
+// forRows runs fn over the plan's rows in parallel, with operand offsets.
+func (p *bcastPlan) forRows(nOps int, fn func(row int, offs []int)) {
+	grain := max(1, elemGrain/max(1, p.inner))
+	parallelRange(p.outer, grain, func(lo, hi int) {
+		offs := make([]int, nOps)
+		for r := lo; r < hi; r++ {
+			p.rowOffsets(r, offs)
+			fn(r, offs)
+		}
+	})
+}
+
+// runBinary evaluates a binary arithmetic op with broadcasting.
+func runBinary[T number](op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, a, b []T) {
+	n := len(dst)
+	switch {
+	case len(a) == n && len(b) == n:
+		parallelRange(n, elemGrain, func(lo, hi int) { binVV(op, dst[lo:hi], a[lo:hi], b[lo:hi]) })
+		return
+	case len(b) == 1 && len(a) == n:
+		parallelRange(n, elemGrain, func(lo, hi int) { binVS(op, dst[lo:hi], a[lo:hi], b[0]) })
+		return
+	case len(a) == 1 && len(b) == n:
+		parallelRange(n, elemGrain, func(lo, hi int) { binSV(op, dst[lo:hi], a[0], b[lo:hi]) })
+		return
+	}
+	p := makePlan(out, ls, rs)
+	in := p.inner
+	p.forRows(2, func(r int, offs []int) {
+		d := dst[r*in : (r+1)*in]
+		switch {
+		case p.inStep[0] == 1 && p.inStep[1] == 1:
+			binVV(op, d, a[offs[0]:offs[0]+in], b[offs[1]:offs[1]+in])
+		case p.inStep[0] == 1:
+			binVS(op, d, a[offs[0]:offs[0]+in], b[offs[1]])
+		case p.inStep[1] == 1:
+			binSV(op, d, a[offs[0]], b[offs[1]:offs[1]+in])
+		default:
+			binSV(op, d[:1], a[offs[0]], b[offs[1]:offs[1]+1])
+			for i := 1; i < in; i++ {
+				d[i] = d[0]
+			}
+		}
+	})
+}
+
+func binVV[T number](op backends.OpType, d, a, b []T) {
+	a, b = a[:len(d)], b[:len(d)]
+	switch op {
+	case backends.OpTypeAdd:
+		for i := range d {
+			d[i] = a[i] + b[i]
+		}
+	case backends.OpTypeSub:
+		for i := range d {
+			d[i] = a[i] - b[i]
+		}
+	case backends.OpTypeMul:
+		for i := range d {
+			d[i] = a[i] * b[i]
+		}
+	case backends.OpTypeDiv:
+		for i := range d {
+			d[i] = div(a[i], b[i])
+		}
+	case backends.OpTypeMax:
+		for i := range d {
+			d[i] = maxOf(a[i], b[i])
+		}
+	case backends.OpTypeMin:
+		for i := range d {
+			d[i] = minOf(a[i], b[i])
+		}
+	default:
+		f := scalarBinary[T](op)
+		for i := range d {
+			d[i] = f(a[i], b[i])
+		}
+	}
+}
+
+func binVS[T number](op backends.OpType, d, a []T, b T) {
+	a = a[:len(d)]
+	switch op {
+	case backends.OpTypeAdd:
+		for i := range d {
+			d[i] = a[i] + b
+		}
+	case backends.OpTypeSub:
+		for i := range d {
+			d[i] = a[i] - b
+		}
+	case backends.OpTypeMul:
+		for i := range d {
+			d[i] = a[i] * b
+		}
+	case backends.OpTypeDiv:
+		for i := range d {
+			d[i] = div(a[i], b)
+		}
+	case backends.OpTypeMax:
+		for i := range d {
+			d[i] = maxOf(a[i], b)
+		}
+	case backends.OpTypeMin:
+		for i := range d {
+			d[i] = minOf(a[i], b)
+		}
+	default:
+		f := scalarBinary[T](op)
+		for i := range d {
+			d[i] = f(a[i], b)
+		}
+	}
+}
+
+func binSV[T number](op backends.OpType, d []T, a T, b []T) {
+	b = b[:len(d)]
+	switch op {
+	case backends.OpTypeAdd:
+		for i := range d {
+			d[i] = a + b[i]
+		}
+	case backends.OpTypeSub:
+		for i := range d {
+			d[i] = a - b[i]
+		}
+	case backends.OpTypeMul:
+		for i := range d {
+			d[i] = a * b[i]
+		}
+	case backends.OpTypeDiv:
+		for i := range d {
+			d[i] = div(a, b[i])
+		}
+	case backends.OpTypeMax:
+		for i := range d {
+			d[i] = maxOf(a, b[i])
+		}
+	case backends.OpTypeMin:
+		for i := range d {
+			d[i] = minOf(a, b[i])
+		}
+	default:
+		f := scalarBinary[T](op)
+		for i := range d {
+			d[i] = f(a, b[i])
+		}
+	}
+}
+
+// div is a/b; integer division by zero gives 0 instead of a panic.
+func div[T number](a, b T) T {
+	var zero T
+	if isIntType[T]() && b == zero {
+		return zero
+	}
+	return a / b
+}
+
+func isIntType[T number]() bool {
+	var one T = 1
+	return one/2 == 0
+}
+
+// maxOf and minOf propagate NaN like XLA.
+func maxOf[T number](a, b T) T {
+	if a != a || a > b {
+		return a
+	}
+	return b
+}
+
+func minOf[T number](a, b T) T {
+	if a != a || a < b {
+		return a
+	}
+	return b
+}
+
+func scalarBinary[T number](op backends.OpType) func(a, b T) T {
+	switch op {
+	case backends.OpTypePow:
+		return func(a, b T) T { return T(math.Pow(float64(a), float64(b))) }
+	case backends.OpTypeRem:
+		if isIntType[T]() {
+			return func(a, b T) T {
+				if b == 0 {
+					return 0
+				}
+				return T(int64(a) % int64(b))
+			}
+		}
+		return func(a, b T) T { return T(math.Mod(float64(a), float64(b))) }
+	}
+	panic("binary op " + op.String() + " not implemented")
+}
+
+// runCompare evaluates a comparison with broadcasting.
+func runCompare[T number](op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst []bool, a, b []T) {
+	p := makePlan(out, ls, rs)
+	in := p.inner
+	f := scalarCompare[T](op)
+	p.forRows(2, func(r int, offs []int) {
+		d := dst[r*in : (r+1)*in]
+		ai, bi := offs[0], offs[1]
+		sa, sb := p.inStep[0], p.inStep[1]
+		for i := range d {
+			d[i] = f(a[ai], b[bi])
+			ai += sa
+			bi += sb
+		}
+	})
+}
+
+func scalarCompare[T number](op backends.OpType) func(a, b T) bool {
+	switch op {
+	case backends.OpTypeEqual:
+		return func(a, b T) bool { return a == b }
+	case backends.OpTypeNotEqual:
+		return func(a, b T) bool { return a != b }
+	case backends.OpTypeLessThan:
+		return func(a, b T) bool { return a < b }
+	case backends.OpTypeLessOrEqual:
+		return func(a, b T) bool { return a <= b }
+	case backends.OpTypeGreaterThan:
+		return func(a, b T) bool { return a > b }
+	case backends.OpTypeGreaterOrEqual:
+		return func(a, b T) bool { return a >= b }
+	}
+	panic("comparison " + op.String() + " not implemented")
+}
+
+// runLogical evaluates boolean binary ops (and bool Equal/NotEqual).
+func runLogical(op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, a, b []bool) {
+	var f func(a, b bool) bool
+	switch op {
+	case backends.OpTypeLogicalAnd:
+		f = func(a, b bool) bool { return a && b }
+	case backends.OpTypeLogicalOr:
+		f = func(a, b bool) bool { return a || b }
+	case backends.OpTypeLogicalXor, backends.OpTypeNotEqual:
+		f = func(a, b bool) bool { return a != b }
+	case backends.OpTypeEqual:
+		f = func(a, b bool) bool { return a == b }
+	default:
+		panic("boolean op " + op.String() + " not implemented")
+	}
+	p := makePlan(out, ls, rs)
+	in := p.inner
+	p.forRows(2, func(r int, offs []int) {
+		d := dst[r*in : (r+1)*in]
+		ai, bi := offs[0], offs[1]
+		for i := range d {
+			d[i] = f(a[ai], b[bi])
+			ai += p.inStep[0]
+			bi += p.inStep[1]
+		}
+	})
+}
+
+// runWhere evaluates Where(cond, onTrue, onFalse) with scalar broadcasting.
+func runWhere[T any](out shapes.Shape, cs, ts, fs shapes.Shape, dst []T, c []bool, t, f []T) {
+	p := makePlan(out, cs, ts, fs)
+	in := p.inner
+	p.forRows(3, func(r int, offs []int) {
+		d := dst[r*in : (r+1)*in]
+		ci, ti, fi := offs[0], offs[1], offs[2]
+		for i := range d {
+			if c[ci] {
+				d[i] = t[ti]
+			} else {
+				d[i] = f[fi]
+			}
+			ci += p.inStep[0]
+			ti += p.inStep[1]
+			fi += p.inStep[2]
+		}
+	})
+}
+
+// runUnary evaluates a unary op elementwise (dst may alias x).
+func runUnary[T number](op backends.OpType, dst, x []T) {
+	parallelRange(len(dst), elemGrain, func(lo, hi int) { unary(op, dst[lo:hi], x[lo:hi]) })
+}
+
+func unary[T number](op backends.OpType, d, x []T) {
+	x = x[:len(d)]
+	switch op {
+	case backends.OpTypeNeg:
+		for i := range d {
+			d[i] = -x[i]
+		}
+	case backends.OpTypeAbs:
+		for i := range d {
+			if x[i] < 0 {
+				d[i] = -x[i]
+			} else {
+				d[i] = x[i]
+			}
+		}
+	case backends.OpTypeSign:
+		for i, v := range x {
+			switch {
+			case v > 0:
+				d[i] = 1
+			case v < 0:
+				var one T = 1
+				d[i] = -one
+			case v != v:
+				d[i] = v
+			default:
+				d[i] = 0
+			}
+		}
+	case backends.OpTypeExp:
+		if f, ok := any(d).([]float32); ok {
+			expF32(f, any(x).([]float32))
+			return
+		}
+		for i := range d {
+			d[i] = T(math.Exp(float64(x[i])))
+		}
+	default:
+		f := unaryFunc(op)
+		for i := range d {
+			d[i] = T(f(float64(x[i])))
+		}
+	}
+}
+
+func unaryFunc(op backends.OpType) func(float64) float64 {
+	switch op {
+	case backends.OpTypeExpm1:
+		return math.Expm1
+	case backends.OpTypeLog:
+		return math.Log
+	case backends.OpTypeLog1p:
+		return math.Log1p
+	case backends.OpTypeSqrt:
+		return math.Sqrt
+	case backends.OpTypeRsqrt:
+		return func(x float64) float64 { return 1 / math.Sqrt(x) }
+	case backends.OpTypeErf:
+		return math.Erf
+	case backends.OpTypeTanh:
+		return math.Tanh
+	case backends.OpTypeLogistic:
+		return func(x float64) float64 {
+			if x >= 0 {
+				return 1 / (1 + math.Exp(-x))
+			}
+			e := math.Exp(x)
+			return e / (1 + e)
+		}
+	case backends.OpTypeSin:
+		return math.Sin
+	case backends.OpTypeCos:
+		return math.Cos
+	case backends.OpTypeFloor:
+		return math.Floor
+	case backends.OpTypeCeil:
+		return math.Ceil
+	case backends.OpTypeRound:
+		return math.RoundToEven
+	}
+	panic("unary op " + op.String() + " not implemented")
+}
+
+// expF32 is exp in float32 through float64 (exact to float32 rounding).
+func expF32(d, x []float32) {
+	x = x[:len(d)]
+	for i := range d {
+		d[i] = float32(math.Exp(float64(x[i])))
+	}
+}

@@ -1,0 +1,339 @@
+package cpu
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/pkg/errors"
+)
+
+// Executable implements backends.Executable: the nodes reachable from the
+// outputs, in creation (topological) order, with the last step at which
+// each value is read, so intermediate buffers return to a pool as soon as
+// they are dead and can be reused by later nodes (or in place by
+// elementwise nodes).
+type Executable struct {
+	backend *Backend
+	name    string
+	params  []*node
+	outputs []*node
+	order   []*node
+	// lastUse[node idx] is the position in order of the last node reading
+	// it; -1 for nodes never read (outputs only).
+	lastUse  map[int]int
+	isOutput map[int]bool
+
+	mu   sync.Mutex
+	pool *pool
+}
+
+// Compile implements backends.Builder.
+func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingSpec) (backends.Executable, error) {
+	if len(shardings) > 0 {
+		for _, s := range shardings {
+			if s != nil {
+				return nil, errors.Errorf("backend %q: output sharding is not supported", Name)
+			}
+		}
+	}
+	outs, err := b.ops(backends.OpTypeInvalid, outputs...)
+	if err != nil {
+		return nil, errors.WithMessage(err, "Compile")
+	}
+	b.compiled = true
+	reach := make([]bool, len(b.nodes))
+	var stack []*node
+	for _, o := range outs {
+		if !reach[o.idx] {
+			reach[o.idx] = true
+			stack = append(stack, o)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, in := range n.inputs {
+			if !reach[in.idx] {
+				reach[in.idx] = true
+				stack = append(stack, in)
+			}
+		}
+	}
+	e := &Executable{backend: b.backend, name: b.name, params: b.params, outputs: outs,
+		lastUse: map[int]int{}, isOutput: map[int]bool{}, pool: newPool()}
+	for _, n := range b.nodes {
+		if reach[n.idx] {
+			e.order = append(e.order, n)
+		}
+	}
+	for pos, n := range e.order {
+		for _, in := range n.inputs {
+			e.lastUse[in.idx] = pos
+		}
+	}
+	for _, o := range outs {
+		e.isOutput[o.idx] = true
+	}
+	return e, nil
+}
+
+// Finalize implements backends.Executable.
+func (e *Executable) Finalize() {
+	e.mu.Lock()
+	e.pool = newPool()
+	e.mu.Unlock()
+}
+
+// Inputs implements backends.Executable.
+func (e *Executable) Inputs() ([]string, []shapes.Shape) {
+	names := make([]string, len(e.params))
+	ss := make([]shapes.Shape, len(e.params))
+	for i, p := range e.params {
+		names[i] = p.params.(*parameterParams).name
+		ss[i] = p.shape
+	}
+	return names, ss
+}
+
+// Outputs implements backends.Executable.
+func (e *Executable) Outputs() []shapes.Shape {
+	ss := make([]shapes.Shape, len(e.outputs))
+	for i, o := range e.outputs {
+		ss[i] = o.shape
+	}
+	return ss
+}
+
+// store is memory holding one value; reshapes and identities share it.
+type store struct {
+	flat   any
+	refs   int
+	pooled bool // owned by the execution: returns to the pool when dead
+}
+
+// execState is one execution of an Executable.
+type execState struct {
+	e      *Executable
+	pool   *pool
+	values []*store // by node idx
+	pos    int      // position in e.order of the node running
+}
+
+// Execute implements backends.Executable. Inputs are never modified;
+// donation is accepted and ignored.
+func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device backends.DeviceNum) (outs []backends.Buffer, err error) {
+	if device != 0 {
+		return nil, errors.Errorf("backend %q has only device 0, got %d", Name, device)
+	}
+	if len(inputs) != len(e.params) {
+		return nil, errors.Errorf("executable %q takes %d inputs, got %d", e.name, len(e.params), len(inputs))
+	}
+	st := &execState{e: e, values: make([]*store, e.maxIdx()+1)}
+	for i, in := range inputs {
+		buf, err := e.backend.buffer(in)
+		if err != nil {
+			return nil, errors.WithMessagef(err, "executable %q input #%d", e.name, i)
+		}
+		p := e.params[i]
+		if !buf.shape.Equal(p.shape) {
+			return nil, errors.Errorf("executable %q input #%d (%q): shape %s, compiled for %s", e.name, i, p.params.(*parameterParams).name, buf.shape, p.shape)
+		}
+		st.values[p.idx] = &store{flat: buf.flat, refs: 1}
+	}
+	e.mu.Lock()
+	st.pool, e.pool = e.pool, nil
+	e.mu.Unlock()
+	if st.pool == nil { // a concurrent execution holds it
+		st.pool = newPool()
+	}
+	defer func() {
+		e.mu.Lock()
+		e.pool = st.pool
+		e.mu.Unlock()
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.Errorf("backend %q: executing %q failed at node %d: %v\n%s", Name, e.name, st.pos, r, debug.Stack())
+		}
+	}()
+	for pos, n := range e.order {
+		st.pos = pos
+		if n.op == backends.OpTypeParameter {
+			continue
+		}
+		if err := st.run(n); err != nil {
+			return nil, errors.WithMessagef(err, "executing %q, op %s -> %s", e.name, n.op, n.shape)
+		}
+		done := n.inputs
+		for i, in := range done {
+			if e.lastUse[in.idx] == pos && !e.isOutput[in.idx] && !seenBefore(done, i) {
+				st.release(in.idx)
+			}
+		}
+	}
+	outs = make([]backends.Buffer, len(e.outputs))
+	handed := map[*store]bool{}
+	for i, o := range e.outputs {
+		s := st.values[o.idx]
+		flat := s.flat
+		if !s.pooled || handed[s] {
+			flat = cloneFlat(flat)
+		} else {
+			handed[s] = true
+		}
+		outs[i] = &Buffer{shape: o.shape.Clone(), flat: flat}
+	}
+	for s := range handed {
+		s.pooled = false
+	}
+	return outs, nil
+}
+
+func seenBefore(ns []*node, i int) bool {
+	for j := 0; j < i; j++ {
+		if ns[j] == ns[i] {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Executable) maxIdx() int {
+	m := 0
+	for _, n := range e.order {
+		m = max(m, n.idx)
+	}
+	return m
+}
+
+func (st *execState) release(idx int) {
+	s := st.values[idx]
+	st.values[idx] = nil
+	if s == nil {
+		return
+	}
+	s.refs--
+	if s.refs == 0 && s.pooled {
+		st.pool.put(s.flat)
+	}
+}
+
+// in returns the flat data of n's i-th input.
+func (st *execState) in(n *node, i int) any { return st.values[n.inputs[i].idx].flat }
+
+// alloc returns a new pooled store for n's output (not zeroed).
+func (st *execState) alloc(n *node) *store {
+	s := &store{flat: st.pool.get(n.shape.DType, n.shape.Size()), refs: 1, pooled: true}
+	st.values[n.idx] = s
+	return s
+}
+
+// allocZero is alloc with the values zeroed.
+func (st *execState) allocZero(n *node) *store {
+	s := st.alloc(n)
+	clearFlat(s.flat)
+	return s
+}
+
+// allocInPlace returns n's output store, taking over the memory of one of
+// the inputs listed in candidates if that input is dead after n, owned by
+// this execution, not shared, and of n's exact shape. Elementwise kernels
+// read element i before writing element i, so this is safe for them.
+func (st *execState) allocInPlace(n *node, candidates ...int) *store {
+	for _, c := range candidates {
+		in := n.inputs[c]
+		s := st.values[in.idx]
+		if s == nil || !s.pooled || s.refs != 1 || st.e.isOutput[in.idx] || st.e.lastUse[in.idx] != st.pos {
+			continue
+		}
+		if !in.shape.Equal(n.shape) {
+			continue
+		}
+		// The input's slot keeps pointing at the store so the kernel can
+		// read it; the release after n drops the input's reference and
+		// leaves the output's.
+		s.refs++
+		st.values[n.idx] = s
+		return s
+	}
+	return st.alloc(n)
+}
+
+// alias makes n's value share the memory of its input i (Reshape, Identity).
+func (st *execState) alias(n *node, i int) {
+	s := st.values[n.inputs[i].idx]
+	s.refs++
+	st.values[n.idx] = s
+}
+
+// pool recycles float32 buffers between nodes and between executions.
+type pool struct {
+	f32 map[int][][]float32
+}
+
+func newPool() *pool { return &pool{f32: map[int][][]float32{}} }
+
+func (p *pool) get(dt dtypes.DType, n int) any {
+	if dt == dtypes.Float32 {
+		if l := p.f32[n]; len(l) > 0 {
+			s := l[len(l)-1]
+			p.f32[n] = l[:len(l)-1]
+			return s
+		}
+		return make([]float32, n)
+	}
+	f, err := makeFlat(dt, n)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+func (p *pool) put(flat any) {
+	if f, ok := flat.([]float32); ok && len(f) >= 64 {
+		p.f32[len(f)] = append(p.f32[len(f)], f)
+	}
+}
+
+func clearFlat(flat any) {
+	switch f := flat.(type) {
+	case []float32:
+		clear(f)
+	case []float64:
+		clear(f)
+	case []int32:
+		clear(f)
+	case []int64:
+		clear(f)
+	case []int8:
+		clear(f)
+	case []int16:
+		clear(f)
+	case []uint8:
+		clear(f)
+	case []uint16:
+		clear(f)
+	case []uint32:
+		clear(f)
+	case []uint64:
+		clear(f)
+	case []bool:
+		clear(f)
+	default:
+		panic(fmt.Sprintf("clearFlat: unsupported %T", flat))
+	}
+}
+
+func cloneFlat(flat any) any {
+	dt, n, err := flatInfo(flat)
+	if err != nil {
+		panic(err)
+	}
+	dst, _ := makeFlat(dt, n)
+	copyFlat(dst, flat)
+	return dst
+}

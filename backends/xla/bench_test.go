@@ -1,11 +1,13 @@
 package xla
 
 import (
+	"io"
 	"math/rand/v2"
 	"os"
 	"testing"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/engines/cpu"
 )
 
 // Benchmarks on the default model size (2 layers, d_model 64, 4 heads,
@@ -116,3 +118,52 @@ func benchCritic(b *testing.B, heads int) {
 // step with 1 and 16 value heads.
 func BenchmarkCriticStepK1(b *testing.B)  { benchCritic(b, 1) }
 func BenchmarkCriticStepK16(b *testing.B) { benchCritic(b, 16) }
+
+// BenchmarkActorOpStats prints where the cpu engine's actor step goes, by
+// op (run with CDE_CPU_OPSTATS=1).
+func BenchmarkActorOpStats(b *testing.B) {
+	if os.Getenv("CDE_CPU_OPSTATS") == "" {
+		b.Skip("set CDE_CPU_OPSTATS=1")
+	}
+	be := benchBackend(b, 0)
+	r := benchRollout(0)
+	u := core.ActorUpdate{ClipLow: 0.2, ClipHigh: 0.2, Epochs: 1, Minibatches: 1, Temperature: 1}
+	if _, err := be.UpdateActor(r, u); err != nil {
+		b.Fatal(err)
+	}
+	cpu.WriteOpStats(io.Discard, 0)
+	for range b.N {
+		if _, err := be.UpdateActor(r, u); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.WriteOpStats(os.Stdout, 40)
+}
+
+// BenchmarkSampleOpStats prints where the cpu engine's sampling goes, by
+// op (run with CDE_CPU_OPSTATS=1).
+func BenchmarkSampleOpStats(b *testing.B) {
+	if os.Getenv("CDE_CPU_OPSTATS") == "" {
+		b.Skip("set CDE_CPU_OPSTATS=1")
+	}
+	be := benchBackend(b, 0)
+	be.opts.EOS = -1
+	prompts := make([][]int32, benchB)
+	for i := range prompts {
+		prompts[i] = make([]int32, benchPrompt)
+		for j := range prompts[i] {
+			prompts[i][j] = int32(3 + j)
+		}
+	}
+	req := core.GenerateRequest{Prompts: prompts, MaxTokens: benchResp, Temperature: 1, Seed: 1}
+	if _, err := be.Generate(req); err != nil {
+		b.Fatal(err)
+	}
+	cpu.WriteOpStats(io.Discard, 0)
+	for range b.N {
+		if _, err := be.Generate(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.WriteOpStats(os.Stdout, 30)
+}

@@ -21,6 +21,18 @@ type node struct {
 	inputs  []*node
 	params  any // op-specific, see the *Params types
 	builder *Builder
+	// views, if set, gives the shape each input is read as: a
+	// BroadcastInDim folded into this elementwise node leaves its operand
+	// here as an input of the output's rank with size-1 axes.
+	views []shapes.Shape
+}
+
+// inShape is the shape node n reads input i as.
+func (n *node) inShape(i int) shapes.Shape {
+	if n.views != nil {
+		return n.views[i]
+	}
+	return n.inputs[i].shape
 }
 
 // Builder implements backends.Builder. Ops it does not implement come from
@@ -211,14 +223,30 @@ func (b *Builder) LogicalNot(x backends.Op) (backends.Op, error) {
 	return b.unary(backends.OpTypeLogicalNot, x)
 }
 
-func (b *Builder) Add(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeAdd, l, r) }
-func (b *Builder) Sub(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeSub, l, r) }
-func (b *Builder) Mul(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeMul, l, r) }
-func (b *Builder) Div(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeDiv, l, r) }
-func (b *Builder) Max(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeMax, l, r) }
-func (b *Builder) Min(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeMin, l, r) }
-func (b *Builder) Pow(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypePow, l, r) }
-func (b *Builder) Rem(l, r backends.Op) (backends.Op, error) { return b.binary(backends.OpTypeRem, l, r) }
+func (b *Builder) Add(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeAdd, l, r)
+}
+func (b *Builder) Sub(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeSub, l, r)
+}
+func (b *Builder) Mul(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeMul, l, r)
+}
+func (b *Builder) Div(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeDiv, l, r)
+}
+func (b *Builder) Max(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeMax, l, r)
+}
+func (b *Builder) Min(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeMin, l, r)
+}
+func (b *Builder) Pow(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypePow, l, r)
+}
+func (b *Builder) Rem(l, r backends.Op) (backends.Op, error) {
+	return b.binary(backends.OpTypeRem, l, r)
+}
 func (b *Builder) LogicalAnd(l, r backends.Op) (backends.Op, error) {
 	return b.binary(backends.OpTypeLogicalAnd, l, r)
 }
@@ -488,7 +516,7 @@ func (b *Builder) ArgMinMax(x backends.Op, axis int, outputDType dtypes.DType, i
 }
 
 type gatherParams struct {
-	indexVectorAxis                                          int
+	indexVectorAxis                                                 int
 	offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes []int
 }
 

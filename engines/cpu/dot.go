@@ -114,6 +114,10 @@ func dotF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 		ci := c[i*m*n : (i+1)*m*n]
 		ai := a[i*m*k : (i+1)*m*k]
 		bi := b[i*k*n : (i+1)*k*n]
+		if m*n*k <= smallDotMACs || m < 4 && serial {
+			smallDot(ci, ai, bi, m, n, k, transA, transB)
+			return
+		}
 		if m == 1 && !transB && !serial {
 			// Vector-matrix products (decode steps): gemm with one row
 			// cannot split work; use a column-parallel loop.
@@ -136,6 +140,50 @@ func dotF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 	}
 	for i := 0; i < batch; i++ {
 		one(i, false)
+	}
+}
+
+// smallDotMACs: products up to this many multiply-adds skip gemm's
+// packing, which would cost more than the arithmetic.
+const smallDotMACs = 8 << 10
+
+// smallDot computes one small product with direct loops: row-times-matrix
+// updates when B is k×n, dot products when B is stored n×k.
+func smallDot(c, a, b []float32, m, n, k int, transA, transB bool) {
+	if transA {
+		// Gather the row of op(A) once; A is stored k×m.
+		row := make([]float32, k)
+		for i := 0; i < m; i++ {
+			for p := range row {
+				row[p] = a[p*m+i]
+			}
+			smallDotRow(c[i*n:(i+1)*n], row, b, n, k, transB)
+		}
+		return
+	}
+	for i := 0; i < m; i++ {
+		smallDotRow(c[i*n:(i+1)*n], a[i*k:(i+1)*k], b, n, k, transB)
+	}
+}
+
+func smallDotRow(c, a, b []float32, n, k int, transB bool) {
+	if transB {
+		for j := range c {
+			bj := b[j*k : (j+1)*k]
+			var s float32
+			for p, v := range a[:len(bj)] {
+				s += v * bj[p]
+			}
+			c[j] = s
+		}
+		return
+	}
+	clear(c)
+	for p, av := range a[:k] {
+		bp := b[p*n : (p+1)*n]
+		for j := range c {
+			c[j] += av * bp[j]
+		}
 	}
 }
 

@@ -107,20 +107,45 @@ func (p *bcastPlan) rowOffsets(row int, offs []int) {
 	}
 }
 
-// forRows runs fn over the plan's rows in parallel, with operand offsets.
+// forRows runs fn over the plan's rows in parallel, with operand offsets
+// kept up to date incrementally (no divisions per row).
 func (p *bcastPlan) forRows(nOps int, fn func(row int, offs []int)) {
 	grain := max(1, elemGrain/max(1, p.inner))
 	parallelRange(p.outer, grain, func(lo, hi int) {
 		offs := make([]int, nOps)
-		for r := lo; r < hi; r++ {
-			p.rowOffsets(r, offs)
-			fn(r, offs)
+		p.rowOffsets(lo, offs)
+		nd := len(p.dims)
+		idx := make([]int, nd)
+		r := lo
+		for a := nd - 1; a >= 0; a-- {
+			idx[a] = r % p.dims[a]
+			r /= p.dims[a]
+		}
+		for row := lo; row < hi; row++ {
+			fn(row, offs)
+			for a := nd - 1; a >= 0; a-- {
+				idx[a]++
+				for o := range offs {
+					offs[o] += p.strides[o][a]
+				}
+				if idx[a] < p.dims[a] {
+					break
+				}
+				idx[a] = 0
+				for o := range offs {
+					offs[o] -= p.strides[o][a] * p.dims[a]
+				}
+			}
 		}
 	})
 }
 
 // runBinary evaluates a binary arithmetic op with broadcasting.
 func runBinary[T number](op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, a, b []T) {
+	if f, ok := any(dst).([]float32); ok {
+		runBinaryF32(op, out, ls, rs, f, any(a).([]float32), any(b).([]float32))
+		return
+	}
 	n := len(dst)
 	switch {
 	case len(a) == n && len(b) == n:
@@ -153,7 +178,102 @@ func runBinary[T number](op backends.OpType, out shapes.Shape, ls, rs shapes.Sha
 	})
 }
 
+// runBinaryF32 is runBinary for float32 with the vector kernels called
+// per row directly.
+func runBinaryF32(op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, a, b []float32) {
+	n := len(dst)
+	switch {
+	case len(a) == n && len(b) == n:
+		parallelRange(n, elemGrain, func(lo, hi int) { binVVF32(op, dst[lo:hi], a[lo:hi], b[lo:hi]) })
+		return
+	case len(b) == 1 && len(a) == n:
+		parallelRange(n, elemGrain, func(lo, hi int) { binVSF32(op, dst[lo:hi], a[lo:hi], b[0]) })
+		return
+	case len(a) == 1 && len(b) == n:
+		parallelRange(n, elemGrain, func(lo, hi int) { binSVF32(op, dst[lo:hi], a[0], b[lo:hi]) })
+		return
+	}
+	p := makePlan(out, ls, rs)
+	in := p.inner
+	p.forRows(2, func(r int, offs []int) {
+		d := dst[r*in : (r+1)*in]
+		switch {
+		case p.inStep[0] == 1 && p.inStep[1] == 1:
+			binVVF32(op, d, a[offs[0]:offs[0]+in], b[offs[1]:offs[1]+in])
+		case p.inStep[0] == 1:
+			binVSF32(op, d, a[offs[0]:offs[0]+in], b[offs[1]])
+		case p.inStep[1] == 1:
+			binSVF32(op, d, a[offs[0]], b[offs[1]:offs[1]+in])
+		default:
+			binSVF32(op, d[:1], a[offs[0]], b[offs[1]:offs[1]+1])
+			for i := 1; i < in; i++ {
+				d[i] = d[0]
+			}
+		}
+	})
+}
+
+func binVVF32(op backends.OpType, d, a, b []float32) {
+	k := simdVV(op, d, a, b)
+	if k < len(d) {
+		binVVGo(op, d[k:], a[k:], b[k:])
+	}
+}
+
+func binVSF32(op backends.OpType, d, a []float32, b float32) {
+	k := simdVS(op, d, a, b)
+	if k < len(d) {
+		binVSGo(op, d[k:], a[k:], b)
+	}
+}
+
+func binSVF32(op backends.OpType, d []float32, a float32, b []float32) {
+	k := simdSV(op, d, a, b)
+	if k < len(d) {
+		binSVGo(op, d[k:], a, b[k:])
+	}
+}
+
 func binVV[T number](op backends.OpType, d, a, b []T) {
+	if f, ok := any(d).([]float32); ok {
+		k := simdVV(op, f, any(a).([]float32), any(b).([]float32))
+		d, a, b = d[k:], a[k:], b[k:]
+	}
+	a, b = a[:len(d)], b[:len(d)]
+	switch op {
+	case backends.OpTypeAdd:
+		for i := range d {
+			d[i] = a[i] + b[i]
+		}
+	case backends.OpTypeSub:
+		for i := range d {
+			d[i] = a[i] - b[i]
+		}
+	case backends.OpTypeMul:
+		for i := range d {
+			d[i] = a[i] * b[i]
+		}
+	case backends.OpTypeDiv:
+		for i := range d {
+			d[i] = div(a[i], b[i])
+		}
+	case backends.OpTypeMax:
+		for i := range d {
+			d[i] = maxOf(a[i], b[i])
+		}
+	case backends.OpTypeMin:
+		for i := range d {
+			d[i] = minOf(a[i], b[i])
+		}
+	default:
+		f := scalarBinary[T](op)
+		for i := range d {
+			d[i] = f(a[i], b[i])
+		}
+	}
+}
+
+func binVVGo[T number](op backends.OpType, d, a, b []T) {
 	a, b = a[:len(d)], b[:len(d)]
 	switch op {
 	case backends.OpTypeAdd:
@@ -189,6 +309,45 @@ func binVV[T number](op backends.OpType, d, a, b []T) {
 }
 
 func binVS[T number](op backends.OpType, d, a []T, b T) {
+	if f, ok := any(d).([]float32); ok {
+		k := simdVS(op, f, any(a).([]float32), any(b).(float32))
+		d, a = d[k:], a[k:]
+	}
+	a = a[:len(d)]
+	switch op {
+	case backends.OpTypeAdd:
+		for i := range d {
+			d[i] = a[i] + b
+		}
+	case backends.OpTypeSub:
+		for i := range d {
+			d[i] = a[i] - b
+		}
+	case backends.OpTypeMul:
+		for i := range d {
+			d[i] = a[i] * b
+		}
+	case backends.OpTypeDiv:
+		for i := range d {
+			d[i] = div(a[i], b)
+		}
+	case backends.OpTypeMax:
+		for i := range d {
+			d[i] = maxOf(a[i], b)
+		}
+	case backends.OpTypeMin:
+		for i := range d {
+			d[i] = minOf(a[i], b)
+		}
+	default:
+		f := scalarBinary[T](op)
+		for i := range d {
+			d[i] = f(a[i], b)
+		}
+	}
+}
+
+func binVSGo[T number](op backends.OpType, d, a []T, b T) {
 	a = a[:len(d)]
 	switch op {
 	case backends.OpTypeAdd:
@@ -224,6 +383,45 @@ func binVS[T number](op backends.OpType, d, a []T, b T) {
 }
 
 func binSV[T number](op backends.OpType, d []T, a T, b []T) {
+	if f, ok := any(d).([]float32); ok {
+		k := simdSV(op, f, any(a).(float32), any(b).([]float32))
+		d, b = d[k:], b[k:]
+	}
+	b = b[:len(d)]
+	switch op {
+	case backends.OpTypeAdd:
+		for i := range d {
+			d[i] = a + b[i]
+		}
+	case backends.OpTypeSub:
+		for i := range d {
+			d[i] = a - b[i]
+		}
+	case backends.OpTypeMul:
+		for i := range d {
+			d[i] = a * b[i]
+		}
+	case backends.OpTypeDiv:
+		for i := range d {
+			d[i] = div(a, b[i])
+		}
+	case backends.OpTypeMax:
+		for i := range d {
+			d[i] = maxOf(a, b[i])
+		}
+	case backends.OpTypeMin:
+		for i := range d {
+			d[i] = minOf(a, b[i])
+		}
+	default:
+		f := scalarBinary[T](op)
+		for i := range d {
+			d[i] = f(a, b[i])
+		}
+	}
+}
+
+func binSVGo[T number](op backends.OpType, d []T, a T, b []T) {
 	b = b[:len(d)]
 	switch op {
 	case backends.OpTypeAdd:
@@ -409,6 +607,10 @@ func unary[T number](op backends.OpType, d, x []T) {
 			}
 		}
 	case backends.OpTypeSign:
+		if f, ok := any(d).([]float32); ok {
+			signF32(f, any(x).([]float32))
+			return
+		}
 		for i, v := range x {
 			switch {
 			case v > 0:
@@ -476,10 +678,28 @@ func unaryFunc(op backends.OpType) func(float64) float64 {
 	panic("unary op " + op.String() + " not implemented")
 }
 
-// expF32 is exp in float32 through float64 (exact to float32 rounding).
+// expF32 is exp in float32: the AVX2 kernel where available (within 2
+// ulp), float64 math.Exp for the rest.
 func expF32(d, x []float32) {
-	x = x[:len(d)]
+	k := simdExp(d, x)
+	d, x = d[k:], x[k:len(d)]
 	for i := range d {
 		d[i] = float32(math.Exp(float64(x[i])))
+	}
+}
+
+// signF32 is Sign for float32: -1, 0 or 1 (NaN stays NaN, ±0 stays ±0),
+// without branches on the data (random signs defeat branch prediction).
+func signF32(d, x []float32) {
+	x = x[:len(d)]
+	for i, v := range x {
+		b := math.Float32bits(v)
+		abs := b & 0x7fffffff
+		// keep is all ones for ±0 and NaN, zero otherwise.
+		keep := uint32(0)
+		if abs-1 >= 0x7f800000 {
+			keep = 0xffffffff
+		}
+		d[i] = math.Float32frombits(b&keep | (b&0x80000000|0x3f800000)&^keep)
 	}
 }

@@ -3,7 +3,9 @@ package cpu
 import (
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
@@ -45,6 +47,9 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 		return nil, errors.WithMessage(err, "Compile")
 	}
 	b.compiled = true
+	for _, n := range b.nodes {
+		foldBroadcasts(n)
+	}
 	reach := make([]bool, len(b.nodes))
 	var stack []*node
 	for _, o := range outs {
@@ -165,7 +170,15 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 		if n.op == backends.OpTypeParameter {
 			continue
 		}
-		if err := st.run(n); err != nil {
+		var t0 time.Time
+		if opStatsOn {
+			t0 = time.Now()
+		}
+		err := st.run(n)
+		if opStatsOn {
+			recordOp(n, time.Since(t0))
+		}
+		if err != nil {
 			return nil, errors.WithMessagef(err, "executing %q, op %s -> %s", e.name, n.op, n.shape)
 		}
 		done := n.inputs
@@ -336,4 +349,48 @@ func cloneFlat(flat any) any {
 	dst, _ := makeFlat(dt, n)
 	copyFlat(dst, flat)
 	return dst
+}
+
+// foldBroadcasts lets an elementwise node read the operand of a
+// BroadcastInDim input directly (its kernels broadcast size-1 axes), so
+// the broadcast is never materialised when nothing else needs it.
+func foldBroadcasts(n *node) {
+	switch n.op {
+	case backends.OpTypeAdd, backends.OpTypeSub, backends.OpTypeMul, backends.OpTypeDiv, backends.OpTypeMax,
+		backends.OpTypeMin, backends.OpTypePow, backends.OpTypeRem,
+		backends.OpTypeEqual, backends.OpTypeNotEqual, backends.OpTypeLessThan, backends.OpTypeLessOrEqual,
+		backends.OpTypeGreaterThan, backends.OpTypeGreaterOrEqual,
+		backends.OpTypeLogicalAnd, backends.OpTypeLogicalOr, backends.OpTypeLogicalXor, backends.OpTypeWhere:
+	default:
+		return
+	}
+	for i, in := range n.inputs {
+		if in.op != backends.OpTypeBroadcastInDim || !in.shape.EqualDimensions(n.shape) {
+			continue
+		}
+		x := in.inputs[0]
+		axes := in.params.(*broadcastInDimParams).axes
+		if !slices.IsSorted(axes) {
+			continue
+		}
+		view := n.shape.Clone()
+		view.DType = x.shape.DType
+		for a := range view.Dimensions {
+			view.Dimensions[a] = 1
+		}
+		for j, a := range axes {
+			view.Dimensions[a] = x.shape.Dimensions[j]
+		}
+		if x.shape.IsScalar() {
+			view = x.shape
+		}
+		if n.views == nil {
+			n.views = make([]shapes.Shape, len(n.inputs))
+			for k, in2 := range n.inputs {
+				n.views[k] = in2.shape
+			}
+		}
+		n.views[i] = view
+		n.inputs[i] = x
+	}
 }

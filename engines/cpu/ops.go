@@ -32,7 +32,7 @@ func (st *execState) run(n *node) error {
 	case backends.OpTypeAdd, backends.OpTypeSub, backends.OpTypeMul, backends.OpTypeDiv, backends.OpTypeMax,
 		backends.OpTypeMin, backends.OpTypePow, backends.OpTypeRem:
 		s := st.allocInPlace(n, 0, 1)
-		l, r := n.inputs[0].shape, n.inputs[1].shape
+		l, r := n.inShape(0), n.inShape(1)
 		a, b := st.in(n, 0), st.in(n, 1)
 		switch d := s.flat.(type) {
 		case []float32:
@@ -64,7 +64,7 @@ func (st *execState) run(n *node) error {
 		backends.OpTypeGreaterThan, backends.OpTypeGreaterOrEqual:
 		s := st.alloc(n)
 		d := s.flat.([]bool)
-		l, r := n.inputs[0].shape, n.inputs[1].shape
+		l, r := n.inShape(0), n.inShape(1)
 		a, b := st.in(n, 0), st.in(n, 1)
 		switch a := a.(type) {
 		case []bool:
@@ -96,7 +96,7 @@ func (st *execState) run(n *node) error {
 	case backends.OpTypeWhere:
 		s := st.allocInPlace(n, 1, 2)
 		c := st.in(n, 0).([]bool)
-		cs, ts, fs := n.inputs[0].shape, n.inputs[1].shape, n.inputs[2].shape
+		cs, ts, fs := n.inShape(0), n.inShape(1), n.inShape(2)
 		return dispatchAny3(s.flat, st.in(n, 1), st.in(n, 2), func(d, t, f any) bool {
 			return whereAny(n, cs, ts, fs, d, c, t, f)
 		}, n)

@@ -97,6 +97,10 @@ func highest[T number]() T {
 // accumulate folds a into acc elementwise (acc op= a).
 func accumulate[T number](op backends.OpType, acc, a []T) {
 	a = a[:len(acc)]
+	if f, ok := any(acc).([]float32); ok && op == backends.OpTypeReduceSum {
+		k := simdVV(backends.OpTypeAdd, f, f, any(a).([]float32))
+		acc, a = acc[k:], a[k:]
+	}
 	switch op {
 	case backends.OpTypeReduceSum:
 		for i := range acc {

@@ -148,11 +148,65 @@ func getBuf(n int) *[]float32 {
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
 
 func (g *gemmArgs) run() {
-	mr, nr := g.kern.mr, g.kern.nr
 	workers := runtime.GOMAXPROCS(0)
 	if g.serial || int64(g.m)*int64(g.n)*int64(g.k) < minParallelFlops {
-		workers = 1
+		g.runSerial()
+		return
 	}
+	// Split C into one independent product per core, along whichever of
+	// m and n has more micro-tiles. Each part then runs serially with its
+	// own packing: a single fork/join per call, where a shared packed B
+	// would need two barriers per depth block (too costly when m is small
+	// and k large, e.g. weight gradients).
+	mr, nr := g.kern.mr, g.kern.nr
+	tilesM, tilesN := (g.m+mr-1)/mr, (g.n+nr-1)/nr
+	byRows := tilesM >= tilesN
+	tiles := tilesN
+	if byRows {
+		tiles = tilesM
+	}
+	workers = min(workers, tiles)
+	if workers <= 1 {
+		g.runSerial()
+		return
+	}
+	per := (tiles + workers - 1) / workers
+	parallelFor(workers, workers, func(_, w int) {
+		sub := *g
+		lo := w * per
+		if byRows {
+			i0, i1 := lo*mr, min(g.m, (lo+per)*mr)
+			if i0 >= i1 {
+				return
+			}
+			sub.m = i1 - i0
+			if g.transA {
+				sub.a = g.a[i0:]
+			} else {
+				sub.a = g.a[i0*g.lda:]
+			}
+			sub.c = g.c[i0*g.ldc:]
+		} else {
+			j0, j1 := lo*nr, min(g.n, (lo+per)*nr)
+			if j0 >= j1 {
+				return
+			}
+			sub.n = j1 - j0
+			if g.transB {
+				sub.b = g.b[j0*g.ldb:]
+			} else {
+				sub.b = g.b[j0:]
+			}
+			sub.c = g.c[j0:]
+		}
+		sub.runSerial()
+	})
+}
+
+// runSerial computes the whole product on the calling goroutine.
+func (g *gemmArgs) runSerial() {
+	mr, nr := g.kern.mr, g.kern.nr
+	workers := 1
 	// Row-block size: blockM, but small enough that every worker gets work.
 	mc := blockM
 	if workers > 1 {

@@ -1,0 +1,143 @@
+//go:build amd64
+
+package cpu
+
+import (
+	"github.com/gomlx/gomlx/backends"
+	"golang.org/x/sys/cpu"
+)
+
+// useAVX2 selects the assembly kernels of vec_amd64.s.
+var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func vecAddVV(d, a, b *float32, n int)
+
+//go:noescape
+func vecSubVV(d, a, b *float32, n int)
+
+//go:noescape
+func vecMulVV(d, a, b *float32, n int)
+
+//go:noescape
+func vecDivVV(d, a, b *float32, n int)
+
+//go:noescape
+func vecMaxVV(d, a, b *float32, n int)
+
+//go:noescape
+func vecMinVV(d, a, b *float32, n int)
+
+//go:noescape
+func vecAddVS(d, a *float32, s float32, n int)
+
+//go:noescape
+func vecSubVS(d, a *float32, s float32, n int)
+
+//go:noescape
+func vecMulVS(d, a *float32, s float32, n int)
+
+//go:noescape
+func vecDivVS(d, a *float32, s float32, n int)
+
+//go:noescape
+func vecMaxVS(d, a *float32, s float32, n int)
+
+//go:noescape
+func vecMinVS(d, a *float32, s float32, n int)
+
+//go:noescape
+func vecSubSV(d, b *float32, s float32, n int)
+
+//go:noescape
+func vecDivSV(d, b *float32, s float32, n int)
+
+//go:noescape
+func vecExp(d, x *float32, n int)
+
+// simdVV runs d = a op b on the vector part of d and returns how many
+// elements it did (0 if op has no kernel or AVX2 is missing).
+func simdVV(op backends.OpType, d, a, b []float32) int {
+	n := len(d) &^ 7
+	if !useAVX2 || n == 0 {
+		return 0
+	}
+	_, _ = a[n-1], b[n-1]
+	switch op {
+	case backends.OpTypeAdd:
+		vecAddVV(&d[0], &a[0], &b[0], n)
+	case backends.OpTypeSub:
+		vecSubVV(&d[0], &a[0], &b[0], n)
+	case backends.OpTypeMul:
+		vecMulVV(&d[0], &a[0], &b[0], n)
+	case backends.OpTypeDiv:
+		vecDivVV(&d[0], &a[0], &b[0], n)
+	case backends.OpTypeMax:
+		vecMaxVV(&d[0], &a[0], &b[0], n)
+	case backends.OpTypeMin:
+		vecMinVV(&d[0], &a[0], &b[0], n)
+	default:
+		return 0
+	}
+	return n
+}
+
+func simdVS(op backends.OpType, d, a []float32, s float32) int {
+	n := len(d) &^ 7
+	if !useAVX2 || n == 0 {
+		return 0
+	}
+	_ = a[n-1]
+	switch op {
+	case backends.OpTypeAdd:
+		vecAddVS(&d[0], &a[0], s, n)
+	case backends.OpTypeSub:
+		vecSubVS(&d[0], &a[0], s, n)
+	case backends.OpTypeMul:
+		vecMulVS(&d[0], &a[0], s, n)
+	case backends.OpTypeDiv:
+		vecDivVS(&d[0], &a[0], s, n)
+	case backends.OpTypeMax:
+		vecMaxVS(&d[0], &a[0], s, n)
+	case backends.OpTypeMin:
+		vecMinVS(&d[0], &a[0], s, n)
+	default:
+		return 0
+	}
+	return n
+}
+
+func simdSV(op backends.OpType, d []float32, s float32, b []float32) int {
+	n := len(d) &^ 7
+	if !useAVX2 || n == 0 {
+		return 0
+	}
+	_ = b[n-1]
+	switch op {
+	case backends.OpTypeAdd:
+		vecAddVS(&d[0], &b[0], s, n)
+	case backends.OpTypeSub:
+		vecSubSV(&d[0], &b[0], s, n)
+	case backends.OpTypeMul:
+		vecMulVS(&d[0], &b[0], s, n)
+	case backends.OpTypeDiv:
+		vecDivSV(&d[0], &b[0], s, n)
+	case backends.OpTypeMax:
+		vecMaxVS(&d[0], &b[0], s, n)
+	case backends.OpTypeMin:
+		vecMinVS(&d[0], &b[0], s, n)
+	default:
+		return 0
+	}
+	return n
+}
+
+func simdExp(d, x []float32) int {
+	n := len(d) &^ 7
+	if !useAVX2 || n == 0 {
+		return 0
+	}
+	_ = x[n-1]
+	vecExp(&d[0], &x[0], n)
+	return n
+}

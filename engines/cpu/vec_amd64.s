@@ -1,0 +1,724 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// AVX2 float32 vector kernels for the elementwise ops. Each handles the
+// first n&^7 elements (8 per YMM register, 32 per loop iteration when
+// possible); the Go wrappers in vec_amd64.go do the tail.
+// VV: d[i] = a[i] op b[i]; VS: d[i] = a[i] op s; SV: d[i] = s op b[i].
+
+// func vecAddVV(d, a, b *float32, n int)
+TEXT ·vecAddVV(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VADDPS 64(DX), Y2, Y2
+	VADDPS 96(DX), Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VADDPS 0(DX), Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecAddVS(d, a *float32, s float32, n int)
+TEXT ·vecAddVS(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	VBROADCASTSS s+16(FP), Y4
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VADDPS Y4, Y0, Y0
+	VADDPS Y4, Y1, Y1
+	VADDPS Y4, Y2, Y2
+	VADDPS Y4, Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VADDPS Y4, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecSubVV(d, a, b *float32, n int)
+TEXT ·vecSubVV(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VSUBPS 0(DX), Y0, Y0
+	VSUBPS 32(DX), Y1, Y1
+	VSUBPS 64(DX), Y2, Y2
+	VSUBPS 96(DX), Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VSUBPS 0(DX), Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecSubVS(d, a *float32, s float32, n int)
+TEXT ·vecSubVS(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	VBROADCASTSS s+16(FP), Y4
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VSUBPS Y4, Y0, Y0
+	VSUBPS Y4, Y1, Y1
+	VSUBPS Y4, Y2, Y2
+	VSUBPS Y4, Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VSUBPS Y4, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecMulVV(d, a, b *float32, n int)
+TEXT ·vecMulVV(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMULPS 0(DX), Y0, Y0
+	VMULPS 32(DX), Y1, Y1
+	VMULPS 64(DX), Y2, Y2
+	VMULPS 96(DX), Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VMULPS 0(DX), Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecMulVS(d, a *float32, s float32, n int)
+TEXT ·vecMulVS(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	VBROADCASTSS s+16(FP), Y4
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMULPS Y4, Y0, Y0
+	VMULPS Y4, Y1, Y1
+	VMULPS Y4, Y2, Y2
+	VMULPS Y4, Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VMULPS Y4, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecDivVV(d, a, b *float32, n int)
+TEXT ·vecDivVV(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VDIVPS 0(DX), Y0, Y0
+	VDIVPS 32(DX), Y1, Y1
+	VDIVPS 64(DX), Y2, Y2
+	VDIVPS 96(DX), Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VDIVPS 0(DX), Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecDivVS(d, a *float32, s float32, n int)
+TEXT ·vecDivVS(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	VBROADCASTSS s+16(FP), Y4
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VDIVPS Y4, Y0, Y0
+	VDIVPS Y4, Y1, Y1
+	VDIVPS Y4, Y2, Y2
+	VDIVPS Y4, Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VDIVPS Y4, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecMaxVV(d, a, b *float32, n int)
+TEXT ·vecMaxVV(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMAXPS 0(DX), Y0, Y0
+	VMAXPS 32(DX), Y1, Y1
+	VMAXPS 64(DX), Y2, Y2
+	VMAXPS 96(DX), Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VMAXPS 0(DX), Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecMaxVS(d, a *float32, s float32, n int)
+TEXT ·vecMaxVS(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	VBROADCASTSS s+16(FP), Y4
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMAXPS Y4, Y0, Y0
+	VMAXPS Y4, Y1, Y1
+	VMAXPS Y4, Y2, Y2
+	VMAXPS Y4, Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VMAXPS Y4, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecMinVV(d, a, b *float32, n int)
+TEXT ·vecMinVV(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMINPS 0(DX), Y0, Y0
+	VMINPS 32(DX), Y1, Y1
+	VMINPS 64(DX), Y2, Y2
+	VMINPS 96(DX), Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DX
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VMINPS 0(DX), Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecMinVS(d, a *float32, s float32, n int)
+TEXT ·vecMinVS(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	VBROADCASTSS s+16(FP), Y4
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMINPS Y4, Y0, Y0
+	VMINPS Y4, Y1, Y1
+	VMINPS Y4, Y2, Y2
+	VMINPS Y4, Y3, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VMINPS Y4, Y0, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecSubSV(d, b *float32, s float32, n int)
+TEXT ·vecSubSV(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ b+8(FP), SI
+	VBROADCASTSS s+16(FP), Y4
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VSUBPS Y0, Y4, Y0
+	VSUBPS Y1, Y4, Y1
+	VSUBPS Y2, Y4, Y2
+	VSUBPS Y3, Y4, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VSUBPS Y0, Y4, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+// func vecDivSV(d, b *float32, s float32, n int)
+TEXT ·vecDivSV(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ b+8(FP), SI
+	VBROADCASTSS s+16(FP), Y4
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VDIVPS Y0, Y4, Y0
+	VDIVPS Y1, Y4, Y1
+	VDIVPS Y2, Y4, Y2
+	VDIVPS Y3, Y4, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS 0(SI), Y0
+	VDIVPS Y0, Y4, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET
+
+DATA expLo<>+0(SB)/4, $0xc2d00000
+GLOBL expLo<>(SB), RODATA|NOPTR, $4
+
+DATA expHi<>+0(SB)/4, $0x42b20000
+GLOBL expHi<>(SB), RODATA|NOPTR, $4
+
+DATA expLog2e<>+0(SB)/4, $0x3fb8aa3b
+GLOBL expLog2e<>(SB), RODATA|NOPTR, $4
+
+DATA expC1<>+0(SB)/4, $0x3f318000
+GLOBL expC1<>(SB), RODATA|NOPTR, $4
+
+DATA expC2<>+0(SB)/4, $0xb95e8083
+GLOBL expC2<>(SB), RODATA|NOPTR, $4
+
+DATA expOne<>+0(SB)/4, $0x3f800000
+GLOBL expOne<>(SB), RODATA|NOPTR, $4
+
+DATA expP0<>+0(SB)/4, $0x39506967
+GLOBL expP0<>(SB), RODATA|NOPTR, $4
+
+DATA expBias<>+0(SB)/4, $127
+GLOBL expBias<>(SB), RODATA|NOPTR, $4
+
+DATA expP1<>+0(SB)/4, $0x3ab743ce
+DATA expP1<>+4(SB)/4, $0x3ab743ce
+DATA expP1<>+8(SB)/4, $0x3ab743ce
+DATA expP1<>+12(SB)/4, $0x3ab743ce
+DATA expP1<>+16(SB)/4, $0x3ab743ce
+DATA expP1<>+20(SB)/4, $0x3ab743ce
+DATA expP1<>+24(SB)/4, $0x3ab743ce
+DATA expP1<>+28(SB)/4, $0x3ab743ce
+GLOBL expP1<>(SB), RODATA|NOPTR, $32
+
+DATA expP2<>+0(SB)/4, $0x3c088908
+DATA expP2<>+4(SB)/4, $0x3c088908
+DATA expP2<>+8(SB)/4, $0x3c088908
+DATA expP2<>+12(SB)/4, $0x3c088908
+DATA expP2<>+16(SB)/4, $0x3c088908
+DATA expP2<>+20(SB)/4, $0x3c088908
+DATA expP2<>+24(SB)/4, $0x3c088908
+DATA expP2<>+28(SB)/4, $0x3c088908
+GLOBL expP2<>(SB), RODATA|NOPTR, $32
+
+DATA expP3<>+0(SB)/4, $0x3d2aa9c1
+DATA expP3<>+4(SB)/4, $0x3d2aa9c1
+DATA expP3<>+8(SB)/4, $0x3d2aa9c1
+DATA expP3<>+12(SB)/4, $0x3d2aa9c1
+DATA expP3<>+16(SB)/4, $0x3d2aa9c1
+DATA expP3<>+20(SB)/4, $0x3d2aa9c1
+DATA expP3<>+24(SB)/4, $0x3d2aa9c1
+DATA expP3<>+28(SB)/4, $0x3d2aa9c1
+GLOBL expP3<>(SB), RODATA|NOPTR, $32
+
+DATA expP4<>+0(SB)/4, $0x3e2aaaaa
+DATA expP4<>+4(SB)/4, $0x3e2aaaaa
+DATA expP4<>+8(SB)/4, $0x3e2aaaaa
+DATA expP4<>+12(SB)/4, $0x3e2aaaaa
+DATA expP4<>+16(SB)/4, $0x3e2aaaaa
+DATA expP4<>+20(SB)/4, $0x3e2aaaaa
+DATA expP4<>+24(SB)/4, $0x3e2aaaaa
+DATA expP4<>+28(SB)/4, $0x3e2aaaaa
+GLOBL expP4<>(SB), RODATA|NOPTR, $32
+
+DATA expP5<>+0(SB)/4, $0x3f000000
+DATA expP5<>+4(SB)/4, $0x3f000000
+DATA expP5<>+8(SB)/4, $0x3f000000
+DATA expP5<>+12(SB)/4, $0x3f000000
+DATA expP5<>+16(SB)/4, $0x3f000000
+DATA expP5<>+20(SB)/4, $0x3f000000
+DATA expP5<>+24(SB)/4, $0x3f000000
+DATA expP5<>+28(SB)/4, $0x3f000000
+GLOBL expP5<>(SB), RODATA|NOPTR, $32
+
+// exp(x) for 8 lanes at a time: clamp x to [-104, 89] (so the result
+// underflows to 0 or overflows to +Inf through the final multiplications,
+// and NaN passes through), n = round(x·log2 e), r = x - n·ln 2 (ln 2 split
+// in two for precision), e^r by the degree-7 minimax form
+// 1 + r + r²·P(r) on |r| <= ln2/2, times 2^n built from exponent bits in
+// two halves so that n in [-150, 128] never leaves the normal range.
+// func vecExp(d, x *float32, n int)
+TEXT ·vecExp(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ done
+	VBROADCASTSS expLo<>(SB), Y8
+	VBROADCASTSS expHi<>(SB), Y9
+	VBROADCASTSS expLog2e<>(SB), Y10
+	VBROADCASTSS expC1<>(SB), Y11
+	VBROADCASTSS expC2<>(SB), Y12
+	VBROADCASTSS expOne<>(SB), Y13
+	VPBROADCASTD expBias<>(SB), Y14
+	VBROADCASTSS expP0<>(SB), Y15
+loop:
+	VMOVUPS 0(SI), Y0
+	VMAXPS Y0, Y8, Y0
+	VMINPS Y0, Y9, Y0
+	VMULPS Y10, Y0, Y1
+	VCVTPS2DQ Y1, Y2
+	VCVTDQ2PS Y2, Y1
+	VFNMADD231PS Y11, Y1, Y0
+	VFNMADD231PS Y12, Y1, Y0
+	VMOVAPS Y15, Y3
+	VFMADD213PS expP1<>(SB), Y0, Y3
+	VFMADD213PS expP2<>(SB), Y0, Y3
+	VFMADD213PS expP3<>(SB), Y0, Y3
+	VFMADD213PS expP4<>(SB), Y0, Y3
+	VFMADD213PS expP5<>(SB), Y0, Y3
+	VMULPS Y0, Y0, Y4
+	VFMADD213PS Y0, Y4, Y3
+	VADDPS Y13, Y3, Y3
+	VPSRAD $1, Y2, Y5
+	VPSUBD Y5, Y2, Y6
+	VPADDD Y14, Y5, Y5
+	VPADDD Y14, Y6, Y6
+	VPSLLD $23, Y5, Y5
+	VPSLLD $23, Y6, Y6
+	VMULPS Y5, Y3, Y3
+	VMULPS Y6, Y3, Y3
+	VMOVUPS Y3, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop
+done:
+	VZEROUPPER
+	RET

@@ -507,35 +507,53 @@ func scalarBinary[T number](op backends.OpType) func(a, b T) T {
 func runCompare[T number](op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst []bool, a, b []T) {
 	p := makePlan(out, ls, rs)
 	in := p.inner
-	f := scalarCompare[T](op)
 	p.forRows(2, func(r int, offs []int) {
-		d := dst[r*in : (r+1)*in]
-		ai, bi := offs[0], offs[1]
-		sa, sb := p.inStep[0], p.inStep[1]
-		for i := range d {
-			d[i] = f(a[ai], b[bi])
-			ai += sa
-			bi += sb
-		}
+		compareRow(op, dst[r*in:(r+1)*in], a, offs[0], p.inStep[0], b, offs[1], p.inStep[1])
 	})
 }
 
-func scalarCompare[T number](op backends.OpType) func(a, b T) bool {
+// compareRow sets d[i] = a[ai+i·sa] op b[bi+i·sb].
+func compareRow[T number](op backends.OpType, d []bool, a []T, ai, sa int, b []T, bi, sb int) {
 	switch op {
 	case backends.OpTypeEqual:
-		return func(a, b T) bool { return a == b }
+		for i := range d {
+			d[i] = a[ai] == b[bi]
+			ai += sa
+			bi += sb
+		}
 	case backends.OpTypeNotEqual:
-		return func(a, b T) bool { return a != b }
+		for i := range d {
+			d[i] = a[ai] != b[bi]
+			ai += sa
+			bi += sb
+		}
 	case backends.OpTypeLessThan:
-		return func(a, b T) bool { return a < b }
+		for i := range d {
+			d[i] = a[ai] < b[bi]
+			ai += sa
+			bi += sb
+		}
 	case backends.OpTypeLessOrEqual:
-		return func(a, b T) bool { return a <= b }
+		for i := range d {
+			d[i] = a[ai] <= b[bi]
+			ai += sa
+			bi += sb
+		}
 	case backends.OpTypeGreaterThan:
-		return func(a, b T) bool { return a > b }
+		for i := range d {
+			d[i] = a[ai] > b[bi]
+			ai += sa
+			bi += sb
+		}
 	case backends.OpTypeGreaterOrEqual:
-		return func(a, b T) bool { return a >= b }
+		for i := range d {
+			d[i] = a[ai] >= b[bi]
+			ai += sa
+			bi += sb
+		}
+	default:
+		panic("comparison " + op.String() + " not implemented")
 	}
-	panic("comparison " + op.String() + " not implemented")
 }
 
 // runLogical evaluates boolean binary ops (and bool Equal/NotEqual).

@@ -229,6 +229,28 @@ func combineRows[T number](op backends.OpType, p *movePlan, dst, src []T, dstOff
 		do, so := p.offsets(r)
 		do += dstOff
 		so += srcOff
+		if p.dInner == 1 && p.sInner == 1 {
+			d, s := dst[do:do+p.inner], src[so:so+p.inner]
+			switch op {
+			case backends.OpTypeScatterSum:
+				if f, ok := any(d).([]float32); ok {
+					binVVF32(backends.OpTypeAdd, f, f, any(s).([]float32))
+					continue
+				}
+				for i := range d {
+					d[i] += s[i]
+				}
+			case backends.OpTypeScatterMax:
+				for i := range d {
+					d[i] = maxOf(d[i], s[i])
+				}
+			case backends.OpTypeScatterMin:
+				for i := range d {
+					d[i] = minOf(d[i], s[i])
+				}
+			}
+			continue
+		}
 		for i := 0; i < p.inner; i++ {
 			switch op {
 			case backends.OpTypeScatterSum:

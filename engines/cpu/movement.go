@@ -70,10 +70,34 @@ func (p *movePlan) offsets(r int) (int, int) {
 
 func moveRows[T any](p *movePlan, dst, src []T, dstOff, srcOff, lo, hi int) {
 	n, di, si := p.inner, p.dInner, p.sInner
+	// Odometer over the outer axes, advanced incrementally.
+	nd := len(p.dims)
+	var idxBuf [8]int
+	idx := idxBuf[:0]
+	if nd <= len(idxBuf) {
+		idx = idxBuf[:nd]
+	} else {
+		idx = make([]int, nd)
+	}
+	rr := lo
+	for a := nd - 1; a >= 0; a-- {
+		idx[a] = rr % p.dims[a]
+		rr /= p.dims[a]
+	}
+	rowD, rowS := p.offsets(lo)
 	for r := lo; r < hi; r++ {
-		do, so := p.offsets(r)
-		do += dstOff
-		so += srcOff
+		do, so := rowD+dstOff, rowS+srcOff
+		for a := nd - 1; a >= 0; a-- {
+			idx[a]++
+			rowD += p.dst[a]
+			rowS += p.src[a]
+			if idx[a] < p.dims[a] {
+				break
+			}
+			idx[a] = 0
+			rowD -= p.dst[a] * p.dims[a]
+			rowS -= p.src[a] * p.dims[a]
+		}
 		switch {
 		case di == 1 && si == 1:
 			copy(dst[do:do+n], src[so:so+n])

@@ -216,6 +216,15 @@ func reduceT[T number](op backends.OpType, d, x []T, dims, axes []int) {
 		return
 	}
 	if inner == 1 {
+		if df, ok := any(d).([]float32); ok && (op == backends.OpTypeReduceSum || op == backends.OpTypeReduceMax) {
+			xf := any(x).([]float32)
+			parallelRange(outer, max(1, elemGrain/mid), func(lo, hi int) {
+				for o := lo; o < hi; o++ {
+					df[o] = foldF32(op, xf[o*mid:(o+1)*mid])
+				}
+			})
+			return
+		}
 		parallelRange(outer, max(1, elemGrain/mid), func(lo, hi int) {
 			for o := lo; o < hi; o++ {
 				d[o] = fold(op, x[o*mid:(o+1)*mid])
@@ -324,4 +333,31 @@ func argMinMaxIdx[T number](x []T, dims []int, axis int, isMin bool) []int64 {
 		}
 	}
 	return out
+}
+
+// foldF32 is fold for float32 sums and maxima with the vector kernels
+// (eight interleaved partial sums, so rounding differs from a sequential
+// loop by float32 noise). A NaN anywhere makes the max NaN.
+func foldF32(op backends.OpType, a []float32) float32 {
+	v, k := simdFold(op, a)
+	if op == backends.OpTypeReduceSum {
+		for _, x := range a[k:] {
+			v += x
+		}
+		return v
+	}
+	if k == 0 {
+		v = float32(math.Inf(-1))
+	}
+	for _, x := range a[k:] {
+		v = maxOf(v, x)
+	}
+	if v == v && k > 0 {
+		for _, x := range a[:k] {
+			if x != x {
+				return x
+			}
+		}
+	}
+	return v
 }

@@ -141,3 +141,26 @@ func simdExp(d, x []float32) int {
 	vecExp(&d[0], &x[0], n)
 	return n
 }
+
+//go:noescape
+func vecSum(x *float32, n int) float32
+
+//go:noescape
+func vecMax(x *float32, n int) float32
+
+// simdFold reduces the vector part of x (sum or max) and returns the
+// partial result and how many elements it covered. Max does not
+// propagate NaN; callers check for NaN separately.
+func simdFold(op backends.OpType, x []float32) (float32, int) {
+	n := len(x) &^ 7
+	if !useAVX2 || n == 0 {
+		return 0, 0
+	}
+	switch op {
+	case backends.OpTypeReduceSum:
+		return vecSum(&x[0], n), n
+	case backends.OpTypeReduceMax:
+		return vecMax(&x[0], n), n
+	}
+	return 0, 0
+}

@@ -722,3 +722,85 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// Horizontal reductions of the first n&^7 elements: four 8-lane
+// accumulators (32 per iteration), then one, then a horizontal fold.
+#define HFOLD(INSTR) \
+	VEXTRACTF128 $1, Y0, X1 \
+	INSTR X1, X0, X0 \
+	VPERMILPS $0x4e, X0, X1 \
+	INSTR X1, X0, X0 \
+	VPERMILPS $0xb1, X0, X1 \
+	INSTR X1, X0, X0
+
+// func vecSum(x *float32, n int) float32
+TEXT ·vecSum(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+sum4:
+	CMPQ CX, $4
+	JLT sum1
+	VADDPS 0(SI), Y0, Y0
+	VADDPS 32(SI), Y1, Y1
+	VADDPS 64(SI), Y2, Y2
+	VADDPS 96(SI), Y3, Y3
+	ADDQ $128, SI
+	SUBQ $4, CX
+	JMP sum4
+sum1:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+sumloop:
+	TESTQ CX, CX
+	JZ sumdone
+	VADDPS 0(SI), Y0, Y0
+	ADDQ $32, SI
+	DECQ CX
+	JMP sumloop
+sumdone:
+	HFOLD(VADDPS)
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func vecMax(x *float32, n int) float32 (n >= 8)
+TEXT ·vecMax(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	VMOVUPS 0(SI), Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+max4:
+	CMPQ CX, $4
+	JLT max1
+	VMAXPS 0(SI), Y0, Y0
+	VMAXPS 32(SI), Y1, Y1
+	VMAXPS 64(SI), Y2, Y2
+	VMAXPS 96(SI), Y3, Y3
+	ADDQ $128, SI
+	SUBQ $4, CX
+	JMP max4
+max1:
+	VMAXPS Y1, Y0, Y0
+	VMAXPS Y3, Y2, Y2
+	VMAXPS Y2, Y0, Y0
+maxloop:
+	TESTQ CX, CX
+	JZ maxdone
+	VMAXPS 0(SI), Y0, Y0
+	ADDQ $32, SI
+	DECQ CX
+	JMP maxloop
+maxdone:
+	HFOLD(VMAXPS)
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET

@@ -128,3 +128,31 @@ func TestSignF32(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldF32 checks the vector sum against a float64 loop and the vector
+// max exactly, for every length 0..70, with NaN propagation for max.
+func TestFoldF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := 0; n <= 70; n++ {
+		x := make([]float32, n)
+		var sum float64
+		best := float32(math.Inf(-1))
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 10)
+			sum += float64(x[i])
+			best = max(best, x[i])
+		}
+		if got := foldF32(backends.OpTypeReduceSum, x); math.Abs(float64(got)-sum) > 1e-5*float64(n+1)*10 {
+			t.Errorf("sum n=%d: got %v want %v", n, got, sum)
+		}
+		if got := foldF32(backends.OpTypeReduceMax, x); got != best {
+			t.Errorf("max n=%d: got %v want %v", n, got, best)
+		}
+		if n > 0 {
+			x[rng.IntN(n)] = float32(math.NaN())
+			if got := foldF32(backends.OpTypeReduceMax, x); !math.IsNaN(float64(got)) {
+				t.Errorf("max with NaN n=%d: got %v", n, got)
+			}
+		}
+	}
+}

@@ -58,6 +58,20 @@ type microKernel struct {
 // features (see kernels_amd64.go), tests may swap it.
 var kernel = goKernel
 
+// narrowKernel, if set, is a kernel with a narrower tile used instead of
+// kernel when n is not a multiple of kernel's nr but is of its own (or is
+// smaller than kernel's nr): e.g. the 6×16 AVX2 tile for attention
+// products with 16 or 48 columns, where the 12×32 tile would spend half its
+// work on padding.
+var narrowKernel *microKernel
+
+func pickKernel(n int) microKernel {
+	if k := narrowKernel; k != nil && kernel.nr > k.nr && n%kernel.nr != 0 && (n%k.nr == 0 || n < kernel.nr) {
+		return *k
+	}
+	return kernel
+}
+
 // goKernel is the portable fallback: a 4×4 register tile.
 var goKernel = microKernel{name: "go4x4", mr: 4, nr: 4, fn: kernelGo4x4}
 
@@ -108,7 +122,7 @@ func sgemm(serial, transA, transB bool, m, n, k int, a []float32, lda int, b []f
 		checkMatrix("B", b, k, n, ldb)
 	}
 	g := gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k,
-		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, kern: kernel, serial: serial}
+		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, kern: pickKernel(n), serial: serial}
 	g.run()
 }
 
@@ -203,54 +217,29 @@ func (g *gemmArgs) run() {
 	})
 }
 
-// runSerial computes the whole product on the calling goroutine.
+// runSerial computes the whole product on the calling goroutine. One
+// pooled scratch buffer holds the packed B block, the packed A block and
+// the edge tile, so small products (attention heads) allocate nothing.
 func (g *gemmArgs) runSerial() {
 	mr, nr := g.kern.mr, g.kern.nr
-	workers := 1
-	// Row-block size: blockM, but small enough that every worker gets work.
-	mc := blockM
-	if workers > 1 {
-		if per := roundUp((g.m+workers-1)/workers, mr); per < mc {
-			mc = per
-		}
-	}
-	nBlocksM := (g.m + mc - 1) / mc
-	if workers > nBlocksM {
-		workers = nBlocksM
-	}
-
+	mc := min(blockM, roundUp(g.m, mr))
 	ncMax := min(blockN, roundUp(g.n, nr))
 	kcMax := min(blockK, g.k)
-	bp := getBuf(kcMax * ncMax)
-	defer bufPool.Put(bp)
-	packedB := *bp
-	aBufs := make([]*[]float32, workers)
-	for w := range aBufs {
-		aBufs[w] = getBuf(kcMax * roundUp(mc, mr))
-		defer bufPool.Put(aBufs[w])
-	}
-
+	sizeB, sizeA := kcMax*ncMax, kcMax*mc
+	buf := getBuf(sizeB + sizeA + mr*nr)
+	defer bufPool.Put(buf)
+	packedB := (*buf)[:sizeB]
+	packedA := (*buf)[sizeB : sizeB+sizeA]
+	edge := (*buf)[sizeB+sizeA:]
 	for jc := 0; jc < g.n; jc += blockN {
 		nc := min(blockN, g.n-jc)
-		nPanelsB := (nc + nr - 1) / nr
 		for pc := 0; pc < g.k; pc += blockK {
 			kc := min(blockK, g.k-pc)
-			// B block: packed by all workers, each taking a contiguous
-			// group of nr-column panels.
-			pw := min(workers, nPanelsB)
-			per := (nPanelsB + pw - 1) / pw
-			parallelFor(pw, pw, func(_, w int) {
-				j0 := w * per * nr
-				if j0 < nc {
-					g.packB(packedB[j0*kc:], jc+j0, min(per*nr, nc-j0), pc, kc, nr)
-				}
-			})
-			// Row blocks: each worker packs its own A block and multiplies.
+			g.packB(packedB, jc, nc, pc, kc, nr)
 			accumulate := pc > 0
-			parallelFor(workers, nBlocksM, func(w, ib int) {
-				ic := ib * mc
-				g.block(*aBufs[w], packedB, ic, min(mc, g.m-ic), jc, nc, pc, kc, accumulate)
-			})
+			for ic := 0; ic < g.m; ic += mc {
+				g.block(packedA, packedB, edge, ic, min(mc, g.m-ic), jc, nc, pc, kc, accumulate)
+			}
 		}
 	}
 }
@@ -289,10 +278,9 @@ func parallelFor(workers, items int, f func(worker, item int)) {
 
 // block packs rows [ic, ic+mc) × depth [pc, pc+kc) of op(A) and multiplies
 // it by the packed B block (columns [jc, jc+nc)) into C.
-func (g *gemmArgs) block(packedA, packedB []float32, ic, mc, jc, nc, pc, kc int, accumulate bool) {
+func (g *gemmArgs) block(packedA, packedB, edge []float32, ic, mc, jc, nc, pc, kc int, accumulate bool) {
 	mr, nr := g.kern.mr, g.kern.nr
 	g.packA(packedA, ic, mc, pc, kc, mr)
-	var edge [16 * 64]float32 // scratch tile for partial edges; mr·nr ≤ 1024
 	fn := g.kern.fn
 	for jr := 0; jr < nc; jr += nr {
 		nn := min(nr, nc-jr)
@@ -305,7 +293,7 @@ func (g *gemmArgs) block(packedA, packedB []float32, ic, mc, jc, nc, pc, kc int,
 				fn(kc, aPanel, bPanel, g.c[cOff:], g.ldc, accumulate)
 				continue
 			}
-			fn(kc, aPanel, bPanel, edge[:], nr, false)
+			fn(kc, aPanel, bPanel, edge, nr, false)
 			for i := 0; i < mm; i++ {
 				row := g.c[cOff+i*g.ldc : cOff+i*g.ldc+nn]
 				src := edge[i*nr : i*nr+nn]

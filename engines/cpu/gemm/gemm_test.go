@@ -51,8 +51,12 @@ func randSlice(r *rand.Rand, n int) []float32 {
 // forEachKernel runs f once per micro-kernel available on this CPU (always
 // including the pure-Go fallback).
 func forEachKernel(t *testing.T, f func(t *testing.T)) {
-	saved := kernel
-	defer func() { kernel = saved }()
+	saved, savedNarrow := kernel, narrowKernel
+	defer func() { kernel, narrowKernel = saved, savedNarrow }()
+	// As configured at init (wide kernel plus the narrow one for narrow
+	// products, on CPUs that have both).
+	t.Run("auto", f)
+	narrowKernel = nil
 	for _, kern := range availableKernels() {
 		kernel = kern
 		t.Run(kern.name, f)

@@ -42,7 +42,15 @@ func availableKernels() []microKernel {
 	return append(ks, goKernel)
 }
 
-func init() { kernel = availableKernels()[0] }
+func init() {
+	ks := availableKernels()
+	kernel = ks[0]
+	for i := range ks[1:] {
+		if ks[1+i].name == avx2Kernel.name && kernel.name == avx512Kernel.name {
+			narrowKernel = &ks[1+i]
+		}
+	}
+}
 
 // fmaPeakAVX2 and fmaPeakAVX512 run n iterations of 12 independent FMAs
 // (YMM / ZMM); used only by benchmarks to measure the core's FMA peak.

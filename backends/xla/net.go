@@ -132,20 +132,21 @@ func (n *net) buildDecode() func(ctx *context.Context, in []*graph.Node) []*grap
 		tmax := cachesIn[0].Shape().Dimensions[2]
 		dh := c.DModel / c.Heads
 		x := embed(ctx, c, graph.Reshape(token, b, 1), graph.Reshape(pos, b, 1)) // [B,1,d]
-		at := graph.OneHot(pos, tmax, dtypes.Float32)                            // [B,Tmax]
 		full := []int{b, c.Heads, tmax, dh}
-		write := graph.BroadcastToDims(graph.Reshape(at, b, 1, tmax, 1), full...)
-		keepOld := graph.OneMinus(write)
 		// Keys at positions <= pos are visible.
 		ki := graph.Iota(g, shapesOf(dtypes.Int32, b, tmax), 1)
+		// The new K and V go to position pos of the caches: a select, one
+		// pass over each cache (a one-hot blend would take several).
+		at := graph.Equal(ki, graph.BroadcastToDims(graph.Reshape(pos, b, 1), b, tmax)) // [B,Tmax]
+		write := graph.BroadcastToDims(graph.Reshape(at, b, 1, tmax, 1), full...)
 		visible := graph.LessOrEqual(ki, graph.BroadcastToDims(graph.Reshape(pos, b, 1), b, tmax))
 		zero := graph.Zeros(g, shapesOf(dtypes.Float32, b, tmax))
 		bias := graph.Reshape(graph.Where(visible, zero, graph.AddScalar(zero, -1e9)), b, 1, 1, tmax)
 		var caches []*graph.Node
 		l := 0
 		update := func(k, v *graph.Node) (*graph.Node, *graph.Node) {
-			kc := graph.Add(graph.Mul(cachesIn[2*l], keepOld), graph.Mul(graph.BroadcastToDims(k, full...), write))
-			vc := graph.Add(graph.Mul(cachesIn[2*l+1], keepOld), graph.Mul(graph.BroadcastToDims(v, full...), write))
+			kc := graph.Where(write, graph.BroadcastToDims(k, full...), cachesIn[2*l])
+			vc := graph.Where(write, graph.BroadcastToDims(v, full...), cachesIn[2*l+1])
 			caches = append(caches, kc, vc)
 			return kc, vc
 		}

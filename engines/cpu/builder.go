@@ -526,7 +526,14 @@ func (b *Builder) Gather(operand, startIndices backends.Op, indexVectorAxis int,
 	if err != nil {
 		return nil, err
 	}
-	shape, err := shapeinference.Gather(in[0].shape, in[1].shape, indexVectorAxis, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes, indicesAreSorted)
+	idxShape := in[1].shape
+	if indexVectorAxis == idxShape.Rank() {
+		// Implicit index vector of length 1 (XLA semantics): shape
+		// inference wants it explicit.
+		idxShape = idxShape.Clone()
+		idxShape.Dimensions = append(idxShape.Dimensions, 1)
+	}
+	shape, err := shapeinference.Gather(in[0].shape, idxShape, indexVectorAxis, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes, indicesAreSorted)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +554,12 @@ func (b *Builder) scatter(op backends.OpType, operand, indices, updates backends
 	if err != nil {
 		return nil, err
 	}
-	shape, err := shapeinference.ScatterOp(in[0].shape, in[1].shape, in[2].shape, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
+	idxShape := in[1].shape
+	if indexVectorAxis == idxShape.Rank() {
+		idxShape = idxShape.Clone()
+		idxShape.Dimensions = append(idxShape.Dimensions, 1)
+	}
+	shape, err := shapeinference.ScatterOp(in[0].shape, idxShape, in[2].shape, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
 	if err != nil {
 		return nil, err
 	}

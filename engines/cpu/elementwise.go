@@ -584,13 +584,30 @@ func runLogical(op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, 
 	})
 }
 
-// runWhere evaluates Where(cond, onTrue, onFalse) with scalar broadcasting.
+// runWhere evaluates Where(cond, onTrue, onFalse) with broadcasting. When
+// the condition is constant along a row (e.g. a position mask over a
+// [B,H,T,dh] cache), whole rows are copied from one side.
 func runWhere[T any](out shapes.Shape, cs, ts, fs shapes.Shape, dst []T, c []bool, t, f []T) {
 	p := makePlan(out, cs, ts, fs)
 	in := p.inner
 	p.forRows(3, func(r int, offs []int) {
 		d := dst[r*in : (r+1)*in]
 		ci, ti, fi := offs[0], offs[1], offs[2]
+		if p.inStep[0] == 0 {
+			src, si, step := f, fi, p.inStep[2]
+			if c[ci] {
+				src, si, step = t, ti, p.inStep[1]
+			}
+			if step == 1 {
+				copy(d, src[si:si+in])
+			} else {
+				v := src[si]
+				for i := range d {
+					d[i] = v
+				}
+			}
+			return
+		}
 		for i := range d {
 			if c[ci] {
 				d[i] = t[ti]

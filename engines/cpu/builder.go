@@ -404,8 +404,8 @@ func (b *Builder) Iota(shape shapes.Shape, axis int) (backends.Op, error) {
 	if axis < 0 || axis >= shape.Rank() {
 		return nil, errors.Errorf("Iota: axis %d out of range for shape %s", axis, shape)
 	}
-	if err := b.checkDType(backends.OpTypeIota, shape.DType); err != nil {
-		return nil, err
+	if !isNumber(shape.DType) || b.checkDType(backends.OpTypeIota, shape.DType) != nil {
+		return nil, errors.Errorf("backend %q: op Iota is not implemented for dtype %s", Name, shape.DType)
 	}
 	return b.newNode(backends.OpTypeIota, shape.Clone(), &iotaParams{axis}), nil
 }

@@ -121,7 +121,7 @@ func dotF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 		if m == 1 && !transB && !serial {
 			// Vector-matrix products (decode steps): gemm with one row
 			// cannot split work; use a column-parallel loop.
-			gemvRowParallel(ci, ai, bi, n, k, transA)
+			gemvRowParallel(ci, ai, bi, n, k)
 			return
 		}
 		if serial {
@@ -187,8 +187,9 @@ func smallDotRow(c, a, b []float32, n, k int, transB bool) {
 	}
 }
 
-// gemvRowParallel computes c[1×n] = a[1×k]·B[k×n] splitting columns.
-func gemvRowParallel(c, a, b []float32, n, k int, _ bool) {
+// gemvRowParallel computes c[1×n] = a[1×k]·B[k×n] splitting columns (a
+// transposed 1-row A is the same memory).
+func gemvRowParallel(c, a, b []float32, n, k int) {
 	parallelRange(n, max(16, elemGrain/max(1, k)), func(lo, hi int) {
 		cc := c[lo:hi]
 		clear(cc)

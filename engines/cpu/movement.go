@@ -184,7 +184,7 @@ func stridesOf(dims []int) []int {
 	return s
 }
 
-func transposeAny(d, x any, inDims, perm []int) bool {
+func transposeAny(d, x any, inDims, perm []int) {
 	inStr := stridesOf(inDims)
 	outDims := make([]int, len(perm))
 	src := make([]int, len(perm))
@@ -193,10 +193,9 @@ func transposeAny(d, x any, inDims, perm []int) bool {
 		src[i] = inStr[p]
 	}
 	move(newMovePlan(outDims, stridesOf(outDims), src), d, x, 0, 0)
-	return true
 }
 
-func broadcastAny(d, x any, inDims, outDims, axes []int) bool {
+func broadcastAny(d, x any, inDims, outDims, axes []int) {
 	inStr := stridesOf(inDims)
 	src := make([]int, len(outDims))
 	for i, a := range axes {
@@ -205,10 +204,9 @@ func broadcastAny(d, x any, inDims, outDims, axes []int) bool {
 		}
 	}
 	move(newMovePlan(outDims, stridesOf(outDims), src), d, x, 0, 0)
-	return true
 }
 
-func sliceAny(d, x any, inDims, outDims, starts, steps []int) bool {
+func sliceAny(d, x any, inDims, outDims, starts, steps []int) {
 	inStr := stridesOf(inDims)
 	src := make([]int, len(inDims))
 	off := 0
@@ -217,10 +215,9 @@ func sliceAny(d, x any, inDims, outDims, starts, steps []int) bool {
 		off += starts[a] * inStr[a]
 	}
 	move(newMovePlan(outDims, stridesOf(outDims), src), d, x, 0, off)
-	return true
 }
 
-func padAny(d, x, fill any, inDims, outDims []int, cfg []backends.PadAxis) bool {
+func padAny(d, x, fill any, inDims, outDims []int, cfg []backends.PadAxis) {
 	// Fill everything, then place the operand.
 	move(newMovePlan([]int{flatLen(d)}, []int{1}, []int{0}), d, fill, 0, 0)
 	outStr := stridesOf(outDims)
@@ -231,7 +228,6 @@ func padAny(d, x, fill any, inDims, outDims []int, cfg []backends.PadAxis) bool 
 		off += cfg[a].Start * outStr[a]
 	}
 	move(newMovePlan(inDims, dst, stridesOf(inDims)), d, x, off, 0)
-	return true
 }
 
 func concatAny(d any, ins []any, outDims []int, axis int, sizes []int) error {

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/shapes"
 	"github.com/pkg/errors"
 )
@@ -19,7 +18,7 @@ func (st *execState) run(n *node) error {
 	}
 	if shapeinferenceUnary(n.op) {
 		s := st.allocInPlace(n, 0)
-		return dispatchNumber(s.flat, st.in(n, 0), func(d, x any) bool { return unaryAny(n.op, d, x) }, n)
+		return dtypeCheck(unaryAny(n.op, s.flat, st.in(n, 0)), n)
 	}
 	switch n.op {
 	case backends.OpTypeLogicalNot:
@@ -97,22 +96,18 @@ func (st *execState) run(n *node) error {
 		s := st.allocInPlace(n, 1, 2)
 		c := st.in(n, 0).([]bool)
 		cs, ts, fs := n.inShape(0), n.inShape(1), n.inShape(2)
-		return dispatchAny3(s.flat, st.in(n, 1), st.in(n, 2), func(d, t, f any) bool {
-			return whereAny(n, cs, ts, fs, d, c, t, f)
-		}, n)
+		return dtypeCheck(whereAny(n, cs, ts, fs, s.flat, c, st.in(n, 1), st.in(n, 2)), n)
 	case backends.OpTypeConvertDType:
 		s := st.alloc(n)
 		return convert(s.flat, st.in(n, 0))
 	case backends.OpTypeTranspose:
 		s := st.alloc(n)
-		return dispatchMove(s.flat, st.in(n, 0), func(d, x any) bool {
-			return transposeAny(d, x, n.inputs[0].shape.Dimensions, n.params.(*transposeParams).perm)
-		}, n)
+		transposeAny(s.flat, st.in(n, 0), n.inputs[0].shape.Dimensions, n.params.(*transposeParams).perm)
+		return nil
 	case backends.OpTypeBroadcastInDim:
 		s := st.alloc(n)
-		return dispatchMove(s.flat, st.in(n, 0), func(d, x any) bool {
-			return broadcastAny(d, x, n.inputs[0].shape.Dimensions, n.shape.Dimensions, n.params.(*broadcastInDimParams).axes)
-		}, n)
+		broadcastAny(s.flat, st.in(n, 0), n.inputs[0].shape.Dimensions, n.shape.Dimensions, n.params.(*broadcastInDimParams).axes)
+		return nil
 	case backends.OpTypeReduceSum, backends.OpTypeReduceMax, backends.OpTypeReduceMin, backends.OpTypeReduceProduct:
 		s := st.alloc(n)
 		return reduceAny(n.op, s.flat, st.in(n, 0), n.inputs[0].shape.Dimensions, n.params.(*reduceParams).axes)
@@ -132,15 +127,13 @@ func (st *execState) run(n *node) error {
 	case backends.OpTypeSlice:
 		s := st.alloc(n)
 		p := n.params.(*sliceParams)
-		return dispatchMove(s.flat, st.in(n, 0), func(d, x any) bool {
-			return sliceAny(d, x, n.inputs[0].shape.Dimensions, n.shape.Dimensions, p.starts, p.strides)
-		}, n)
+		sliceAny(s.flat, st.in(n, 0), n.inputs[0].shape.Dimensions, n.shape.Dimensions, p.starts, p.strides)
+		return nil
 	case backends.OpTypePad:
 		s := st.alloc(n)
 		p := n.params.(*padParams)
-		return dispatchMove(s.flat, st.in(n, 0), func(d, x any) bool {
-			return padAny(d, x, st.in(n, 1), n.inputs[0].shape.Dimensions, n.shape.Dimensions, p.axes)
-		}, n)
+		padAny(s.flat, st.in(n, 0), st.in(n, 1), n.inputs[0].shape.Dimensions, n.shape.Dimensions, p.axes)
+		return nil
 	case backends.OpTypeArgMinMax:
 		s := st.alloc(n)
 		p := n.params.(*argMinMaxParams)
@@ -198,22 +191,10 @@ func unaryAny(op backends.OpType, d, x any) bool {
 	return true
 }
 
-func dispatchNumber(d, x any, f func(d, x any) bool, n *node) error {
-	if !f(d, x) {
-		return errors.Errorf("%s: dtype %s not supported", n.op, n.shape.DType)
-	}
-	return nil
-}
-
-func dispatchMove(d, x any, f func(d, x any) bool, n *node) error {
-	if !f(d, x) {
-		return errors.Errorf("%s: dtype %s not supported", n.op, n.shape.DType)
-	}
-	return nil
-}
-
-func dispatchAny3(d, a, b any, f func(d, a, b any) bool, n *node) error {
-	if !f(d, a, b) {
+// dtypeCheck turns a kernel's "handled this dtype" result into an error
+// naming the op.
+func dtypeCheck(ok bool, n *node) error {
+	if !ok {
 		return errors.Errorf("%s: dtype %s not supported", n.op, n.shape.DType)
 	}
 	return nil
@@ -248,5 +229,3 @@ func whereAny(n *node, cs, ts, fs shapes.Shape, d any, c []bool, t, f any) bool 
 	}
 	return true
 }
-
-var _ = dtypes.Float32

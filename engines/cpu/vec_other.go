@@ -10,3 +10,7 @@ func simdSV(op backends.OpType, d []float32, s float32, b []float32) int { retur
 func simdExp(d, x []float32) int                                         { return 0 }
 
 func simdFold(op backends.OpType, x []float32) (float32, int) { return 0, 0 }
+
+// useAVX2 is false off amd64; tests toggle it on amd64 to run the
+// portable paths there too.
+var useAVX2 = false

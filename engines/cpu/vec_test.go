@@ -11,7 +11,9 @@ import (
 // TestVecBinaryKernels checks the vector kernels (assembly on amd64) against
 // a scalar loop that spells each op out, for every length 0..70 so that
 // the 32-wide, 8-wide and scalar tail paths all run.
-func TestVecBinaryKernels(t *testing.T) {
+func TestVecBinaryKernels(t *testing.T) { bothPaths(t, vecBinaryKernels) }
+
+func vecBinaryKernels(t *testing.T) {
 	ref := map[backends.OpType]func(a, b float32) float32{
 		backends.OpTypeAdd: func(a, b float32) float32 { return a + b },
 		backends.OpTypeSub: func(a, b float32) float32 { return a - b },
@@ -74,7 +76,9 @@ func TestVecBinaryKernels(t *testing.T) {
 
 // TestExpF32Accuracy compares expF32 with float64 math.Exp rounded to
 // float32, in ulps, over a dense sweep and the edge cases.
-func TestExpF32Accuracy(t *testing.T) {
+func TestExpF32Accuracy(t *testing.T) { bothPaths(t, expF32Accuracy) }
+
+func expF32Accuracy(t *testing.T) {
 	var xs []float32
 	for x := -110.0; x <= 95; x += 0.00731 {
 		xs = append(xs, float32(x))
@@ -131,7 +135,9 @@ func TestSignF32(t *testing.T) {
 
 // TestFoldF32 checks the vector sum against a float64 loop and the vector
 // max exactly, for every length 0..70, with NaN propagation for max.
-func TestFoldF32(t *testing.T) {
+func TestFoldF32(t *testing.T) { bothPaths(t, checkFoldF32) }
+
+func checkFoldF32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for n := 0; n <= 70; n++ {
 		x := make([]float32, n)
@@ -155,4 +161,14 @@ func TestFoldF32(t *testing.T) {
 			}
 		}
 	}
+}
+
+// bothPaths runs f with the vector kernels (where this CPU has them) and
+// with the portable Go loops.
+func bothPaths(t *testing.T, f func(t *testing.T)) {
+	saved := useAVX2
+	defer func() { useAVX2 = saved }()
+	t.Run("detected", f)
+	useAVX2 = false
+	t.Run("portable", f)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 )
@@ -194,7 +195,13 @@ func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) 
 		args := []any{out[0], tensors.FromFlatDataAndDimensions(slices.Clone(pos), nb),
 			tensors.FromFlatDataAndDimensions(gumbel(rng, nb*c.Vocab), nb, c.Vocab), invTemp}
 		for _, t := range out[4:] {
-			args = append(args, t)
+			// The caches are donated: an engine may then write the new
+			// K/V into them in place instead of copying them every token.
+			d, err := graph.DonateTensorBuffer(t, b.engine, 0)
+			if err != nil {
+				return nil, fmt.Errorf("generate: decode step %d: donating a cache: %w", step, err)
+			}
+			args = append(args, d)
 		}
 		next, err := run(decode, args...)
 		if err != nil {

@@ -72,7 +72,7 @@ func dotGeneral(st *execState, n *node, d, lhs, rhs any) error {
 	}()
 	switch d := d.(type) {
 	case []float32:
-		dotF32(d, a.([]float32), b.([]float32), p.batch, p.m, p.n, p.k, transA, transB)
+		matmulF32(d, a.([]float32), b.([]float32), p.batch, p.m, p.n, p.k, transA, transB)
 	case []float64:
 		dotNaive(d, a.([]float64), b.([]float64), p.batch, p.m, p.n, p.k, transA, transB)
 	case []int32:
@@ -102,7 +102,7 @@ func dotGeneral(st *execState, n *node, d, lhs, rhs any) error {
 // cores.
 const dotBatchParallelFlops = 1 << 21
 
-func dotF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
+func matmulF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 	lda, ldb := k, n
 	if transA {
 		lda = m
@@ -169,21 +169,13 @@ func smallDot(c, a, b []float32, m, n, k int, transA, transB bool) {
 func smallDotRow(c, a, b []float32, n, k int, transB bool) {
 	if transB {
 		for j := range c {
-			bj := b[j*k : (j+1)*k]
-			var s float32
-			for p, v := range a[:len(bj)] {
-				s += v * bj[p]
-			}
-			c[j] = s
+			c[j] = dotF32(a[:k], b[j*k:(j+1)*k])
 		}
 		return
 	}
 	clear(c)
 	for p, av := range a[:k] {
-		bp := b[p*n : (p+1)*n]
-		for j := range c {
-			c[j] += av * bp[j]
-		}
+		axpyF32(c, av, b[p*n:(p+1)*n])
 	}
 }
 

@@ -599,7 +599,9 @@ func runWhere[T any](out shapes.Shape, cs, ts, fs shapes.Shape, dst []T, c []boo
 				src, si, step = t, ti, p.inStep[1]
 			}
 			if step == 1 {
-				copy(d, src[si:si+in])
+				if s := src[si : si+in]; &s[0] != &d[0] { // in place: nothing to move
+					copy(d, s)
+				}
 			} else {
 				v := src[si]
 				for i := range d {

@@ -128,8 +128,9 @@ type execState struct {
 	pos    int      // position in e.order of the node running
 }
 
-// Execute implements backends.Executable. Inputs are never modified;
-// donation is accepted and ignored.
+// Execute implements backends.Executable. Inputs are never modified unless
+// donated: a donated buffer may be overwritten in place by an elementwise
+// op (e.g. a KV cache updated by a select) or reused once dead.
 func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device backends.DeviceNum) (outs []backends.Buffer, err error) {
 	if device != 0 {
 		return nil, errors.Errorf("backend %q has only device 0, got %d", Name, device)
@@ -147,7 +148,9 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 		if !buf.shape.Equal(p.shape) {
 			return nil, errors.Errorf("executable %q input #%d (%q): shape %s, compiled for %s", e.name, i, p.params.(*parameterParams).name, buf.shape, p.shape)
 		}
-		st.values[p.idx] = &store{flat: buf.flat, refs: 1}
+		// A donated input is the execution's to reuse (in place, or
+		// through the pool once dead).
+		st.values[p.idx] = &store{flat: buf.flat, refs: 1, pooled: i < len(donate) && donate[i]}
 	}
 	e.mu.Lock()
 	st.pool, e.pool = e.pool, nil

@@ -164,3 +164,39 @@ func simdFold(op backends.OpType, x []float32) (float32, int) {
 	}
 	return 0, 0
 }
+
+//go:noescape
+func vecAxpy(c, b *float32, a float32, n int)
+
+//go:noescape
+func vecDot(a, b *float32, n int) float32
+
+// axpyF32 does c[i] += a·b[i].
+func axpyF32(c []float32, a float32, b []float32) {
+	k := 0
+	if n := len(c) &^ 7; useAVX2 && n > 0 {
+		_ = b[n-1]
+		vecAxpy(&c[0], &b[0], a, n)
+		k = n
+	}
+	b = b[:len(c)]
+	for i := k; i < len(c); i++ {
+		c[i] += a * b[i]
+	}
+}
+
+// dotF32 is Σ a[i]·b[i] (eight interleaved partial sums on amd64).
+func dotF32(a, b []float32) float32 {
+	var s float32
+	k := 0
+	if n := len(a) &^ 7; useAVX2 && n > 0 {
+		_ = b[n-1]
+		s = vecDot(&a[0], &b[0], n)
+		k = n
+	}
+	b = b[:len(a)]
+	for i := k; i < len(a); i++ {
+		s += a[i] * b[i]
+	}
+	return s
+}

@@ -844,3 +844,77 @@ maxdone:
 	VMOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func vecAxpy(c, b *float32, a float32, n int): c[i] += a·b[i] for the
+// first n&^7 elements.
+TEXT ·vecAxpy(SB), NOSPLIT, $0-32
+	MOVQ c+0(FP), DI
+	MOVQ b+8(FP), SI
+	VBROADCASTSS a+16(FP), Y4
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ axpydone
+axpy4:
+	CMPQ CX, $4
+	JLT axpy1
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VFMADD231PS 0(SI), Y4, Y0
+	VFMADD231PS 32(SI), Y4, Y1
+	VFMADD231PS 64(SI), Y4, Y2
+	VFMADD231PS 96(SI), Y4, Y3
+	VMOVUPS Y0, 0(DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP axpy4
+axpy1:
+	TESTQ CX, CX
+	JZ axpydone
+	VMOVUPS 0(DI), Y0
+	VFMADD231PS 0(SI), Y4, Y0
+	VMOVUPS Y0, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP axpy1
+axpydone:
+	VZEROUPPER
+	RET
+
+// func vecDot(a, b *float32, n int) float32: Σ a[i]·b[i] over the first
+// n&^7 elements, in two 8-lane accumulators.
+TEXT ·vecDot(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+dot2:
+	CMPQ CX, $2
+	JLT dot1
+	VMOVUPS 0(SI), Y2
+	VMOVUPS 32(SI), Y3
+	VFMADD231PS 0(DI), Y2, Y0
+	VFMADD231PS 32(DI), Y3, Y1
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $2, CX
+	JMP dot2
+dot1:
+	TESTQ CX, CX
+	JZ dotdone
+	VMOVUPS 0(SI), Y2
+	VFMADD231PS 0(DI), Y2, Y0
+dotdone:
+	VADDPS Y1, Y0, Y0
+	HFOLD(VADDPS)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET

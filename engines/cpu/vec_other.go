@@ -14,3 +14,19 @@ func simdFold(op backends.OpType, x []float32) (float32, int) { return 0, 0 }
 // useAVX2 is false off amd64; tests toggle it on amd64 to run the
 // portable paths there too.
 var useAVX2 = false
+
+func axpyF32(c []float32, a float32, b []float32) {
+	b = b[:len(c)]
+	for i := range c {
+		c[i] += a * b[i]
+	}
+}
+
+func dotF32(a, b []float32) float32 {
+	var s float32
+	b = b[:len(a)]
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}

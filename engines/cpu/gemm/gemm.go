@@ -1,7 +1,8 @@
 // Package gemm implements single-precision general matrix multiplication
-// (SGEMM) for the CPU engine: cache-blocked, packed, parallel over row
-// blocks, with an AVX2+FMA (and AVX-512) Go-assembly micro-kernel on amd64
-// and a portable pure-Go micro-kernel everywhere else.
+// (SGEMM) for the CPU engine: cache-blocked and packed, split into one
+// independent part per core (by rows or by columns), with AVX-512 and
+// AVX2+FMA Go-assembly micro-kernels on amd64 (chosen from the CPU's
+// features) and a portable pure-Go micro-kernel everywhere else.
 //
 // All matrices are row-major. Supported operations (C is always
 // overwritten, never accumulated into):
@@ -31,13 +32,13 @@ const (
 	// the kernel streams A micro-panels over it, and it is long enough to
 	// amortize loading/storing the C tile.
 	blockK = 256
-	// blockM is the number of rows of A packed at once (one unit of
-	// parallel work): 192·256·4 = 192 KiB, well inside the 1 MiB per-core
+	// blockM is the number of rows of A packed at once: 192·256·4 =
+	// 192 KiB, well inside the 1 MiB per-core
 	// L2, so the packed A block is reused from L2 for every B micro-panel.
 	// It is a multiple of every kernel's mr (6, 12, 4).
 	blockM = 192
-	// blockN is the number of columns of B packed at once, shared by all
-	// workers: 256·2048·4 = 2 MiB, which lives in the shared L3 (32 MiB).
+	// blockN is the number of columns of B packed at once: 256·2048·4 =
+	// 2 MiB, which lives in L3 (32 MiB, shared by the cores).
 	blockN = 2048
 	// minParallelFlops: below this many multiply-adds (m·n·k) the problem
 	// is done on the calling goroutine; goroutine hand-off costs more than

@@ -124,8 +124,7 @@ func (b *Builder) DeviceAssignment(devices ...backends.DeviceNum) error {
 }
 
 type parameterParams struct {
-	name  string
-	index int
+	name string
 }
 
 // Parameter implements backends.Builder.
@@ -136,7 +135,7 @@ func (b *Builder) Parameter(name string, shape shapes.Shape, sharding *backends.
 	if err := b.checkDType(backends.OpTypeParameter, shape.DType); err != nil {
 		return nil, err
 	}
-	n := b.newNode(backends.OpTypeParameter, shape.Clone(), &parameterParams{name: name, index: len(b.params)})
+	n := b.newNode(backends.OpTypeParameter, shape.Clone(), &parameterParams{name: name})
 	b.params = append(b.params, n)
 	return n, nil
 }

@@ -236,41 +236,10 @@ func binSVF32(op backends.OpType, d []float32, a float32, b []float32) {
 
 func binVV[T number](op backends.OpType, d, a, b []T) {
 	if f, ok := any(d).([]float32); ok {
-		k := simdVV(op, f, any(a).([]float32), any(b).([]float32))
-		d, a, b = d[k:], a[k:], b[k:]
+		binVVF32(op, f, any(a).([]float32), any(b).([]float32))
+		return
 	}
-	a, b = a[:len(d)], b[:len(d)]
-	switch op {
-	case backends.OpTypeAdd:
-		for i := range d {
-			d[i] = a[i] + b[i]
-		}
-	case backends.OpTypeSub:
-		for i := range d {
-			d[i] = a[i] - b[i]
-		}
-	case backends.OpTypeMul:
-		for i := range d {
-			d[i] = a[i] * b[i]
-		}
-	case backends.OpTypeDiv:
-		for i := range d {
-			d[i] = div(a[i], b[i])
-		}
-	case backends.OpTypeMax:
-		for i := range d {
-			d[i] = maxOf(a[i], b[i])
-		}
-	case backends.OpTypeMin:
-		for i := range d {
-			d[i] = minOf(a[i], b[i])
-		}
-	default:
-		f := scalarBinary[T](op)
-		for i := range d {
-			d[i] = f(a[i], b[i])
-		}
-	}
+	binVVGo(op, d, a, b)
 }
 
 func binVVGo[T number](op backends.OpType, d, a, b []T) {
@@ -310,41 +279,10 @@ func binVVGo[T number](op backends.OpType, d, a, b []T) {
 
 func binVS[T number](op backends.OpType, d, a []T, b T) {
 	if f, ok := any(d).([]float32); ok {
-		k := simdVS(op, f, any(a).([]float32), any(b).(float32))
-		d, a = d[k:], a[k:]
+		binVSF32(op, f, any(a).([]float32), any(b).(float32))
+		return
 	}
-	a = a[:len(d)]
-	switch op {
-	case backends.OpTypeAdd:
-		for i := range d {
-			d[i] = a[i] + b
-		}
-	case backends.OpTypeSub:
-		for i := range d {
-			d[i] = a[i] - b
-		}
-	case backends.OpTypeMul:
-		for i := range d {
-			d[i] = a[i] * b
-		}
-	case backends.OpTypeDiv:
-		for i := range d {
-			d[i] = div(a[i], b)
-		}
-	case backends.OpTypeMax:
-		for i := range d {
-			d[i] = maxOf(a[i], b)
-		}
-	case backends.OpTypeMin:
-		for i := range d {
-			d[i] = minOf(a[i], b)
-		}
-	default:
-		f := scalarBinary[T](op)
-		for i := range d {
-			d[i] = f(a[i], b)
-		}
-	}
+	binVSGo(op, d, a, b)
 }
 
 func binVSGo[T number](op backends.OpType, d, a []T, b T) {
@@ -384,41 +322,10 @@ func binVSGo[T number](op backends.OpType, d, a []T, b T) {
 
 func binSV[T number](op backends.OpType, d []T, a T, b []T) {
 	if f, ok := any(d).([]float32); ok {
-		k := simdSV(op, f, any(a).(float32), any(b).([]float32))
-		d, b = d[k:], b[k:]
+		binSVF32(op, f, any(a).(float32), any(b).([]float32))
+		return
 	}
-	b = b[:len(d)]
-	switch op {
-	case backends.OpTypeAdd:
-		for i := range d {
-			d[i] = a + b[i]
-		}
-	case backends.OpTypeSub:
-		for i := range d {
-			d[i] = a - b[i]
-		}
-	case backends.OpTypeMul:
-		for i := range d {
-			d[i] = a * b[i]
-		}
-	case backends.OpTypeDiv:
-		for i := range d {
-			d[i] = div(a, b[i])
-		}
-	case backends.OpTypeMax:
-		for i := range d {
-			d[i] = maxOf(a, b[i])
-		}
-	case backends.OpTypeMin:
-		for i := range d {
-			d[i] = minOf(a, b[i])
-		}
-	default:
-		f := scalarBinary[T](op)
-		for i := range d {
-			d[i] = f(a, b[i])
-		}
-	}
+	binSVGo(op, d, a, b)
 }
 
 func binSVGo[T number](op backends.OpType, d []T, a T, b []T) {

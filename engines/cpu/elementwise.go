@@ -140,57 +140,44 @@ func (p *bcastPlan) forRows(nOps int, fn func(row int, offs []int)) {
 	})
 }
 
-// runBinary evaluates a binary arithmetic op with broadcasting.
-func runBinary[T number](op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, a, b []T) {
-	if f, ok := any(dst).([]float32); ok {
-		runBinaryF32(op, out, ls, rs, f, any(a).([]float32), any(b).([]float32))
-		return
-	}
-	n := len(dst)
-	switch {
-	case len(a) == n && len(b) == n:
-		parallelRange(n, elemGrain, func(lo, hi int) { binVV(op, dst[lo:hi], a[lo:hi], b[lo:hi]) })
-		return
-	case len(b) == 1 && len(a) == n:
-		parallelRange(n, elemGrain, func(lo, hi int) { binVS(op, dst[lo:hi], a[lo:hi], b[0]) })
-		return
-	case len(a) == 1 && len(b) == n:
-		parallelRange(n, elemGrain, func(lo, hi int) { binSV(op, dst[lo:hi], a[0], b[lo:hi]) })
-		return
-	}
-	p := makePlan(out, ls, rs)
-	in := p.inner
-	p.forRows(2, func(r int, offs []int) {
-		d := dst[r*in : (r+1)*in]
-		switch {
-		case p.inStep[0] == 1 && p.inStep[1] == 1:
-			binVV(op, d, a[offs[0]:offs[0]+in], b[offs[1]:offs[1]+in])
-		case p.inStep[0] == 1:
-			binVS(op, d, a[offs[0]:offs[0]+in], b[offs[1]])
-		case p.inStep[1] == 1:
-			binSV(op, d, a[offs[0]], b[offs[1]:offs[1]+in])
-		default:
-			binSV(op, d[:1], a[offs[0]], b[offs[1]:offs[1]+1])
-			for i := 1; i < in; i++ {
-				d[i] = d[0]
-			}
-		}
-	})
+// binKernels are the three row forms of one binary op on one element type.
+type binKernels[T number] struct {
+	vv func(d, a, b []T)
+	vs func(d, a []T, b T)
+	sv func(d []T, a T, b []T)
 }
 
-// runBinaryF32 is runBinary for float32 with the vector kernels called
-// per row directly.
-func runBinaryF32(op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, a, b []float32) {
+// runBinary evaluates a binary arithmetic op with broadcasting: float32
+// rows go to the vector kernels, other types to the Go loops.
+func runBinary[T number](op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, a, b []T) {
+	if f, ok := any(dst).([]float32); ok {
+		k := binKernels[float32]{
+			vv: func(d, a, b []float32) { binVVF32(op, d, a, b) },
+			vs: func(d, a []float32, b float32) { binVSF32(op, d, a, b) },
+			sv: func(d []float32, a float32, b []float32) { binSVF32(op, d, a, b) },
+		}
+		runBinaryWith(k, out, ls, rs, f, any(a).([]float32), any(b).([]float32))
+		return
+	}
+	k := binKernels[T]{
+		vv: func(d, a, b []T) { binVVGo(op, d, a, b) },
+		vs: func(d, a []T, b T) { binVSGo(op, d, a, b) },
+		sv: func(d []T, a T, b []T) { binSVGo(op, d, a, b) },
+	}
+	runBinaryWith(k, out, ls, rs, dst, a, b)
+}
+
+func runBinaryWith[T number](k binKernels[T], out shapes.Shape, ls, rs shapes.Shape, dst, a, b []T) {
 	n := len(dst)
 	switch {
 	case len(a) == n && len(b) == n:
-		parallelRange(n, elemGrain, func(lo, hi int) { binVVF32(op, dst[lo:hi], a[lo:hi], b[lo:hi]) })
+		parallelRange(n, elemGrain, func(lo, hi int) { k.vv(dst[lo:hi], a[lo:hi], b[lo:hi]) })
 		return
 	case len(b) == 1 && len(a) == n:
-		parallelRange(n, elemGrain, func(lo, hi int) { binVSF32(op, dst[lo:hi], a[lo:hi], b[0]) })
+		parallelRange(n, elemGrain, func(lo, hi int) { k.vs(dst[lo:hi], a[lo:hi], b[0]) })
 		return
 	case len(a) == 1 && len(b) == n:
-		parallelRange(n, elemGrain, func(lo, hi int) { binSVF32(op, dst[lo:hi], a[0], b[lo:hi]) })
+		parallelRange(n, elemGrain, func(lo, hi int) { k.sv(dst[lo:hi], a[0], b[lo:hi]) })
 		return
 	}
 	p := makePlan(out, ls, rs)
@@ -199,13 +186,13 @@ func runBinaryF32(op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst
 		d := dst[r*in : (r+1)*in]
 		switch {
 		case p.inStep[0] == 1 && p.inStep[1] == 1:
-			binVVF32(op, d, a[offs[0]:offs[0]+in], b[offs[1]:offs[1]+in])
+			k.vv(d, a[offs[0]:offs[0]+in], b[offs[1]:offs[1]+in])
 		case p.inStep[0] == 1:
-			binVSF32(op, d, a[offs[0]:offs[0]+in], b[offs[1]])
+			k.vs(d, a[offs[0]:offs[0]+in], b[offs[1]])
 		case p.inStep[1] == 1:
-			binSVF32(op, d, a[offs[0]], b[offs[1]:offs[1]+in])
+			k.sv(d, a[offs[0]], b[offs[1]:offs[1]+in])
 		default:
-			binSVF32(op, d[:1], a[offs[0]], b[offs[1]:offs[1]+1])
+			k.sv(d[:1], a[offs[0]], b[offs[1]:offs[1]+1])
 			for i := 1; i < in; i++ {
 				d[i] = d[0]
 			}

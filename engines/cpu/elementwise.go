@@ -221,14 +221,6 @@ func binSVF32(op backends.OpType, d []float32, a float32, b []float32) {
 	}
 }
 
-func binVV[T number](op backends.OpType, d, a, b []T) {
-	if f, ok := any(d).([]float32); ok {
-		binVVF32(op, f, any(a).([]float32), any(b).([]float32))
-		return
-	}
-	binVVGo(op, d, a, b)
-}
-
 func binVVGo[T number](op backends.OpType, d, a, b []T) {
 	a, b = a[:len(d)], b[:len(d)]
 	switch op {
@@ -264,14 +256,6 @@ func binVVGo[T number](op backends.OpType, d, a, b []T) {
 	}
 }
 
-func binVS[T number](op backends.OpType, d, a []T, b T) {
-	if f, ok := any(d).([]float32); ok {
-		binVSF32(op, f, any(a).([]float32), any(b).(float32))
-		return
-	}
-	binVSGo(op, d, a, b)
-}
-
 func binVSGo[T number](op backends.OpType, d, a []T, b T) {
 	a = a[:len(d)]
 	switch op {
@@ -305,14 +289,6 @@ func binVSGo[T number](op backends.OpType, d, a []T, b T) {
 			d[i] = f(a[i], b)
 		}
 	}
-}
-
-func binSV[T number](op backends.OpType, d []T, a T, b []T) {
-	if f, ok := any(d).([]float32); ok {
-		binSVF32(op, f, any(a).(float32), any(b).([]float32))
-		return
-	}
-	binSVGo(op, d, a, b)
 }
 
 func binSVGo[T number](op backends.OpType, d []T, a T, b []T) {

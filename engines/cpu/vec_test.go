@@ -41,7 +41,7 @@ func vecBinaryKernels(t *testing.T) {
 				b[i] = float32(rng.NormFloat64()) + 3
 			}
 			s := b[0:min(1, n)]
-			binVV(op, d, a, b)
+			binVVF32(op, d, a, b)
 			for i := range d {
 				if want := f(a[i], b[i]); d[i] != want {
 					t.Fatalf("%s VV n=%d i=%d: got %v want %v", op, n, i, d[i], want)
@@ -50,13 +50,13 @@ func vecBinaryKernels(t *testing.T) {
 			if n == 0 {
 				continue
 			}
-			binVS(op, d, a, s[0])
+			binVSF32(op, d, a, s[0])
 			for i := range d {
 				if want := f(a[i], s[0]); d[i] != want {
 					t.Fatalf("%s VS n=%d i=%d: got %v want %v", op, n, i, d[i], want)
 				}
 			}
-			binSV(op, d, s[0], a)
+			binSVF32(op, d, s[0], a)
 			for i := range d {
 				if want := f(s[0], a[i]); d[i] != want {
 					t.Fatalf("%s SV n=%d i=%d: got %v want %v", op, n, i, d[i], want)
@@ -64,7 +64,7 @@ func vecBinaryKernels(t *testing.T) {
 			}
 			// In place, as the executor does.
 			c := append([]float32(nil), a...)
-			binVV(op, c, c, b)
+			binVVF32(op, c, c, b)
 			for i := range c {
 				if want := f(a[i], b[i]); c[i] != want {
 					t.Fatalf("%s in place n=%d i=%d: got %v want %v", op, n, i, c[i], want)

@@ -220,8 +220,23 @@ func TestOutsideModule(t *testing.T) {
 	}
 	root := filepath.Dir(strings.TrimSpace(string(gomod)))
 	dir := t.TempDir()
+	// The outside module lists every requirement of cde's own go.mod, as
+	// `go mod tidy` would write it. With the full list the go command loads
+	// the module graph lazily and needs only modules that cde's build
+	// already downloaded; with a bare require of cde it would walk the
+	// unpruned graphs of pre-1.17 dependencies (fatih/color asks for
+	// go.mod files no build of cde fetches) and fail on an empty cache.
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := string(mod)
+	i := strings.Index(reqs, "\nrequire")
+	if i < 0 {
+		t.Fatal("no require block in go.mod")
+	}
 	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/brevity\n\ngo 1.26\n\n"+
-		"require github.com/cde-rl/cde v0.0.0\n\nreplace github.com/cde-rl/cde => "+root+"\n")
+		"require github.com/cde-rl/cde v0.0.0\n\nreplace github.com/cde-rl/cde => "+root+"\n"+reqs[i:])
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +246,7 @@ func TestOutsideModule(t *testing.T) {
 	bin := filepath.Join(dir, "brevity")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOPROXY=off", "GOSUMDB=off")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly -buildvcs=false", "GOPROXY=off", "GOSUMDB=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build of the outside module: %v\n%s", err, out)
 	}

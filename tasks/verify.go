@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"math/big"
 	"regexp"
 	"strings"
 
@@ -11,9 +10,15 @@ import (
 // AnswerVerifier checks the final "Answer:" of a response against the
 // problem's reference answer. The answer is the text after the last
 // "Answer:" on the last line that contains one; both sides go through
-// NormalizeAnswer, and when both parse as decimal numbers they are compared
-// numerically (so "1.50" equals "1.5"), otherwise as strings. A response
-// without "Answer:" or with an empty answer is incorrect.
+// NormalizeAnswer, which writes a decimal number in its unique canonical form,
+// so numbers compare by value ("1.50" equals "1.5") and everything else as
+// text. A response without "Answer:" or with an empty answer is incorrect.
+//
+// Verification costs time linear in the lengths of the response and the
+// answer, whatever they hold: numbers of any number of digits are compared as
+// canonical digit strings, never converted to big numbers (whose decimal
+// parsing is quadratic: a 300,000-digit answer took over a second per
+// comparison).
 type AnswerVerifier struct {
 	// CorrectReward is returned for a correct answer (NewAnswerVerifier: +1).
 	CorrectReward float64
@@ -55,17 +60,14 @@ func ExtractAnswer(response string) (string, bool) {
 
 // AnswersEqual reports whether two raw answers match after normalisation.
 // An answer that normalises to "" never matches.
+//
+// Two decimal numbers are equal by value exactly when their canonical forms
+// (NormalizeAnswer) are the same string, because the canonical form of a
+// finite decimal is unique: so the comparison is exact for any number of
+// digits and costs linear time. The relation is symmetric.
 func AnswersEqual(a, b string) bool {
 	na, nb := NormalizeAnswer(a), NormalizeAnswer(b)
-	if na == "" || nb == "" {
-		return false
-	}
-	ra, okA := parseNumber(na)
-	rb, okB := parseNumber(nb)
-	if okA && okB {
-		return ra.Cmp(rb) == 0
-	}
-	return na == nb
+	return na != "" && na == nb
 }
 
 var (
@@ -79,7 +81,9 @@ var (
 // ("1,234" -> "1234") and all remaining spaces. A decimal number is then
 // written canonically: no "+" sign, no leading zeros, no trailing fractional
 // zeros, "-0" -> "0" ("+5" -> "5", "007" -> "7", "0.50" -> "0.5",
-// ".5" -> "0.5", "3." -> "3").
+// ".5" -> "0.5", "3." -> "3"): one string per value. Exponents ("1e3") and
+// fractions ("1/2") are not decimal numbers here and stay text. It runs in
+// time linear in len(s).
 func NormalizeAnswer(s string) string {
 	for {
 		prev := s
@@ -131,12 +135,4 @@ func canonicalNumber(s string) string {
 		out = "-" + out
 	}
 	return out
-}
-
-func parseNumber(s string) (*big.Rat, bool) {
-	if !numberRE.MatchString(s) {
-		return nil, false
-	}
-	r, ok := new(big.Rat).SetString(s)
-	return r, ok
 }

@@ -1,7 +1,9 @@
 package tasks
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cde-rl/cde/core"
 )
@@ -102,5 +104,48 @@ func TestAnswerVerifierCustomRewards(t *testing.T) {
 	}
 	if r, ok := v.Verify(p, "7"); r != 0 || ok {
 		t.Errorf("missing: got %v, %v; want 0, false", r, ok)
+	}
+}
+
+// Numbers of any length compare by value in linear time. Before, both sides
+// went through big.Rat, whose decimal parsing is quadratic: the 10^6-digit
+// comparisons below took minutes.
+func TestAnswersEqualHugeNumbers(t *testing.T) {
+	const n = 1_000_000
+	digits := strings.Repeat("7", n)
+	cases := []struct {
+		name, a, b string
+		equal      bool
+	}{
+		{"integer vs decimal", "1" + digits, "001" + digits + ".000", true},
+		{"integer, last digit differs", "1" + digits, "1" + digits[:n-1] + "8", false},
+		{"fraction vs padded fraction", "0." + digits, "+." + digits + "0000", true},
+		{"fraction, one more digit", "0." + digits, "0." + digits + "1", false},
+		{"boxed negative", `$\boxed{-` + digits + `}$`, "-" + digits + ".", true},
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, c := range cases {
+			if got := AnswersEqual(c.a, c.b); got != c.equal {
+				t.Errorf("%s: AnswersEqual = %v, want %v", c.name, got, c.equal)
+			}
+			if got := AnswersEqual(c.b, c.a); got != c.equal {
+				t.Errorf("%s (swapped): AnswersEqual = %v, want %v", c.name, got, c.equal)
+			}
+		}
+		// A model that writes a very long number is judged without hanging.
+		v := NewAnswerVerifier()
+		if _, ok := v.Verify(core.Problem{Answer: "7"}, "Answer: "+digits); ok {
+			t.Error("Verify: a 10^6-digit answer equal to 7")
+		}
+		if _, ok := v.Verify(core.Problem{Answer: "7" + digits[1:]}, "work\nAnswer: "+digits+".0\n"); !ok {
+			t.Error("Verify: a 10^6-digit answer not equal to itself")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("comparing 10^6-digit numbers took over 20 s (want linear time: well under a second)")
 	}
 }

@@ -36,6 +36,10 @@ import (
 // (integer) are optional; other fields are ignored. A malformed line is an
 // error "file:line: reason". An eval prompt that also occurs in the training
 // file is an error, so eval sets stay disjoint from training.
+//
+// Sizes are bounded (see MaxPromptBytes and the limits beside it) so that a
+// corrupt or hostile file fails at load time with an error naming the file,
+// line and field, instead of stalling training.
 type JSONL struct {
 	Train    []core.Problem
 	evals    []core.EvalSet
@@ -103,6 +107,24 @@ func NewJSONL(p *core.Params) (*JSONL, error) {
 	return t, nil
 }
 
+// Size limits of a JSONL problem, in bytes of UTF-8 text after JSON decoding.
+// They are far above real math data (GSM8K: questions up to 991 bytes, final
+// answers up to 11, worked solutions up to 1,228) and exist so that a corrupt
+// line fails at load time naming the file, line and field.
+const (
+	// MaxPromptBytes bounds "prompt" (64 KiB).
+	MaxPromptBytes = 64 << 10
+	// MaxAnswerBytes bounds "answer", a final result such as "72" or
+	// "\frac{3}{4}" (1 KiB); working belongs in "solution".
+	MaxAnswerBytes = 1 << 10
+	// MaxSolutionBytes bounds "solution" (64 KiB).
+	MaxSolutionBytes = 64 << 10
+	// MaxIDBytes bounds "id" (1 KiB).
+	MaxIDBytes = 1 << 10
+	// MaxLineBytes bounds a whole line, ignored fields included (16 MiB).
+	MaxLineBytes = 16 << 20
+)
+
 // LoadJSONL reads problems from a JSON Lines file (format in JSONL).
 func LoadJSONL(path string) ([]core.Problem, error) {
 	f, err := os.Open(path)
@@ -114,13 +136,22 @@ func LoadJSONL(path string) ([]core.Problem, error) {
 }
 
 // ReadJSONL reads problems from r; name labels errors ("name:line: ...") and
-// default ids ("<base name>:<line>").
+// default ids ("<base name>:<line>"). A UTF-8 byte-order mark at the start
+// is skipped. Every problem returned is within the size limits
+// (MaxPromptBytes...); a line or field over its limit is an error naming
+// the line, the field and the limit.
 func ReadJSONL(r io.Reader, name string) ([]core.Problem, error) {
 	br := bufio.NewReader(r)
 	base := filepath.Base(name)
 	var out []core.Problem
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
+		b, err := readLine(br, MaxLineBytes)
+		if errors.Is(err, errLineTooLong) {
+			return nil, fmt.Errorf("%s:%d: line longer than the limit of %d bytes (tasks.MaxLineBytes)", name, line, MaxLineBytes)
+		}
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\uFEFF"))
+		}
 		if len(bytes.TrimSpace(b)) > 0 {
 			p, perr := parseLine(b)
 			if perr != nil {
@@ -136,6 +167,25 @@ func ReadJSONL(r io.Reader, name string) ([]core.Problem, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine returns the next line of br with its '\n' (none at the end of the
+// input), reading at most limit bytes of it: a longer line is errLineTooLong.
+// At the end of the input it returns io.EOF with the last, unterminated line.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, err
 		}
 	}
 }
@@ -161,6 +211,19 @@ func parseLine(b []byte) (core.Problem, error) {
 	}
 	if p.ID, err = stringField(m, "id", false, false); err != nil {
 		return p, err
+	}
+	for _, f := range []struct {
+		field, value, constant string
+		limit                  int
+	}{
+		{"prompt", p.Prompt, "MaxPromptBytes", MaxPromptBytes},
+		{"answer", p.Answer, "MaxAnswerBytes", MaxAnswerBytes},
+		{"solution", p.Solution, "MaxSolutionBytes", MaxSolutionBytes},
+		{"id", p.ID, "MaxIDBytes", MaxIDBytes},
+	} {
+		if len(f.value) > f.limit {
+			return p, fmt.Errorf("%q: %d bytes, over the limit of %d bytes (tasks.%s)", f.field, len(f.value), f.limit, f.constant)
+		}
 	}
 	if raw, ok := m["level"]; ok {
 		if err := json.Unmarshal(raw, &p.Level); err != nil {

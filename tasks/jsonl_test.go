@@ -138,3 +138,64 @@ func TestJSONLConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// Sizes are bounded at load time; before, a 10^7-digit answer loaded and then
+// stalled training in the verifier.
+func TestJSONLSizeLimits(t *testing.T) {
+	good := `{"prompt": "1+1=", "answer": "2"}` + "\n"
+	line := func(fields string) string { return good + "{" + fields + "}\n" }
+	str := func(s string) string { return `"` + s + `"` }
+	cases := []struct {
+		name, text string
+		want       string // error substring; "" means accepted
+	}{
+		{"answer of 10^7 digits", line(`"prompt": "p", "answer": ` + str(strings.Repeat("9", 10_000_000))),
+			`data.jsonl:2: "answer": 10000000 bytes, over the limit of 1024 bytes (tasks.MaxAnswerBytes)`},
+		{"numeric answer of 10^7 digits", line(`"prompt": "p", "answer": ` + strings.Repeat("9", 10_000_000)),
+			`data.jsonl:2: "answer": 10000000 bytes, over the limit of 1024 bytes`},
+		{"answer at the limit", line(`"prompt": "p", "answer": ` + str(strings.Repeat("9", 1024))), ""},
+		{"answer one byte over", line(`"prompt": "p", "answer": ` + str(strings.Repeat("9", 1025))),
+			`data.jsonl:2: "answer": 1025 bytes, over the limit of 1024 bytes`},
+		{"prompt at the limit", line(`"answer": "1", "prompt": ` + str(strings.Repeat("x", 65536))), ""},
+		// 21846 three-byte characters: 65538 bytes of UTF-8.
+		{"prompt counted in UTF-8 bytes", line(`"answer": "1", "prompt": ` + str(strings.Repeat("€", 21846))),
+			`data.jsonl:2: "prompt": 65538 bytes, over the limit of 65536 bytes (tasks.MaxPromptBytes)`},
+		// \u0041 is 6 bytes in the file, 1 byte decoded: the decoded size counts.
+		{"prompt measured after decoding", line(`"answer": "1", "prompt": ` + str(strings.Repeat(`\u0041`, 65536))), ""},
+		{"solution one byte over", line(`"prompt": "p", "answer": "1", "solution": ` + str(strings.Repeat("s", 65537))),
+			`data.jsonl:2: "solution": 65537 bytes, over the limit of 65536 bytes (tasks.MaxSolutionBytes)`},
+		{"id one byte over", line(`"prompt": "p", "answer": "1", "id": ` + str(strings.Repeat("i", 1025))),
+			`data.jsonl:2: "id": 1025 bytes, over the limit of 1024 bytes (tasks.MaxIDBytes)`},
+		{"line over 16 MiB in an ignored field", line(`"prompt": "p", "answer": "1", "notes": ` + str(strings.Repeat("n", 16<<20))),
+			`data.jsonl:2: line longer than the limit of 16777216 bytes (tasks.MaxLineBytes)`},
+		{"long last line without newline", good + `{"prompt": "p", "answer": "1", "notes": ` + str(strings.Repeat("n", 16<<20)) + "}",
+			`data.jsonl:2: line longer than the limit of 16777216 bytes`},
+	}
+	for _, c := range cases {
+		probs, err := ReadJSONL(strings.NewReader(c.text), "data.jsonl")
+		if c.want == "" {
+			if err != nil || len(probs) != 2 {
+				t.Errorf("%s: got %d problems, err %v; want 2 problems", c.name, len(probs), err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %.200v, want it to contain %q", c.name, err, c.want)
+		}
+	}
+
+	// Through the task: the error names the config key, the file and the line.
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "data.jsonl", line(`"prompt": "p", "answer": `+str(strings.Repeat("9", 2000))))
+	_, err := New(core.NewParams("task", map[string]any{"name": "jsonl", "path": bad}))
+	if want := "config: task.path: " + bad + `:2: "answer": 2000 bytes, over the limit of 1024 bytes (tasks.MaxAnswerBytes)`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+}
+
+func TestJSONLByteOrderMark(t *testing.T) {
+	probs, err := ReadJSONL(strings.NewReader("\uFEFF"+`{"prompt": "1+1=", "answer": "2"}`+"\n"), "data.jsonl")
+	if err != nil || len(probs) != 1 || probs[0].Prompt != "1+1=" {
+		t.Errorf("got %+v, %v; want the one problem", probs, err)
+	}
+}

@@ -226,7 +226,13 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 			return err
 		}
 	}
+	if err := checkRolloutFinite(r); err != nil {
+		return err
+	}
 	if err := t.Shape(info, r, m); err != nil {
+		return err
+	}
+	if err := checkShapedFinite(r); err != nil {
 		return err
 	}
 	lossTerms := LossTerms{EntropyCoef: c.Train.EntropyCoef}
@@ -254,6 +260,9 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	if err != nil {
 		return err
 	}
+	if err := checkMetricsFinite(am, "actor/"); err != nil {
+		return err
+	}
 	for k, v := range am {
 		m[k] = v
 	}
@@ -276,6 +285,9 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 		cm, err := t.Backend.UpdateCritic(r, CriticUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches,
 			Seed: Mix(c.Seed, seedCritic, uint64(step))})
 		if err != nil {
+			return err
+		}
+		if err := checkMetricsFinite(cm, "critic/"); err != nil {
 			return err
 		}
 		for k, v := range cm {

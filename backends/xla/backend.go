@@ -436,7 +436,7 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 		if err != nil {
 			return nil, fmt.Errorf("update actor: %w", err)
 		}
-		return scalars(out, "actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/grad_norm", "actor/nll"), nil
+		return guardedScalars(out, "actor/loss", "actor/grad_norm", "actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/grad_norm", "actor/nll")
 	})
 	if err != nil {
 		return nil, err
@@ -528,7 +528,7 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 		if err != nil {
 			return nil, fmt.Errorf("update critic: %w", err)
 		}
-		return scalars(out, "critic/vf_loss", "critic/grad_norm"), nil
+		return guardedScalars(out, "critic/vf_loss", "critic/grad_norm", "critic/vf_loss", "critic/grad_norm")
 	})
 }
 
@@ -581,6 +581,24 @@ func scalars(out []*tensors.Tensor, names ...string) map[string]float64 {
 		t.FinalizeAll()
 	}
 	return m
+}
+
+// guardedScalars reads the outputs of a train graph (named as in scalars,
+// followed by adamUpdate's applied flag). When the graph did not apply its
+// update (a non-finite loss, gradient norm or updated weight; the model is
+// unchanged), it returns an error naming the first non-finite quantity.
+func guardedScalars(out []*tensors.Tensor, lossName, normName string, names ...string) (map[string]float64, error) {
+	applied := tensors.MustCopyFlatData[float32](out[len(names)])[0] == 1
+	m := scalars(out, names...)
+	if applied {
+		return m, nil
+	}
+	for _, k := range []string{lossName, normName} {
+		if v := m[k]; math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, &core.NonFiniteError{Quantity: k, Value: v}
+		}
+	}
+	return nil, &core.NonFiniteError{Quantity: "weights (an updated weight or Adam moment)", Value: math.NaN()}
 }
 
 // checkpoint is the on-disk form of one net: every variable (weights and
@@ -754,9 +772,9 @@ func (b *Backend) SupervisedStep(seqs []*core.Sequence, lr float64) (float64, er
 	if err != nil {
 		return 0, fmt.Errorf("supervised step: %w", err)
 	}
-	loss := float64(tensors.MustCopyFlatData[float32](out[0])[0])
-	for _, t := range out {
-		t.FinalizeAll()
+	m, err := guardedScalars(out, "sft/loss", "sft/grad_norm", "sft/loss", "sft/grad_norm")
+	if err != nil {
+		return 0, fmt.Errorf("supervised step: %w", err)
 	}
-	return loss, nil
+	return m["sft/loss"], nil
 }

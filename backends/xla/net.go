@@ -42,6 +42,11 @@ const (
 	hNum
 )
 
+// maxLogRatio bounds the log-ratios log(pi/pi_old) and log(pi_ref/pi) of
+// the actor loss before exp (exp(20) is about 4.9e8, far past any clip
+// range, and finite in float32).
+const maxLogRatio = 20
+
 const (
 	adamBeta1 = 0.9
 	adamBeta2 = 0.999
@@ -199,8 +204,14 @@ func hyperAt(hyper *graph.Node, i int) *graph.Node {
 // adamUpdate applies one Adam step with global-norm gradient clipping to the
 // trainable variables, given loss. lr is the bias-corrected step size
 // lr * sqrt(1 - b2^t) / (1 - b1^t), computed on the host. Returns the
-// gradient norm before clipping.
-func (n *net) adamUpdate(ctx *context.Context, loss, lr, maxNorm *graph.Node) *graph.Node {
+// gradient norm before clipping and a float32 flag, 1 when the update was
+// applied.
+//
+// The update is guarded: when the loss, the gradient norm or any updated
+// weight or Adam moment is not finite, every variable keeps its old value
+// (flag 0), so a bad step can never write NaN or Inf into the model; the
+// host reads the flag and stops the run naming the quantity.
+func (n *net) adamUpdate(ctx *context.Context, loss, lr, maxNorm *graph.Node) (norm, applied *graph.Node) {
 	g := loss.Graph()
 	vars := n.trainable()
 	nodes := make([]*graph.Node, len(vars))
@@ -212,21 +223,37 @@ func (n *net) adamUpdate(ctx *context.Context, loss, lr, maxNorm *graph.Node) *g
 	for _, gr := range grads {
 		sq = graph.Add(sq, graph.ReduceAllSum(graph.Square(gr)))
 	}
-	norm := graph.Sqrt(sq)
+	norm = graph.Sqrt(sq)
 	// scale = min(1, maxNorm / (norm + 1e-6))
 	scale := graph.Min(graph.ScalarOne(g, dtypes.Float32), graph.Div(maxNorm, graph.AddScalar(norm, 1e-6)))
+	type update struct {
+		v         *context.Variable
+		old, next *graph.Node
+	}
+	var ups []update
+	// poison is 0 when every value it has seen is finite and NaN otherwise
+	// (x*0 is NaN exactly for infinite or NaN x, per IEEE 754).
+	poison := graph.Add(graph.MulScalar(loss, 0), graph.MulScalar(norm, 0))
 	for i, v := range vars {
 		gr := graph.Mul(grads[i], scale)
 		mv := ctx.InAbsPath("/adam/m"+v.ScopeAndName()).GetVariableByScopeAndName("/adam/m"+v.ScopeAndName(), "m")
 		vv := ctx.InAbsPath("/adam/v"+v.ScopeAndName()).GetVariableByScopeAndName("/adam/v"+v.ScopeAndName(), "v")
-		m := graph.Add(graph.MulScalar(mv.ValueGraph(g), adamBeta1), graph.MulScalar(gr, 1-adamBeta1))
-		s := graph.Add(graph.MulScalar(vv.ValueGraph(g), adamBeta2), graph.MulScalar(graph.Square(gr), 1-adamBeta2))
-		mv.SetValueGraph(m)
-		vv.SetValueGraph(s)
+		mOld, vOld := mv.ValueGraph(g), vv.ValueGraph(g)
+		m := graph.Add(graph.MulScalar(mOld, adamBeta1), graph.MulScalar(gr, 1-adamBeta1))
+		s := graph.Add(graph.MulScalar(vOld, adamBeta2), graph.MulScalar(graph.Square(gr), 1-adamBeta2))
 		step := graph.Div(graph.Mul(m, lr), graph.AddScalar(graph.Sqrt(s), adamEps))
-		v.SetValueGraph(graph.Sub(nodes[i], step))
+		w := graph.Sub(nodes[i], step)
+		for _, x := range []*graph.Node{w, m, s} {
+			poison = graph.Add(poison, graph.ReduceAllSum(graph.MulScalar(x, 0)))
+		}
+		ups = append(ups, update{mv, mOld, m}, update{vv, vOld, s}, update{v, nodes[i], w})
 	}
-	return norm
+	ok := graph.Equal(poison, graph.ScalarZero(g, dtypes.Float32))
+	for _, u := range ups {
+		cond := graph.BroadcastToDims(ok, u.old.Shape().Dimensions...)
+		u.v.SetValueGraph(graph.Where(cond, u.next, u.old))
+	}
+	return norm, graph.ConvertDType(ok, dtypes.Float32)
 }
 
 // biasCorrectedLR advances the Adam step count and returns the step size.
@@ -247,8 +274,18 @@ func (n *net) buildActorTrain() func(ctx *context.Context, in []*graph.Node) []*
 		h := hiddenStates(ctx, c, tokens)
 		lp := graph.LogSoftmax(graph.Mul(logitsOf(ctx, h), hyperAt(hyper, hInvTemp)), -1)
 		logp, ent := tokenLogProbs(lp, targets)
+		// Log-ratios are taken only at response tokens (padding gets 0, so
+		// a very unlikely pad target at a low temperature cannot overflow
+		// exp and reach the loss or its gradient as 0 * Inf), and clamped
+		// to [-maxLogRatio, maxLogRatio] before exp, as verl does.
+		valid := graph.GreaterThan(mask, graph.ZerosLike(mask))
+		zeros := graph.ZerosLike(logp)
+		logRatio := func(a, b *graph.Node) *graph.Node {
+			d := graph.Where(valid, graph.Sub(a, b), zeros)
+			return graph.ClipScalar(d, -maxLogRatio, maxLogRatio)
+		}
 		// ratio = pi / pi_old; per-token loss max(-A ratio, -A clip(ratio, 1-cl, 1+ch)).
-		ratio := graph.Exp(graph.Sub(logp, oldLP))
+		ratio := graph.Exp(logRatio(logp, oldLP))
 		lo := graph.OneMinus(hyperAt(hyper, hClipLow))
 		hi := graph.OnePlus(hyperAt(hyper, hClipHigh))
 		clipped := graph.Min(graph.Max(ratio, lo), hi)
@@ -257,15 +294,15 @@ func (n *net) buildActorTrain() func(ctx *context.Context, in []*graph.Node) []*
 		pg := graph.Max(loss1, loss2)
 		clipFrac := graph.ConvertDType(graph.GreaterThan(loss2, loss1), dtypes.Float32)
 		// k3 estimator of KL(pi || pi_ref): exp(ref - logp) - (ref - logp) - 1.
-		d := graph.Sub(refLP, logp)
+		d := logRatio(refLP, logp)
 		kl := graph.Sub(graph.Sub(graph.Exp(d), d), graph.ScalarOne(tokens.Graph(), dtypes.Float32))
 		pgLoss := maskedMean(pg, mask)
 		entMean := maskedMean(ent, mask)
 		klMean := maskedMean(kl, mask)
 		loss := graph.Sub(pgLoss, graph.Mul(hyperAt(hyper, hEntCoef), entMean))
 		loss = graph.Add(loss, graph.Mul(hyperAt(hyper, hKLCoef), klMean))
-		norm := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
-		return []*graph.Node{loss, pgLoss, maskedMean(clipFrac, mask), entMean, klMean, norm, maskedMean(graph.Neg(logp), mask)}
+		norm, applied := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
+		return []*graph.Node{loss, pgLoss, maskedMean(clipFrac, mask), entMean, klMean, norm, maskedMean(graph.Neg(logp), mask), applied}
 	}
 }
 
@@ -282,8 +319,8 @@ func (n *net) buildCriticTrain() func(ctx *context.Context, in []*graph.Node) []
 		m := graph.Mul(headMask, graph.Reshape(mask, b, t, 1))
 		diff := graph.Sub(vals, graph.Reshape(returns, b, t, 1))
 		loss := maskedMean(graph.Square(diff), m)
-		norm := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
-		return []*graph.Node{loss, norm}
+		norm, applied := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
+		return []*graph.Node{loss, norm, applied}
 	}
 }
 
@@ -330,7 +367,7 @@ func (n *net) buildSFT() func(ctx *context.Context, in []*graph.Node) []*graph.N
 		lp := graph.LogSoftmax(logitsOf(ctx, hiddenStates(ctx, c, tokens)), -1)
 		logp, _ := tokenLogProbs(lp, targets)
 		loss := maskedMean(graph.Neg(logp), mask)
-		norm := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
-		return []*graph.Node{loss, norm}
+		norm, applied := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
+		return []*graph.Node{loss, norm, applied}
 	}
 }

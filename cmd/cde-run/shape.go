@@ -85,6 +85,9 @@ func shape(cf configFlags, in string) ([]byte, error) {
 	r.Algorithm = algo.Name()
 	if r.TotalSteps <= 0 {
 		r.TotalSteps = cfg.Train.Steps
+		if r.Step >= r.TotalSteps {
+			return nil, fmt.Errorf("%s: step: %d: must be < train.steps (%d) of the config, which stands in for the file's missing total_steps", in, r.Step, r.TotalSteps)
+		}
 	}
 	m := map[string]float64{}
 	info := core.StepInfo{Step: r.Step, TotalSteps: r.TotalSteps, Algorithm: algo.Name(), Seed: cfg.Seed}

@@ -288,6 +288,13 @@ func TestShapeErrors(t *testing.T) {
 		{"ragged entropies", `{"step": 1, "total_steps": 5, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1, -2], "entropies": [1]}]}`, "sequences[0].entropies"},
 		{"empty logprobs", `{"step": 1, "total_steps": 5, "sequences": [{"group": 0, "reward": 1, "logprobs": []}]}`, "sequences[0].logprobs"},
 		{"not json", `{"step": `, "batch.json"},
+		// Fields with no sane default are errors naming the file, the sequence
+		// and the field; these used to be read as 0.
+		{"missing step", `{"total_steps": 5, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1], "values": [[0]]}]}`, "batch.json: step: missing"},
+		{"missing group", `{"step": 1, "total_steps": 5, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1], "values": [[0]]}, {"reward": 1, "logprobs": [-1], "values": [[0]]}]}`, "batch.json: sequences[1].group: missing"},
+		{"missing reward", `{"step": 1, "total_steps": 5, "sequences": [{"group": 0, "logprobs": [-1], "values": [[0]]}]}`, "batch.json: sequences[0].reward: missing"},
+		{"null log-prob", `{"step": 1, "total_steps": 5, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1, null], "values": [[0], [0]]}]}`, "batch.json: sequences[0].logprobs[1]: null"},
+		{"step past the config's train.steps", `{"step": 200, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1], "values": [[0]]}]}`, "batch.json: step: 200: must be < train.steps (200) of the config"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -76,20 +76,23 @@ var (
 )
 
 // NormalizeAnswer canonicalises an answer string, in the spirit of the DAPO
-// math verifier: it trims spaces, strips a trailing period, surrounding "$"
-// and "\boxed{...}" (repeatedly, in any nesting), removes thousands commas
-// ("1,234" -> "1234") and all remaining spaces. A decimal number is then
-// written canonically: no "+" sign, no leading zeros, no trailing fractional
-// zeros, "-0" -> "0" ("+5" -> "5", "007" -> "7", "0.50" -> "0.5",
-// ".5" -> "0.5", "3." -> "3"): one string per value. Exponents ("1e3") and
-// fractions ("1/2") are not decimal numbers here and stay text. It runs in
-// time linear in len(s).
+// math verifier: it replaces each run of invalid UTF-8 bytes by U+FFFD,
+// removes all white space, then strips a trailing period, surrounding "$" and
+// "\boxed{...}" (repeatedly, in any nesting) and removes thousands commas
+// ("1,234" -> "1234"). A decimal number is then written canonically: no "+"
+// sign, no leading zeros, no trailing fractional zeros, "-0" -> "0" ("+5" ->
+// "5", "007" -> "7", "0.50" -> "0.5", ".5" -> "0.5", "3." -> "3"): one string
+// per value. Exponents ("1e3") and fractions ("1/2") are not decimal numbers
+// here and stay text. The result is its own normal form, and it runs in time
+// linear in len(s).
 func NormalizeAnswer(s string) string {
+	// Valid UTF-8 first, so that removing white space cannot join stray
+	// bytes into a new (white-space) character.
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Join(strings.Fields(s), "")
 	for {
 		prev := s
-		s = strings.TrimSpace(s)
 		s = strings.TrimSuffix(s, ".")
-		s = strings.TrimSpace(s)
 		if len(s) >= 2 && strings.HasPrefix(s, "$") && strings.HasSuffix(s, "$") {
 			s = s[1 : len(s)-1]
 		}
@@ -100,7 +103,6 @@ func NormalizeAnswer(s string) string {
 			break
 		}
 	}
-	s = strings.Join(strings.Fields(s), "")
 	if thousandsRE.MatchString(s) {
 		s = strings.ReplaceAll(s, ",", "")
 	}

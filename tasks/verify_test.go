@@ -34,10 +34,18 @@ func TestNormalizeAnswer(t *testing.T) {
 		{"", ""},
 		{"$", "$"},
 		{"abc", "abc"},
+		{`\boxed {85}`, "85"},    // white space goes first, so the box is seen
+		{"$ 1, 234 $ .", "1234"}, // and thousands commas too
+		// Invalid UTF-8 becomes U+FFFD before white space goes, so the stray
+		// bytes of "\xc2 \xa0" do not join into U+00A0 (a space).
+		{"\xc2  \xa0", "\uFFFD\uFFFD"},
 	}
 	for _, c := range cases {
 		if got := NormalizeAnswer(c.in); got != c.want {
 			t.Errorf("NormalizeAnswer(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if got := NormalizeAnswer(c.want); got != c.want {
+			t.Errorf("NormalizeAnswer(%q) = %q: a normal form must be its own", c.want, got)
 		}
 	}
 }

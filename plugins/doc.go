@@ -14,8 +14,12 @@
 //     another strategy's head masks). Every call has a deadline; outputs are
 //     checked (lengths, finiteness) before the trainer sees them; a crash, a
 //     timeout or an invalid output kills the process and names the plugin in
-//     the error. Close kills the process; on Linux the process also dies
-//     with the host (Pdeathsig), so even kill -9 leaves no orphan.
+//     the error. On Linux the plugin runs as the leader of its own process
+//     group: Close, a failure and the plugin's own exit kill the whole
+//     group (children of a wrapper script included), and the host never
+//     waits on output pipes a leftover process holds (runner.go); the
+//     plugin process also dies with the host (Pdeathsig), so even kill -9
+//     of cde-run leaves no orphan plugin.
 //   - Plugin side: Serve (what sdk.Serve calls) serves a
 //     core.StrategyFactory: the plugin author writes the same Go code as an
 //     in-tree strategy.

@@ -15,7 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -59,6 +61,7 @@ type Plugin struct {
 	cfg    Config
 	client *plugin.Client // nil for Connect
 	cmd    *exec.Cmd
+	runner *procRunner // nil for Connect
 	rpc    pb.StrategyClient
 	stderr *tail
 	log    zerolog.Logger
@@ -174,19 +177,24 @@ func start(cfg Config) (*Plugin, error) {
 	if abs, err := filepath.Abs(cfg.Path); err == nil {
 		cfg.Path = abs
 	}
-	pin, err := checkBinary(cfg)
-	if err != nil {
+	// checkBinary also checks the sha256 pin (go-plugin's SecureConfig
+	// cannot be combined with RunnerFunc).
+	if _, err := checkBinary(cfg); err != nil {
 		return nil, err
 	}
 	p := &Plugin{cfg: cfg, stderr: &tail{}, log: cfg.Log}
 	label := filepath.Base(cfg.Path)
-	cmd := exec.Command(cfg.Path)
-	setProcAttrs(cmd)
-	p.cmd = cmd
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &GRPCPlugin{}}},
-		Cmd:              cmd,
+		// go-plugin fills spec with the environment (magic cookie, protocol
+		// versions, AutoMTLS client certificate); procRunner runs the plugin.
+		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
+			cmd := exec.Command(cfg.Path)
+			cmd.Env = spec.Env
+			p.cmd, p.runner = cmd, newProcRunner(cmd, cfg.Log, label)
+			return p.runner, nil
+		},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     cfg.StartTimeout,
@@ -198,18 +206,25 @@ func start(cfg Config) (*Plugin, error) {
 			grpc.WithInitialWindowSize(flowWindow), grpc.WithInitialConnWindowSize(flowWindow),
 			grpc.WithReadBufferSize(1 << 20), grpc.WithWriteBufferSize(1 << 20)},
 	}
-	if pin != nil {
-		cc.SecureConfig = &plugin.SecureConfig{Checksum: pin, Hash: sha256.New()}
-	}
 	p.client = plugin.NewClient(cc)
 	fail := func(err error) (*Plugin, error) {
-		p.client.Kill()
+		p.kill()
 		return nil, err
 	}
 	proto, err := p.client.Client()
 	if err != nil {
 		msg := err.Error()
+		line, printed := "", false
+		if p.runner != nil {
+			line, printed = p.runner.notHandshake()
+		}
 		switch {
+		case printed:
+			if len(line) > 200 {
+				line = line[:200] + "..."
+			}
+			err = fmt.Errorf("plugin %s: failed to start: it printed %q on stdout before the handshake; print to stderr or use sdk.Logger() "+
+				"(the first line on stdout must be go-plugin's handshake line; a program that is not a plugin fails this way too)", cfg.Path, line)
 		case strings.Contains(strings.ToLower(msg), "incompatible api version"):
 			err = fmt.Errorf("plugin %s: protocol version mismatch: this cde-run speaks strategy protocol version %d; %s (rebuild the plugin against a matching plugins/sdk)",
 				cfg.Path, ProtocolVersion, firstLine(msg))
@@ -323,9 +338,26 @@ func (p *Plugin) Close() error {
 	return nil
 }
 
+// kill ends the plugin: SIGKILL to its whole process group first (so no
+// step below waits on a live, hung or stopped plugin, and no child it
+// started survives), then go-plugin's cleanup, bounded by killWait.
 func (p *Plugin) kill() {
-	if p.client != nil {
+	if p.runner != nil {
+		p.runner.Kill(context.Background())
+	}
+	if p.client == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
 		p.client.Kill()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(killWait):
+		p.log.Warn().Str("plugin", p.cfg.Path).Dur("waited", killWait).
+			Msg("plugin cleanup did not finish; its process group was killed, going on without it")
 	}
 }
 

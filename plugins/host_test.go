@@ -196,7 +196,7 @@ func TestStartFailures(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "plugin")
 		os.WriteFile(path, []byte("#!/bin/sh\necho hello\n"), 0o755)
 		_, err := openTest(t, nil, func(c *plugins.Config) { c.Path = path })
-		wantErr(t, err, path, "failed to start")
+		wantErr(t, err, path, "failed to start", `printed "hello" on stdout before the handshake`)
 	})
 	t.Run("checksum mismatch", func(t *testing.T) {
 		_, err := openTest(t, map[string]any{"strategy": "ppl"}, func(c *plugins.Config) { c.SHA256 = strings.Repeat("ab", 32) })

@@ -8,11 +8,14 @@
 // too few), nan, inf, advlen (an AdvantageBonus row one token short),
 // panic, error, or nothing ("ok": a zero bonus). Environment:
 // CDE_TESTPLUGIN_VERSION offers another protocol version;
-// CDE_TESTPLUGIN_START_DELAY sleeps (a Go duration) before serving.
+// CDE_TESTPLUGIN_START_DELAY sleeps (a Go duration) before serving;
+// CDE_TESTPLUGIN_PRINT prints its value on stdout before serving (the
+// mistake the host must name clearly).
 package main
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strconv"
@@ -84,6 +87,9 @@ func factory(p *core.Params, algo core.Algorithm) (core.Strategy, error) {
 func main() {
 	if d, err := time.ParseDuration(os.Getenv("CDE_TESTPLUGIN_START_DELAY")); err == nil {
 		time.Sleep(d)
+	}
+	if s := os.Getenv("CDE_TESTPLUGIN_PRINT"); s != "" {
+		fmt.Println(s)
 	}
 	v, _ := strconv.Atoi(os.Getenv("CDE_TESTPLUGIN_VERSION"))
 	plugins.Serve(factory, plugins.ServeOptions{ProtocolVersion: v, Logger: sdk.Logger()})

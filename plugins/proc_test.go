@@ -1,0 +1,203 @@
+package plugins_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/plugins"
+)
+
+// writeScript writes an executable shell script into dir and returns its
+// path.
+func writeScript(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// readPid waits for a pid file the script writes and returns the pid.
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not written", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killLater kills pid at the end of the test, so a failing test leaves
+// nothing behind (and a host stuck on a pipe the process holds comes
+// back).
+func killLater(t *testing.T, pid int) {
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+}
+
+// openWithin runs plugins.Open and fails the test when it does not come
+// back within limit (before the fix, it never came back: go-plugin's
+// cleanup waited for EOF on a pipe a grandchild kept open). It returns
+// Open's error and how long Open took.
+func openWithin(t *testing.T, cfg plugins.Config, limit time.Duration, cleanup func()) (core.Strategy, error, time.Duration) {
+	t.Helper()
+	type result struct {
+		s   core.Strategy
+		err error
+	}
+	start := time.Now()
+	ch := make(chan result, 1)
+	go func() {
+		s, err := plugins.Open(cfg)
+		ch <- result{s, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.s, r.err, time.Since(start)
+	case <-time.After(limit):
+		cleanup() // let the stuck Open return before the test binary exits
+		<-ch
+		t.Fatalf("plugins.Open did not return within %s", limit)
+		return nil, nil, 0
+	}
+}
+
+// TestStartCleanupGrandchildHoldsPipe: a plugin that is a shell script
+// starting a child that keeps the stdout/stderr pipes open, and printing
+// text that is not a handshake (or nothing at all), makes Open fail
+// promptly with a clear error, and no process of the plugin's group
+// survives.
+func TestStartCleanupGrandchildHoldsPipe(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		print string
+		want  []string
+	}{
+		{"garbage", `echo "hello from a wrapper"`,
+			[]string{`printed "hello from a wrapper" on stdout before the handshake`, "print to stderr or use sdk.Logger()"}},
+		{"silent", `echo "to stderr only" >&2`,
+			[]string{"did not complete the handshake within 500ms (start_timeout)", "to stderr only"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			script := writeScript(t, dir, "plugin", fmt.Sprintf(`sleep 1000 &
+echo $! > %[1]s/child.pid
+echo $$ > %[1]s/main.pid
+%[2]s
+exec sleep 1000
+`, dir, tc.print))
+			const startTimeout = 500 * time.Millisecond
+			cleanup := func() { // reads the pid files without failing: Open may still be stuck
+				for _, f := range []string{"child.pid", "main.pid"} {
+					if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+						if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+							syscall.Kill(pid, syscall.SIGKILL)
+						}
+					}
+				}
+			}
+			t.Cleanup(cleanup)
+			_, err, took := openWithin(t, plugins.Config{Path: script, StartTimeout: startTimeout}, startTimeout+10*time.Second, cleanup)
+			wantErr(t, err, append([]string{script}, tc.want...)...)
+			if limit := startTimeout + 2500*time.Millisecond; took > limit {
+				t.Errorf("Open took %s, want at most start_timeout + 2.5s = %s", took, limit)
+			}
+			child := readPid(t, filepath.Join(dir, "child.pid"))
+			mainPid := readPid(t, filepath.Join(dir, "main.pid"))
+			for _, pid := range []int{mainPid, child} {
+				waitGone(t, pid)
+			}
+		})
+	}
+}
+
+// TestStartCleanupEscapedGrandchild: a child that left the plugin's
+// process group (setsid) and holds its pipes cannot be killed with the
+// group, but Open still returns within start_timeout plus the pipe grace
+// period.
+func TestStartCleanupEscapedGrandchild(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, dir, "plugin", fmt.Sprintf(`setsid sleep 1000 &
+echo $! > %[1]s/child.pid
+exec sleep 1000
+`, dir))
+	const startTimeout = 500 * time.Millisecond
+	cleanup := func() {
+		if b, err := os.ReadFile(filepath.Join(dir, "child.pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	t.Cleanup(cleanup)
+	_, err, took := openWithin(t, plugins.Config{Path: script, StartTimeout: startTimeout}, startTimeout+10*time.Second, cleanup)
+	wantErr(t, err, script, "did not complete the handshake within 500ms (start_timeout)")
+	// start_timeout, then up to 1 s of pipe grace, then go-plugin's cleanup.
+	if limit := startTimeout + 3*time.Second; took > limit {
+		t.Errorf("Open took %s, want at most %s", took, limit)
+	}
+}
+
+// TestWrapperChildrenDieWithPlugin: a plugin started through a wrapper
+// script that also starts a child works, lines the child writes to the
+// original stdout (fd 1) after the handshake reach the log, and Close ends
+// the child too, promptly.
+func TestWrapperChildrenDieWithPlugin(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, dir, "wrapper", fmt.Sprintf(`(sleep 0.3; echo "late line on fd 1"; exec sleep 1000) &
+echo $! > %[1]s/child.pid
+exec %[2]s
+`, dir, testPlugin))
+	var buf bytes.Buffer
+	s, err := plugins.Open(plugins.Config{Path: script, Params: map[string]any{"strategy": "ppl"},
+		Log: zerolog.New(&syncWriter{w: &buf})})
+	child := readPid(t, filepath.Join(dir, "child.pid"))
+	killLater(t, child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := plugins.Of(s)
+	pid := p.Pid()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(buf.String(), "late line on fd 1") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out := buf.String(); !strings.Contains(out, `"stream":"stdout","message":"late line on fd 1"`) {
+		t.Errorf("the line written to fd 1 after the handshake is not in the log:\n%s", out)
+	}
+	start := time.Now()
+	s.(core.Closer).Close()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Close took %s", took)
+	}
+	waitGone(t, pid)
+	waitGone(t, child)
+}
+
+// TestPrintBeforeServe: a Go plugin printing on stdout before sdk.Serve
+// gets an error that says so.
+func TestPrintBeforeServe(t *testing.T) {
+	t.Setenv("CDE_TESTPLUGIN_PRINT", "starting my plugin")
+	_, err := openTest(t, map[string]any{"strategy": "ppl"}, nil)
+	wantErr(t, err, testPlugin, `printed "starting my plugin" on stdout before the handshake`, "print to stderr or use sdk.Logger()")
+}

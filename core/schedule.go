@@ -57,7 +57,29 @@ var ScheduleKinds = []string{"constant", "linear", "cosine", "staircase"}
 
 // ParseSchedule reads a `weight:` mapping: {schedule, w0, w_end, stairs}.
 // Defaults: constant, w0 = 1, w_end = 0. Errors name the key.
+//
+// Pass the weight mapping itself, not the strategy entry that holds it:
+//
+//	w := p.Sub("weight") // p: the entry's (or a plugin's params') Params
+//	s.Weight = core.ParseSchedule(w)
+//	// then check p.Err() and w.Err() (or p.Finish(), which covers w)
+//
+// An absent `weight:` gives an empty mapping, hence the defaults. Given a
+// mapping that holds none of the schedule keys but a strategy entry's keys
+// (name, plugin, params or weight), ParseSchedule records an error instead
+// of silently returning the constant default.
 func ParseSchedule(p *Params) WeightSchedule {
+	if looksLikeEntry(p.m) {
+		if p.err == nil {
+			where := p.Path
+			if where == "" {
+				where = "the mapping"
+			}
+			p.err = fmt.Errorf("config: %s: ParseSchedule was given a strategy entry, not its weight mapping "+
+				"(pass p.Sub(\"weight\"))", where)
+		}
+		return WeightSchedule{Kind: "constant", W0: 1}
+	}
 	s := WeightSchedule{
 		Kind: p.OneOf("schedule", "constant", ScheduleKinds...),
 		W0:   p.Float("w0", 1),
@@ -104,4 +126,21 @@ func ParseSchedule(p *Params) WeightSchedule {
 		p.Fail("stairs", "schedule staircase needs a list of [f_from, weight] stairs")
 	}
 	return s
+}
+
+// looksLikeEntry reports whether m, given to ParseSchedule, is a strategy
+// entry (or a plugin's params holding `weight:`) rather than a weight
+// mapping: none of the schedule keys, and a key no weight mapping has.
+func looksLikeEntry(m map[string]any) bool {
+	for _, k := range []string{"schedule", "w0", "w_end", "stairs"} {
+		if _, ok := m[k]; ok {
+			return false
+		}
+	}
+	for _, k := range []string{"name", "plugin", "params", "weight"} {
+		if _, ok := m[k]; ok {
+			return true
+		}
+	}
+	return false
 }

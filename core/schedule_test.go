@@ -98,6 +98,23 @@ func TestParseSchedule(t *testing.T) {
 		{"unknown key", map[string]any{"w1": 1},
 			[]string{"strategies[0].weight.w1", "unknown key"}},
 	}
+	// The entry (or a plugin's params) instead of its weight mapping.
+	for _, m := range []map[string]any{
+		{"name": "ppl", "kappa": 3, "weight": map[string]any{"w0": 0.5}},
+		{"plugin": "./bin/x", "weight": map[string]any{"w0": 0.5}},
+		{"scale": 0.5, "weight": map[string]any{"schedule": "linear"}},
+	} {
+		p := NewParams("strategies[0]", m)
+		s := ParseSchedule(p)
+		err := p.Err()
+		if err == nil || !strings.Contains(err.Error(), "config: strategies[0]: ParseSchedule was given a strategy entry") ||
+			!strings.Contains(err.Error(), `p.Sub("weight")`) {
+			t.Errorf("%v: err %v, want the entry-not-weight error", m, err)
+		}
+		if s.Kind != "constant" || s.W0 != 1 || s.WEnd != 0 || s.Stairs != nil {
+			t.Errorf("%v: schedule %+v", m, s)
+		}
+	}
 	for _, tc := range bad {
 		p := NewParams("strategies[0].weight", tc.m)
 		ParseSchedule(p)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,18 +18,24 @@ type CheckpointState struct {
 	Seed uint64 `json:"seed"`
 	// Strategies maps "index:name" to the strategy's saved state.
 	Strategies map[string][]byte `json:"strategies,omitempty"`
+	// Config holds the keys a resumed run may not change (see
+	// FixedConfigKeys), as the run had them.
+	Config map[string]any `json:"config,omitempty"`
 }
 
 func checkpointRoot(runDir string) string { return filepath.Join(runDir, "checkpoints") }
 
-// Checkpoint writes RUN/checkpoints/step-N (backend files, state.json),
-// then points LATEST at it, then prunes old checkpoints. A crash at any
-// point leaves LATEST naming a complete checkpoint.
+// Checkpoint writes RUN/checkpoints/step-N (backend files, state.json and
+// last MANIFEST.json, the sha256 of every file), then points LATEST at it,
+// then prunes old checkpoints. Everything is synced before the next name
+// changes, and a checkpoint that replaces one of the same step is swapped
+// in atomically, so a crash at any instant leaves the newest complete
+// checkpoint in place (ResumeCheckpoint finds it whatever LATEST says).
 func (t *Trainer) Checkpoint(step int) error {
 	root := checkpointRoot(t.RunDir)
 	name := fmt.Sprintf("step-%06d", step)
 	dir := filepath.Join(root, name)
-	tmp := dir + ".partial"
+	tmp := dir + partialSuffix
 	os.RemoveAll(tmp)
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return err
@@ -36,7 +43,7 @@ func (t *Trainer) Checkpoint(step int) error {
 	if err := t.Backend.Save(tmp); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	st := CheckpointState{Step: step, Seed: t.Cfg.Seed, Strategies: map[string][]byte{}}
+	st := CheckpointState{Step: step, Seed: t.Cfg.Seed, Strategies: map[string][]byte{}, Config: fixedConfig(t.Cfg)}
 	for i, s := range t.Strategies {
 		if sf, ok := s.(Stateful); ok {
 			data, err := sf.SaveState()
@@ -53,13 +60,20 @@ func (t *Trainer) Checkpoint(step int) error {
 	if err := WriteFileAtomic(filepath.Join(tmp, "state.json"), data); err != nil {
 		return err
 	}
-	os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
-		return err
+	crashPoint("checkpoint.files", step)
+	if err := WriteManifest(tmp, step); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
+	crashPoint("checkpoint.manifest", step)
+	if err := installDir(tmp, dir, step); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	crashPoint("checkpoint.installed", step)
 	if err := WriteFileAtomic(filepath.Join(root, "LATEST"), []byte(name+"\n")); err != nil {
 		return err
 	}
+	syncDir(root)
+	crashPoint("checkpoint.latest", step)
 	for i, s := range t.Strategies {
 		if cc, ok := s.(CellCounter); ok {
 			counts := cc.CellCounts()
@@ -76,6 +90,64 @@ func (t *Trainer) Checkpoint(step int) error {
 	return pruneCheckpoints(root, t.Cfg.Train.KeepCheckpoints, name)
 }
 
+const (
+	partialSuffix = ".partial" // a checkpoint being written
+	oldSuffix     = ".old"     // a replaced checkpoint on its way out
+)
+
+// installDir moves the complete directory tmp to dir. When dir exists
+// (a checkpoint of the same step, from before a resume), the two are
+// exchanged atomically and the old one removed; where that is not
+// supported the old one is moved aside to dir.old first, which resume
+// also accepts.
+func installDir(tmp, dir string, step int) error {
+	parent := filepath.Dir(dir)
+	if _, err := os.Stat(dir); err == nil {
+		if exchange && exchangeDirs(tmp, dir) == nil {
+			syncDir(parent)
+			crashPoint("checkpoint.exchanged", step)
+			return os.RemoveAll(tmp)
+		}
+		old := dir + oldSuffix
+		os.RemoveAll(old)
+		if err := os.Rename(dir, old); err != nil {
+			return err
+		}
+		syncDir(parent)
+		crashPoint("checkpoint.moved-aside", step)
+		if err := os.Rename(tmp, dir); err != nil {
+			return err
+		}
+		syncDir(parent)
+		return os.RemoveAll(old)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	syncDir(parent)
+	return nil
+}
+
+// syncDir makes the directory's entries durable (best effort: not every
+// file system can sync a directory).
+func syncDir(dir string) {
+	if f, err := os.Open(dir); err == nil {
+		f.Sync()
+		f.Close()
+	}
+}
+
+// checkpointStep parses "step-N" (or "step-N.old") and reports whether
+// name is a checkpoint directory name.
+func checkpointStep(name string) (int, bool) {
+	base := strings.TrimSuffix(name, oldSuffix)
+	if !strings.HasPrefix(base, "step-") {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(base, "step-"))
+	return n, err == nil && n >= 0
+}
+
 func pruneCheckpoints(root string, keep int, latest string) error {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -83,8 +155,20 @@ func pruneCheckpoints(root string, keep int, latest string) error {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "step-") && !strings.HasSuffix(e.Name(), ".partial") {
-			names = append(names, e.Name())
+		if !e.IsDir() {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(e.Name(), partialSuffix), strings.HasSuffix(e.Name(), oldSuffix):
+			// Leftovers of a crash: never the newest complete checkpoint,
+			// which now is latest.
+			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+				return err
+			}
+		default:
+			if _, ok := checkpointStep(e.Name()); ok {
+				names = append(names, e.Name())
+			}
 		}
 	}
 	sort.Strings(names)
@@ -99,22 +183,68 @@ func pruneCheckpoints(root string, keep int, latest string) error {
 	return nil
 }
 
-// LatestCheckpoint returns the directory LATEST names under RUN, or "" when
-// the run has none.
+// LatestCheckpoint returns the checkpoint a resume of RUN continues from
+// (see ResumeCheckpoint), or "" when the run has none.
 func LatestCheckpoint(runDir string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(checkpointRoot(runDir), "LATEST"))
+	dir, _, err := ResumeCheckpoint(runDir)
+	return dir, err
+}
+
+// ResumeCheckpoint returns the newest complete checkpoint of RUN: the
+// highest step whose MANIFEST.json is present and whose files all match it.
+// Incomplete ones (a crash while writing: no manifest) are skipped and
+// listed in skipped with the reason; a checkpoint whose files do not match
+// its manifest (a flipped byte, a truncated file) is an error naming the
+// file, never silently passed over. "" when the run has no complete
+// checkpoint.
+func ResumeCheckpoint(runDir string) (dir string, skipped []string, err error) {
+	root := checkpointRoot(runDir)
+	entries, err := os.ReadDir(root)
 	if os.IsNotExist(err) {
-		return "", nil
+		return "", nil, nil
 	}
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return filepath.Join(checkpointRoot(runDir), strings.TrimSpace(string(data))), nil
+	type cand struct {
+		step int
+		name string
+	}
+	var cands []cand
+	for _, e := range entries {
+		if n, ok := checkpointStep(e.Name()); ok && e.IsDir() {
+			cands = append(cands, cand{n, e.Name()})
+		}
+	}
+	// Newest first; at equal steps the installed name before its .old.
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].step != cands[j].step {
+			return cands[i].step > cands[j].step
+		}
+		return cands[i].name < cands[j].name
+	})
+	for _, c := range cands {
+		path := filepath.Join(root, c.name)
+		err := VerifyCheckpoint(path)
+		if err == nil {
+			return path, skipped, nil
+		}
+		if errors.Is(err, ErrIncompleteCheckpoint) {
+			skipped = append(skipped, fmt.Sprintf("%s: %v", c.name, err))
+			continue
+		}
+		return "", skipped, err
+	}
+	return "", skipped, nil
 }
 
 // Restore loads a checkpoint directory into the backend and strategies and
-// returns the step to continue from.
+// returns the step to continue from. The files are checked against the
+// checkpoint's manifest first.
 func (t *Trainer) Restore(dir string) (int, error) {
+	if err := VerifyCheckpoint(dir); err != nil {
+		return 0, fmt.Errorf("resume: %w", err)
+	}
 	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
 	if err != nil {
 		return 0, fmt.Errorf("resume: %w", err)
@@ -125,6 +255,11 @@ func (t *Trainer) Restore(dir string) (int, error) {
 	}
 	if st.Seed != t.Cfg.Seed {
 		return 0, fmt.Errorf("resume: checkpoint seed %d differs from config seed %d", st.Seed, t.Cfg.Seed)
+	}
+	if st.Config != nil {
+		if err := compareFixed(st.Config, fixedConfig(t.Cfg)); err != nil {
+			return 0, fmt.Errorf("resume: %s: %w", dir, err)
+		}
 	}
 	if err := t.Backend.Load(dir); err != nil {
 		return 0, fmt.Errorf("resume: %w", err)

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/knadh/koanf/parsers/yaml"
@@ -186,18 +187,25 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 		environ = os.Environ()
 	}
 	envMap := map[string]any{}
+	origin := map[string]string{} // config key -> the variable or flag that set it
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, "CDE_") {
+		if !ok {
 			continue
 		}
-		key := strings.ToLower(strings.TrimPrefix(name, "CDE_"))
-		key = strings.ReplaceAll(key, "__", ".")
+		key, isConfig, err := envConfigKey(name)
+		if err != nil {
+			return nil, err
+		}
+		if !isConfig {
+			continue
+		}
 		v, err := parseScalar(val)
 		if err != nil {
 			return nil, fmt.Errorf("config: env %s: %w", name, err)
 		}
 		envMap[key] = v
+		origin[key] = "environment variable " + name
 	}
 	if len(envMap) > 0 {
 		if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
@@ -215,6 +223,7 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 			return nil, fmt.Errorf("config: --set %s: %w", key, err)
 		}
 		setMap[key] = v
+		origin[key] = "--set " + s
 	}
 	if len(setMap) > 0 {
 		if err := k.Load(confmap.Provider(setMap, "."), nil); err != nil {
@@ -222,10 +231,67 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 		}
 	}
 	cfg, err := decodeConfig(k.Raw())
-	if err != nil && o.File != "" {
-		return nil, fmt.Errorf("%w (in %s or its overrides)", err, o.File)
+	if err != nil {
+		if src := originOf(err, origin); src != "" {
+			return nil, fmt.Errorf("%w (set by %s)", err, src)
+		}
+		if o.File != "" {
+			return nil, fmt.Errorf("%w (in %s or its overrides)", err, o.File)
+		}
 	}
 	return cfg, err
+}
+
+// originOf returns the override (variable or --set flag) whose key err
+// names ("config: KEY: ..." or "config: KEY.SUB: ..."), or "".
+func originOf(err error, origin map[string]string) string {
+	msg := err.Error()
+	best := ""
+	for key := range origin {
+		for _, form := range []string{key + ":", key + ".", key + "["} {
+			if strings.Contains(msg, " "+form) && len(key) > len(best) {
+				best = key
+			}
+		}
+	}
+	return origin[best]
+}
+
+// envConfigKey maps an environment variable to the config key it
+// overrides. CDE_SEED and CDE_SECTION__KEY (double underscores between
+// levels, e.g. CDE_TRAIN__STEPS) are overrides; a CDE_X__Y whose X is not
+// a config section is an error naming the variable; any other variable,
+// including CDE_* ones that tools read (CDE_BENCH_ENGINE, CDE_CPU_OPSTATS),
+// is not config.
+func envConfigKey(name string) (key string, isConfig bool, err error) {
+	if !strings.HasPrefix(name, "CDE_") {
+		return "", false, nil
+	}
+	key = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "CDE_")), "__", ".")
+	top, _, nested := strings.Cut(key, ".")
+	for _, t := range topKeys {
+		if top == t {
+			return key, true, nil
+		}
+	}
+	if nested {
+		return "", false, fmt.Errorf("config: environment variable %s: %s is not a config section (known: %s)", name, top, strings.Join(topKeys, ", "))
+	}
+	return "", false, nil
+}
+
+// ConfigEnvVars lists the variables of environ that override config keys
+// (see LoadOptions.Env), sorted.
+func ConfigEnvVars(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, isConfig, err := envConfigKey(name); isConfig || err != nil {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 var topKeys = []string{"seed", "task", "model", "backend", "rollout", "train", "algorithm", "strategies", "eval", "pretrain"}

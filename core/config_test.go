@@ -51,3 +51,39 @@ func TestLoadConfigLayers(t *testing.T) {
 		}
 	}
 }
+
+// CDE_SECTION__KEY and CDE_SEED are config overrides; errors name the
+// variable; CDE_* variables of tools are not config; a CDE_X__Y with an
+// unknown section is an error naming it.
+func TestEnvOverrides(t *testing.T) {
+	cases := []struct {
+		env  []string
+		want string // error substring; "" = ok
+	}{
+		{[]string{"CDE_TRAIN__STEPS=7", "CDE_SEED=9"}, ""},
+		{[]string{"CDE_BENCH_ENGINE=go", "CDE_CPU_OPSTATS=1", "CDE_STRATEGY_PLUGIN=x"}, ""},
+		{[]string{"CDE_TRAIN__STEPS=abc"}, "train.steps: want an integer, got abc (string) (set by environment variable CDE_TRAIN__STEPS)"},
+		{[]string{"CDE_TRAIN__STPES=3"}, "(set by environment variable CDE_TRAIN__STPES)"},
+		{[]string{"CDE_TRIAN__STEPS=3"}, "environment variable CDE_TRIAN__STEPS: trian is not a config section"},
+	}
+	for _, c := range cases {
+		cfg, err := LoadConfig(LoadOptions{Env: c.env})
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%v: %v", c.env, err)
+			} else if c.env[0] == "CDE_TRAIN__STEPS=7" && (cfg.Train.Steps != 7 || cfg.Seed != 9) {
+				t.Errorf("%v: steps %d seed %d", c.env, cfg.Train.Steps, cfg.Seed)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want %q", c.env, err, c.want)
+		}
+	}
+	if got := ConfigEnvVars([]string{"CDE_BENCH_ENGINE=go", "PATH=/bin", "CDE_TRAIN__STEPS=1", "CDE_SEED=2", "CDE_X__Y=1"}); strings.Join(got, ",") != "CDE_SEED,CDE_TRAIN__STEPS,CDE_X__Y" {
+		t.Errorf("ConfigEnvVars = %v", got)
+	}
+	if _, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"train.clip_low=2"}}); err == nil || !strings.Contains(err.Error(), "(set by --set train.clip_low=2)") {
+		t.Errorf("--set error does not name the flag: %v", err)
+	}
+}

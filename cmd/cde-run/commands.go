@@ -9,8 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
-	"time"
 
 	"github.com/cde-rl/cde/core"
 )
@@ -70,11 +70,12 @@ func exitCode(err error) int {
 }
 
 func cmdTrain(args []string) int {
-	fs := newFlagSet("train", "train [--config FILE] [--set key=value]... [--run-dir DIR] [--resume DIR] [--dump-rollouts DIR]")
+	fs := newFlagSet("train", "train [--config FILE] [--set key=value]... [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR]")
 	var cf configFlags
 	cf.register(fs)
-	runDir := fs.String("run-dir", "", "run directory (default runs/<time>-<algorithm>)")
-	resume := fs.String("resume", "", "continue the run in DIR from its last checkpoint (uses DIR/config.yaml)")
+	runDir := fs.String("run-dir", "", "run directory, new or empty (default runs/<time>-<random>-<algorithm>)")
+	overwrite := fs.Bool("overwrite", false, "with --run-dir: delete the run already in DIR (config, metrics, checkpoints) and start afresh")
+	resume := fs.String("resume", "", "continue the run in DIR from its newest complete checkpoint (uses DIR/config.yaml)")
 	dump := fs.String("dump-rollouts", "", "write every step's batch as DIR/rollout-<step>.json (DESIGN section 4)")
 	if code, done := parse(fs, args); done {
 		return code
@@ -83,57 +84,107 @@ func cmdTrain(args []string) int {
 	log := newLogger(os.Stderr, tty)
 	ctx, stop := signalContext()
 	defer stop()
-	err := train(ctx, cf, *runDir, *resume, *dump, tty)
+	err := train(ctx, cf, trainTarget{runDir: *runDir, resume: *resume, overwrite: *overwrite}, *dump, tty)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Error().Err(err).Msg("train failed")
 	}
 	return exitCode(err)
 }
 
-func train(ctx context.Context, cf configFlags, runDir, resume, dump string, tty bool) error {
+// trainTarget says where a training goes: a new run (runDir, or a fresh
+// name under runs/), or the run being resumed.
+type trainTarget struct {
+	runDir, resume string
+	overwrite      bool
+}
+
+// resumeConfig loads RUN/config.yaml for --resume. Overrides are refused by
+// name: the run's config file is the one place to change it.
+func resumeConfig(cf configFlags, run string) (*core.Config, error) {
+	if cf.file != "" || len(cf.sets) > 0 {
+		return nil, fmt.Errorf("--resume uses %s/config.yaml: --config and --set cannot change a run being resumed (edit that file instead; see docs/config.md)", run)
+	}
+	if vars := core.ConfigEnvVars(os.Environ()); len(vars) > 0 {
+		return nil, fmt.Errorf("--resume uses %s/config.yaml: %s cannot change a run being resumed (unset it, or edit that file instead; see docs/config.md)", run, strings.Join(vars, ", "))
+	}
+	path := filepath.Join(run, "config.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	cfg, err := core.LoadConfig(core.LoadOptions{Base: data, Env: []string{}})
+	if err != nil {
+		return nil, fmt.Errorf("resume: %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func train(ctx context.Context, cf configFlags, target trainTarget, dump string, tty bool) (err error) {
 	log := newLogger(os.Stderr, tty)
 	var cfg *core.Config
-	var err error
-	if resume != "" {
-		if cf.file != "" || len(cf.sets) > 0 {
-			return fmt.Errorf("--resume uses %s/config.yaml: --config and --set cannot change a run being resumed", resume)
+	var rd *core.RunDir
+	if target.resume != "" {
+		if target.runDir != "" || target.overwrite {
+			return fmt.Errorf("--resume DIR continues DIR: --run-dir and --overwrite do not apply")
 		}
-		data, rerr := os.ReadFile(filepath.Join(resume, "config.yaml"))
-		if rerr != nil {
-			return fmt.Errorf("resume: %w", rerr)
+		// Lock first: the config and checkpoints read next are this run's.
+		if rd, err = core.OpenRunDir(target.resume); err != nil {
+			return err
 		}
-		cfg, err = core.LoadConfig(core.LoadOptions{Base: data, Env: []string{}})
-		runDir = resume
+		defer rd.Close()
+		if cfg, err = resumeConfig(cf, target.resume); err != nil {
+			return err
+		}
 	} else {
-		cfg, err = cf.load()
-	}
-	if err != nil {
-		return err
-	}
-	if runDir == "" {
-		runDir = filepath.Join("runs", time.Now().Format("20060102-150405")+"-"+fmt.Sprint(cfg.Algorithm["name"]))
-	}
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return err
-	}
-	if dump != "" {
-		if err := os.MkdirAll(dump, 0o755); err != nil {
+		if target.overwrite && target.runDir == "" {
+			return fmt.Errorf("--overwrite needs --run-dir")
+		}
+		if cfg, err = cf.load(); err != nil {
 			return err
 		}
 	}
 	start := 0
 	var ckpt string
-	if resume != "" {
-		if ckpt, err = core.LatestCheckpoint(runDir); err != nil {
+	if target.resume != "" {
+		var skipped []string
+		if ckpt, skipped, err = core.ResumeCheckpoint(rd.Path); err != nil {
 			return err
 		}
+		for _, s := range skipped {
+			log.Warn().Str("skipped", s).Msg("resume: passing over an incomplete checkpoint")
+		}
 	}
-	// Build everything first: a bad key fails here, before any pretraining.
+	// Build everything first: a bad key or plugin fails here, before any
+	// run directory is made or pretraining starts.
 	s, err := newSession(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if rd == nil {
+		if target.runDir != "" {
+			rd, err = core.NewRunDir(target.runDir, target.overwrite)
+		} else {
+			rd, err = core.NewRunDirUnder("runs", fmt.Sprint(cfg.Algorithm["name"]))
+		}
+		if err != nil {
+			return err
+		}
+		// A start that fails before the first step leaves nothing behind.
+		defer func() {
+			if err != nil {
+				rd.Discard()
+			} else {
+				rd.Close()
+			}
+		}()
+	}
+	runDir := rd.Path
+	if dump != "" {
+		if err := os.MkdirAll(dump, 0o755); err != nil {
+			return err
+		}
+	}
 	base := ""
 	if ckpt == "" {
 		if base, err = resolveBase(ctx, cfg, log, tty); err != nil {
@@ -157,15 +208,15 @@ func train(ctx context.Context, cf configFlags, runDir, resume, dump string, tty
 			return err
 		}
 	}
+	s.trainer.RunDir = runDir
 	if ckpt != "" {
 		if start, err = s.trainer.Restore(ckpt); err != nil {
 			return err
 		}
 		log.Info().Str("checkpoint", ckpt).Int("step", start).Msg("resuming")
-	} else if resume != "" {
-		log.Warn().Str("run", runDir).Msg("no checkpoint yet: starting from step 0")
+	} else if target.resume != "" {
+		log.Warn().Str("run", runDir).Msg("no complete checkpoint yet: starting from step 0")
 	}
-	s.trainer.RunDir = runDir
 	s.trainer.Progress, s.trainer.TTY = os.Stderr, tty
 	s.trainer.DumpRollouts = dump
 	return s.trainer.Run(ctx, start)

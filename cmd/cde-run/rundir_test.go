@@ -195,3 +195,23 @@ func TestResumeConfigChanges(t *testing.T) {
 		t.Fatalf("%d rows after extending to 4 steps, want 5", len(rows))
 	}
 }
+
+// The shipped base policy is found wherever cde-run runs (it is embedded
+// in the binary): a default-config run from an empty directory uses it and
+// does not start a warm start.
+func TestShippedBaseFromAnyDirectory(t *testing.T) {
+	tmp := t.TempDir()
+	cmd := exec.Command(cdeRun, "train", "--set", "train.steps=1", "--set", "train.prompts_per_step=2",
+		"--set", "rollout.n=2", "--set", "eval.max_problems=2", "--run-dir", "run")
+	cmd.Dir = tmp
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "using the shipped base policy") || strings.Contains(string(out), "warm start") {
+		t.Fatalf("did not use the shipped base:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "runs", "base", "da4cd3abefb8", "policy.gob")); err != nil {
+		t.Fatal(err)
+	}
+}

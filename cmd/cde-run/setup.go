@@ -19,6 +19,7 @@ import (
 
 	_ "github.com/cde-rl/cde/algos/grpo"
 	_ "github.com/cde-rl/cde/algos/ppo"
+	"github.com/cde-rl/cde/assets"
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/tasks"
@@ -188,14 +189,10 @@ func baseKey(cfg *core.Config) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// shippedBases is where the repository keeps bases made by `cde-run
-// pretrain` for the default configs, found relative to the working
-// directory (the repository root for `go run ./cmd/cde-run`).
-const shippedBases = "assets/base"
-
 // resolveBase returns the directory of the base policy for model.checkpoint:
-// "" for none, a path as given, or for "auto" pretrain.dir/<key>, making it
-// with the supervised warm start when missing.
+// "" for none, a path as given, or for "auto" pretrain.dir/<key>: made there
+// from the copy embedded in the binary when cde ships that base
+// (assets/base), else with the supervised warm start when missing.
 func resolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, tty bool) (string, error) {
 	switch cfg.Model.Checkpoint {
 	case "":
@@ -209,11 +206,16 @@ func resolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, tty 
 	}
 	key := baseKey(cfg)
 	dir := filepath.Join(cfg.Pretrain.Dir, key)
-	for _, d := range []string{dir, filepath.Join(shippedBases, key)} {
-		if _, err := os.Stat(filepath.Join(d, "policy.gob")); err == nil {
-			log.Info().Str("base", d).Msg("using pretrained base policy")
-			return d, nil
+	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err == nil {
+		log.Info().Str("base", dir).Msg("using pretrained base policy")
+		return dir, nil
+	}
+	if assets.HasBase(key) {
+		if err := assets.ExtractBase(key, dir); err != nil {
+			return "", err
 		}
+		log.Info().Str("base", dir).Msg("using the shipped base policy (assets/base)")
+		return dir, nil
 	}
 	log.Info().Str("base", dir).Msg("no base policy yet: running the supervised warm start (cde-run pretrain)")
 	if err := runPretrain(ctx, cfg, dir, log, tty); err != nil {

@@ -12,6 +12,9 @@ type Problem struct {
 	Solution string `json:"solution,omitempty"`
 	// Level is the difficulty level (task specific; 0 when unknown).
 	Level int `json:"level,omitempty"`
+	// Source says where the problem came from, for error messages
+	// ("train.jsonl:12"); empty for generated problems.
+	Source string `json:"-"`
 }
 
 // Tokenizer maps text to token ids and back.

@@ -384,6 +384,15 @@ func minibatches(n, m int, rng *rand.Rand) ([][]int, error) {
 	return out, nil
 }
 
+// MaxPromptTokens is the longest prompt Generate accepts with
+// maxResponseTokens after it (prompts are padded to a multiple of 4).
+func (b *Backend) MaxPromptTokens(maxResponseTokens int) int {
+	return (b.policy.cfg.MaxLen - maxResponseTokens) / 4 * 4
+}
+
+// MaxSequenceTokens is the longest prompt + response the model scores.
+func (b *Backend) MaxSequenceTokens() int { return b.policy.cfg.MaxLen }
+
 // UpdateActor runs Epochs x Minibatches clipped-surrogate Adam steps.
 // Metrics are means over the steps.
 func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]float64, error) {

@@ -128,3 +128,24 @@ func TestNonFiniteCriticAndSupervisedSteps(t *testing.T) {
 		t.Fatalf("supervised: got %v, want a NonFiniteError naming the weights", err)
 	}
 }
+
+// MaxPromptTokens is exactly the longest prompt Generate accepts.
+func TestMaxPromptTokensMatchesGenerate(t *testing.T) {
+	b := tinyBackend(t, 0) // MaxLen 32
+	for _, resp := range []int{1, 5, 8, 13} {
+		n := b.MaxPromptTokens(resp)
+		prompt := func(k int) [][]int32 {
+			p := make([]int32, k)
+			for i := range p {
+				p[i] = 3
+			}
+			return [][]int32{p}
+		}
+		if _, err := b.Generate(core.GenerateRequest{Prompts: prompt(n), Temperature: 1, MaxTokens: resp, Seed: 1}); err != nil {
+			t.Fatalf("max_response %d: a prompt of MaxPromptTokens = %d failed: %v", resp, n, err)
+		}
+		if _, err := b.Generate(core.GenerateRequest{Prompts: prompt(n + 1), Temperature: 1, MaxTokens: resp, Seed: 1}); err == nil {
+			t.Fatalf("max_response %d: a prompt of %d tokens (MaxPromptTokens+1) was accepted", resp, n+1)
+		}
+	}
+}

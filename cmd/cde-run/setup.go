@@ -117,7 +117,7 @@ func buildStrategies(cfg *core.Config, algo core.Algorithm, log zerolog.Logger) 
 
 // newSession builds task, algorithm, strategies and backend. It does not
 // load any checkpoint.
-func newSession(cfg *core.Config, log zerolog.Logger) (*session, error) {
+func newSession(cfg *core.Config, log zerolog.Logger) (_ *session, err error) {
 	task, err := tasks.New(core.NewParams("task", cfg.Task))
 	if err != nil {
 		return nil, err
@@ -133,6 +133,11 @@ func newSession(cfg *core.Config, log zerolog.Logger) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil { // stop the plugin processes already started
+			(&session{strats: strats}).Close()
+		}
+	}()
 	tr := &core.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
 	needs, err := tr.Needs()
 	if err != nil {
@@ -151,6 +156,10 @@ func newSession(cfg *core.Config, log zerolog.Logger) (*session, error) {
 		return nil, err
 	}
 	tr.Backend = be
+	if err := core.CheckPromptLengths(task, be, cfg.Rollout.MaxResponseTokens, false); err != nil {
+		be.Close()
+		return nil, err
+	}
 	log.Info().Str("engine", be.Engine()).Int("value_heads", heads).Msg("backend")
 	return &session{cfg: cfg, task: task, algo: algo, strats: strats, backend: be, trainer: tr, log: log}, nil
 }
@@ -161,7 +170,9 @@ func (s *session) Close() {
 			c.Close()
 		}
 	}
-	s.backend.Close()
+	if s.backend != nil {
+		s.backend.Close()
+	}
 }
 
 // pretrainSeed is the seed of the warm start: pretrain.seed, or the run seed.
@@ -238,6 +249,9 @@ func runPretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.
 		return err
 	}
 	defer s.Close()
+	if err := core.CheckPromptLengths(s.task, s.backend, cfg.Rollout.MaxResponseTokens, true); err != nil {
+		return err
+	}
 	s.trainer.Progress, s.trainer.TTY = os.Stderr, tty
 	start := time.Now()
 	res, err := s.trainer.Pretrain(ctx)

@@ -51,6 +51,14 @@ type Config struct {
 	// CallTimeout bounds every call (default 30s).
 	StartTimeout time.Duration
 	CallTimeout  time.Duration
+	// Weight is the entry's `weight:` schedule, nil when the entry has
+	// none. The host evaluates w_t at each call's step and multiplies what
+	// the plugin returns by it: reward bonuses, advantage bonuses and the
+	// entropy coefficient (head masks are not scaled); Observe then also
+	// reports explore/<name>/weight = w_t. The plugin itself never sees
+	// w_t (the protocol has no field for it): it computes its unweighted
+	// bonus, exactly like an in-tree strategy's bonus before its w_t.
+	Weight core.Schedule
 	// Log receives the plugin's logs and the host's messages about it.
 	Log zerolog.Logger
 }
@@ -85,7 +93,7 @@ func Open(cfg Config) (core.Strategy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wrap(p, p.caps), nil
+	return wrap(p, p.wrapCaps()), nil
 }
 
 // Connect configures a strategy service reached over an existing
@@ -97,7 +105,16 @@ func Connect(rpc pb.StrategyClient, cfg Config) (core.Strategy, error) {
 	if err := p.configure(); err != nil {
 		return nil, err
 	}
-	return wrap(p, p.caps), nil
+	return wrap(p, p.wrapCaps()), nil
+}
+
+// wrapCaps are the hooks the host's strategy implements: the plugin's,
+// plus Observe when the entry has a weight (to report w_t).
+func (p *Plugin) wrapCaps() capabilities {
+	if p.cfg.Weight != nil {
+		return p.caps | capObserve
+	}
+	return p.caps
 }
 
 // Of returns the Plugin behind a strategy made by Open or Connect.
@@ -467,15 +484,11 @@ func (p *Plugin) rewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, er
 	}); err != nil {
 		return nil, err
 	}
-	if len(resp.Bonus) != len(r.Seqs) {
-		return nil, p.invalid("RewardBonus", "%d bonuses for %d sequences", len(resp.Bonus), len(r.Seqs))
+	out, err := checkRewardBonus(resp.Bonus, len(r.Seqs), p.weight(info))
+	if err != nil {
+		return nil, p.invalid("RewardBonus", "%v", err)
 	}
-	for i, x := range resp.Bonus {
-		if !finite(x) {
-			return nil, p.invalid("RewardBonus", "non-finite bonus %v for sequence %d", x, i)
-		}
-	}
-	return resp.Bonus, nil
+	return out, nil
 }
 
 func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
@@ -490,30 +503,9 @@ func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float6
 	}); err != nil {
 		return nil, err
 	}
-	if len(resp.Lengths) != len(r.Seqs) {
-		return nil, p.invalid("AdvantageBonus", "%d rows for %d sequences", len(resp.Lengths), len(r.Seqs))
-	}
-	total := 0
-	for i, l := range resp.Lengths {
-		if int(l) != r.Seqs[i].Len() {
-			return nil, p.invalid("AdvantageBonus", "sequence %d: %d bonuses for %d tokens", i, l, r.Seqs[i].Len())
-		}
-		total += int(l)
-	}
-	if len(resp.Bonus) != total {
-		return nil, p.invalid("AdvantageBonus", "%d bonuses for %d tokens", len(resp.Bonus), total)
-	}
-	out := make([][]float64, len(r.Seqs))
-	off := 0
-	for i, l := range resp.Lengths {
-		row := resp.Bonus[off : off+int(l) : off+int(l)]
-		for t, x := range row {
-			if !finite(x) {
-				return nil, p.invalid("AdvantageBonus", "non-finite bonus %v at sequence %d token %d", x, i, t)
-			}
-		}
-		out[i] = row
-		off += int(l)
+	out, err := checkAdvantageBonus(resp.Lengths, resp.Bonus, seqLens(r), p.weight(info))
+	if err != nil {
+		return nil, p.invalid("AdvantageBonus", "%v", err)
 	}
 	return out, nil
 }
@@ -526,10 +518,11 @@ func (p *Plugin) lossTerms(info core.StepInfo) (core.LossTerms, error) {
 	}); err != nil {
 		return core.LossTerms{}, err
 	}
-	if !finite(resp.EntropyCoef) {
-		return core.LossTerms{}, p.invalid("LossTerms", "non-finite entropy coefficient %v", resp.EntropyCoef)
+	coef, err := checkLossTerms(resp.EntropyCoef, p.weight(info))
+	if err != nil {
+		return core.LossTerms{}, p.invalid("LossTerms", "%v", err)
 	}
-	return core.LossTerms{EntropyCoef: resp.EntropyCoef}, nil
+	return core.LossTerms{EntropyCoef: coef}, nil
 }
 
 func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
@@ -544,66 +537,54 @@ func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, 
 	}); err != nil {
 		return nil, err
 	}
-	k := r.ValueHeads
-	if len(resp.Rows) != len(r.Seqs) {
-		return nil, p.invalid("HeadMasks", "%d masks for %d sequences", len(resp.Rows), len(r.Seqs))
-	}
-	total := 0
-	for i, n := range resp.Rows {
-		if n != 0 && int(n) != r.Seqs[i].Len() {
-			return nil, p.invalid("HeadMasks", "sequence %d: %d rows for %d tokens", i, n, r.Seqs[i].Len())
-		}
-		total += int(n)
-	}
-	if len(resp.Masks) != total*k {
-		return nil, p.invalid("HeadMasks", "%d mask entries for %d rows of K = %d heads", len(resp.Masks), total, k)
-	}
-	out := make([][][]float64, len(r.Seqs))
-	off := 0
-	for i, n := range resp.Rows {
-		if n == 0 {
-			continue
-		}
-		m := make([][]float64, n)
-		for t := range m {
-			row := resp.Masks[off : off+k : off+k]
-			for j, x := range row {
-				if !finite(x) || x < 0 {
-					return nil, p.invalid("HeadMasks", "sequence %d token %d head %d: %v is not a finite weight >= 0", i, t, j, x)
-				}
-			}
-			m[t] = row
-			off += k
-		}
-		out[i] = m
+	out, err := checkHeadMasks(resp.Rows, resp.Masks, seqLens(r), r.ValueHeads)
+	if err != nil {
+		return nil, p.invalid("HeadMasks", "%v", err)
 	}
 	return out, nil
 }
 
+// observe returns the plugin's metrics under explore/<name>/ (see
+// checkObserve), plus explore/<name>/weight when the entry has a weight;
+// a plugin without the Observe hook is not called (the host wraps it as
+// an Observer only to report the weight).
 func (p *Plugin) observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
-	b, err := p.batch("Observe", info, r)
+	var metrics map[string]float64
+	if p.caps&capObserve != 0 {
+		b, err := p.batch("Observe", info, r)
+		if err != nil {
+			return nil, err
+		}
+		var resp *pb.ObserveResponse
+		if err := p.call("Observe", func(ctx context.Context) (err error) {
+			resp, err = p.rpc.Observe(ctx, b, callOptions()...)
+			return
+		}); err != nil {
+			return nil, err
+		}
+		metrics = resp.Metrics
+	}
+	out, err := checkObserve(metrics, p.name, p.cfg.Weight != nil, p.weight(info))
 	if err != nil {
-		return nil, err
+		return nil, p.invalid("Observe", "%v", err)
 	}
-	var resp *pb.ObserveResponse
-	if err := p.call("Observe", func(ctx context.Context) (err error) {
-		resp, err = p.rpc.Observe(ctx, b, callOptions()...)
-		return
-	}); err != nil {
-		return nil, err
+	return out, nil
+}
+
+// weight is the entry's w_t at the step of info (1 without a weight:).
+func (p *Plugin) weight(info core.StepInfo) float64 {
+	if p.cfg.Weight == nil {
+		return 1
 	}
-	for _, k := range sortedMetricNames(resp.Metrics) {
-		if k == "" {
-			return nil, p.invalid("Observe", "empty metric name")
-		}
-		if v := resp.Metrics[k]; !finite(v) {
-			return nil, p.invalid("Observe", "metric %s = %v is not finite", k, v)
-		}
+	return p.cfg.Weight.Weight(info.Step, info.TotalSteps)
+}
+
+func seqLens(r *core.Rollout) []int {
+	out := make([]int, len(r.Seqs))
+	for i := range r.Seqs {
+		out[i] = r.Seqs[i].Len()
 	}
-	if resp.Metrics == nil {
-		return map[string]float64{}, nil
-	}
-	return resp.Metrics, nil
+	return out
 }
 
 func (p *Plugin) saveState() ([]byte, error) {

@@ -120,6 +120,8 @@ func TestInProcessEqualsInTree(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// The host logs a plugin's metrics under explore/<name>/.
+				a.Metrics = underPrefix(c.name, a.Metrics)
 				if !reflect.DeepEqual(a, b) {
 					t.Fatalf("step %d: in-tree %+v\nplugin %+v", step, a, b)
 				}
@@ -133,6 +135,22 @@ func TestInProcessEqualsInTree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// underPrefix renames metrics as the host does for a plugin named name:
+// explore/<name>/KEY, unless KEY already starts with explore/<name>/.
+func underPrefix(name string, m map[string]float64) map[string]float64 {
+	if m == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, "explore/"+name+"/") {
+			k = "explore/" + name + "/" + k
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func implements(s core.Strategy, hook string) bool {

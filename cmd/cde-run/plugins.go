@@ -18,12 +18,14 @@ import (
 // pluginStrategy builds the plugin-backed strategy of config entry
 // strategies[index]:
 //
-//	{plugin: PATH, params: {...}, sha256: HEX, start_timeout: 10s, call_timeout: 30s}
+//	{plugin: PATH, params: {...}, weight: {...}, sha256: HEX, start_timeout: 10s, call_timeout: 30s}
 //
 // Every key is checked (an unknown one is an error naming
 // strategies[index].KEY); params go to the plugin's factory, which checks
-// them as strategies[index].params.KEY. The plugin process is started,
-// configured and killed again on any error.
+// them as strategies[index].params.KEY. weight is a schedule as in every
+// strategy entry (core.ParseSchedule); the host multiplies the plugin's
+// bonuses by its w_t (plugins.Config.Weight). The plugin process is
+// started, configured and killed again on any error.
 func pluginStrategy(path string, entry map[string]any, index int, algo core.Algorithm, log zerolog.Logger) (core.Strategy, error) {
 	p := core.NewParams(fmt.Sprintf("strategies[%d]", index), entry)
 	if v := p.String("plugin", path); v != "" {
@@ -31,6 +33,10 @@ func pluginStrategy(path string, entry map[string]any, index int, algo core.Algo
 	}
 	p.Check(path != "", "plugin", "want the path of a plugin executable")
 	params := p.Map("params")
+	var weight core.Schedule
+	if p.Has("weight") {
+		weight = core.ParseSchedule(p.Sub("weight"))
+	}
 	sum := p.String("sha256", "")
 	start := duration(p, "start_timeout", plugins.DefaultStartTimeout)
 	call := duration(p, "call_timeout", plugins.DefaultCallTimeout)
@@ -38,7 +44,7 @@ func pluginStrategy(path string, entry map[string]any, index int, algo core.Algo
 		return nil, err
 	}
 	return plugins.Open(plugins.Config{Path: path, Params: params, ParamsPath: fmt.Sprintf("strategies[%d].params", index),
-		Algorithm: algo, SHA256: sum, StartTimeout: start, CallTimeout: call, Log: log})
+		Algorithm: algo, SHA256: sum, StartTimeout: start, CallTimeout: call, Weight: weight, Log: log})
 }
 
 // duration reads a Go duration string ("30s") or a number of seconds.

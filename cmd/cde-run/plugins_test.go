@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,6 +106,9 @@ func TestPluginEntryKeys(t *testing.T) {
 		{map[string]any{"plugin": example, "params": map[string]any{"beta": -1}}, "strategies[2].params.beta: must be > 0"},
 		{map[string]any{"plugin": example, "params": map[string]any{"betta": 1}}, "strategies[2].params.betta: unknown key"},
 		{map[string]any{"plugin": example, "sha256": strings.Repeat("0", 64)}, "sha256 mismatch"},
+		{map[string]any{"plugin": example, "weight": map[string]any{"schedule": "exponential"}}, "strategies[2].weight.schedule: unknown value"},
+		{map[string]any{"plugin": example, "weight": map[string]any{"w1": 1}}, "strategies[2].weight.w1: unknown key"},
+		{map[string]any{"plugin": example, "weight": 0.5}, "strategies[2].weight: want a mapping"},
 	}
 	for _, c := range cases {
 		_, err := pluginStrategy(example, c.entry, 2, algo, zerolog.Nop())
@@ -199,7 +203,7 @@ func (b *Brevity) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, e
 }
 
 func (b *Brevity) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
-	return map[string]float64{"brevity/scale": b.Scale}, nil
+	return map[string]float64{"scale": b.Scale}, nil
 }
 
 func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
@@ -251,7 +255,8 @@ func TestOutsideModule(t *testing.T) {
 		t.Fatalf("go build of the outside module: %v\n%s", err, out)
 	}
 	run, err := trainWithPlugin(t, "train: {steps: 3, prompts_per_step: 4}\n",
-		map[string]any{"plugin": bin, "params": map[string]any{"scale": 0.5}, "sha256": mustSum(t, bin)})
+		map[string]any{"plugin": bin, "params": map[string]any{"scale": 0.5}, "sha256": mustSum(t, bin),
+			"weight": map[string]any{"schedule": "linear", "w0": 2, "w_end": 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,11 +264,19 @@ func TestOutsideModule(t *testing.T) {
 	seen := 0
 	for _, row := range rows {
 		if v, ok := row["explore/brevity/bonus_mean"].(float64); ok {
-			if v <= 0 || v > 0.5 {
-				t.Errorf("step %v: bonus_mean %v out of (0, 0.5]", row["step"], v)
+			// w_t = 2 - 2 step/3 over the 3 steps; the plugin's bonus is in
+			// (0, 0.5], the host multiplies it by w_t.
+			step, _ := row["step"].(float64)
+			w := 2 - 2*step/3
+			if got, _ := row["explore/brevity/weight"].(float64); math.Abs(got-w) > 1e-12 {
+				t.Errorf("step %v: explore/brevity/weight = %v, want %v", step, row["explore/brevity/weight"], w)
 			}
-			if row["brevity/scale"] != 0.5 {
-				t.Errorf("step %v: brevity/scale = %v", row["step"], row["brevity/scale"])
+			if v <= 0 || v > 0.5*w+1e-12 {
+				t.Errorf("step %v: bonus_mean %v out of (0, 0.5 w_t = %v]", step, v, 0.5*w)
+			}
+			// The plugin's Observe key "scale" lands under explore/brevity/.
+			if row["explore/brevity/scale"] != 0.5 || row["scale"] != nil {
+				t.Errorf("step %v: explore/brevity/scale = %v, scale = %v", step, row["explore/brevity/scale"], row["scale"])
 			}
 			seen++
 		}

@@ -25,9 +25,12 @@
 // default false), only_correct (bool, default false), no_answer_bonus
 // (number >= 0, default 0), weight (schedule, default constant 1).
 //
-// Metrics: answercount/distinct_frac (distinct answers / responses, mean
-// over groups), answercount/no_answer_frac, answercount/problems (problems
-// in the history).
+// Metrics: explore/answercount/distinct_frac (distinct answers /
+// responses, mean over groups), explore/answercount/no_answer_frac,
+// explore/answercount/problems (problems in the history). The names carry
+// their explore/answercount/ prefix already, so they read the same in
+// process and through the plugin host (which adds the prefix to names
+// without it).
 package answercount
 
 import (
@@ -144,7 +147,7 @@ func (s *AnswerCount) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float6
 
 // Observe reports the answer diversity of the batch.
 func (s *AnswerCount) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
-	m := map[string]float64{"answercount/problems": float64(len(s.seen))}
+	m := map[string]float64{"explore/answercount/problems": float64(len(s.seen))}
 	groups := r.Groups()
 	if len(groups) == 0 {
 		return m, nil
@@ -162,8 +165,8 @@ func (s *AnswerCount) Observe(info core.StepInfo, r *core.Rollout) (map[string]f
 		}
 		distinct += float64(len(set)) / float64(len(g))
 	}
-	m["answercount/distinct_frac"] = distinct / float64(len(groups))
-	m["answercount/no_answer_frac"] = float64(none) / float64(len(r.Seqs))
+	m["explore/answercount/distinct_frac"] = distinct / float64(len(groups))
+	m["explore/answercount/no_answer_frac"] = float64(none) / float64(len(r.Seqs))
 	return m, nil
 }
 

@@ -56,7 +56,7 @@ func TestBonus(t *testing.T) {
 		}
 	}
 	m, _ := s.Observe(core.StepInfo{}, r)
-	if m["answercount/distinct_frac"] != (2.0/4+1)/2 || m["answercount/no_answer_frac"] != 0.2 {
+	if m["explore/answercount/distinct_frac"] != (2.0/4+1)/2 || m["explore/answercount/no_answer_frac"] != 0.2 {
 		t.Errorf("metrics %v", m)
 	}
 }

@@ -3,8 +3,9 @@
 //
 // params: {strategy: ppl|entropy|simhash|multihead, params: {...}} serves
 // that in-tree strategy. params: {mode: M, at_step: S} serves a reward-bonus
-// strategy "testplugin" that, from step S on (default 0), does M in
-// RewardBonus: crash (os.Exit(3)), hang (sleeps an hour), short (one bonus
+// strategy "testplugin" whose reward bonus is B and advantage bonus B/2
+// on every token (params bonus: B, default 0) and that, from step S on
+// (default 0), does M in RewardBonus: crash (os.Exit(3)), hang (sleeps an hour), short (one bonus
 // too few), nan, inf, advlen (an AdvantageBonus row one token short),
 // panic, error, or nothing ("ok": a zero bonus). Environment:
 // CDE_TESTPLUGIN_VERSION offers another protocol version;
@@ -31,8 +32,9 @@ import (
 )
 
 type bad struct {
-	mode string
-	at   int
+	mode  string
+	at    int
+	bonus float64
 }
 
 func (b *bad) Name() string      { return "testplugin" }
@@ -40,6 +42,9 @@ func (b *bad) Needs() core.Needs { return core.Needs{LogProbs: true} }
 
 func (b *bad) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
 	out := make([]float64, len(r.Seqs))
+	for i := range out {
+		out[i] = b.bonus
+	}
 	if info.Step < b.at {
 		return out, nil
 	}
@@ -67,6 +72,9 @@ func (b *bad) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, 
 	out := make([][]float64, len(r.Seqs))
 	for i := range r.Seqs {
 		out[i] = make([]float64, r.Seqs[i].Len())
+		for t := range out[i] {
+			out[i][t] = b.bonus / 2
+		}
 	}
 	if b.mode == "advlen" && info.Step >= b.at {
 		out[0] = out[0][:len(out[0])-1]
@@ -79,7 +87,7 @@ func factory(p *core.Params, algo core.Algorithm) (core.Strategy, error) {
 		return core.NewStrategy(name, core.NewParams(p.Path+".params", p.Map("params")), algo)
 	}
 	b := &bad{mode: p.OneOf("mode", "ok", "ok", "crash", "hang", "short", "nan", "inf", "advlen", "panic", "error"),
-		at: p.Int("at_step", 0)}
+		at: p.Int("at_step", 0), bonus: p.Float("bonus", 0)}
 	sdk.Logger().Info("testplugin configured", "mode", b.mode, "at_step", b.at)
 	return b, p.Err()
 }

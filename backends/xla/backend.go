@@ -635,11 +635,17 @@ func (n *net) snapshot() (checkpoint, error) {
 	return ck, nil
 }
 
+// restore sets every variable from ck after checking all of them (sizes,
+// shapes, data length, finiteness), so a bad checkpoint changes nothing.
 func (n *net) restore(ck checkpoint, what string) error {
 	if ck.Config.Vocab != n.cfg.Vocab || ck.Config.Layers != n.cfg.Layers || ck.Config.DModel != n.cfg.DModel ||
 		ck.Config.Heads != n.cfg.Heads || ck.Config.FF != n.cfg.FF || ck.Config.MaxLen != n.cfg.MaxLen || ck.Config.ValueK != n.cfg.ValueK {
 		return fmt.Errorf("checkpoint %s: model sizes %+v differ from the configured %+v", what, ck.Config, n.cfg)
 	}
+	if ck.AdamStep < 0 {
+		return fmt.Errorf("checkpoint %s: negative Adam step count %d", what, ck.AdamStep)
+	}
+	var vars []*context.Variable
 	for v := range n.ctx.IterVariables() {
 		st, ok := ck.Vars[v.ScopeAndName()]
 		if !ok {
@@ -648,6 +654,18 @@ func (n *net) restore(ck checkpoint, what string) error {
 		if !slices.Equal(st.Dims, v.Shape().Dimensions) {
 			return fmt.Errorf("checkpoint %s: variable %s has shape %v, model wants %v", what, v.ScopeAndName(), st.Dims, v.Shape().Dimensions)
 		}
+		if len(st.Data) != v.Shape().Size() {
+			return fmt.Errorf("checkpoint %s: variable %s has %d values for shape %v", what, v.ScopeAndName(), len(st.Data), st.Dims)
+		}
+		for i, x := range st.Data {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("checkpoint %s: variable %s[%d] is %v", what, v.ScopeAndName(), i, x)
+			}
+		}
+		vars = append(vars, v)
+	}
+	for _, v := range vars {
+		st := ck.Vars[v.ScopeAndName()]
 		if err := v.SetValue(tensors.FromFlatDataAndDimensions(slices.Clone(st.Data), st.Dims...)); err != nil {
 			return err
 		}
@@ -746,13 +764,56 @@ func writeGob(path string, v any) error {
 }
 
 func readGob(path string, v any) error {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := gob.NewDecoder(f).Decode(v); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", path, err)
+	return decodeGob(data, path, v)
+}
+
+// decodeGob decodes one gob value from data. The stream's message framing
+// is checked first (the gob decoder allocates whatever length a message
+// claims, up to 1 GiB, before reading it), and a decoder panic on hostile
+// input becomes an error naming what.
+func decodeGob(data []byte, what string, v any) (err error) {
+	if err := checkGobFraming(data); err != nil {
+		return fmt.Errorf("checkpoint %s: corrupt gob data: %w", what, err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("checkpoint %s: corrupt gob data: %v", what, p)
+		}
+	}()
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(v); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", what, err)
+	}
+	return nil
+}
+
+// checkGobFraming walks the length-prefixed messages of a gob stream and
+// reports the first whose length runs past the data. A length is a gob
+// unsigned integer: one byte below 128, else a byte holding minus the
+// count of big-endian bytes that follow.
+func checkGobFraming(data []byte) error {
+	for off := 0; off < len(data); {
+		b := data[off]
+		off++
+		n := uint64(b)
+		if b >= 0x80 {
+			k := int(-int8(b))
+			if k < 1 || k > 8 || off+k > len(data) {
+				return fmt.Errorf("bad message length at byte %d", off-1)
+			}
+			n = 0
+			for _, c := range data[off : off+k] {
+				n = n<<8 | uint64(c)
+			}
+			off += k
+		}
+		if n > uint64(len(data)-off) {
+			return fmt.Errorf("message at byte %d claims %d bytes, %d remain", off, n, len(data)-off)
+		}
+		off += int(n)
 	}
 	return nil
 }

@@ -253,6 +253,9 @@ func (t *Trainer) Restore(dir string) (int, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return 0, fmt.Errorf("resume: %s/state.json: %w", dir, err)
 	}
+	if n, ok := checkpointStep(filepath.Base(dir)); st.Step < 0 || ok && n != st.Step {
+		return 0, fmt.Errorf("resume: %s/state.json: step %d does not match the checkpoint's name", dir, st.Step)
+	}
 	if st.Seed != t.Cfg.Seed {
 		return 0, fmt.Errorf("resume: checkpoint seed %d differs from config seed %d", st.Seed, t.Cfg.Seed)
 	}

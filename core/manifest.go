@@ -116,7 +116,18 @@ func VerifyCheckpoint(dir string) error {
 				dir, name, n, hex.EncodeToString(h.Sum(nil))[:12], want.Size, want.SHA256[:min(12, len(want.SHA256))])
 		}
 	}
-	return nil
+	// Every file the loaders may read is covered: an unlisted one is as
+	// suspect as a changed one.
+	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if _, listed := m.Files[filepath.ToSlash(rel)]; !listed && rel != ManifestName {
+			return fmt.Errorf("checkpoint %s: %s is not in its %s (remove the file, or the checkpoint)", dir, rel, ManifestName)
+		}
+		return nil
+	})
 }
 
 // FixedConfigKeys are the config keys a run keeps from its first step:

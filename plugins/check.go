@@ -10,11 +10,22 @@ import (
 // FuzzCheckOutputs (check_fuzz_test.go) can test them on any input. Each
 // returns the output in the trainer's form, scaled by the entry's weight w
 // where a weight applies, or an error describing the first problem (the
-// host adds the plugin and the hook).
+// host adds the plugin and the hook). A weight that is not finite (a
+// schedule with extreme w0 and w_end can overflow) is an error too.
+
+func checkWeight(w float64) error {
+	if !finite(w) {
+		return fmt.Errorf("the entry's weight w_t = %v is not finite (check its w0, w_end and stairs)", w)
+	}
+	return nil
+}
 
 // checkRewardBonus checks one bonus per sequence (n sequences), every
 // bonus finite, and returns w * bonus (bonus itself when w = 1).
 func checkRewardBonus(bonus []float64, n int, w float64) ([]float64, error) {
+	if err := checkWeight(w); err != nil {
+		return nil, err
+	}
 	if len(bonus) != n {
 		return nil, fmt.Errorf("%d bonuses for %d sequences", len(bonus), n)
 	}
@@ -41,6 +52,9 @@ func checkRewardBonus(bonus []float64, n int, w float64) ([]float64, error) {
 // entries, lengths summing to len(bonus), every bonus finite. It returns
 // the rows scaled by w: slices of bonus, scaled in place.
 func checkAdvantageBonus(lengths []int32, bonus []float64, seqLens []int, w float64) ([][]float64, error) {
+	if err := checkWeight(w); err != nil {
+		return nil, err
+	}
 	if len(lengths) != len(seqLens) {
 		return nil, fmt.Errorf("%d rows for %d sequences", len(lengths), len(seqLens))
 	}
@@ -77,6 +91,9 @@ func checkAdvantageBonus(lengths []int32, bonus []float64, seqLens []int, w floa
 
 // checkLossTerms checks the entropy coefficient and returns w * coef.
 func checkLossTerms(coef, w float64) (float64, error) {
+	if err := checkWeight(w); err != nil {
+		return 0, err
+	}
 	if !finite(coef) {
 		return 0, fmt.Errorf("non-finite entropy coefficient %v", coef)
 	}
@@ -137,6 +154,11 @@ func metricPrefix(name string) string { return "explore/" + name + "/" }
 // adds explore/<name>/weight = w (the entry's w_t), which no plugin metric
 // may then be named.
 func checkObserve(metrics map[string]float64, name string, weighted bool, w float64) (map[string]float64, error) {
+	if weighted {
+		if err := checkWeight(w); err != nil {
+			return nil, err
+		}
+	}
 	prefix := metricPrefix(name)
 	out := make(map[string]float64, len(metrics)+1)
 	from := make(map[string]string, len(metrics))

@@ -347,7 +347,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	r := p.Sub("rollout")
 	c.Rollout = RolloutConfig{N: r.Int("n", 8), Temperature: r.Float("temperature", 1), MaxResponseTokens: r.Int("max_response_tokens", 48)}
 	r.Check(c.Rollout.N >= 1, "n", "must be >= 1, got %d", c.Rollout.N)
-	r.Check(c.Rollout.Temperature > 0, "temperature", "must be > 0, got %v", c.Rollout.Temperature)
+	r.Check(c.Rollout.Temperature > 0 && c.Rollout.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Rollout.Temperature)
 	r.Check(c.Rollout.MaxResponseTokens >= 1, "max_response_tokens", "must be >= 1, got %d", c.Rollout.MaxResponseTokens)
 	r.Check(c.Rollout.MaxResponseTokens < c.Model.MaxLen, "max_response_tokens", "must be < model.max_len = %d", c.Model.MaxLen)
 
@@ -364,15 +364,15 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	tc := c.Train
 	t.Check(tc.Steps >= 1, "steps", "must be >= 1, got %d", tc.Steps)
 	t.Check(tc.PromptsPerStep >= 1, "prompts_per_step", "must be >= 1, got %d", tc.PromptsPerStep)
-	t.Check(tc.ActorLR > 0, "actor_lr", "must be > 0, got %v", tc.ActorLR)
-	t.Check(tc.CriticLR > 0, "critic_lr", "must be > 0, got %v", tc.CriticLR)
+	t.Check(tc.ActorLR > 0 && tc.ActorLR <= 1, "actor_lr", "must be in (0, 1], got %v", tc.ActorLR)
+	t.Check(tc.CriticLR > 0 && tc.CriticLR <= 1, "critic_lr", "must be in (0, 1], got %v", tc.CriticLR)
 	t.Check(tc.PPOEpochs >= 1, "ppo_epochs", "must be >= 1, got %d", tc.PPOEpochs)
 	t.Check(tc.Minibatches >= 1 && (tc.PromptsPerStep*c.Rollout.N)%max(tc.Minibatches, 1) == 0, "minibatches",
 		"must be >= 1 and divide prompts_per_step * rollout.n = %d, got %d", tc.PromptsPerStep*c.Rollout.N, tc.Minibatches)
 	t.Check(tc.ClipLow > 0 && tc.ClipLow < 1, "clip_low", "must be in (0, 1), got %v", tc.ClipLow)
-	t.Check(tc.ClipHigh > 0, "clip_high", "must be > 0, got %v", tc.ClipHigh)
-	t.Check(tc.EntropyCoef >= 0, "entropy_coef", "must be >= 0, got %v", tc.EntropyCoef)
-	t.Check(tc.KLCoef >= 0, "kl_coef", "must be >= 0, got %v", tc.KLCoef)
+	t.Check(tc.ClipHigh > 0 && tc.ClipHigh <= 1, "clip_high", "must be in (0, 1], got %v", tc.ClipHigh)
+	t.Check(tc.EntropyCoef >= 0 && tc.EntropyCoef <= 1, "entropy_coef", "must be in [0, 1], got %v", tc.EntropyCoef)
+	t.Check(tc.KLCoef >= 0 && tc.KLCoef <= 10, "kl_coef", "must be in [0, 10], got %v", tc.KLCoef)
 	t.Check(tc.MaxGradNorm > 0, "max_grad_norm", "must be > 0, got %v", tc.MaxGradNorm)
 	t.Check(tc.ValueHeads >= 1 && tc.ValueHeads <= 64, "value_heads", "must be in 1..64, got %d", tc.ValueHeads)
 	t.Check(tc.CheckpointEvery >= 1, "checkpoint_every", "must be >= 1, got %d", tc.CheckpointEvery)
@@ -401,7 +401,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	c.Eval = EvalConfig{Every: e.Int("every", 20), K: e.Int("k", 4), Temperature: e.Float("temperature", 1), MaxProblems: e.Int("max_problems", 0)}
 	e.Check(c.Eval.Every >= 0, "every", "must be >= 0, got %d", c.Eval.Every)
 	e.Check(c.Eval.K >= 1, "k", "must be >= 1, got %d", c.Eval.K)
-	e.Check(c.Eval.Temperature > 0, "temperature", "must be > 0, got %v", c.Eval.Temperature)
+	e.Check(c.Eval.Temperature > 0 && c.Eval.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Eval.Temperature)
 	e.Check(c.Eval.MaxProblems >= 0, "max_problems", "must be >= 0, got %d", c.Eval.MaxProblems)
 	if raw, ok := e.Raw("sets"); ok && raw != nil {
 		list, isList := raw.([]any)
@@ -429,7 +429,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	pt.Check(c.Pretrain.EvalMaxProblems >= 0, "eval_max_problems", "must be >= 0, got %d", c.Pretrain.EvalMaxProblems)
 	pt.Check(c.Pretrain.Steps >= 1, "steps", "must be >= 1, got %d", c.Pretrain.Steps)
 	pt.Check(c.Pretrain.BatchSize >= 1, "batch_size", "must be >= 1, got %d", c.Pretrain.BatchSize)
-	pt.Check(c.Pretrain.LR > 0, "lr", "must be > 0, got %v", c.Pretrain.LR)
+	pt.Check(c.Pretrain.LR > 0 && c.Pretrain.LR <= 1, "lr", "must be in (0, 1], got %v", c.Pretrain.LR)
 	pt.Check(c.Pretrain.EvalEvery >= 1, "eval_every", "must be >= 1, got %d", c.Pretrain.EvalEvery)
 	pt.Check(c.Pretrain.StopAcc > 0 && c.Pretrain.StopAcc <= 1, "stop_acc", "must be in (0, 1], got %v", c.Pretrain.StopAcc)
 

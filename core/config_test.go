@@ -87,3 +87,28 @@ func TestEnvOverrides(t *testing.T) {
 		t.Errorf("--set error does not name the flag: %v", err)
 	}
 }
+
+// Values with no sane meaning are refused with their documented bounds.
+func TestConfigBounds(t *testing.T) {
+	cases := []struct{ set, want string }{
+		{"train.clip_high=5", "train.clip_high: must be in (0, 1], got 5"},
+		{"train.actor_lr=1e6", "train.actor_lr: must be in (0, 1], got 1e+06"},
+		{"train.critic_lr=2", "train.critic_lr: must be in (0, 1]"},
+		{"train.entropy_coef=1.5", "train.entropy_coef: must be in [0, 1]"},
+		{"train.kl_coef=11", "train.kl_coef: must be in [0, 10]"},
+		{"rollout.temperature=50", "rollout.temperature: must be in (0, 10]"},
+		{"eval.temperature=0", "eval.temperature: must be in (0, 10]"},
+		{"pretrain.lr=3", "pretrain.lr: must be in (0, 1]"},
+	}
+	for _, c := range cases {
+		_, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{c.set}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--set %s: got %v, want %q", c.set, err, c.want)
+		}
+	}
+	for _, ok := range []string{"train.clip_high=1", "train.actor_lr=1", "rollout.temperature=0.01", "train.kl_coef=0"} {
+		if _, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{ok}}); err != nil {
+			t.Errorf("--set %s: %v", ok, err)
+		}
+	}
+}

@@ -85,6 +85,10 @@ func ParseSchedule(p *Params) WeightSchedule {
 		W0:   p.Float("w0", 1),
 		WEnd: p.Float("w_end", 0),
 	}
+	// A weight scales a bonus: a negative one would turn curiosity into a
+	// penalty, which no schedule of the paper means.
+	p.Check(s.W0 >= 0 && !math.IsInf(s.W0, 0), "w0", "must be a finite number >= 0, got %v", s.W0)
+	p.Check(s.WEnd >= 0 && !math.IsInf(s.WEnd, 0), "w_end", "must be a finite number >= 0, got %v", s.WEnd)
 	raw, ok := p.Raw("stairs")
 	if ok {
 		list, isList := raw.([]any)
@@ -102,6 +106,10 @@ func ParseSchedule(p *Params) WeightSchedule {
 			w, ok2 := ToFloat(pair[1])
 			if !ok1 || !ok2 {
 				p.Fail(fmt.Sprintf("stairs[%d]", i), "want two numbers, got %v", item)
+				return s
+			}
+			if w < 0 || math.IsInf(w, 0) || math.IsNaN(w) {
+				p.Fail(fmt.Sprintf("stairs[%d]", i), "weight = %v: must be a finite number >= 0", w)
 				return s
 			}
 			if from < 0 || from > 1 {

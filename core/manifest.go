@@ -130,6 +130,17 @@ func VerifyCheckpoint(dir string) error {
 	})
 }
 
+// VerifyIfManifest verifies dir like VerifyCheckpoint when it has a
+// manifest, and accepts it as it is otherwise (a base policy made by hand
+// or by an older cde).
+func VerifyIfManifest(dir string) error {
+	err := VerifyCheckpoint(dir)
+	if errors.Is(err, ErrIncompleteCheckpoint) {
+		return nil
+	}
+	return err
+}
+
 // FixedConfigKeys are the config keys a run keeps from its first step:
 // a resumed run whose config.yaml changes one of them is refused, naming
 // it. Everything else (train.steps, learning rates, eval.*, ...) may be

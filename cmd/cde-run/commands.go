@@ -296,6 +296,9 @@ func cmdEval(args []string) int {
 				return fmt.Errorf("eval: give --checkpoint DIR, --run DIR or model.checkpoint")
 			}
 		}
+		if err := core.VerifyIfManifest(dir); err != nil {
+			return err
+		}
 		s, err := newSession(cfg, log)
 		if err != nil {
 			return err

@@ -215,3 +215,29 @@ func TestShippedBaseFromAnyDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A base policy made by pretrain carries a manifest: a flipped byte in it
+// is an error naming the file, for train (model.checkpoint) and eval alike.
+func TestCorruptBaseIsRefused(t *testing.T) {
+	tmp := t.TempDir()
+	cfg := filepath.Join(tmp, "tiny.yaml")
+	writeFile(t, cfg, tinyBase+"train: {steps: 1, prompts_per_step: 4}\npretrain: {steps: 2, batch_size: 4, eval_every: 2, eval_k: 1, eval_max_problems: 2}\n")
+	base := filepath.Join(tmp, "base")
+	run(t, "pretrain", "--config", cfg, "--out", base)
+	path := filepath.Join(base, "policy.gob")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x10
+	writeFile(t, path, string(data))
+	for _, args := range [][]string{
+		{"train", "--config", cfg, "--set", "model.checkpoint=" + base, "--run-dir", filepath.Join(tmp, "run")},
+		{"eval", "--config", cfg, "--checkpoint", base},
+	} {
+		out, err := cdeRunEnv(nil, args...)
+		if err == nil || !strings.Contains(out, "policy.gob is corrupt") {
+			t.Fatalf("cde-run %s with a corrupt base: %v\n%s", args[0], err, out)
+		}
+	}
+}

@@ -213,17 +213,26 @@ func resolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, tty 
 		if _, err := os.Stat(filepath.Join(cfg.Model.Checkpoint, "policy.gob")); err != nil {
 			return "", fmt.Errorf("config: model.checkpoint: %w", err)
 		}
+		if err := core.VerifyIfManifest(cfg.Model.Checkpoint); err != nil {
+			return "", fmt.Errorf("config: model.checkpoint: %w", err)
+		}
 		return cfg.Model.Checkpoint, nil
 	}
 	key := baseKey(cfg)
 	dir := filepath.Join(cfg.Pretrain.Dir, key)
 	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err == nil {
+		if err := core.VerifyIfManifest(dir); err != nil {
+			return "", fmt.Errorf("base policy: %w", err)
+		}
 		log.Info().Str("base", dir).Msg("using pretrained base policy")
 		return dir, nil
 	}
 	if assets.HasBase(key) {
 		if err := assets.ExtractBase(key, dir); err != nil {
 			return "", err
+		}
+		if err := core.VerifyIfManifest(dir); err != nil {
+			return "", fmt.Errorf("shipped base policy: %w", err)
 		}
 		log.Info().Str("base", dir).Msg("using the shipped base policy (assets/base)")
 		return dir, nil
@@ -265,6 +274,9 @@ func runPretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.
 	info, _ := json.MarshalIndent(map[string]any{"steps": res.Steps, "val_avg": res.Acc, "metrics": res.Metrics,
 		"seconds": time.Since(start).Seconds()}, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, "pretrain.json"), info, 0o644); err != nil {
+		return err
+	}
+	if err := core.WriteManifest(tmp, 0); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, dir); err != nil {

@@ -55,8 +55,27 @@ func parse(fs *flag.FlagSet, args []string) (int, bool) {
 	return 0, false
 }
 
+// signalContext is cancelled by the first SIGINT or SIGTERM, which lets a
+// run finish its step and write a checkpoint; the handler is then removed,
+// so a second signal ends the process at once (a step that hangs can
+// always be stopped without SIGKILL).
 func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-ch:
+			signal.Stop(ch)
+			fmt.Fprintf(os.Stderr, "cde-run: %v: stopping after the current step (send it again to quit at once)\n", sig)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel()
+	}
 }
 
 func exitCode(err error) int {

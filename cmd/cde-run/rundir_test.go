@@ -241,3 +241,44 @@ func TestCorruptBaseIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A second SIGTERM ends a run at once, even one stuck inside a step (here
+// a plugin hook that hangs, with a 10-minute call_timeout): the first asks
+// for a checkpoint after the step, the second is not caught.
+func TestSecondSignalQuits(t *testing.T) {
+	_, testPlugin := buildPlugins(t)
+	tmp := t.TempDir()
+	cfg := filepath.Join(tmp, "tiny.yaml")
+	writeFile(t, cfg, tinyBase+"train: {steps: 50, prompts_per_step: 4}\nstrategies:\n  - {plugin: "+testPlugin+
+		", call_timeout: 10m, params: {mode: hang, at_step: 1}}\n")
+	cmd := exec.Command(cdeRun, "train", "--config", cfg, "--run-dir", filepath.Join(tmp, "run"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if data, _ := os.ReadFile(filepath.Join(tmp, "run", "metrics.jsonl")); len(data) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no progress within a minute")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // step 1 is now stuck in the plugin
+	cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+			t.Fatalf("exit: %v, want death by the second SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("two SIGTERMs did not end a stuck run within 30 s")
+	}
+}

@@ -265,7 +265,7 @@ func start(cfg Config) (*Plugin, error) {
 	}
 	p.rpc = rpc
 	if err := p.configure(); err != nil {
-		p.kill()
+		p.shutdown() // a params error: the plugin is healthy (a broken answer killed it already)
 		return nil, err
 	}
 	p.log.Info().Str("plugin", p.name).Str("path", cfg.Path).Int("pid", p.Pid()).Str("hooks", p.caps.String()).
@@ -350,20 +350,47 @@ func (p *Plugin) Close() error {
 	defer p.mu.Unlock()
 	if !p.closed {
 		p.closed = true
-		p.kill()
+		p.shutdown()
 	}
 	return nil
 }
 
-// kill ends the plugin: SIGKILL to its whole process group first (so no
-// step below waits on a live, hung or stopped plugin, and no child it
-// started survives), then go-plugin's cleanup, bounded by killWait.
+// kill ends the plugin after a failure: SIGKILL to its whole process
+// group first (so no step below waits on a live, hung or stopped plugin,
+// and no child it started survives), then go-plugin's cleanup, bounded by
+// killWait.
 func (p *Plugin) kill() {
 	if p.runner != nil {
 		p.runner.Kill(context.Background())
 	}
+	if !p.cleanup() {
+		p.log.Warn().Str("plugin", p.cfg.Path).Dur("waited", killWait).
+			Msg("plugin cleanup did not finish; its process group was killed, going on without it")
+	}
+}
+
+// shutdown ends a healthy plugin (Close): go-plugin's graceful shutdown
+// (the controller's Shutdown call; the plugin exits, and its group is
+// killed then), falling back to kill when that does not finish within
+// killWait.
+func (p *Plugin) shutdown() {
 	if p.client == nil {
 		return
+	}
+	if p.runner == nil || p.cleanup() {
+		return
+	}
+	p.log.Warn().Str("plugin", p.cfg.Path).Dur("waited", killWait).Msg("plugin did not shut down; killing its process group")
+	p.kill()
+}
+
+// cleanup runs go-plugin's Client.Kill, waiting at most killWait; it
+// reports whether it finished. Client.Kill first asks the plugin to shut
+// down, and that call has no deadline: a plugin that never answers would
+// block it until its process is killed.
+func (p *Plugin) cleanup() bool {
+	if p.client == nil {
+		return true
 	}
 	done := make(chan struct{})
 	go func() {
@@ -372,9 +399,9 @@ func (p *Plugin) kill() {
 	}()
 	select {
 	case <-done:
+		return true
 	case <-time.After(killWait):
-		p.log.Warn().Str("plugin", p.cfg.Path).Dur("waited", killWait).
-			Msg("plugin cleanup did not finish; its process group was killed, going on without it")
+		return false
 	}
 }
 

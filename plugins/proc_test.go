@@ -201,3 +201,27 @@ func TestPrintBeforeServe(t *testing.T) {
 	_, err := openTest(t, map[string]any{"strategy": "ppl"}, nil)
 	wantErr(t, err, testPlugin, `printed "starting my plugin" on stdout before the handshake`, "print to stderr or use sdk.Logger()")
 }
+
+// TestStderrLogLinesMadeSafe: JSON log lines whose hclog fields have the
+// wrong type made go-plugin panic (a crash of cde-run from one line a
+// plugin prints); a JavaScript-style @timestamp made it drop the line.
+// (A non-string @level becomes a string no level matches: go-plugin logs
+// the line at debug level, which the host does not show.)
+func TestStderrLogLinesMadeSafe(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, dir, "plugin", `echo '{"@message": 5, "@level": "error"}' >&2
+echo '{"@message": "from node", "@level": "info", "@timestamp": "2026-01-02T03:04:05.678Z", "k": 1}' >&2
+echo '{"@message": "odd level", "@level": ["x"], "@timestamp": 7}' >&2
+sleep 0.2
+exit 1
+`)
+	var buf bytes.Buffer
+	_, err := plugins.Open(plugins.Config{Path: script, Log: zerolog.New(&syncWriter{w: &buf})})
+	wantErr(t, err, script)
+	out := buf.String()
+	for _, want := range []string{`"level":"error"`, `"message":"5"`, `"message":"from node"`, `"k":1`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package plugins
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -41,12 +42,16 @@ const maxStdoutLine = 64 << 10
 //   - kills only the plugin process, not the children it started;
 //   - drops whatever the plugin writes to its original stdout (fd 1) after
 //     the handshake, and reports a line printed before the handshake as
-//     "Unrecognized remote plugin message".
+//     "Unrecognized remote plugin message";
+//   - panics (and so crashes cde-run) on a stderr line such as
+//     {"@message": 5}, a JSON log line whose hclog fields are not strings,
+//     and drops a log line whose @timestamp is not in hclog's format.
 //
 // This runner starts the plugin as the leader of its own process group
 // (setProcAttrs), kills the whole group when the plugin exits or is
 // killed, and stops reading its pipes pipeGrace after that; it hands
-// go-plugin only the first stdout line (the handshake) and logs the rest.
+// go-plugin only the first stdout line (the handshake) and logs the rest,
+// and it hands go-plugin stderr lines with the hclog fields made safe.
 type procRunner struct {
 	cmd   *exec.Cmd
 	log   zerolog.Logger
@@ -55,6 +60,8 @@ type procRunner struct {
 	outR, errR *os.File       // the host's ends of the plugin's stdout and stderr
 	stdout     *io.PipeReader // what go-plugin reads: the first line of outR, then EOF
 	stdoutW    *io.PipeWriter
+	stderr     *io.PipeReader // what go-plugin reads: errR's lines, made safe
+	stderrW    *io.PipeWriter
 	pid        int
 	done       chan struct{} // closed once the process is reaped
 	waitErr    error
@@ -69,6 +76,7 @@ type procRunner struct {
 func newProcRunner(cmd *exec.Cmd, log zerolog.Logger, label string) *procRunner {
 	r := &procRunner{cmd: cmd, log: log, label: label, done: make(chan struct{})}
 	r.stdout, r.stdoutW = io.Pipe()
+	r.stderr, r.stderrW = io.Pipe()
 	return r
 }
 
@@ -95,11 +103,13 @@ func (r *procRunner) Start(context.Context) error {
 		outR.Close()
 		errR.Close()
 		r.stdoutW.Close()
+		r.stderrW.Close()
 		return err
 	}
 	r.outR, r.errR, r.pid = outR, errR, r.cmd.Process.Pid
 	go r.wait()
 	go r.pumpStdout()
+	go r.pumpStderr()
 	return nil
 }
 
@@ -154,6 +164,72 @@ func (r *procRunner) pumpStdout() {
 			return
 		}
 	}
+}
+
+// pumpStderr passes the plugin's stderr to go-plugin line by line, each
+// made safe by safeLogLine.
+func (r *procRunner) pumpStderr() {
+	defer r.stderrW.Close()
+	br := bufio.NewReaderSize(r.errR, 4096)
+	for {
+		line, err := readLine(br, maxStderrLine)
+		if err != nil && line == "" {
+			return
+		}
+		if _, werr := r.stderrW.Write([]byte(safeLogLine(line) + "\n")); werr != nil {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// maxStderrLine bounds one stderr line (a longer one is cut).
+const maxStderrLine = 1 << 20
+
+// hclogTime is the @timestamp layout go-plugin parses in a plugin's JSON
+// log lines.
+const hclogTime = "2006-01-02T15:04:05.000000Z07:00"
+
+// safeLogLine returns line unchanged unless it is a JSON object whose
+// hclog fields go-plugin would choke on: a non-string @message or @level
+// becomes its JSON text as a string, and an @timestamp that is not a
+// string in hclog's layout is dropped (go-plugin would otherwise drop the
+// whole line to debug level).
+func safeLogLine(line string) string {
+	if !strings.HasPrefix(strings.TrimSpace(line), "{") {
+		return line
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(line), &m) != nil || m == nil {
+		return line
+	}
+	changed := false
+	for _, k := range []string{"@message", "@level"} {
+		if v, ok := m[k]; ok {
+			if _, isStr := v.(string); !isStr {
+				b, _ := json.Marshal(v)
+				m[k] = string(b)
+				changed = true
+			}
+		}
+	}
+	if v, ok := m["@timestamp"]; ok {
+		s, isStr := v.(string)
+		if _, err := time.Parse(hclogTime, s); !isStr || err != nil {
+			delete(m, "@timestamp")
+			changed = true
+		}
+	}
+	if !changed {
+		return line
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return line
+	}
+	return string(b)
 }
 
 // readLine reads one line without its newline, keeping at most max bytes
@@ -224,8 +300,8 @@ func (r *procRunner) Wait(context.Context) error {
 // Stdout is what go-plugin reads for the handshake.
 func (r *procRunner) Stdout() io.ReadCloser { return r.stdout }
 
-// Stderr is the plugin's stderr (its log lines).
-func (r *procRunner) Stderr() io.ReadCloser { return r.errR }
+// Stderr is the plugin's stderr (its log lines), made safe.
+func (r *procRunner) Stderr() io.ReadCloser { return r.stderr }
 
 // Name is the executable's path.
 func (r *procRunner) Name() string { return r.cmd.Path }

@@ -326,3 +326,54 @@ func TestTrainWithPluginConfigEntry(t *testing.T) {
 		t.Fatalf("plugin process still running: %s", out)
 	}
 }
+
+// TestTrainWithNodePlugin trains with the JavaScript example plugin
+// (plugins/examples/node-lenbonus): cde-run starts plugin.js with node
+// like any plugin executable. It may skip only outside CI, when node or
+// the plugin's node_modules (npm ci) is missing.
+func TestTrainWithNodePlugin(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", "..", "plugins", "examples", "node-lenbonus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := func(why string) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s; CI is set, so this test must run", why)
+		}
+		t.Skipf("skipping: %s (CI is unset)", why)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		missing("node is not installed (Node.js >= 20)")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@grpc", "grpc-js", "package.json")); err != nil {
+		missing("node_modules is missing: run `npm ci` in " + dir)
+	}
+	run, err := trainWithPlugin(t, "train: {steps: 3, prompts_per_step: 4}\n", map[string]any{
+		"plugin": filepath.Join(dir, "plugin.js"), "params": map[string]any{"scale": 0.5}, "start_timeout": "30s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, row := range readMetrics(t, filepath.Join(run, "metrics.jsonl")) {
+		v, ok := row["explore/lenbonus/bonus_mean"].(float64)
+		if !ok {
+			continue
+		}
+		step, _ := row["step"].(float64)
+		// bonus 0.5 / (1 + T) for T >= 1 response tokens: in (0, 0.25].
+		if v <= 0 || v > 0.25 {
+			t.Errorf("step %v: bonus_mean %v out of (0, 0.25]", step, v)
+		}
+		// Observe counts batches: step s is the (s+1)-th.
+		if row["explore/lenbonus/batches"] != step+1 {
+			t.Errorf("step %v: explore/lenbonus/batches = %v, want %v", step, row["explore/lenbonus/batches"], step+1)
+		}
+		if l, _ := row["explore/lenbonus/mean_length"].(float64); l < 1 {
+			t.Errorf("step %v: explore/lenbonus/mean_length = %v", step, row["explore/lenbonus/mean_length"])
+		}
+		seen++
+	}
+	if seen != 3 {
+		t.Fatalf("explore/lenbonus/bonus_mean in %d rows, want 3", seen)
+	}
+}

@@ -26,7 +26,10 @@
 //
 // Logging: Logger() returns an hclog logger whose lines appear in cde-run's
 // log tagged with the plugin's name. Anything printed to stdout or stderr
-// after Serve starts is forwarded too.
+// after Serve starts is forwarded too. Print nothing on stdout before
+// Serve: the first stdout line must be go-plugin's handshake, and cde-run
+// refuses to start a plugin that printed something else first (use stderr
+// or Logger() instead).
 package sdk
 
 import (

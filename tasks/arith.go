@@ -77,6 +77,7 @@ type ArithEvalSpec struct {
 //	                  val or test (default val)
 //	correct_reward    reward of a correct answer              default 1
 //	incorrect_reward  reward of a wrong or missing answer     default -1
+//	                  (both finite, |r| <= MaxRewardMagnitude)
 //
 // Training samples are drawn from the train split only; eval sets draw from
 // their split only, with a fixed seed independent of the run seed. An eval set
@@ -124,10 +125,7 @@ func NewArith(p *core.Params) (*Arith, error) {
 	}
 	a.EvalN = p.Int("eval_n", 128)
 	p.Check(a.EvalN >= 1, "eval_n", "must be >= 1, got %d", a.EvalN)
-	a.verifier = AnswerVerifier{
-		CorrectReward:   p.Float("correct_reward", 1),
-		IncorrectReward: p.Float("incorrect_reward", -1),
-	}
+	a.verifier = readRewards(p)
 	subs, set := readMaps(p, "eval_sets")
 	if err := p.Err(); err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 //	                  (name required and unique, path required)
 //	correct_reward    reward of a correct answer             default 1
 //	incorrect_reward  reward of a wrong or missing answer    default -1
+//	                  (both finite, |r| <= MaxRewardMagnitude)
 //
 // Paths are opened as given (relative to the working directory). Each
 // non-blank line is a JSON object:
@@ -55,10 +56,7 @@ func NewJSONL(p *core.Params) (*JSONL, error) {
 	if !p.Has("path") || path == "" {
 		p.Fail("path", "required (a JSONL file of training problems)")
 	}
-	t.verifier = AnswerVerifier{
-		CorrectReward:   p.Float("correct_reward", 1),
-		IncorrectReward: p.Float("incorrect_reward", -1),
-	}
+	t.verifier = readRewards(p)
 	subs, _ := readMaps(p, "eval")
 	if err := p.Err(); err != nil {
 		return nil, err
@@ -160,6 +158,7 @@ func ReadJSONL(r io.Reader, name string) ([]core.Problem, error) {
 			if p.ID == "" {
 				p.ID = base + ":" + strconv.Itoa(line)
 			}
+			p.Source = name + ":" + strconv.Itoa(line)
 			out = append(out, p)
 		}
 		if err == io.EOF {

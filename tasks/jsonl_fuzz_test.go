@@ -3,6 +3,7 @@ package tasks
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -58,6 +59,15 @@ func FuzzReadJSONL(f *testing.F) {
 		back, err := ReadJSONL(&again, "again.jsonl")
 		if err != nil {
 			t.Fatalf("written back, the problems do not load: %v\n%s", err, again.Bytes())
+		}
+		for i := range probs { // Source names the file and line read, which differ
+			if i < len(back) && back[i].Source != fmt.Sprintf("again.jsonl:%d", i+1) {
+				t.Fatalf("problem %d: Source %q, want again.jsonl:%d", i, back[i].Source, i+1)
+			}
+			probs[i].Source = ""
+			if i < len(back) {
+				back[i].Source = ""
+			}
 		}
 		if len(probs) > 0 && !reflect.DeepEqual(back, probs) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", back, probs)

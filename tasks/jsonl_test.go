@@ -38,9 +38,9 @@ func TestJSONLGood(t *testing.T) {
 	}
 	j := task.(*JSONL)
 	want := []core.Problem{
-		{ID: "data.jsonl:1", Prompt: "1+1=", Answer: "2", Solution: "Answer: 2"},
-		{ID: "four", Prompt: "2+2=", Answer: "4", Solution: "2+2=4\nAnswer: 4", Level: 1},
-		{ID: "data.jsonl:5", Prompt: "x=", Answer: "-1.5", Solution: "Answer: -1.5"},
+		{ID: "data.jsonl:1", Prompt: "1+1=", Answer: "2", Solution: "Answer: 2", Source: train + ":1"},
+		{ID: "four", Prompt: "2+2=", Answer: "4", Solution: "2+2=4\nAnswer: 4", Level: 1, Source: train + ":3"},
+		{ID: "data.jsonl:5", Prompt: "x=", Answer: "-1.5", Solution: "Answer: -1.5", Source: train + ":5"},
 	}
 	if !reflect.DeepEqual(j.Train, want) {
 		t.Errorf("Train = %+v\nwant %+v", j.Train, want)

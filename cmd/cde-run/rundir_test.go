@@ -282,3 +282,25 @@ func TestSecondSignalQuits(t *testing.T) {
 		t.Fatal("two SIGTERMs did not end a stuck run within 30 s")
 	}
 }
+
+// A training prompt too long for the model fails the run at start, naming
+// the file and line (it used to fail at whichever step first sampled it).
+func TestLongPromptFailsAtStart(t *testing.T) {
+	tmp := t.TempDir()
+	data := filepath.Join(tmp, "train.jsonl")
+	writeFile(t, data, `{"prompt": "1+1=", "answer": "2"}`+"\n"+`{"prompt": "2+2=", "answer": "4"}`+"\n"+
+		`{"prompt": "`+strings.Repeat("9+", 30)+`1=", "answer": "271"}`+"\n")
+	eval := filepath.Join(tmp, "val.jsonl")
+	writeFile(t, eval, `{"prompt": "3+3=", "answer": "6"}`+"\n")
+	cfg := filepath.Join(tmp, "tiny.yaml")
+	writeFile(t, cfg, strings.Replace(tinyBase, "task: {name: arith, levels: [1], eval_n: 8}",
+		"task: {name: jsonl, path: "+data+", eval: [{name: v, path: "+eval+"}]}", 1)+"train: {steps: 100, prompts_per_step: 2}\n")
+	dir := filepath.Join(tmp, "run")
+	out, err := cdeRunEnv(nil, "train", "--config", cfg, "--run-dir", dir)
+	if err == nil || !strings.Contains(out, data+":3: the prompt is 63 tokens") {
+		t.Fatalf("a long prompt on line 3: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatal("the failed start left its run directory")
+	}
+}

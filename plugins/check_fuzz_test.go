@@ -1,9 +1,11 @@
 package plugins
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzCheckOutputs feeds the host's checks of plugin outputs (check.go)
@@ -301,4 +303,61 @@ func fuzzObserve(t *testing.T, in *fuzzInput, w float64) {
 			t.Fatalf("Observe: %v, want %v", got, want)
 		}
 	}
+}
+
+// FuzzSafeLogLine: whatever line a plugin writes on stderr, the line
+// handed to go-plugin either is not a JSON object or has string @message
+// and @level (go-plugin type-asserts them: anything else panicked the
+// host) and no @timestamp go-plugin cannot parse; a line needing no change
+// is passed through unchanged.
+func FuzzSafeLogLine(f *testing.F) {
+	for _, s := range []string{"", "plain text", `{"@message": 5}`, `{"@level": ["x"], "@message": "m"}`,
+		`{"@message": "m", "@level": "info", "@timestamp": "2026-01-02T03:04:05.678Z"}`,
+		`{"@message": "m", "@level": "info", "@timestamp": "2026-01-02T03:04:05.678000Z"}`,
+		`{"@timestamp": 7}`, `null`, `[1, 2]`, ` {"@message": null}`, `{"a": {"@message": 1}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		out := safeLogLine(line)
+		var m map[string]any
+		if json.Unmarshal([]byte(out), &m) != nil || m == nil {
+			if out != line {
+				t.Fatalf("a line that is not a JSON object changed: %q -> %q", line, out)
+			}
+			return
+		}
+		changed := false
+		for _, k := range []string{"@message", "@level"} {
+			if v, ok := m[k]; ok {
+				if _, isStr := v.(string); !isStr {
+					t.Fatalf("%q -> %q: %s is %T", line, out, k, v)
+				}
+			}
+		}
+		if v, ok := m["@timestamp"]; ok {
+			s, isStr := v.(string)
+			if _, err := time.Parse("2006-01-02T15:04:05.000000Z07:00", s); !isStr || err != nil {
+				t.Fatalf("%q -> %q: @timestamp %v go-plugin cannot parse", line, out, v)
+			}
+		}
+		var orig map[string]any
+		if json.Unmarshal([]byte(line), &orig) == nil && orig != nil {
+			for _, k := range []string{"@message", "@level"} {
+				if v, ok := orig[k]; ok {
+					if _, isStr := v.(string); !isStr {
+						changed = true
+					}
+				}
+			}
+			if v, ok := orig["@timestamp"]; ok {
+				s, isStr := v.(string)
+				if _, err := time.Parse("2006-01-02T15:04:05.000000Z07:00", s); !isStr || err != nil {
+					changed = true
+				}
+			}
+		}
+		if !changed && out != line {
+			t.Fatalf("a line needing no change changed: %q -> %q", line, out)
+		}
+	})
 }

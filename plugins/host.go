@@ -377,7 +377,7 @@ func (p *Plugin) shutdown() {
 	if p.client == nil {
 		return
 	}
-	if p.runner == nil || p.cleanup() {
+	if p.cleanup() {
 		return
 	}
 	p.log.Warn().Str("plugin", p.cfg.Path).Dur("waited", killWait).Msg("plugin did not shut down; killing its process group")

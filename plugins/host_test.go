@@ -228,13 +228,13 @@ func TestStartFailures(t *testing.T) {
 }
 
 func TestLogsBridged(t *testing.T) {
-	var buf bytes.Buffer
-	mustOpen(t, map[string]any{"mode": "ok"}, func(c *plugins.Config) { c.Log = zerolog.New(&syncWriter{w: &buf}) })
+	logs := &syncWriter{w: &bytes.Buffer{}}
+	mustOpen(t, map[string]any{"mode": "ok"}, func(c *plugins.Config) { c.Log = zerolog.New(logs) })
 	deadline := time.Now().Add(3 * time.Second)
-	for !strings.Contains(buf.String(), "testplugin configured") && time.Now().Before(deadline) {
+	for !strings.Contains(logs.String(), "testplugin configured") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	out := buf.String()
+	out := logs.String()
 	for _, want := range []string{`"message":"testplugin configured"`, `"plugin":"testplugin"`, `"mode":"ok"`, `"message":"plugin started"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %s:\n%s", want, out)

@@ -169,9 +169,9 @@ func TestWrapperChildrenDieWithPlugin(t *testing.T) {
 echo $! > %[1]s/child.pid
 exec %[2]s
 `, dir, testPlugin))
-	var buf bytes.Buffer
+	logs := &syncWriter{w: &bytes.Buffer{}}
 	s, err := plugins.Open(plugins.Config{Path: script, Params: map[string]any{"strategy": "ppl"},
-		Log: zerolog.New(&syncWriter{w: &buf})})
+		Log: zerolog.New(logs)})
 	child := readPid(t, filepath.Join(dir, "child.pid"))
 	killLater(t, child)
 	if err != nil {
@@ -180,10 +180,10 @@ exec %[2]s
 	p, _ := plugins.Of(s)
 	pid := p.Pid()
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(buf.String(), "late line on fd 1") && time.Now().Before(deadline) {
+	for !strings.Contains(logs.String(), "late line on fd 1") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if out := buf.String(); !strings.Contains(out, `"stream":"stdout","message":"late line on fd 1"`) {
+	if out := logs.String(); !strings.Contains(out, `"stream":"stdout","message":"late line on fd 1"`) {
 		t.Errorf("the line written to fd 1 after the handshake is not in the log:\n%s", out)
 	}
 	start := time.Now()
@@ -234,4 +234,36 @@ func liveInGroup(pgid int) []int {
 		}
 	}
 	return out
+}
+
+// TestPrintBeforeServe: a Go plugin printing on stdout before sdk.Serve
+// gets an error that says so.
+func TestPrintBeforeServe(t *testing.T) {
+	t.Setenv("CDE_TESTPLUGIN_PRINT", "starting my plugin")
+	_, err := openTest(t, map[string]any{"strategy": "ppl"}, nil)
+	wantErr(t, err, testPlugin, `printed "starting my plugin" on stdout before the handshake`, "print to stderr or use sdk.Logger()")
+}
+
+// TestStderrLogLinesMadeSafe: JSON log lines whose hclog fields have the
+// wrong type made go-plugin panic (a crash of cde-run from one line a
+// plugin prints); a JavaScript-style @timestamp made it drop the line.
+// (A non-string @level becomes a string no level matches: go-plugin logs
+// the line at debug level, which the host does not show.)
+func TestStderrLogLinesMadeSafe(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, dir, "plugin", `echo '{"@message": 5, "@level": "error"}' >&2
+echo '{"@message": "from node", "@level": "info", "@timestamp": "2026-01-02T03:04:05.678Z", "k": 1}' >&2
+echo '{"@message": "odd level", "@level": ["x"], "@timestamp": 7}' >&2
+sleep 0.2
+exit 1
+`)
+	logs := &syncWriter{w: &bytes.Buffer{}}
+	_, err := plugins.Open(plugins.Config{Path: script, Log: zerolog.New(logs)})
+	wantErr(t, err, script)
+	out := logs.String()
+	for _, want := range []string{`"level":"error"`, `"message":"5"`, `"message":"from node"`, `"k":1`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
 }

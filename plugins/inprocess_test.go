@@ -60,12 +60,14 @@ func copyMap(m map[string]any) map[string]any {
 // newInProcess serves the in-tree strategy over go-plugin's in-process
 // gRPC test connection and wraps it as the host does.
 func newInProcess(t testing.TB, name string, params map[string]any, algo core.Algorithm) core.Strategy {
-	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
+	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
 		plugins.PluginName: &plugins.GRPCPlugin{Factory: func(p *core.Params, a core.Algorithm) (core.Strategy, error) {
 			return core.NewStrategy(name, p, a)
 		}},
 	})
-	t.Cleanup(func() { client.Close(); server.Stop() })
+	// client.Close asks the server to shut down (go-plugin's Shutdown stops
+	// it); stopping it here as well raced with that Stop (go test -race).
+	t.Cleanup(func() { client.Close() })
 	raw, err := client.Dispense(plugins.PluginName)
 	if err != nil {
 		t.Fatal(err)

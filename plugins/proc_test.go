@@ -267,3 +267,26 @@ exit 1
 		}
 	}
 }
+
+// TestPlainStderrLogged: plain lines on stderr (a C library, a child
+// process, a plugin in another language printing to stderr) reach the log
+// once; go-plugin alone logged them at debug level, which was not shown.
+func TestPlainStderrLogged(t *testing.T) {
+	dir := t.TempDir()
+	script := writeScript(t, dir, "plugin", `echo 'hello from stderr' >&2
+echo '[WARN] a tagged warning' >&2
+echo '{"x": 1}' >&2
+sleep 0.2
+exit 1
+`)
+	logs := &syncWriter{w: &bytes.Buffer{}}
+	_, err := plugins.Open(plugins.Config{Path: script, Log: zerolog.New(logs)})
+	wantErr(t, err, script)
+	out := logs.String()
+	for want, n := range map[string]int{`"stream":"stderr","message":"hello from stderr"`: 1,
+		`a tagged warning`: 1, `"stream":"stderr","message":"{\"x\": 1}"`: 1} {
+		if got := strings.Count(out, want); got != n {
+			t.Errorf("%s: %d times in the log, want %d:\n%s", want, got, n, out)
+		}
+	}
+}

@@ -167,22 +167,58 @@ func (r *procRunner) pumpStdout() {
 }
 
 // pumpStderr passes the plugin's stderr to go-plugin line by line, each
-// made safe by safeLogLine.
+// made safe by safeLogLine. go-plugin logs hclog JSON lines at their level,
+// lines tagged [INFO], [WARN]... at that level and a panic's lines as
+// errors, and every other line at debug level, which the host does not
+// show: those lines (a C library's or a child's messages, a non-Go
+// plugin's print to stderr) are logged here instead, at info level with
+// "stream":"stderr". go-plugin still gets them all (for the stderr tail
+// quoted in crash messages).
 func (r *procRunner) pumpStderr() {
 	defer r.stderrW.Close()
 	br := bufio.NewReaderSize(r.errR, 4096)
+	inPanic := false
 	for {
 		line, err := readLine(br, maxStderrLine)
 		if err != nil && line == "" {
 			return
 		}
-		if _, werr := r.stderrW.Write([]byte(safeLogLine(line) + "\n")); werr != nil {
+		line = safeLogLine(line)
+		if shown := goPluginShows(line, &inPanic); !shown {
+			if s := strings.TrimSpace(line); s != "" {
+				r.log.Info().Str("plugin", r.label).Str("stream", "stderr").Msg(s)
+			}
+		}
+		if _, werr := r.stderrW.Write([]byte(line + "\n")); werr != nil {
 			return
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// goPluginShows mirrors go-plugin's reading of a stderr line (its
+// Client.logStderr): whether it logs the line at a level the host shows,
+// that is a JSON object with an @level, a line tagged [INFO], [WARN] or
+// [ERROR] ([TRACE] and [DEBUG] count as shown: they are debug output on
+// purpose), or a line of a panic (from a line starting "panic: " or
+// "fatal error: " on, every untagged line).
+func goPluginShows(line string, inPanic *bool) bool {
+	var m map[string]any
+	if json.Unmarshal([]byte(line), &m) == nil && m != nil {
+		_, hasLevel := m["@level"]
+		return hasLevel
+	}
+	for _, tag := range []string{"[TRACE]", "[DEBUG]", "[INFO]", "[WARN]", "[ERROR]"} {
+		if strings.HasPrefix(line, tag) {
+			return true
+		}
+	}
+	if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
+		*inPanic = true
+	}
+	return *inPanic
 }
 
 // maxStderrLine bounds one stderr line (a longer one is cut).

@@ -33,8 +33,8 @@ const protoLoader = require('@grpc/proto-loader');
 // that level with the plugin's name (levels: trace, debug, info, warn,
 // error; cde-run shows info and above). No @timestamp: go-plugin accepts
 // only hclog's layout (6 fractional digits), and cde-run stamps the line.
-// A plain text line on stderr is kept for error messages (the plugin's
-// last stderr lines when it crashes) but not logged.
+// A plain text line on stderr is logged too, at info level, and the last
+// ones are quoted in the error when the plugin crashes.
 
 function log(level, message, fields = {}) {
   process.stderr.write(JSON.stringify({ '@level': level, '@message': message, ...fields }) + '\n');

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
+	"sort"
 
 	"github.com/cde-rl/cde/core"
 	"github.com/rs/zerolog"
@@ -101,11 +103,52 @@ func shape(cf configFlags, in string) ([]byte, error) {
 		o.Sequences = append(o.Sequences, shapeSeq{RewardBonus: s.RewardBonus, ShapedReward: s.ShapedReward,
 			Advantages: s.Advantages, AdvantageBonus: s.AdvantageBonus, Returns: s.Returns})
 	}
+	if err := checkFinite(o); err != nil {
+		return nil, fmt.Errorf("%s: %w (the inputs are too large for float64: rewards, values or log-probs near 1e308?)", in, err)
+	}
 	data, err := json.MarshalIndent(o, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	return append(data, '\n'), nil
+}
+
+// checkFinite names the first output number that is NaN or infinite (JSON
+// cannot carry it): finite inputs can still overflow, e.g. a reward of
+// 1e308 minus a value of -1e308.
+func checkFinite(o shapeOutput) error {
+	bad := func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }
+	for i, s := range o.Sequences {
+		for _, f := range []struct {
+			name string
+			x    float64
+		}{{"reward_bonus", s.RewardBonus}, {"shaped_reward", s.ShapedReward}} {
+			if bad(f.x) {
+				return fmt.Errorf("sequences[%d].%s = %v: not finite", i, f.name, f.x)
+			}
+		}
+		for _, f := range []struct {
+			name string
+			xs   []float64
+		}{{"advantages", s.Advantages}, {"advantage_bonus", s.AdvantageBonus}, {"returns", s.Returns}} {
+			for t, x := range f.xs {
+				if bad(x) {
+					return fmt.Errorf("sequences[%d].%s[%d] = %v: not finite", i, f.name, t, x)
+				}
+			}
+		}
+	}
+	keys := make([]string, 0, len(o.Metrics))
+	for k := range o.Metrics {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if bad(o.Metrics[k]) {
+			return fmt.Errorf("metrics[%q] = %v: not finite", k, o.Metrics[k])
+		}
+	}
+	return nil
 }
 
 // checkNeeds reports a rollout field a strategy or the algorithm needs but

@@ -294,6 +294,8 @@ func TestShapeErrors(t *testing.T) {
 		{"missing group", `{"step": 1, "total_steps": 5, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1], "values": [[0]]}, {"reward": 1, "logprobs": [-1], "values": [[0]]}]}`, "batch.json: sequences[1].group: missing"},
 		{"missing reward", `{"step": 1, "total_steps": 5, "sequences": [{"group": 0, "logprobs": [-1], "values": [[0]]}]}`, "batch.json: sequences[0].reward: missing"},
 		{"null log-prob", `{"step": 1, "total_steps": 5, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1, null], "values": [[0], [0]]}]}`, "batch.json: sequences[0].logprobs[1]: null"},
+		// Finite inputs whose result overflows: delta = 1e308 - (-1e308) = +Inf.
+		{"overflow", `{"step": 1, "total_steps": 5, "sequences": [{"group": 0, "reward": 1e308, "logprobs": [-1], "values": [[-1e308]]}]}`, "batch.json: sequences[0].advantages[0] = "},
 		{"step past the config's train.steps", `{"step": 200, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1], "values": [[0]]}]}`, "batch.json: step: 200: must be < train.steps (200) of the config"},
 	}
 	for _, c := range cases {

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// shapeFuzzConfigs cover every in-tree algorithm path and strategy hook.
+var shapeFuzzConfigs = []string{
+	"algorithm: {name: grpo}\nstrategies: [{name: ppl}, {name: simhash, bits: 4}, {name: entropy, coef: 0.01}]\n",
+	"algorithm: {name: ppo}\ntrain: {value_heads: 2}\nstrategies: [{name: ppl}, {name: multihead, heads: 2}]\n",
+	"algorithm: {name: grpo, norm_by_std: false}\n",
+	"algorithm: {name: ppo}\n",
+}
+
+// FuzzShape runs `cde-run shape` in process on arbitrary rollout files: no
+// panic; an error names the rollout file; an accepted file gives one output
+// sequence per input sequence, with per-token arrays of the input's length.
+func FuzzShape(f *testing.F) {
+	f.Add([]byte(`{"step": 1, "total_steps": 4, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1, -2], "values": [[0.5, 1], [0, 2]], "entropies": [1, 2], "embedding": [1, -1]},
+	  {"group": 0, "reward": -1, "logprobs": [-0.5], "values": [[0, 0]], "entropies": [0.1], "embedding": [0.5, 2]}]}`), uint8(0))
+	f.Add([]byte(`{"step": 0, "sequences": [{"group": 7, "reward": 1e308, "logprobs": [-1e308], "values": [[1e308, -1e308]], "entropies": [0], "embedding": [1e308, 0]}]}`), uint8(1))
+	f.Add([]byte(`{"step": 0, "sequences": [{"group": 0, "reward": 0, "logprobs": [0], "values": [[0]]}]}`), uint8(3))
+	dir := f.TempDir()
+	var cfgs []string
+	for i, c := range shapeFuzzConfigs {
+		p := filepath.Join(dir, "cfg"+string(rune('0'+i))+".yaml")
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			f.Fatal(err)
+		}
+		cfgs = append(cfgs, p)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
+		in := filepath.Join(t.TempDir(), "batch.json")
+		if err := os.WriteFile(in, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := shape(configFlags{file: cfgs[int(which)%len(cfgs)]}, in)
+		if err != nil {
+			if !strings.Contains(err.Error(), in) {
+				t.Fatalf("error does not name the rollout file: %v", err)
+			}
+			return
+		}
+		var o shapeOut
+		if err := json.Unmarshal(out, &o); err != nil {
+			t.Fatalf("output is not JSON: %v", err)
+		}
+		var inFile struct {
+			Sequences []struct {
+				LogProbs []any `json:"logprobs"`
+			} `json:"sequences"`
+		}
+		if err := json.Unmarshal(data, &inFile); err != nil {
+			t.Fatalf("accepted input is not JSON: %v", err)
+		}
+		if len(o.Sequences) != len(inFile.Sequences) {
+			t.Fatalf("%d sequences out, %d in", len(o.Sequences), len(inFile.Sequences))
+		}
+		for i, s := range o.Sequences {
+			T := len(inFile.Sequences[i].LogProbs)
+			if len(s.Advantages) != T || len(s.Returns) != T || len(s.AdvantageBonus) != T {
+				t.Fatalf("sequence %d: %d/%d/%d per-token values for %d tokens", i, len(s.Advantages), len(s.Returns), len(s.AdvantageBonus), T)
+			}
+		}
+	})
+}

@@ -200,6 +200,9 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 		if !isConfig {
 			continue
 		}
+		if !validKeyPath(key) {
+			return nil, fmt.Errorf("config: environment variable %s: %q is not a key path (an empty element between double underscores)", name, key)
+		}
 		v, err := parseScalar(val)
 		if err != nil {
 			return nil, fmt.Errorf("config: env %s: %w", name, err)
@@ -215,8 +218,8 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 	setMap := map[string]any{}
 	for _, s := range o.Sets {
 		key, val, ok := strings.Cut(s, "=")
-		if !ok || key == "" {
-			return nil, fmt.Errorf("config: --set %q: want key.path=value", s)
+		if !ok || !validKeyPath(key) {
+			return nil, fmt.Errorf("config: --set %q: want key.path=value (non-empty dot-separated keys)", s)
 		}
 		v, err := parseScalar(val)
 		if err != nil {
@@ -240,6 +243,17 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 		}
 	}
 	return cfg, err
+}
+
+// validKeyPath reports whether key is a dotted path without empty
+// elements ("train.steps", not "", ".", "train." or "train..steps").
+func validKeyPath(key string) bool {
+	for _, e := range strings.Split(key, ".") {
+		if e == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // originOf returns the override (variable or --set flag) whose key err

@@ -112,3 +112,20 @@ func TestConfigBounds(t *testing.T) {
 		}
 	}
 }
+
+// Keys with an empty element are refused naming the flag or variable.
+func TestEmptyKeyElements(t *testing.T) {
+	for _, c := range []struct {
+		o    LoadOptions
+		want string
+	}{
+		{LoadOptions{Env: []string{}, Sets: []string{"train..steps=5"}}, `--set "train..steps=5"`},
+		{LoadOptions{Env: []string{}, Sets: []string{".=0"}}, `--set ".=0"`},
+		{LoadOptions{Env: []string{"CDE_TRAIN____STEPS=5"}}, "environment variable CDE_TRAIN____STEPS"},
+		{LoadOptions{Env: []string{"CDE_SEED__=5"}}, "environment variable CDE_SEED__"},
+	} {
+		if _, err := LoadConfig(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.o, err, c.want)
+		}
+	}
+}

@@ -193,6 +193,30 @@ func TestRestoreRefusesFixedKeyChanges(t *testing.T) {
 		{"model.d_model=128", `model.d_model from 64 to 128`},
 		{"strategies=[{name: ppl}]", `strategies from [] to [{"name":"ppl"}]`},
 	}
+	// With a plugin entry, its pin and timeouts may change, nothing else.
+	pcfg, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"train.steps=10", "strategies=[{plugin: ./p, sha256: aa, params: {x: 1}}]"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptr := fakeTrainer(t, pcfg, &fakeBackend{})
+	if err := ptr.Checkpoint(2); err != nil {
+		t.Fatal(err)
+	}
+	pdir := filepath.Join(checkpointRoot(ptr.RunDir), "step-000002")
+	for set, want := range map[string]string{
+		"strategies=[{plugin: ./p, sha256: bb, call_timeout: 60s, params: {x: 1}}]": "",
+		"strategies=[{plugin: ./p, sha256: aa, params: {x: 2}}]":                    "strategies[0].params.x from 1 to 2",
+		"strategies=[{plugin: ./q, sha256: aa, params: {x: 1}}]":                    `strategies[0].plugin from "./p" to "./q"`,
+	} {
+		c2, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"train.steps=10", set}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = fakeTrainer(t, c2, &fakeBackend{}).Restore(pdir)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("--set %s: got %v, want %q", set, err, want)
+		}
+	}
 	for _, c := range cases {
 		cfg2, err := LoadConfig(LoadOptions{Env: []string{}, Sets: append([]string{
 			"train.steps=10", "train.checkpoint_every=2", "train.keep_checkpoints=3", "train.prompts_per_step=2",

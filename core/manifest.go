@@ -144,7 +144,8 @@ func VerifyIfManifest(dir string) error {
 // FixedConfigKeys are the config keys a run keeps from its first step:
 // a resumed run whose config.yaml changes one of them is refused, naming
 // it. Everything else (train.steps, learning rates, eval.*, ...) may be
-// edited in RUN/config.yaml before --resume.
+// edited in RUN/config.yaml before --resume, and so may a plugin entry's
+// sha256, start_timeout and call_timeout.
 var FixedConfigKeys = []string{"seed", "task", "model.layers", "model.d_model", "model.heads", "model.ff", "model.max_len",
 	"algorithm", "strategies", "train.value_heads"}
 
@@ -182,12 +183,46 @@ func normalizeJSON(v any) any {
 func compareFixed(saved, now map[string]any) error {
 	for _, key := range FixedConfigKeys {
 		a, b := normalizeJSON(saved[key]), normalizeJSON(now[key])
+		if key == "strategies" {
+			a, b = withoutPluginPins(a), withoutPluginPins(b)
+		}
 		if path, x, y, differ := firstDiff(key, a, b); differ {
 			return fmt.Errorf("config.yaml changes %s from %s to %s; a run's %s are fixed once it starts (restore the value, or start a new run)",
 				path, jsonText(x), jsonText(y), strings.Join(FixedConfigKeys, ", "))
 		}
 	}
 	return nil
+}
+
+// pluginRunKeys are the keys of a plugin entry that do not change what it
+// computes, so a resumed run may change them (a rebuilt binary's sha256, a
+// longer timeout).
+var pluginRunKeys = []string{"sha256", "start_timeout", "call_timeout"}
+
+func withoutPluginPins(v any) any {
+	list, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	out := make([]any, len(list))
+	for i, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			out[i] = e
+			continue
+		}
+		c := map[string]any{}
+		for k, x := range m {
+			c[k] = x
+		}
+		if _, isPlugin := c["plugin"]; isPlugin {
+			for _, k := range pluginRunKeys {
+				delete(c, k)
+			}
+		}
+		out[i] = c
+	}
+	return out
 }
 
 func firstDiff(path string, a, b any) (string, any, any, bool) {

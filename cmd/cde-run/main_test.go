@@ -133,17 +133,7 @@ func TestKillAndResumeReproduces(t *testing.T) {
 	if !strings.Contains(out, "resuming") {
 		t.Fatalf("resume did not say it resumed:\n%s", out)
 	}
-	got := readMetrics(t, filepath.Join(killed, "metrics.jsonl"))
-	if len(got) != len(want) {
-		t.Fatalf("resumed run has %d metric lines, uninterrupted %d", len(got), len(want))
-	}
-	for i := range want {
-		a, _ := json.Marshal(want[i])
-		b, _ := json.Marshal(got[i])
-		if string(a) != string(b) {
-			t.Fatalf("line %d differs:\nuninterrupted %s\nresumed       %s", i, a, b)
-		}
-	}
+	sameMetrics(t, want, readMetrics(t, filepath.Join(killed, "metrics.jsonl")))
 }
 
 // TestConfigErrorsNameTheKey runs the CLI on bad configs.
@@ -245,17 +235,7 @@ func TestResumeWithKL(t *testing.T) {
 	writeFile(t, filepath.Join(part, "checkpoints", "LATEST"), "step-000003\n")
 	os.RemoveAll(filepath.Join(part, "checkpoints", "step-000006"))
 	run(t, "train", "--resume", part)
-	got := readMetrics(t, filepath.Join(part, "metrics.jsonl"))
-	if len(got) != len(want) {
-		t.Fatalf("%d lines after resume, want %d", len(got), len(want))
-	}
-	for i := range want {
-		a, _ := json.Marshal(want[i])
-		b, _ := json.Marshal(got[i])
-		if string(a) != string(b) {
-			t.Fatalf("line %d differs:\nuninterrupted %s\nresumed       %s", i, a, b)
-		}
-	}
+	sameMetrics(t, want, readMetrics(t, filepath.Join(part, "metrics.jsonl")))
 	if _, ok := want[1]["actor/kl"]; !ok {
 		t.Fatalf("actor/kl not reported: %v", want[1])
 	}

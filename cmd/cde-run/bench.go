@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/tasks"
 )
 
@@ -295,11 +296,11 @@ func criticHeads(cfg *core.Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	algo, err := buildAlgorithm(cfg)
+	algo, err := session.BuildAlgorithm(cfg)
 	if err != nil {
 		return 0, err
 	}
-	strats, err := buildStrategies(cfg, algo, zerolog.Nop())
+	strats, err := session.BuildStrategies(cfg, algo, zerolog.Nop())
 	if err != nil {
 		return 0, err
 	}
@@ -474,9 +475,9 @@ func runBench(ctx context.Context, spec *benchSpec, dir string, only []string, j
 				return err
 			}
 			if cfg.Model.Checkpoint == "auto" {
-				key := filepath.Join(cfg.Pretrain.Dir, baseKey(cfg))
+				key := filepath.Join(cfg.Pretrain.Dir, session.BaseKey(cfg))
 				if j.base = bases[key]; j.base == "" {
-					if j.base, err = resolveBase(ctx, cfg, log, tty); err != nil {
+					if j.base, err = session.ResolveBase(ctx, cfg, log, session.Output{W: os.Stderr, TTY: tty}); err != nil {
 						return err
 					}
 					bases[key] = j.base
@@ -735,12 +736,12 @@ func measureHeadStd(ctx context.Context, run string, log zerolog.Logger) error {
 		return fmt.Errorf("%s: no checkpoint (%v)", run, err)
 	}
 	quiet := log.Level(zerolog.WarnLevel)
-	s, err := newSession(cfg, quiet)
+	s, err := session.New(cfg, quiet)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if err := s.backend.Load(ckpt); err != nil {
+	if err := s.Backend.Load(ckpt); err != nil {
 		return err
 	}
 	res := headStd{Heads: heads, Std: map[string]float64{}, InDis: map[string]bool{}}
@@ -753,8 +754,8 @@ func measureHeadStd(ctx context.Context, run string, log zerolog.Logger) error {
 			}
 		}
 	}
-	sets := []core.EvalSet{{Name: "train", Problems: s.task.SampleTrain(rand.New(rand.NewPCG(cfg.Seed, 7)), headStdProblems)}}
-	sets = append(sets, s.task.EvalSets()...)
+	sets := []core.EvalSet{{Name: "train", Problems: s.Task.SampleTrain(rand.New(rand.NewPCG(cfg.Seed, 7)), headStdProblems)}}
+	sets = append(sets, s.Task.EvalSets()...)
 	for i, set := range sets {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -784,8 +785,8 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func setHeadStd(s *session, cfg *core.Config, heads int, problems []core.Problem, seed uint64) (float64, error) {
-	tok := s.task.Tokenizer()
+func setHeadStd(s *session.Session, cfg *core.Config, heads int, problems []core.Problem, seed uint64) (float64, error) {
+	tok := s.Task.Tokenizer()
 	r := &core.Rollout{ValueHeads: heads}
 	var prompts [][]int32
 	for gi, p := range problems {
@@ -795,7 +796,7 @@ func setHeadStd(s *session, cfg *core.Config, heads int, problems []core.Problem
 			r.Seqs = append(r.Seqs, core.Sequence{Group: gi, ProblemID: p.ID, Prompt: enc})
 		}
 	}
-	gens, err := s.backend.Generate(core.GenerateRequest{Prompts: prompts, Temperature: cfg.Rollout.Temperature,
+	gens, err := s.Backend.Generate(core.GenerateRequest{Prompts: prompts, Temperature: cfg.Rollout.Temperature,
 		MaxTokens: cfg.Rollout.MaxResponseTokens, Seed: seed})
 	if err != nil {
 		return 0, err
@@ -803,7 +804,7 @@ func setHeadStd(s *session, cfg *core.Config, heads int, problems []core.Problem
 	for i, g := range gens {
 		r.Seqs[i].Response = g.Tokens
 	}
-	if err := s.backend.ScoreValues(r); err != nil {
+	if err := s.Backend.ScoreValues(r); err != nil {
 		return 0, err
 	}
 	sum, n := 0.0, 0

@@ -9,10 +9,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
 )
 
 // configFlags are the flags every config-driven command shares.
@@ -103,142 +103,23 @@ func cmdTrain(args []string) int {
 	log := newLogger(os.Stderr, tty)
 	ctx, stop := signalContext()
 	defer stop()
-	err := train(ctx, cf, trainTarget{runDir: *runDir, resume: *resume, overwrite: *overwrite}, *dump, tty)
+	o := session.TrainOptions{RunDir: *runDir, Overwrite: *overwrite, Resume: *resume, DumpRollouts: *dump,
+		Output: session.Output{W: os.Stderr, TTY: tty}, Log: log}
+	var err error
+	if *resume != "" {
+		if cf.file != "" || len(cf.sets) > 0 {
+			err = fmt.Errorf("--resume uses %s/config.yaml: --config and --set cannot change a run being resumed (edit that file instead; see docs/config.md)", *resume)
+		}
+	} else {
+		o.Config, err = cf.load()
+	}
+	if err == nil {
+		err = session.Train(ctx, o)
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Error().Err(err).Msg("train failed")
 	}
 	return exitCode(err)
-}
-
-// trainTarget says where a training goes: a new run (runDir, or a fresh
-// name under runs/), or the run being resumed.
-type trainTarget struct {
-	runDir, resume string
-	overwrite      bool
-}
-
-// resumeConfig loads RUN/config.yaml for --resume. Overrides are refused by
-// name: the run's config file is the one place to change it.
-func resumeConfig(cf configFlags, run string) (*core.Config, error) {
-	if cf.file != "" || len(cf.sets) > 0 {
-		return nil, fmt.Errorf("--resume uses %s/config.yaml: --config and --set cannot change a run being resumed (edit that file instead; see docs/config.md)", run)
-	}
-	if vars := core.ConfigEnvVars(os.Environ()); len(vars) > 0 {
-		return nil, fmt.Errorf("--resume uses %s/config.yaml: %s cannot change a run being resumed (unset it, or edit that file instead; see docs/config.md)", run, strings.Join(vars, ", "))
-	}
-	path := filepath.Join(run, "config.yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("resume: %w", err)
-	}
-	cfg, err := core.LoadConfig(core.LoadOptions{Base: data, Env: []string{}})
-	if err != nil {
-		return nil, fmt.Errorf("resume: %s: %w", path, err)
-	}
-	return cfg, nil
-}
-
-func train(ctx context.Context, cf configFlags, target trainTarget, dump string, tty bool) (err error) {
-	log := newLogger(os.Stderr, tty)
-	var cfg *core.Config
-	var rd *core.RunDir
-	if target.resume != "" {
-		if target.runDir != "" || target.overwrite {
-			return fmt.Errorf("--resume DIR continues DIR: --run-dir and --overwrite do not apply")
-		}
-		// Lock first: the config and checkpoints read next are this run's.
-		if rd, err = core.OpenRunDir(target.resume); err != nil {
-			return err
-		}
-		defer rd.Close()
-		if cfg, err = resumeConfig(cf, target.resume); err != nil {
-			return err
-		}
-	} else {
-		if target.overwrite && target.runDir == "" {
-			return fmt.Errorf("--overwrite needs --run-dir")
-		}
-		if cfg, err = cf.load(); err != nil {
-			return err
-		}
-	}
-	start := 0
-	var ckpt string
-	if target.resume != "" {
-		var skipped []string
-		if ckpt, skipped, err = core.ResumeCheckpoint(rd.Path); err != nil {
-			return err
-		}
-		for _, s := range skipped {
-			log.Warn().Str("skipped", s).Msg("resume: passing over an incomplete checkpoint")
-		}
-	}
-	// Build everything first: a bad key or plugin fails here, before any
-	// run directory is made or pretraining starts.
-	s, err := newSession(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if rd == nil {
-		if target.runDir != "" {
-			rd, err = core.NewRunDir(target.runDir, target.overwrite)
-		} else {
-			rd, err = core.NewRunDirUnder("runs", fmt.Sprint(cfg.Algorithm["name"]))
-		}
-		if err != nil {
-			return err
-		}
-		// A start that fails before the first step leaves nothing behind.
-		defer func() {
-			if err != nil {
-				rd.Discard()
-			} else {
-				rd.Close()
-			}
-		}()
-	}
-	runDir := rd.Path
-	if dump != "" {
-		if err := os.MkdirAll(dump, 0o755); err != nil {
-			return err
-		}
-	}
-	base := ""
-	if ckpt == "" {
-		if base, err = resolveBase(ctx, cfg, log, tty); err != nil {
-			return err
-		}
-		if err := writeResolvedConfig(runDir, cfg); err != nil {
-			return err
-		}
-	}
-	if base != "" {
-		if err := s.backend.Load(base); err != nil {
-			return err
-		}
-		s.backend.ResetOptimizer()
-		log.Info().Str("base", base).Msg("loaded base policy")
-	}
-	if cfg.Train.KLCoef > 0 && ckpt == "" {
-		// The k3 KL term's reference is the starting policy; checkpoints
-		// carry it (reference.gob), so a resumed run restores it.
-		if err := s.backend.FreezeReference(); err != nil {
-			return err
-		}
-	}
-	s.trainer.RunDir = runDir
-	if ckpt != "" {
-		if start, err = s.trainer.Restore(ckpt); err != nil {
-			return err
-		}
-		log.Info().Str("checkpoint", ckpt).Int("step", start).Msg("resuming")
-	} else if target.resume != "" {
-		log.Warn().Str("run", runDir).Msg("no complete checkpoint yet: starting from step 0")
-	}
-	s.trainer.Progress, s.trainer.TTY = os.Stderr, tty
-	s.trainer.DumpRollouts = dump
-	return s.trainer.Run(ctx, start)
 }
 
 func cmdPretrain(args []string) int {
@@ -257,12 +138,12 @@ func cmdPretrain(args []string) int {
 	if err == nil {
 		dir := *out
 		if dir == "" {
-			dir = filepath.Join(cfg.Pretrain.Dir, baseKey(cfg))
+			dir = filepath.Join(cfg.Pretrain.Dir, session.BaseKey(cfg))
 		}
 		if _, statErr := os.Stat(dir); statErr == nil {
 			err = fmt.Errorf("pretrain: %s already exists (remove it to retrain)", dir)
 		} else if err = os.MkdirAll(filepath.Dir(dir), 0o755); err == nil {
-			err = runPretrain(ctx, cfg, dir, log, tty)
+			err = session.Pretrain(ctx, cfg, dir, log, session.Output{W: os.Stderr, TTY: tty})
 		}
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -308,26 +189,23 @@ func cmdEval(args []string) int {
 		if dir == "" {
 			ctx, stop := signalContext()
 			defer stop()
-			if dir, err = resolveBase(ctx, cfg, log, tty); err != nil {
+			if dir, err = session.ResolveBase(ctx, cfg, log, session.Output{W: os.Stderr, TTY: tty}); err != nil {
 				return err
 			}
 			if dir == "" {
 				return fmt.Errorf("eval: give --checkpoint DIR, --run DIR or model.checkpoint")
 			}
 		}
-		if err := core.VerifyIfManifest(dir); err != nil {
-			return err
-		}
-		s, err := newSession(cfg, log)
+		s, err := session.New(cfg, log)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		if err := s.backend.Load(dir); err != nil {
+		if err := s.LoadPolicy(dir); err != nil {
 			return err
 		}
 		m := map[string]float64{}
-		if err := s.trainer.Evaluate(0, m); err != nil {
+		if err := s.Trainer.Evaluate(0, m); err != nil {
 			return err
 		}
 		out, _ := json.MarshalIndent(map[string]any{"checkpoint": dir, "metrics": m}, "", "  ")

@@ -15,64 +15,6 @@ import (
 	"github.com/cde-rl/cde/plugins"
 )
 
-// pluginStrategy builds the plugin-backed strategy of config entry
-// strategies[index]:
-//
-//	{plugin: PATH, params: {...}, weight: {...}, sha256: HEX, start_timeout: 10s, call_timeout: 30s}
-//
-// Every key is checked (an unknown one is an error naming
-// strategies[index].KEY); params go to the plugin's factory, which checks
-// them as strategies[index].params.KEY. weight is a schedule as in every
-// strategy entry (core.ParseSchedule); the host multiplies the plugin's
-// bonuses by its w_t (plugins.Config.Weight). The plugin process is
-// started, configured and killed again on any error.
-func pluginStrategy(path string, entry map[string]any, index int, algo core.Algorithm, log zerolog.Logger) (core.Strategy, error) {
-	p := core.NewParams(fmt.Sprintf("strategies[%d]", index), entry)
-	if v := p.String("plugin", path); v != "" {
-		path = v
-	}
-	p.Check(path != "", "plugin", "want the path of a plugin executable")
-	params := p.Map("params")
-	var weight core.Schedule
-	if p.Has("weight") {
-		weight = core.ParseSchedule(p.Sub("weight"))
-	}
-	sum := p.String("sha256", "")
-	start := duration(p, "start_timeout", plugins.DefaultStartTimeout)
-	call := duration(p, "call_timeout", plugins.DefaultCallTimeout)
-	if err := p.Finish(); err != nil {
-		return nil, err
-	}
-	return plugins.Open(plugins.Config{Path: path, Params: params, ParamsPath: fmt.Sprintf("strategies[%d].params", index),
-		Algorithm: algo, SHA256: sum, StartTimeout: start, CallTimeout: call, Weight: weight, Log: log})
-}
-
-// duration reads a Go duration string ("30s") or a number of seconds.
-func duration(p *core.Params, key string, def time.Duration) time.Duration {
-	v, ok := p.Raw(key)
-	if !ok {
-		return def
-	}
-	var d time.Duration
-	if s, isStr := v.(string); isStr {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			p.Fail(key, "want a duration such as 30s, got %q", s)
-			return def
-		}
-	} else if f, isNum := core.ToFloat(v); isNum {
-		d = time.Duration(f * float64(time.Second))
-	} else {
-		p.Fail(key, "want a duration such as 30s, got %v (%T)", v, v)
-		return def
-	}
-	if d <= 0 {
-		p.Fail(key, "must be > 0, got %s", d)
-		return def
-	}
-	return d
-}
-
 const pluginsUsage = `usage: cde-run plugins check PATH [flags]
 
 Starts the plugin at PATH, runs the strategy conformance kit against it

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/plugins"
+	"github.com/cde-rl/cde/session"
 )
 
 var (
@@ -92,7 +93,7 @@ func TestPluginsCheck(t *testing.T) {
 
 func TestPluginEntryKeys(t *testing.T) {
 	example, _ := buildPlugins(t)
-	algo, err := buildAlgorithm(&core.Config{Algorithm: map[string]any{"name": "grpo"}})
+	algo, err := session.BuildAlgorithm(&core.Config{Algorithm: map[string]any{"name": "grpo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +112,12 @@ func TestPluginEntryKeys(t *testing.T) {
 		{map[string]any{"plugin": example, "weight": 0.5}, "strategies[2].weight: want a mapping"},
 	}
 	for _, c := range cases {
-		_, err := pluginStrategy(example, c.entry, 2, algo, zerolog.Nop())
+		_, err := session.PluginStrategy(c.entry, 2, algo, zerolog.Nop())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.entry, err, c.want)
 		}
 	}
-	s, err := pluginStrategy(example, map[string]any{"plugin": example, "params": map[string]any{"beta": 0.25}, "call_timeout": "5s"}, 0, algo, zerolog.Nop())
+	s, err := session.PluginStrategy(map[string]any{"plugin": example, "params": map[string]any{"beta": 0.25}, "call_timeout": "5s"}, 0, algo, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,20 +147,20 @@ func trainWithPlugin(t *testing.T, extra string, entry map[string]any) (string, 
 		t.Fatal(err)
 	}
 	log := zerolog.New(io.Discard)
-	s, err := newSession(cfg, log)
+	s, err := session.New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := pluginStrategy("", entry, 0, s.algo, log)
+	ps, err := session.PluginStrategy(entry, 0, s.Algo, log)
 	if err != nil {
 		s.Close()
 		t.Fatal(err)
 	}
-	s.strats = append(s.strats, ps)
-	s.trainer.Strategies = s.strats
+	s.Strategies = append(s.Strategies, ps)
+	s.Trainer.Strategies = s.Strategies
 	defer s.Close()
-	s.trainer.RunDir = t.TempDir()
-	return s.trainer.RunDir, s.trainer.Run(context.Background(), 0)
+	s.Trainer.RunDir = t.TempDir()
+	return s.Trainer.RunDir, s.Trainer.Run(context.Background(), 0)
 }
 
 // TestTrainCrashKeepsCheckpoint: a plugin crashing at step 2 stops the run

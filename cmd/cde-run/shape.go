@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
 	"github.com/rs/zerolog"
 )
 
@@ -55,11 +56,11 @@ func shape(cf configFlags, in string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	algo, err := buildAlgorithm(cfg)
+	algo, err := session.BuildAlgorithm(cfg)
 	if err != nil {
 		return nil, err
 	}
-	strats, err := buildStrategies(cfg, algo, zerolog.New(os.Stderr))
+	strats, err := session.BuildStrategies(cfg, algo, zerolog.New(os.Stderr))
 	if err != nil {
 		return nil, err
 	}

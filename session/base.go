@@ -1,0 +1,141 @@
+package session
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cde-rl/cde/assets"
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tasks"
+)
+
+// pretrainSeed is the seed of the warm start: pretrain.seed, or the run seed.
+func pretrainSeed(cfg *core.Config) uint64 {
+	if cfg.Pretrain.Seed != 0 {
+		return cfg.Pretrain.Seed
+	}
+	return cfg.Seed
+}
+
+// BaseKey identifies a supervised base: the task config and a sample of its
+// problems (so a change of solution format makes a new base), the model
+// sizes, the pretrain settings and seed, and the eval temperature of its
+// stopping checks. model.checkpoint: auto keeps it in pretrain.dir/<key>.
+func BaseKey(cfg *core.Config) string {
+	pre := cfg.Pretrain
+	pre.Dir = "" // where bases are kept is not what they are
+	raw := map[string]any{"task": cfg.Task, "model": cfg.Model, "pretrain": pre,
+		"eval_temperature": cfg.Eval.Temperature, "seed": pretrainSeed(cfg)}
+	if task, err := tasks.New(core.NewParams("task", cfg.Task)); err == nil {
+		raw["sample"] = task.SampleTrain(rand.New(rand.NewPCG(1, 1)), 8)
+	}
+	data, _ := json.Marshal(raw)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:6])
+}
+
+// ResolveBase returns the directory of the base policy for
+// model.checkpoint: "" for none, a path as given (checked against its
+// manifest when it has one), or for "auto" pretrain.dir/<key>: made there
+// from the copy embedded in the binary when cde ships that base
+// (assets/base), else with the supervised warm start when missing.
+func ResolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, out Output) (string, error) {
+	switch cfg.Model.Checkpoint {
+	case "":
+		return "", nil
+	case "auto":
+	default:
+		if _, err := os.Stat(filepath.Join(cfg.Model.Checkpoint, "policy.gob")); err != nil {
+			return "", fmt.Errorf("config: model.checkpoint: %w", err)
+		}
+		if err := core.VerifyIfManifest(cfg.Model.Checkpoint); err != nil {
+			return "", fmt.Errorf("config: model.checkpoint: %w", err)
+		}
+		return cfg.Model.Checkpoint, nil
+	}
+	key := BaseKey(cfg)
+	dir := filepath.Join(cfg.Pretrain.Dir, key)
+	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err == nil {
+		if err := core.VerifyIfManifest(dir); err != nil {
+			return "", fmt.Errorf("base policy: %w", err)
+		}
+		log.Info().Str("base", dir).Msg("using pretrained base policy")
+		return dir, nil
+	}
+	if assets.HasBase(key) {
+		if err := assets.ExtractBase(key, dir); err != nil {
+			return "", err
+		}
+		if err := core.VerifyIfManifest(dir); err != nil {
+			return "", fmt.Errorf("shipped base policy: %w", err)
+		}
+		log.Info().Str("base", dir).Msg("using the shipped base policy (assets/base)")
+		return dir, nil
+	}
+	log.Info().Str("base", dir).Msg("no base policy yet: running the supervised warm start (cde-run pretrain)")
+	if err := Pretrain(ctx, cfg, dir, log, out); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// Pretrain makes a base policy in dir with the supervised warm start
+// (core.Trainer.Pretrain). It is written under a temporary name with a
+// manifest and renamed, so an interrupted warm start leaves nothing
+// half-made; when another process made dir first, that one is kept.
+func Pretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.Logger, out Output) error {
+	pcfg := *cfg
+	pcfg.Algorithm = map[string]any{"name": "grpo"}
+	pcfg.Strategies = nil
+	pcfg.Model.Checkpoint = ""
+	pcfg.Eval.K, pcfg.Eval.MaxProblems = cfg.Pretrain.EvalK, cfg.Pretrain.EvalMaxProblems
+	pcfg.Seed = pretrainSeed(cfg)
+	s, err := New(&pcfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := core.CheckPromptLengths(s.Task, s.Backend, cfg.Rollout.MaxResponseTokens, true); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	s.Trainer.Progress, s.Trainer.TTY = out.W, out.TTY
+	start := time.Now()
+	res, err := s.Trainer.Pretrain(ctx)
+	if err != nil {
+		return err
+	}
+	tmp := dir + fmt.Sprintf(".tmp%d", os.Getpid())
+	defer os.RemoveAll(tmp) // gone once renamed; a leftover on any error
+	if err := s.Backend.Save(tmp); err != nil {
+		return err
+	}
+	info, _ := json.MarshalIndent(map[string]any{"steps": res.Steps, "val_avg": res.Acc, "metrics": res.Metrics,
+		"seconds": time.Since(start).Seconds()}, "", "  ")
+	if err := os.WriteFile(filepath.Join(tmp, "pretrain.json"), info, 0o644); err != nil {
+		return err
+	}
+	if err := core.WriteManifest(tmp, 0); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, statErr := os.Stat(filepath.Join(dir, "policy.gob")); statErr == nil {
+			return nil // another process made it first
+		}
+		return err
+	}
+	log.Info().Str("base", dir).Int("steps", res.Steps).Float64("val_avg", res.Acc).
+		Dur("took", time.Since(start).Round(time.Second)).Msg("base policy ready")
+	return nil
+}

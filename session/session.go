@@ -1,0 +1,219 @@
+// Package session turns a resolved config into a ready run: the task, its
+// tokenizer, the backend, the algorithm and the strategies (in-tree ones
+// and plugin entries), the base policy, and the run directory. cde-run is a
+// thin layer of flags over it; Go programs use it directly:
+//
+//	cfg, _ := core.LoadConfig(core.LoadOptions{Sets: []string{"train.steps=50"}})
+//	err := session.Train(ctx, session.TrainOptions{Config: cfg, RunDir: "runs/mine"})
+package session
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	_ "github.com/cde-rl/cde/algos/all" // every in-tree algorithm
+	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/plugins"
+	_ "github.com/cde-rl/cde/strategies/all" // every in-tree strategy
+	"github.com/cde-rl/cde/tasks"
+)
+
+// Session is everything a command needs, built from a Config: no
+// checkpoint is loaded yet.
+type Session struct {
+	Cfg        *core.Config
+	Task       core.Task
+	Algo       core.Algorithm
+	Strategies []core.Strategy
+	Backend    *xla.Backend
+	Trainer    *core.Trainer
+	Log        zerolog.Logger
+}
+
+// Output is where long work shows its progress: a progress bar on a
+// terminal (TTY) or plain lines, on W (nil for none).
+type Output struct {
+	W   io.Writer
+	TTY bool
+}
+
+// New builds task, algorithm, strategies and backend from cfg, and checks
+// that every prompt of the task fits the model. On error, every plugin
+// process already started is stopped.
+func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
+	task, err := tasks.New(core.NewParams("task", cfg.Task))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := (&core.Trainer{Cfg: cfg, Task: task}).EvalSets(); err != nil {
+		return nil, err
+	}
+	algo, err := BuildAlgorithm(cfg)
+	if err != nil {
+		return nil, err
+	}
+	strats, err := BuildStrategies(cfg, algo, log)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.Trainer = &core.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
+	needs, err := s.Trainer.Needs()
+	if err != nil {
+		return nil, err
+	}
+	tok := task.Tokenizer()
+	s.Backend, err = xla.New(xla.Options{
+		Engine: cfg.Backend.Engine,
+		Policy: xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
+			Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen},
+		ValueHeads: needs.ValueHeads, Seed: cfg.Seed, ActorLR: cfg.Train.ActorLR, CriticLR: cfg.Train.CriticLR,
+		MaxGradNorm: cfg.Train.MaxGradNorm, PAD: tok.PAD(), EOS: tok.EOS(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Trainer.Backend = s.Backend
+	if err := core.CheckPromptLengths(task, s.Backend, cfg.Rollout.MaxResponseTokens, false); err != nil {
+		return nil, err
+	}
+	log.Info().Str("engine", s.Backend.Engine()).Int("value_heads", needs.ValueHeads).Msg("backend")
+	return s, nil
+}
+
+// Close stops the plugin processes and releases the backend.
+func (s *Session) Close() {
+	for _, st := range s.Strategies {
+		if c, ok := st.(core.Closer); ok {
+			c.Close()
+		}
+	}
+	if s.Backend != nil {
+		s.Backend.Close()
+	}
+}
+
+// LoadPolicy loads a checkpoint or base policy directory into the backend,
+// after checking its files against its manifest when it has one.
+func (s *Session) LoadPolicy(dir string) error {
+	if err := core.VerifyIfManifest(dir); err != nil {
+		return err
+	}
+	return s.Backend.Load(dir)
+}
+
+// BuildAlgorithm reads the `algorithm:` mapping (name plus its keys).
+func BuildAlgorithm(cfg *core.Config) (core.Algorithm, error) {
+	p := core.NewParams("algorithm", cfg.Algorithm)
+	name := p.String("name", "grpo")
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return core.NewAlgorithm(name, p)
+}
+
+// BuildStrategies builds every `strategies:` entry in order: a registered
+// strategy by `name`, or an out-of-process one by `plugin` (PluginStrategy).
+// On error, plugin processes already started are stopped.
+func BuildStrategies(cfg *core.Config, algo core.Algorithm, log zerolog.Logger) (out []core.Strategy, err error) {
+	defer func() {
+		if err != nil {
+			for _, s := range out {
+				if c, ok := s.(core.Closer); ok {
+					c.Close()
+				}
+			}
+			out = nil
+		}
+	}()
+	for i, entry := range cfg.Strategies {
+		if _, ok := entry["plugin"]; ok {
+			s, err := PluginStrategy(entry, i, algo, log)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, s)
+			continue
+		}
+		p := core.NewParams(fmt.Sprintf("strategies[%d]", i), entry)
+		name := p.String("name", "")
+		if err := p.Err(); err != nil {
+			return out, err
+		}
+		if name == "" {
+			return out, fmt.Errorf("config: strategies[%d].name: required (known: %s)", i, strings.Join(core.Strategies(), ", "))
+		}
+		s, err := core.NewStrategy(name, p, algo)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// PluginStrategy builds the plugin-backed strategy of config entry
+// strategies[index]:
+//
+//	{plugin: PATH, params: {...}, weight: {...}, sha256: HEX, start_timeout: 10s, call_timeout: 30s}
+//
+// Every key is checked (an unknown one is an error naming
+// strategies[index].KEY); params go to the plugin's factory, which checks
+// them as strategies[index].params.KEY. weight is a schedule as in every
+// strategy entry (core.ParseSchedule); the host multiplies the plugin's
+// bonuses by its w_t (plugins.Config.Weight). The plugin process is
+// started, configured and killed again on any error.
+func PluginStrategy(entry map[string]any, index int, algo core.Algorithm, log zerolog.Logger) (core.Strategy, error) {
+	p := core.NewParams(fmt.Sprintf("strategies[%d]", index), entry)
+	path := p.String("plugin", "")
+	p.Check(path != "", "plugin", "want the path of a plugin executable")
+	params := p.Map("params")
+	var weight core.Schedule
+	if p.Has("weight") {
+		weight = core.ParseSchedule(p.Sub("weight"))
+	}
+	sum := p.String("sha256", "")
+	start := Duration(p, "start_timeout", plugins.DefaultStartTimeout)
+	call := Duration(p, "call_timeout", plugins.DefaultCallTimeout)
+	if err := p.Finish(); err != nil {
+		return nil, err
+	}
+	return plugins.Open(plugins.Config{Path: path, Params: params, ParamsPath: fmt.Sprintf("strategies[%d].params", index),
+		Algorithm: algo, SHA256: sum, StartTimeout: start, CallTimeout: call, Weight: weight, Log: log})
+}
+
+// Duration reads a Go duration string ("30s") or a number of seconds, > 0.
+func Duration(p *core.Params, key string, def time.Duration) time.Duration {
+	v, ok := p.Raw(key)
+	if !ok {
+		return def
+	}
+	var d time.Duration
+	if s, isStr := v.(string); isStr {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			p.Fail(key, "want a duration such as 30s, got %q", s)
+			return def
+		}
+	} else if f, isNum := core.ToFloat(v); isNum {
+		d = time.Duration(f * float64(time.Second))
+	} else {
+		p.Fail(key, "want a duration such as 30s, got %v (%T)", v, v)
+		return def
+	}
+	if d <= 0 {
+		p.Fail(key, "must be > 0, got %s", d)
+		return def
+	}
+	return d
+}

@@ -1,0 +1,166 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
+
+	"github.com/cde-rl/cde/core"
+)
+
+// TrainOptions says what Train runs and where.
+type TrainOptions struct {
+	// Config is the resolved config of a new run; nil with Resume.
+	Config *core.Config
+	// RunDir is the new run's directory (empty: a fresh name under runs/);
+	// Overwrite deletes a run already there first.
+	RunDir    string
+	Overwrite bool
+	// Resume continues the run in this directory from its newest complete
+	// checkpoint, with its config.yaml (see ResumeConfig).
+	Resume string
+	// DumpRollouts, when set, receives every step's batch (DESIGN section 4).
+	DumpRollouts string
+	Output       Output
+	Log          zerolog.Logger
+}
+
+// ResumeConfig loads RUN/config.yaml for a resume. A config override in
+// environ (CDE_*, see core.ConfigEnvVars) is refused by name: the run's
+// config file is the one place to change it.
+func ResumeConfig(run string, environ []string) (*core.Config, error) {
+	if vars := core.ConfigEnvVars(environ); len(vars) > 0 {
+		return nil, fmt.Errorf("--resume uses %s/config.yaml: %s cannot change a run being resumed (unset it, or edit that file instead; see docs/config.md)", run, strings.Join(vars, ", "))
+	}
+	path := filepath.Join(run, "config.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	cfg, err := core.LoadConfig(core.LoadOptions{Base: data, Env: []string{}})
+	if err != nil {
+		return nil, fmt.Errorf("resume: %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// WriteResolvedConfig saves the merged config as RUN/config.yaml.
+func WriteResolvedConfig(dir string, cfg *core.Config) error {
+	data, err := yaml.Marshal(cfg.Raw)
+	if err != nil {
+		return err
+	}
+	return core.WriteFileAtomic(filepath.Join(dir, "config.yaml"), data)
+}
+
+// Train runs a training to its end: a new run (o.Config into o.RunDir) or
+// the run in o.Resume. It builds everything before it makes the run
+// directory, so a bad key or plugin leaves nothing behind; the directory
+// is locked while it runs (core.RunDir). On ctx cancellation the run
+// writes a checkpoint of its last completed step and returns ctx.Err().
+func Train(ctx context.Context, o TrainOptions) (err error) {
+	log := o.Log
+	cfg := o.Config
+	var rd *core.RunDir
+	if o.Resume != "" {
+		if o.RunDir != "" || o.Overwrite || o.Config != nil {
+			return fmt.Errorf("resume continues %s with its own config: a run directory, --overwrite or a config do not apply", o.Resume)
+		}
+		// Lock first: the config and checkpoints read next are this run's.
+		if rd, err = core.OpenRunDir(o.Resume); err != nil {
+			return err
+		}
+		defer rd.Close()
+		if cfg, err = ResumeConfig(o.Resume, os.Environ()); err != nil {
+			return err
+		}
+	} else {
+		if o.Overwrite && o.RunDir == "" {
+			return fmt.Errorf("--overwrite needs --run-dir")
+		}
+		if cfg == nil {
+			return fmt.Errorf("train: no config")
+		}
+	}
+	start := 0
+	var ckpt string
+	if rd != nil {
+		var skipped []string
+		if ckpt, skipped, err = core.ResumeCheckpoint(rd.Path); err != nil {
+			return err
+		}
+		for _, s := range skipped {
+			log.Warn().Str("skipped", s).Msg("resume: passing over an incomplete checkpoint")
+		}
+	}
+	// Build everything first: a bad key or plugin fails here, before any
+	// run directory is made or pretraining starts.
+	s, err := New(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if rd == nil {
+		if o.RunDir != "" {
+			rd, err = core.NewRunDir(o.RunDir, o.Overwrite)
+		} else {
+			rd, err = core.NewRunDirUnder("runs", fmt.Sprint(cfg.Algorithm["name"]))
+		}
+		if err != nil {
+			return err
+		}
+		// A start that fails before the first step leaves nothing behind.
+		defer func() {
+			if err != nil {
+				rd.Discard()
+			} else {
+				rd.Close()
+			}
+		}()
+	}
+	if o.DumpRollouts != "" {
+		if err := os.MkdirAll(o.DumpRollouts, 0o755); err != nil {
+			return err
+		}
+	}
+	base := ""
+	if ckpt == "" {
+		if base, err = ResolveBase(ctx, cfg, log, o.Output); err != nil {
+			return err
+		}
+		if err := WriteResolvedConfig(rd.Path, cfg); err != nil {
+			return err
+		}
+	}
+	if base != "" {
+		if err := s.Backend.Load(base); err != nil {
+			return err
+		}
+		s.Backend.ResetOptimizer()
+		log.Info().Str("base", base).Msg("loaded base policy")
+	}
+	if cfg.Train.KLCoef > 0 && ckpt == "" {
+		// The k3 KL term's reference is the starting policy; checkpoints
+		// carry it (reference.gob), so a resumed run restores it.
+		if err := s.Backend.FreezeReference(); err != nil {
+			return err
+		}
+	}
+	s.Trainer.RunDir = rd.Path
+	if ckpt != "" {
+		if start, err = s.Trainer.Restore(ckpt); err != nil {
+			return err
+		}
+		log.Info().Str("checkpoint", ckpt).Int("step", start).Msg("resuming")
+	} else if o.Resume != "" {
+		log.Warn().Str("run", rd.Path).Msg("no complete checkpoint yet: starting from step 0")
+	}
+	s.Trainer.Progress, s.Trainer.TTY = o.Output.W, o.Output.TTY
+	s.Trainer.DumpRollouts = o.DumpRollouts
+	return s.Trainer.Run(ctx, start)
+}

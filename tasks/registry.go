@@ -7,17 +7,45 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/cde-rl/cde/core"
 )
 
-var factories = map[string]func(*core.Params) (core.Task, error){
-	"arith": func(p *core.Params) (core.Task, error) { return asTask(NewArith(p)) },
-	"jsonl": func(p *core.Params) (core.Task, error) { return asTask(NewJSONL(p)) },
+// Factory builds a task from its `task:` mapping; p holds every key but
+// `name`. It must read every key it accepts (New then rejects the rest).
+type Factory func(p *core.Params) (core.Task, error)
+
+var (
+	regMu     sync.RWMutex
+	factories = map[string]Factory{}
+)
+
+func init() {
+	Register("arith", func(p *core.Params) (core.Task, error) { return asTask(NewArith(p)) })
+	Register("jsonl", func(p *core.Params) (core.Task, error) { return asTask(NewJSONL(p)) })
 }
 
-// Names lists the known task names, sorted.
+// Register makes a task available to `task: {name: NAME}`. Like
+// core.RegisterAlgorithm it panics on a duplicate or nil factory; call it
+// from an init function (a task in another package registers itself when
+// that package is imported).
+func Register(name string, f Factory) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if f == nil {
+		panic("tasks: Register factory is nil for " + name)
+	}
+	if _, dup := factories[name]; dup {
+		panic("tasks: Register called twice for " + name)
+	}
+	factories[name] = f
+}
+
+// Names lists the registered task names, sorted.
 func Names() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
 	out := make([]string, 0, len(factories))
 	for k := range factories {
 		out = append(out, k)
@@ -26,7 +54,7 @@ func Names() []string {
 	return out
 }
 
-// New builds the task named by the required key `name` (arith or jsonl) from
+// New builds the task named by the required key `name` (arith, jsonl, or a registered one) from
 // the remaining keys of p (see Arith and JSONL), then calls p.Finish so an
 // unknown key is an error naming it.
 func New(p *core.Params) (core.Task, error) {
@@ -34,7 +62,9 @@ func New(p *core.Params) (core.Task, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
+	regMu.RLock()
 	f, ok := factories[name]
+	regMu.RUnlock()
 	if !ok {
 		if name == "" {
 			return nil, fmt.Errorf("config: %s: required (known: %s)", keyPath(p, "name"), strings.Join(Names(), ", "))

@@ -31,3 +31,34 @@ func TestNew(t *testing.T) {
 		}
 	}
 }
+
+// A task registered from outside is built by name; its unread keys are
+// errors; registering a name twice or a nil factory panics.
+func TestRegister(t *testing.T) {
+	Register("test-echo", func(p *core.Params) (core.Task, error) {
+		p.Int("size", 1)
+		return NewArith(core.NewParams(p.Path, map[string]any{}))
+	})
+	if !strings.Contains(strings.Join(Names(), ","), "test-echo") {
+		t.Fatalf("Names = %v", Names())
+	}
+	if _, err := New(core.NewParams("task", map[string]any{"name": "test-echo", "size": 3})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(core.NewParams("task", map[string]any{"name": "test-echo", "sise": 3})); err == nil || !strings.Contains(err.Error(), "task.sise: unknown key") {
+		t.Fatalf("unknown key: %v", err)
+	}
+	for _, f := range []func(){
+		func() { Register("test-echo", func(p *core.Params) (core.Task, error) { return nil, nil }) },
+		func() { Register("test-nil", nil) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			f()
+		}()
+	}
+}

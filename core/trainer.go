@@ -242,8 +242,8 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 			if err != nil {
 				return fmt.Errorf("strategies[%d] (%s): loss terms: %w", i, s.Name(), err)
 			}
-			if math.IsNaN(lt.EntropyCoef) || math.IsInf(lt.EntropyCoef, 0) {
-				return fmt.Errorf("strategies[%d] (%s): non-finite entropy coefficient", i, s.Name())
+			if err := CheckLossTerms(lt); err != nil {
+				return fmt.Errorf("strategies[%d] (%s): loss terms: %w", i, s.Name(), err)
 			}
 			lossTerms.EntropyCoef += lt.EntropyCoef
 		}
@@ -274,8 +274,8 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 				if err != nil {
 					return fmt.Errorf("strategies[%d] (%s): head masks: %w", i, s.Name(), err)
 				}
-				if len(masks) != len(r.Seqs) {
-					return fmt.Errorf("strategies[%d] (%s): %d head masks for %d sequences", i, s.Name(), len(masks), len(r.Seqs))
+				if err := CheckHeadMasks(r.SeqLens(), masks, r.ValueHeads); err != nil {
+					return fmt.Errorf("strategies[%d] (%s): head masks: %w", i, s.Name(), err)
 				}
 				for j := range r.Seqs {
 					r.Seqs[j].HeadMask = masks[j]
@@ -298,6 +298,9 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 		if o, ok := s.(Observer); ok {
 			om, err := o.Observe(info, r)
 			if err != nil {
+				return fmt.Errorf("strategies[%d] (%s): observe: %w", i, s.Name(), err)
+			}
+			if err := CheckObserve(om); err != nil {
 				return fmt.Errorf("strategies[%d] (%s): observe: %w", i, s.Name(), err)
 			}
 			for k, v := range om {
@@ -329,14 +332,11 @@ func (t *Trainer) Shape(info StepInfo, r *Rollout, m map[string]float64) error {
 		if err != nil {
 			return fmt.Errorf("strategies[%d] (%s): reward bonus: %w", i, s.Name(), err)
 		}
-		if len(bonus) != len(r.Seqs) {
-			return fmt.Errorf("strategies[%d] (%s): %d reward bonuses for %d sequences", i, s.Name(), len(bonus), len(r.Seqs))
+		if err := CheckRewardBonus(len(r.Seqs), bonus); err != nil {
+			return fmt.Errorf("strategies[%d] (%s): reward bonus: %w", i, s.Name(), err)
 		}
 		sum := 0.0
 		for j, b := range bonus {
-			if math.IsNaN(b) || math.IsInf(b, 0) {
-				return fmt.Errorf("strategies[%d] (%s): non-finite reward bonus %v for sequence %d", i, s.Name(), b, j)
-			}
 			r.Seqs[j].RewardBonus += b
 			sum += b
 		}
@@ -360,18 +360,12 @@ func (t *Trainer) Shape(info StepInfo, r *Rollout, m map[string]float64) error {
 		if err != nil {
 			return fmt.Errorf("strategies[%d] (%s): advantage bonus: %w", i, s.Name(), err)
 		}
-		if len(bonus) != len(r.Seqs) {
-			return fmt.Errorf("strategies[%d] (%s): %d advantage-bonus rows for %d sequences", i, s.Name(), len(bonus), len(r.Seqs))
+		if err := CheckAdvantageBonus(r.SeqLens(), bonus); err != nil {
+			return fmt.Errorf("strategies[%d] (%s): advantage bonus: %w", i, s.Name(), err)
 		}
 		sum, n := 0.0, 0
 		for j, row := range bonus {
-			if len(row) != r.Seqs[j].Len() {
-				return fmt.Errorf("strategies[%d] (%s): sequence %d: %d advantage bonuses for %d tokens", i, s.Name(), j, len(row), r.Seqs[j].Len())
-			}
 			for k, b := range row {
-				if math.IsNaN(b) || math.IsInf(b, 0) {
-					return fmt.Errorf("strategies[%d] (%s): non-finite advantage bonus %v at sequence %d token %d", i, s.Name(), b, j, k)
-				}
 				r.Seqs[j].Advantages[k] += b
 				r.Seqs[j].AdvantageBonus[k] += b
 				sum += b
@@ -441,46 +435,19 @@ func RolloutMetrics(r *Rollout, m map[string]float64) {
 		m["rollout/entropy"] = ent / float64(entN)
 	}
 	if len(pplC) > 0 {
-		m["calib/ppl_correct"] = mean(pplC)
+		m["calib/ppl_correct"] = Mean(pplC)
 	}
 	if len(pplI) > 0 {
-		m["calib/ppl_incorrect"] = mean(pplI)
+		m["calib/ppl_incorrect"] = Mean(pplI)
 	}
 	if a := AUROC(scores, pos); !math.IsNaN(a) {
 		m["calib/auroc"] = a
 	}
 	if r.ValueHeads > 0 {
-		std, cnt := 0.0, 0
-		for i := range r.Seqs {
-			for _, v := range r.Seqs[i].Values {
-				std += popStd(v)
-				cnt++
-			}
-		}
-		if cnt > 0 {
-			m["critic/head_std"] = std / float64(cnt)
+		if std, ok := HeadStd(r); ok {
+			m["critic/head_std"] = std
 		}
 	}
-}
-
-func mean(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
-func popStd(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	mu := mean(xs)
-	v := 0.0
-	for _, x := range xs {
-		v += (x - mu) * (x - mu)
-	}
-	return math.Sqrt(v / float64(len(xs)))
 }
 
 // EvalSets returns the task's eval sets named by eval.sets (all when
@@ -549,9 +516,9 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		passes = append(passes, pass)
 	}
 	if len(avgs) > 0 {
-		m[fmt.Sprintf("val/mean/avg@%d", k)] = mean(avgs)
-		m[fmt.Sprintf("val/mean/pass@%d", k)] = mean(passes)
-		t.Log.Info().Int("step", step).Float64("avg@k", mean(avgs)).Float64("pass@k", mean(passes)).Int("k", k).Msg("eval")
+		m[fmt.Sprintf("val/mean/avg@%d", k)] = Mean(avgs)
+		m[fmt.Sprintf("val/mean/pass@%d", k)] = Mean(passes)
+		t.Log.Info().Int("step", step).Float64("avg@k", Mean(avgs)).Float64("pass@k", Mean(passes)).Int("k", k).Msg("eval")
 	}
 	return nil
 }

@@ -51,7 +51,8 @@ func (s *recStrategy) HeadMasks(info StepInfo, r *Rollout) ([][][]float64, error
 	for i := range out {
 		out[i] = make([][]float64, r.Seqs[i].Len())
 		for t := range out[i] {
-			out[i][t] = []float64{1, 0}
+			out[i][t] = make([]float64, r.ValueHeads) // K entries (core.CheckHeadMasks)
+			out[i][t][0] = 1
 		}
 	}
 	return out, nil

@@ -1,0 +1,68 @@
+package core
+
+import "math"
+
+// Small statistics shared by the trainer, algorithms, strategies and the
+// bench. Each sums in slice order, so a result is bit-for-bit the same as
+// the plain loop it replaces.
+
+// Mean is the arithmetic mean of xs; NaN for none.
+func Mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// PopStd is the population standard deviation of xs (divisor n); NaN for
+// none.
+func PopStd(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	return math.Sqrt(sumSquaredDev(xs) / float64(len(xs)))
+}
+
+// SampleStd is the sample standard deviation of xs (divisor n-1); 0 for a
+// single value, NaN for none.
+func SampleStd(xs []float64) float64 {
+	switch len(xs) {
+	case 0:
+		return math.NaN()
+	case 1:
+		return 0
+	}
+	return math.Sqrt(sumSquaredDev(xs) / float64(len(xs)-1))
+}
+
+// sumSquaredDev is the sum of (x - Mean(xs))^2.
+func sumSquaredDev(xs []float64) float64 {
+	mu := Mean(xs)
+	v := 0.0
+	for _, x := range xs {
+		v += (x - mu) * (x - mu)
+	}
+	return v
+}
+
+// HeadStd is the critic's head disagreement of a batch, the metric
+// critic/head_std: the population std over the K heads of each value row
+// (one per response token), averaged over every row of every sequence. ok
+// is false when the batch has no value row with a head (no critic values).
+func HeadStd(r *Rollout) (std float64, ok bool) {
+	sum, n := 0.0, 0
+	for i := range r.Seqs {
+		for _, v := range r.Seqs[i].Values {
+			if len(v) == 0 {
+				continue
+			}
+			sum += PopStd(v)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
+}

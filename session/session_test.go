@@ -1,0 +1,90 @@
+package session_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
+)
+
+const tiny = `
+seed: 3
+task: {name: arith, levels: [1], eval_n: 8}
+model: {layers: 1, d_model: 16, heads: 2, max_len: 48, checkpoint: ""}
+rollout: {n: 4, max_response_tokens: 12}
+train: {steps: 3, prompts_per_step: 4, checkpoint_every: 2}
+eval: {every: 0, k: 2}
+strategies: [{name: ppl}]
+`
+
+// Train from Go: a new run writes its config, one metrics row per step
+// plus the final eval, and checkpoints; a resume of the finished run with
+// more steps continues from its last checkpoint.
+func TestTrainFromGo(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tiny.yaml")
+	if err := os.WriteFile(file, []byte(tiny), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := core.LoadConfig(core.LoadOptions{File: file, Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(t.TempDir(), "run")
+	o := session.TrainOptions{Config: cfg, RunDir: run, Log: zerolog.Nop()}
+	if err := session.Train(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	rows := metricRows(t, run)
+	if len(rows) != 4 || rows[0]["explore/ppl/bonus_mean"] == nil || rows[3]["val/mean/avg@2"] == nil {
+		t.Fatalf("%d rows: %v", len(rows), rows)
+	}
+	if dir, err := core.LatestCheckpoint(run); err != nil || filepath.Base(dir) != "step-000003" {
+		t.Fatalf("latest checkpoint %q (%v)", dir, err)
+	}
+	// Extend the finished run to 5 steps by editing its config.yaml.
+	path := filepath.Join(run, "config.yaml")
+	data, _ := os.ReadFile(path)
+	edited := strings.Replace(string(data), "steps: 3\n", "steps: 5\n", 1)
+	if edited == string(data) {
+		t.Fatal("train.steps not found in config.yaml")
+	}
+	os.WriteFile(path, []byte(edited), 0o644)
+	if err := session.Train(context.Background(), session.TrainOptions{Resume: run, Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	if rows := metricRows(t, run); len(rows) != 6 {
+		t.Fatalf("%d rows after extending to 5 steps, want 6", len(rows))
+	}
+	// The same directory is not reused for a new run.
+	if err := session.Train(context.Background(), o); err == nil || !strings.Contains(err.Error(), "already holds a run") {
+		t.Fatalf("new run into a used directory: %v", err)
+	}
+}
+
+func metricRows(t *testing.T, run string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join(run, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var row map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}

@@ -37,6 +37,8 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/cde-rl/cde/algos/grpo"
+	"github.com/cde-rl/cde/algos/ppo"
 	"github.com/cde-rl/cde/core"
 )
 
@@ -200,55 +202,25 @@ func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
 	return r
 }
 
-// fillAdvantages sets Advantages and Returns: for grpo
-// A_i = (r~_i - mean_g) / (std_g + 1e-6) (sample std, 0 for a group of one)
-// on every token and Returns = Advantages; otherwise GAE with
-// gamma = lambda = 1, which telescopes to A_t = r~ - Vbar[t] and
-// Returns_t = r~.
+// fillAdvantages sets Advantages and Returns as the algorithms compute
+// them: for grpo, algos/grpo's group-normalised advantages (norm_by_std,
+// eps 1e-6; Returns = Advantages); otherwise algos/ppo's GAE with
+// gamma = lambda = 1 on the mean head value, unwhitened (the raw
+// advantages advantage hooks see). AdvantageBonus is zero.
 func fillAdvantages(r *core.Rollout) {
-	for i := range r.Seqs {
-		s := &r.Seqs[i]
-		s.Advantages = make([]float64, s.Len())
-		s.Returns = make([]float64, s.Len())
-		s.AdvantageBonus = make([]float64, s.Len())
-	}
 	if r.Algorithm == "grpo" {
-		for _, idx := range r.Groups() {
-			if len(idx) < 2 {
-				continue
-			}
-			mean := 0.0
-			for _, i := range idx {
-				mean += r.Seqs[i].ShapedReward
-			}
-			mean /= float64(len(idx))
-			ss := 0.0
-			for _, i := range idx {
-				d := r.Seqs[i].ShapedReward - mean
-				ss += d * d
-			}
-			std := math.Sqrt(ss / float64(len(idx)-1))
-			for _, i := range idx {
-				a := (r.Seqs[i].ShapedReward - mean) / (std + 1e-6)
-				for t := range r.Seqs[i].Advantages {
-					r.Seqs[i].Advantages[t] = a
-					r.Seqs[i].Returns[t] = a
-				}
-			}
+		g := &grpo.GRPO{NormByStd: true, Eps: 1e-6}
+		if err := g.Advantages(r); err != nil {
+			panic("strategytest: " + err.Error()) // rewards are ±1 plus a small bonus: always finite
 		}
-		return
+	} else {
+		for i := range r.Seqs {
+			s := &r.Seqs[i]
+			s.Advantages, s.Returns = ppo.GAE(s.ShapedReward, s.Values, 1, 1)
+		}
 	}
 	for i := range r.Seqs {
-		s := &r.Seqs[i]
-		for t := range s.Advantages {
-			vbar := 0.0
-			for _, v := range s.Values[t] {
-				vbar += v
-			}
-			vbar /= float64(len(s.Values[t]))
-			s.Advantages[t] = s.ShapedReward - vbar
-			s.Returns[t] = s.ShapedReward
-		}
+		r.Seqs[i].AdvantageBonus = make([]float64, r.Seqs[i].Len())
 	}
 }
 
@@ -352,13 +324,8 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 		if err := unchanged("RewardBonus"); err != nil {
 			return out, err
 		}
-		if len(out.RewardBonus) != len(r.Seqs) {
-			return out, fmt.Errorf("RewardBonus: %d bonuses for %d sequences", len(out.RewardBonus), len(r.Seqs))
-		}
-		for i, b := range out.RewardBonus {
-			if !finite(b) {
-				return out, fmt.Errorf("RewardBonus: sequence %d: non-finite bonus %v", i, b)
-			}
+		if err := core.CheckRewardBonus(len(r.Seqs), out.RewardBonus); err != nil {
+			return out, fmt.Errorf("RewardBonus: %w", err)
 		}
 	}
 	if h, ok := s.(core.AdvantageHook); ok {
@@ -369,18 +336,8 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 		if err := unchanged("AdvantageBonus"); err != nil {
 			return out, err
 		}
-		if len(out.AdvantageBonus) != len(r.Seqs) {
-			return out, fmt.Errorf("AdvantageBonus: %d rows for %d sequences", len(out.AdvantageBonus), len(r.Seqs))
-		}
-		for i, row := range out.AdvantageBonus {
-			if len(row) != r.Seqs[i].Len() {
-				return out, fmt.Errorf("AdvantageBonus: sequence %d: %d bonuses for %d tokens", i, len(row), r.Seqs[i].Len())
-			}
-			for t, b := range row {
-				if !finite(b) {
-					return out, fmt.Errorf("AdvantageBonus: sequence %d token %d: non-finite bonus %v", i, t, b)
-				}
-			}
+		if err := core.CheckAdvantageBonus(r.SeqLens(), out.AdvantageBonus); err != nil {
+			return out, fmt.Errorf("AdvantageBonus: %w", err)
 		}
 	}
 	if h, ok := s.(core.LossHook); ok {
@@ -389,8 +346,8 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 		if err != nil {
 			return out, fmt.Errorf("LossTerms: %w", err)
 		}
-		if !finite(lt.EntropyCoef) {
-			return out, fmt.Errorf("LossTerms: non-finite EntropyCoef %v", lt.EntropyCoef)
+		if err := core.CheckLossTerms(lt); err != nil {
+			return out, fmt.Errorf("LossTerms: %w", err)
 		}
 		out.LossTerms = &lt
 	}
@@ -402,26 +359,8 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 		if err := unchanged("HeadMasks"); err != nil {
 			return out, err
 		}
-		if len(out.HeadMasks) != len(r.Seqs) {
-			return out, fmt.Errorf("HeadMasks: %d masks for %d sequences", len(out.HeadMasks), len(r.Seqs))
-		}
-		for i, m := range out.HeadMasks {
-			if m == nil {
-				continue // nil: every head sees every pair
-			}
-			if len(m) != r.Seqs[i].Len() {
-				return out, fmt.Errorf("HeadMasks: sequence %d: %d rows for %d tokens", i, len(m), r.Seqs[i].Len())
-			}
-			for t, row := range m {
-				if len(row) != r.ValueHeads {
-					return out, fmt.Errorf("HeadMasks: sequence %d token %d: %d entries for K = %d heads", i, t, len(row), r.ValueHeads)
-				}
-				for k, v := range row {
-					if !finite(v) || v < 0 {
-						return out, fmt.Errorf("HeadMasks: sequence %d token %d head %d: %v is not a finite weight >= 0", i, t, k, v)
-					}
-				}
-			}
+		if err := core.CheckHeadMasks(r.SeqLens(), out.HeadMasks, r.ValueHeads); err != nil {
+			return out, fmt.Errorf("HeadMasks: %w", err)
 		}
 	}
 	if h, ok := s.(core.Observer); ok {
@@ -432,13 +371,8 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 		if err := unchanged("Observe"); err != nil {
 			return out, err
 		}
-		for _, k := range sortedKeys(out.Metrics) {
-			if k == "" {
-				return out, fmt.Errorf("Observe: empty metric name")
-			}
-			if v := out.Metrics[k]; !finite(v) {
-				return out, fmt.Errorf("Observe: metric %s = %v is not finite", k, v)
-			}
+		if err := core.CheckObserve(out.Metrics); err != nil {
+			return out, fmt.Errorf("Observe: %w", err)
 		}
 	}
 	return out, nil
@@ -683,8 +617,6 @@ func guard(f func() error) (err error) {
 	}()
 	return f()
 }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 func sortedKeys(m map[string]float64) []string {
 	ks := make([]string, 0, len(m))

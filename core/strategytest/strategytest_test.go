@@ -148,7 +148,7 @@ func TestBrokenStrategiesAreCaught(t *testing.T) {
 		{"undeclared", "Undeclared", "panic"},
 		{"error", "Hooks", "boom"},
 		{"row", "Hooks", "sequence"},
-		{"loss", "Hooks", "EntropyCoef"},
+		{"loss", "Hooks", "LossTerms: non-finite entropy coefficient"},
 		{"shared", "Determinism", "disagree"},
 		{"forget", "State", "original and restored instances disagree"},
 		{"pooling", "Needs", "Pooling"},
@@ -240,5 +240,39 @@ func TestStripAndClone(t *testing.T) {
 	}
 	if r.ValueHeads == 0 || r.Seqs[0].Values == nil || r.Seqs[0].Embedding == nil {
 		t.Errorf("Clone shares memory with the original")
+	}
+}
+
+// fillAdvantages uses the algorithms' own estimators; hand-worked:
+//   - grpo, one group with shaped rewards [1, -1]: mean 0, sample std
+//     sqrt(((1)^2 + (-1)^2) / 1) = sqrt(2), A = ±1 / (sqrt(2) + 1e-6) on
+//     every token, Returns = Advantages; a group of one gets 0.
+//   - ppo (GAE, gamma = lambda = 1), reward 1, values [[0.2, 0.4], [0.6, 0]]:
+//     Vbar = [0.3, 0.3]; A_1 = 1 - 0.3 = 0.7; delta_0 = 0 + 0.3 - 0.3 = 0,
+//     A_0 = 0 + 0.7 = 0.7; returns = A + Vbar = [1, 1].
+func TestFillAdvantagesUsesAlgos(t *testing.T) {
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-12 }
+	a := 1 / (math.Sqrt(2) + 1e-6)
+	g := &core.Rollout{Algorithm: "grpo", Seqs: []core.Sequence{
+		{Group: 0, Response: []int32{5, 6}, ShapedReward: 1},
+		{Group: 0, Response: []int32{7}, ShapedReward: -1},
+		{Group: 1, Response: []int32{8}, ShapedReward: 1},
+	}}
+	fillAdvantages(g)
+	want := [][]float64{{a, a}, {-a}, {0}}
+	for i, s := range g.Seqs {
+		for k := range want[i] {
+			if !near(s.Advantages[k], want[i][k]) || !near(s.Returns[k], want[i][k]) || s.AdvantageBonus[k] != 0 {
+				t.Fatalf("grpo seq %d: A %v R %v bonus %v, want A = R = %v", i, s.Advantages, s.Returns, s.AdvantageBonus, want[i])
+			}
+		}
+	}
+	p := &core.Rollout{Algorithm: "ppo", ValueHeads: 2, Seqs: []core.Sequence{
+		{Response: []int32{5, 6}, ShapedReward: 1, Values: [][]float64{{0.2, 0.4}, {0.6, 0}}},
+	}}
+	fillAdvantages(p)
+	s := p.Seqs[0]
+	if !near(s.Advantages[0], 0.7) || !near(s.Advantages[1], 0.7) || !near(s.Returns[0], 1) || !near(s.Returns[1], 1) || len(s.AdvantageBonus) != 2 {
+		t.Fatalf("ppo: A %v R %v bonus %v, want A [0.7 0.7], R [1 1]", s.Advantages, s.Returns, s.AdvantageBonus)
 	}
 }

@@ -14,8 +14,10 @@ import (
 // Engines accepted by backend.engine.
 var Engines = []string{"auto", "cpu", "go", "xla:cpu", "xla:cuda"}
 
-// xlaAvailable is set by engine_xla.go (build tag xla): it reports whether a
-// PJRT plugin for the given device is already installed, without downloading.
+// xlaAvailable would report whether a PJRT plugin for the given device is
+// already installed, without downloading. Nothing sets it yet (the XLA
+// build is future work), so the xla:* engines always fail with the error
+// below and auto always picks cpu.
 var xlaAvailable func(device string) bool
 
 // NewEngine returns the GoMLX backend for backend.engine:
@@ -25,9 +27,9 @@ var xlaAvailable func(device string) bool
 //	go        GoMLX's pure-Go engine, with sequential op scheduling (its
 //	          parallel op mode deadlocks on our train step; matmuls still use
 //	          every core inside an op)
-//	xla:cpu   the XLA PJRT engine, only in binaries built with -tags xla and
-//	xla:cuda  only when the plugin is already installed (nothing downloads)
-//	auto      xla:cpu when available as above, else cpu
+//	xla:cpu   the XLA PJRT engine: not built yet (an error in every build)
+//	xla:cuda
+//	auto      cpu (xla:cpu once the XLA build sets xlaAvailable)
 //
 // GOMLX_NO_AUTO_INSTALL is always set: GoMLX would otherwise try to download
 // a PJRT plugin with no timeout.
@@ -48,7 +50,7 @@ func NewEngine(engine string) (backends.Backend, error) {
 		return newGo()
 	case "xla:cpu", "xla:cuda":
 		if xlaAvailable == nil {
-			return nil, fmt.Errorf("backend.engine %q: this binary was built without XLA support (rebuild with `go build -tags xla`; it needs cgo and an installed PJRT plugin)", engine)
+			return nil, fmt.Errorf("backend.engine %q: cde has no XLA build yet (use cpu or go)", engine)
 		}
 		dev := strings.TrimPrefix(engine, "xla:")
 		if !xlaAvailable(dev) {

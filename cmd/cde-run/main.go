@@ -1,10 +1,12 @@
 // Command cde-run trains, evaluates and inspects RLVR runs with pluggable
 // exploration strategies.
 //
-//	cde-run train     [--config FILE] [--set key=value]... [--run-dir DIR] [--resume DIR]
+//	cde-run train     [--config FILE] [--set key=value]... [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR]
 //	cde-run pretrain  [--config FILE] [--set key=value]... [--out DIR]
-//	cde-run eval      [--config FILE] [--set key=value]... --checkpoint DIR
+//	cde-run eval      [--config FILE] [--set key=value]... [--checkpoint DIR | --run DIR]
 //	cde-run shape     --config FILE --in ROLLOUT.json
+//	cde-run plugins   check PATH
+//	cde-run bench     -c BENCH.yaml [--jobs N]
 //
 // Every command has --help.
 package main

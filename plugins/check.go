@@ -3,15 +3,19 @@ package plugins
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cde-rl/cde/core"
 )
 
 // The checks of a plugin's outputs, before the trainer sees them: pure
 // functions of the answer and the batch's shape, so that
 // FuzzCheckOutputs (check_fuzz_test.go) can test them on any input. Each
-// returns the output in the trainer's form, scaled by the entry's weight w
-// where a weight applies, or an error describing the first problem (the
-// host adds the plugin and the hook). A weight that is not finite (a
-// schedule with extreme w0 and w_end can overflow) is an error too.
+// unpacks the wire form, checks it with core's hook-output checks (the
+// ones the trainer and strategytest use: core/hookcheck.go), and returns
+// the output in the trainer's form, scaled by the entry's weight w where a
+// weight applies, or an error describing the first problem (the host adds
+// the plugin and the hook). A weight that is not finite (a schedule with
+// extreme w0 and w_end can overflow) is an error too.
 
 func checkWeight(w float64) error {
 	if !finite(w) {
@@ -26,13 +30,8 @@ func checkRewardBonus(bonus []float64, n int, w float64) ([]float64, error) {
 	if err := checkWeight(w); err != nil {
 		return nil, err
 	}
-	if len(bonus) != n {
-		return nil, fmt.Errorf("%d bonuses for %d sequences", len(bonus), n)
-	}
-	for i, x := range bonus {
-		if !finite(x) {
-			return nil, fmt.Errorf("non-finite bonus %v for sequence %d", x, i)
-		}
+	if err := core.CheckRewardBonus(n, bonus); err != nil {
+		return nil, err
 	}
 	if w == 1 {
 		return bonus, nil
@@ -55,36 +54,35 @@ func checkAdvantageBonus(lengths []int32, bonus []float64, seqLens []int, w floa
 	if err := checkWeight(w); err != nil {
 		return nil, err
 	}
-	if len(lengths) != len(seqLens) {
-		return nil, fmt.Errorf("%d rows for %d sequences", len(lengths), len(seqLens))
-	}
+	// The wire form first: row lengths >= 0 that add up to len(bonus).
 	total := 0
 	for i, l := range lengths {
-		if int(l) != seqLens[i] {
-			return nil, fmt.Errorf("sequence %d: %d bonuses for %d tokens", i, l, seqLens[i])
+		if l < 0 {
+			return nil, fmt.Errorf("sequence %d: row length %d", i, l)
 		}
 		total += int(l)
 	}
 	if len(bonus) != total {
-		return nil, fmt.Errorf("%d bonuses for %d tokens", len(bonus), total)
+		return nil, fmt.Errorf("%d bonuses for rows of %d in all", len(bonus), total)
 	}
-	out := make([][]float64, len(seqLens))
+	out := make([][]float64, len(lengths))
 	off := 0
 	for i, l := range lengths {
-		row := bonus[off : off+int(l) : off+int(l)]
-		for t, x := range row {
-			if !finite(x) {
-				return nil, fmt.Errorf("non-finite bonus %v at sequence %d token %d", x, i, t)
-			}
-			if w != 1 {
+		out[i] = bonus[off : off+int(l) : off+int(l)]
+		off += int(l)
+	}
+	if err := core.CheckAdvantageBonus(seqLens, out); err != nil {
+		return nil, err
+	}
+	if w != 1 {
+		for i, row := range out {
+			for t, x := range row {
 				row[t] = w * x
 				if !finite(row[t]) {
 					return nil, fmt.Errorf("bonus %v at sequence %d token %d times weight w_t = %v is not finite", x, i, t, w)
 				}
 			}
 		}
-		out[i] = row
-		off += int(l)
 	}
 	return out, nil
 }
@@ -94,8 +92,8 @@ func checkLossTerms(coef, w float64) (float64, error) {
 	if err := checkWeight(w); err != nil {
 		return 0, err
 	}
-	if !finite(coef) {
-		return 0, fmt.Errorf("non-finite entropy coefficient %v", coef)
+	if err := core.CheckLossTerms(core.LossTerms{EntropyCoef: coef}); err != nil {
+		return 0, err
 	}
 	if !finite(w * coef) {
 		return 0, fmt.Errorf("entropy coefficient %v times weight w_t = %v is not finite", coef, w)
@@ -108,20 +106,18 @@ func checkLossTerms(coef, w float64) (float64, error) {
 // token, k entries per row, every entry a finite weight >= 0. The weight
 // w_t does not apply to masks.
 func checkHeadMasks(rows []int32, masks []float64, seqLens []int, k int) ([][][]float64, error) {
-	if len(rows) != len(seqLens) {
-		return nil, fmt.Errorf("%d masks for %d sequences", len(rows), len(seqLens))
-	}
+	// The wire form first: row counts >= 0, k entries per row in all.
 	total := 0
 	for i, n := range rows {
-		if n != 0 && int(n) != seqLens[i] {
-			return nil, fmt.Errorf("sequence %d: %d rows for %d tokens", i, n, seqLens[i])
+		if n < 0 {
+			return nil, fmt.Errorf("sequence %d: row count %d", i, n)
 		}
 		total += int(n)
 	}
 	if len(masks) != total*k {
 		return nil, fmt.Errorf("%d mask entries for %d rows of K = %d heads", len(masks), total, k)
 	}
-	out := make([][][]float64, len(seqLens))
+	out := make([][][]float64, len(rows))
 	off := 0
 	for i, n := range rows {
 		if n == 0 {
@@ -129,16 +125,13 @@ func checkHeadMasks(rows []int32, masks []float64, seqLens []int, k int) ([][][]
 		}
 		m := make([][]float64, n)
 		for t := range m {
-			row := masks[off : off+k : off+k]
-			for j, x := range row {
-				if !finite(x) || x < 0 {
-					return nil, fmt.Errorf("sequence %d token %d head %d: %v is not a finite weight >= 0", i, t, j, x)
-				}
-			}
-			m[t] = row
+			m[t] = masks[off : off+k : off+k]
 			off += k
 		}
 		out[i] = m
+	}
+	if err := core.CheckHeadMasks(seqLens, out, k); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -159,17 +152,14 @@ func checkObserve(metrics map[string]float64, name string, weighted bool, w floa
 			return nil, err
 		}
 	}
+	if err := core.CheckObserve(metrics); err != nil {
+		return nil, err
+	}
 	prefix := metricPrefix(name)
 	out := make(map[string]float64, len(metrics)+1)
 	from := make(map[string]string, len(metrics))
 	for _, k := range sortedMetricNames(metrics) {
-		if k == "" {
-			return nil, fmt.Errorf("empty metric name")
-		}
 		v := metrics[k]
-		if !finite(v) {
-			return nil, fmt.Errorf("metric %s = %v is not finite", k, v)
-		}
 		full := k
 		if !strings.HasPrefix(k, prefix) {
 			full = prefix + k

@@ -530,7 +530,7 @@ func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float6
 	}); err != nil {
 		return nil, err
 	}
-	out, err := checkAdvantageBonus(resp.Lengths, resp.Bonus, seqLens(r), p.weight(info))
+	out, err := checkAdvantageBonus(resp.Lengths, resp.Bonus, r.SeqLens(), p.weight(info))
 	if err != nil {
 		return nil, p.invalid("AdvantageBonus", "%v", err)
 	}
@@ -564,7 +564,7 @@ func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, 
 	}); err != nil {
 		return nil, err
 	}
-	out, err := checkHeadMasks(resp.Rows, resp.Masks, seqLens(r), r.ValueHeads)
+	out, err := checkHeadMasks(resp.Rows, resp.Masks, r.SeqLens(), r.ValueHeads)
 	if err != nil {
 		return nil, p.invalid("HeadMasks", "%v", err)
 	}
@@ -604,14 +604,6 @@ func (p *Plugin) weight(info core.StepInfo) float64 {
 		return 1
 	}
 	return p.cfg.Weight.Weight(info.Step, info.TotalSteps)
-}
-
-func seqLens(r *core.Rollout) []int {
-	out := make([]int, len(r.Seqs))
-	for i := range r.Seqs {
-		out[i] = r.Seqs[i].Len()
-	}
-	return out
 }
 
 func (p *Plugin) saveState() ([]byte, error) {

@@ -70,7 +70,7 @@ func (b *Backend) DeviceDescription(deviceNum backends.DeviceNum) string {
 // Capabilities implements backends.Backend.
 func (b *Backend) Capabilities() backends.Capabilities {
 	c := backends.Capabilities{Operations: map[backends.OpType]bool{}, DTypes: map[dtypes.DType]bool{}}
-	for op := range supportedOps {
+	for op := range opTable {
 		c.Operations[op] = true
 	}
 	for _, dt := range supportedDTypes {

@@ -25,6 +25,9 @@ type node struct {
 	// BroadcastInDim folded into this elementwise node leaves its operand
 	// here as an input of the output's rank with size-1 axes.
 	views []shapes.Shape
+	// exec computes the node's value: the op's executor from opTable, or
+	// for an elementwise op its kernel for the operands' dtype.
+	exec execFn
 }
 
 // inShape is the shape node n reads input i as.
@@ -60,7 +63,7 @@ func newBuilder(b *Backend, name string) *Builder {
 func (b *Builder) Name() string { return b.name }
 
 func (b *Builder) newNode(op backends.OpType, shape shapes.Shape, params any, inputs ...*node) *node {
-	n := &node{idx: len(b.nodes), op: op, shape: shape, inputs: inputs, params: params, builder: b}
+	n := &node{idx: len(b.nodes), op: op, shape: shape, inputs: inputs, params: params, builder: b, exec: opTable[op].exec}
 	b.nodes = append(b.nodes, n)
 	return n
 }
@@ -164,116 +167,6 @@ func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
 	return b.newNode(backends.OpTypeIdentity, in[0].shape, nil, in[0]), nil
 }
 
-func (b *Builder) unary(op backends.OpType, x backends.Op) (backends.Op, error) {
-	in, err := b.ops(op, x)
-	if err != nil {
-		return nil, err
-	}
-	shape, err := shapeinference.UnaryOp(op, in[0].shape)
-	if err != nil {
-		return nil, err
-	}
-	if !unarySupported(op, shape.DType) {
-		return nil, errors.Errorf("backend %q: op %s is not implemented for dtype %s", Name, op, shape.DType)
-	}
-	return b.newNode(op, shape, nil, in[0]), nil
-}
-
-func (b *Builder) binary(op backends.OpType, lhs, rhs backends.Op) (backends.Op, error) {
-	in, err := b.ops(op, lhs, rhs)
-	if err != nil {
-		return nil, err
-	}
-	var shape shapes.Shape
-	if shapeinference.ComparisonOperations.Has(op) {
-		shape, err = shapeinference.ComparisonOp(op, in[0].shape, in[1].shape)
-	} else {
-		shape, err = shapeinference.BinaryOp(op, in[0].shape, in[1].shape)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !binarySupported(op, in[0].shape.DType) {
-		return nil, errors.Errorf("backend %q: op %s is not implemented for dtype %s", Name, op, in[0].shape.DType)
-	}
-	return b.newNode(op, shape, nil, in[0], in[1]), nil
-}
-
-func (b *Builder) Abs(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeAbs, x) }
-func (b *Builder) Neg(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeNeg, x) }
-func (b *Builder) Sign(x backends.Op) (backends.Op, error)  { return b.unary(backends.OpTypeSign, x) }
-func (b *Builder) Exp(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeExp, x) }
-func (b *Builder) Expm1(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeExpm1, x) }
-func (b *Builder) Log(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeLog, x) }
-func (b *Builder) Log1p(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeLog1p, x) }
-func (b *Builder) Sqrt(x backends.Op) (backends.Op, error)  { return b.unary(backends.OpTypeSqrt, x) }
-func (b *Builder) Rsqrt(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeRsqrt, x) }
-func (b *Builder) Erf(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeErf, x) }
-func (b *Builder) Tanh(x backends.Op) (backends.Op, error)  { return b.unary(backends.OpTypeTanh, x) }
-func (b *Builder) Logistic(x backends.Op) (backends.Op, error) {
-	return b.unary(backends.OpTypeLogistic, x)
-}
-func (b *Builder) Sin(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeSin, x) }
-func (b *Builder) Cos(x backends.Op) (backends.Op, error)   { return b.unary(backends.OpTypeCos, x) }
-func (b *Builder) Floor(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeFloor, x) }
-func (b *Builder) Ceil(x backends.Op) (backends.Op, error)  { return b.unary(backends.OpTypeCeil, x) }
-func (b *Builder) Round(x backends.Op) (backends.Op, error) { return b.unary(backends.OpTypeRound, x) }
-func (b *Builder) LogicalNot(x backends.Op) (backends.Op, error) {
-	return b.unary(backends.OpTypeLogicalNot, x)
-}
-
-func (b *Builder) Add(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeAdd, l, r)
-}
-func (b *Builder) Sub(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeSub, l, r)
-}
-func (b *Builder) Mul(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeMul, l, r)
-}
-func (b *Builder) Div(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeDiv, l, r)
-}
-func (b *Builder) Max(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeMax, l, r)
-}
-func (b *Builder) Min(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeMin, l, r)
-}
-func (b *Builder) Pow(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypePow, l, r)
-}
-func (b *Builder) Rem(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeRem, l, r)
-}
-func (b *Builder) LogicalAnd(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeLogicalAnd, l, r)
-}
-func (b *Builder) LogicalOr(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeLogicalOr, l, r)
-}
-func (b *Builder) LogicalXor(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeLogicalXor, l, r)
-}
-func (b *Builder) Equal(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeEqual, l, r)
-}
-func (b *Builder) NotEqual(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeNotEqual, l, r)
-}
-func (b *Builder) LessThan(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeLessThan, l, r)
-}
-func (b *Builder) LessOrEqual(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeLessOrEqual, l, r)
-}
-func (b *Builder) GreaterThan(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeGreaterThan, l, r)
-}
-func (b *Builder) GreaterOrEqual(l, r backends.Op) (backends.Op, error) {
-	return b.binary(backends.OpTypeGreaterOrEqual, l, r)
-}
-
 type convertParams struct{ dtype dtypes.DType }
 
 // ConvertDType implements backends.Builder.
@@ -288,19 +181,6 @@ func (b *Builder) ConvertDType(x backends.Op, dtype dtypes.DType) (backends.Op, 
 	shape := in[0].shape.Clone()
 	shape.DType = dtype
 	return b.newNode(backends.OpTypeConvertDType, shape, &convertParams{dtype}, in[0]), nil
-}
-
-// Where implements backends.Builder.
-func (b *Builder) Where(cond, onTrue, onFalse backends.Op) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeWhere, cond, onTrue, onFalse)
-	if err != nil {
-		return nil, err
-	}
-	shape, err := shapeinference.WhereOp(in[0].shape, in[1].shape, in[2].shape)
-	if err != nil {
-		return nil, err
-	}
-	return b.newNode(backends.OpTypeWhere, shape, nil, in...), nil
 }
 
 // Clamp implements backends.Builder as Min(Max(x, lo), hi).

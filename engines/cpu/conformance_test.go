@@ -29,15 +29,19 @@ package cpu_test
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/shapeinference"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // the graph DSL reads best unqualified
 	"github.com/gomlx/gomlx/pkg/core/shapes"
+
+	"github.com/cde-rl/cde/engines/cpu"
 )
 
 // Shapes used by elementwise tests: scalar, rank 1..4 with odd sizes, and
@@ -46,55 +50,109 @@ var elemShapes = [][]int{
 	{}, {1}, {7}, {33}, {3, 5}, {17, 65}, {2, 3, 4}, {3, 1, 7, 5}, {130, 300},
 }
 
+// ----------------------------------------------------- the op table
+
+// The elementwise ops come from the engine's op table (cpu.ElementwiseOps):
+// each is built through its backends.Builder method, found by name, on
+// every dtype it has kernels for among those sampled here, with operands
+// drawn from the table's domains. A new op in the table is covered without
+// an edit here.
+
+var tableDist = map[string]dist{"any": dAny, "positive": dPos, "aboveMinusOne": dGT1, "nonZero": dNonZero, "fewValues": dTies}
+
+// tableOps returns the table's elementwise ops with n operands that keep accepts.
+func tableOps(n int, keep func(cpu.TableOp) bool) []cpu.TableOp {
+	var out []cpu.TableOp
+	for _, op := range cpu.ElementwiseOps() {
+		if len(op.Domains) == n && (keep == nil || keep(op)) {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// sampledDTypes returns op's dtypes among sample, in sample's order.
+func sampledDTypes(op cpu.TableOp, sample ...dtypes.DType) []dtypes.DType {
+	var out []dtypes.DType
+	for _, dt := range sample {
+		if slices.Contains(op.DTypes, dt) {
+			out = append(out, dt)
+		}
+	}
+	return out
+}
+
+func opDist(op cpu.TableOp, i int) dist {
+	d, ok := tableDist[op.Domains[i]]
+	if !ok {
+		panic("unknown test domain " + op.Domains[i])
+	}
+	return d
+}
+
+// isComparison: comparisons (bool output, numeric operands).
+func isComparison(op cpu.TableOp) bool { return shapeinference.ComparisonOperations.Has(op.Op) }
+
+// isLogical: boolean operands only.
+func isLogical(op cpu.TableOp) bool { return slices.Equal(op.DTypes, []dtypes.DType{boo}) }
+
+func isArithmetic(op cpu.TableOp) bool { return !isComparison(op) && !isLogical(op) }
+
+// callOp builds op on b through the Builder method of the op's name.
+func callOp(b backends.Builder, op backends.OpType, xs ...backends.Op) (backends.Op, error) {
+	m := reflect.ValueOf(b).MethodByName(op.String())
+	if !m.IsValid() {
+		return nil, fmt.Errorf("builder %T has no method %s", b, op)
+	}
+	args := make([]reflect.Value, len(xs))
+	for i, x := range xs {
+		args[i] = reflect.ValueOf(x)
+	}
+	res := m.Call(args)
+	o, _ := res[0].Interface().(backends.Op)
+	err, _ := res[1].Interface().(error)
+	return o, err
+}
+
+func opFn(op backends.OpType) builderFn {
+	return func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+		o, err := callOp(b, op, xs...)
+		return []backends.Op{o}, err
+	}
+}
+
+// scalarZero is a scalar constant 0 (false for bool).
+func scalarZero(b backends.Builder, dt dtypes.DType) (backends.Op, error) {
+	return b.Constant(makeSlice(dt, 1))
+}
+
 // ---------------------------------------------------------------- unary
-
-type unaryCase struct {
-	name string
-	g    func(*Node) *Node
-	d    dist
-	ints bool // also defined for integers
-}
-
-var unaryCases = []unaryCase{
-	{"Abs", Abs, dAny, true},
-	{"Neg", Neg, dAny, true},
-	{"Sign", Sign, dTies, true},
-	{"Exp", Exp, dAny, false},
-	{"Expm1", Expm1, dAny, false},
-	{"Log", Log, dPos, false},
-	{"Log1p", Log1p, dGT1, false},
-	{"Sqrt", Sqrt, dPos, false},
-	{"Rsqrt", Rsqrt, dPos, false},
-	{"Erf", Erf, dAny, false},
-	{"Tanh", Tanh, dAny, false},
-	{"Logistic", Logistic, dAny, false},
-	{"Sin", Sin, dAny, false},
-	{"Cos", Cos, dAny, false},
-	{"Floor", Floor, dAny, false},
-	{"Ceil", Ceil, dAny, false},
-	{"Round", Round, dAny, false},
-}
 
 func TestConformanceUnary(t *testing.T) {
 	rng := newRNG(t)
-	for _, op := range unaryCases {
-		dts := []dtypes.DType{f32, f64}
-		if op.ints {
-			dts = append(dts, i32, i64)
-		}
-		for _, dt := range dts {
+	for _, op := range tableOps(1, nil) {
+		for _, dt := range sampledDTypes(op, f32, f64, i32, i64, boo) {
 			for _, dims := range elemShapes {
-				x := rng.arr(dt, op.d, dims...)
-				name := fmt.Sprintf("%s/%s/%s", op.name, dtName(dt), dimsStr(dims))
-				t.Run(name, func(t *testing.T) {
-					checkGraph(t, []arr{x}, tolFor(dt, 1), func(g *Graph, xs []*Node) []*Node {
-						return one(op.g(xs[0]))
-					})
-				})
+				x := rng.arr(dt, opDist(op, 0), dims...)
+				name := fmt.Sprintf("%s/%s/%s", op.Op, dtName(dt), dimsStr(dims))
+				t.Run(name, func(t *testing.T) { checkBuilder(t, []arr{x}, tolFor(dt, 1), opFn(op.Op)) })
 				// On a dead intermediate the engine computes in place.
 				t.Run(name+"/inplace", func(t *testing.T) {
-					checkGraph(t, []arr{x}, tolFor(dt, 1), func(g *Graph, xs []*Node) []*Node {
-						return one(op.g(Add(xs[0], ScalarZero(g, dt))))
+					checkBuilder(t, []arr{x}, tolFor(dt, 1), func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+						z, err := scalarZero(b, dt)
+						if err != nil {
+							return nil, err
+						}
+						var y backends.Op
+						if dt == boo {
+							y, err = b.LogicalOr(xs[0], z)
+						} else {
+							y, err = b.Add(xs[0], z)
+						}
+						if err != nil {
+							return nil, err
+						}
+						return opFn(op.Op)(b, []backends.Op{y})
 					})
 				})
 			}
@@ -139,14 +197,16 @@ func TestConformanceSpecialValues(t *testing.T) {
 	n := len(vals)
 	for _, dt := range []dtypes.DType{f32, f64} {
 		x, y := fromFloats(dt, vals, n), fromFloats(dt, other, n)
-		for _, op := range unaryCases {
-			name := fmt.Sprintf("%s/%s", op.name, dtName(dt))
-			fn := func(g *Graph, xs []*Node) []*Node { return one(op.g(xs[0])) }
+		for _, op := range tableOps(1, nil) {
+			if !slices.Contains(op.DTypes, dt) {
+				continue
+			}
+			name := fmt.Sprintf("%s/%s", op.Op, dtName(dt))
 			// simplego's Sign(NaN) is 0 and its Round rounds halves away
 			// from zero; the documented semantics are NaN and half-to-even.
 			var want func(float64) float64
-			switch op.name {
-			case "Sign":
+			switch op.Op {
+			case backends.OpTypeSign:
 				want = func(v float64) float64 {
 					if v > 0 {
 						return 1
@@ -155,7 +215,7 @@ func TestConformanceSpecialValues(t *testing.T) {
 					}
 					return v // NaN, ±0
 				}
-			case "Round":
+			case backends.OpTypeRound:
 				want = math.RoundToEven
 			}
 			if want != nil {
@@ -163,22 +223,17 @@ func TestConformanceSpecialValues(t *testing.T) {
 				for i := range vs {
 					vs[i] = want(vs[i])
 				}
-				t.Run(name, func(t *testing.T) { checkGraphExpect(t, []arr{x}, exact, fn, fromFloats(dt, vs, n)) })
+				t.Run(name, func(t *testing.T) { checkBuilderExpect(t, []arr{x}, exact, opFn(op.Op), fromFloats(dt, vs, n)) })
 				continue
 			}
-			t.Run(name, func(t *testing.T) { checkGraph(t, []arr{x}, tolFor(dt, 1), fn) })
+			t.Run(name, func(t *testing.T) { checkBuilder(t, []arr{x}, tolFor(dt, 1), opFn(op.Op)) })
 		}
-		for _, op := range binaryCases {
-			if op.name == "Rem" || op.name == "Pow" {
-				continue // both engines are math.Mod/math.Pow; inf/NaN corner cases add nothing
+		for _, op := range tableOps(2, nil) {
+			if !slices.Contains(op.DTypes, dt) || op.Op == backends.OpTypeRem || op.Op == backends.OpTypePow {
+				continue // Rem, Pow: both engines are math.Mod/math.Pow; inf/NaN corner cases add nothing
 			}
-			t.Run(fmt.Sprintf("%s/%s", op.name, dtName(dt)), func(t *testing.T) {
-				checkGraph(t, []arr{x, y}, tolFor(dt, 1), func(g *Graph, xs []*Node) []*Node { return one(op.g(xs[0], xs[1])) })
-			})
-		}
-		for _, op := range compareCases {
-			t.Run(fmt.Sprintf("%s/%s", op.name, dtName(dt)), func(t *testing.T) {
-				checkGraph(t, []arr{x, y}, exact, func(g *Graph, xs []*Node) []*Node { return one(op.g(xs[0], xs[1])) })
+			t.Run(fmt.Sprintf("%s/%s", op.Op, dtName(dt)), func(t *testing.T) {
+				checkBuilder(t, []arr{x, y}, tolFor(dt, 1), opFn(op.Op))
 			})
 		}
 		xr := fromFloats(dt, vals[:12], 3, 4)
@@ -291,23 +346,26 @@ func refArgMinMax(x arr, axis int, isMin bool) arr {
 
 // --------------------------------------------------------------- binary
 
-type binaryCase struct {
-	name     string
-	g        func(a, b *Node) *Node
-	b        func(backends.Builder, backends.Op, backends.Op) (backends.Op, error)
-	lhs, rhs dist
-	dts      []dtypes.DType
+// graphBinary are the binary ops also checked through the graph package
+// (which broadcasts operands with BroadcastInDim, folded by the engine).
+// binaryCases[:6] are Add, Sub, Mul, Div, Max, Min.
+var binaryCases = []struct {
+	name string
+	g    func(a, b *Node) *Node
+}{
+	{"Add", Add}, {"Sub", Sub}, {"Mul", Mul}, {"Div", Div}, {"Max", Max}, {"Min", Min}, {"Pow", Pow}, {"Rem", Rem},
+	{"Equal", Equal}, {"NotEqual", NotEqual}, {"LessThan", LessThan}, {"LessOrEqual", LessOrEqual},
+	{"GreaterThan", GreaterThan}, {"GreaterOrEqual", GreaterOrEqual},
+	{"LogicalAnd", LogicalAnd}, {"LogicalOr", LogicalOr}, {"LogicalXor", LogicalXor},
 }
 
-var binaryCases = []binaryCase{
-	{"Add", Add, backends.Builder.Add, dAny, dAny, []dtypes.DType{f32, f64, i32, i64, u8}},
-	{"Sub", Sub, backends.Builder.Sub, dAny, dAny, []dtypes.DType{f32, f64, i32}},
-	{"Mul", Mul, backends.Builder.Mul, dAny, dAny, []dtypes.DType{f32, f64, i32}},
-	{"Div", Div, backends.Builder.Div, dAny, dNonZero, []dtypes.DType{f32, f64, i32, i64}},
-	{"Max", Max, backends.Builder.Max, dTies, dTies, []dtypes.DType{f32, f64, i32, u8}},
-	{"Min", Min, backends.Builder.Min, dTies, dTies, []dtypes.DType{f32, f64, i32}},
-	{"Pow", Pow, backends.Builder.Pow, dPos, dAny, []dtypes.DType{f32, f64}},
-	{"Rem", Rem, backends.Builder.Rem, dAny, dNonZero, []dtypes.DType{f32, f64, i32, i64}},
+func graphBinary(op backends.OpType) func(a, b *Node) *Node {
+	for _, c := range binaryCases {
+		if c.name == op.String() {
+			return c.g
+		}
+	}
+	return nil
 }
 
 // Operand shape pairs: equal shapes, scalars on either side, size-1 axes
@@ -348,96 +406,99 @@ var binaryShapes = [][2][]int{
 
 func TestConformanceBinary(t *testing.T) {
 	rng := newRNG(t)
-	for _, op := range binaryCases {
-		for _, dt := range op.dts {
+	ops := tableOps(2, isArithmetic)
+	for _, op := range ops {
+		g := graphBinary(op.Op)
+		for _, dt := range sampledDTypes(op, f32, f64, i32, i64, u8) {
 			for _, sp := range binaryShapes {
-				x, y := rng.arr(dt, op.lhs, sp[0]...), rng.arr(dt, op.rhs, sp[1]...)
+				x, y := rng.arr(dt, opDist(op, 0), sp[0]...), rng.arr(dt, opDist(op, 1), sp[1]...)
 				ins := []arr{x, y}
-				name := fmt.Sprintf("%s/%s/%sx%s", op.name, dtName(dt), dimsStr(sp[0]), dimsStr(sp[1]))
+				name := fmt.Sprintf("%s/%s/%sx%s", op.Op, dtName(dt), dimsStr(sp[0]), dimsStr(sp[1]))
 				tl := tolFor(dt, 1)
-				t.Run(name+"/graph", func(t *testing.T) {
-					checkGraph(t, ins, tl, func(g *Graph, xs []*Node) []*Node { return one(op.g(xs[0], xs[1])) })
-				})
-				t.Run(name+"/builder", func(t *testing.T) {
-					checkBuilder(t, ins, tl, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
-						o, err := op.b(b, xs[0], xs[1])
-						return []backends.Op{o}, err
+				if g != nil {
+					t.Run(name+"/graph", func(t *testing.T) {
+						checkGraph(t, ins, tl, func(gr *Graph, xs []*Node) []*Node { return one(g(xs[0], xs[1])) })
 					})
-				})
+				}
+				t.Run(name+"/builder", func(t *testing.T) { checkBuilder(t, ins, tl, opFn(op.Op)) })
 				// Both operands dead intermediates: candidates for in-place output.
 				t.Run(name+"/inplace", func(t *testing.T) {
-					checkGraph(t, ins, tl, func(g *Graph, xs []*Node) []*Node {
-						one := ScalarOne(g, dt)
-						return []*Node{op.g(Mul(xs[0], one), Mul(xs[1], one))}
+					checkBuilder(t, ins, tl, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+						ones := makeSlice(dt, 1)
+						reflect.ValueOf(ones).Index(0).Set(reflect.ValueOf(1).Convert(dt.GoType()))
+						c, err := b.Constant(ones)
+						if err != nil {
+							return nil, err
+						}
+						l, err := b.Mul(xs[0], c)
+						if err != nil {
+							return nil, err
+						}
+						r, err := b.Mul(xs[1], c)
+						if err != nil {
+							return nil, err
+						}
+						return opFn(op.Op)(b, []backends.Op{l, r})
 					})
 				})
 			}
 		}
 	}
 	// Same operand on both sides (in-place with aliased inputs).
-	for _, op := range binaryCases {
+	for _, op := range ops {
+		if !slices.Contains(op.DTypes, f32) {
+			continue
+		}
 		x := rng.arr(f32, dPos, 17, 33)
-		t.Run(op.name+"/f32/self", func(t *testing.T) {
-			checkGraph(t, []arr{x}, tolFor(f32, 1), func(g *Graph, xs []*Node) []*Node {
-				y := Mul(xs[0], ScalarOne(g, f32))
-				return one(op.g(y, y))
+		t.Run(op.Op.String()+"/f32/self", func(t *testing.T) {
+			checkBuilder(t, []arr{x}, tolFor(f32, 1), func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+				c, err := b.Constant([]float32{1})
+				if err != nil {
+					return nil, err
+				}
+				y, err := b.Mul(xs[0], c)
+				if err != nil {
+					return nil, err
+				}
+				return opFn(op.Op)(b, []backends.Op{y, y})
 			})
 		})
 	}
 }
 
-type compareCase struct {
-	name string
-	g    func(a, b *Node) *Node
-	b    func(backends.Builder, backends.Op, backends.Op) (backends.Op, error)
-}
-
-var compareCases = []compareCase{
-	{"Equal", Equal, backends.Builder.Equal},
-	{"NotEqual", NotEqual, backends.Builder.NotEqual},
-	{"LessThan", LessThan, backends.Builder.LessThan},
-	{"LessOrEqual", LessOrEqual, backends.Builder.LessOrEqual},
-	{"GreaterThan", GreaterThan, backends.Builder.GreaterThan},
-	{"GreaterOrEqual", GreaterOrEqual, backends.Builder.GreaterOrEqual},
-}
-
 func TestConformanceCompare(t *testing.T) {
 	rng := newRNG(t)
-	for _, op := range compareCases {
-		dts := []dtypes.DType{f32, f64, i32, u8}
-		if op.name == "Equal" || op.name == "NotEqual" {
-			dts = append(dts, boo)
-		}
-		for _, dt := range dts {
+	for _, op := range tableOps(2, isComparison) {
+		g := graphBinary(op.Op)
+		for _, dt := range sampledDTypes(op, f32, f64, i32, u8, boo) {
 			for _, sp := range binaryShapes {
 				// dTies: few distinct values, so equality happens often.
-				ins := []arr{rng.arr(dt, dTies, sp[0]...), rng.arr(dt, dTies, sp[1]...)}
-				name := fmt.Sprintf("%s/%s/%sx%s", op.name, dtName(dt), dimsStr(sp[0]), dimsStr(sp[1]))
+				ins := []arr{rng.arr(dt, opDist(op, 0), sp[0]...), rng.arr(dt, opDist(op, 1), sp[1]...)}
+				name := fmt.Sprintf("%s/%s/%sx%s", op.Op, dtName(dt), dimsStr(sp[0]), dimsStr(sp[1]))
 				if dt == boo {
 					// simplego has no boolean Equal/NotEqual: its reference is
 					// spelled with LogicalXor.
-					t.Run(name+"/graph", func(t *testing.T) {
-						checkGraph(t, ins, exact, func(g *Graph, xs []*Node) []*Node {
-							if !isRef(g) {
-								return one(op.g(xs[0], xs[1]))
+					t.Run(name+"/builder", func(t *testing.T) {
+						checkBuilder(t, ins, exact, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+							if _, ours := b.(*cpu.Builder); !ours {
+								x, err := b.LogicalXor(xs[0], xs[1])
+								if err != nil || op.Op == backends.OpTypeNotEqual {
+									return []backends.Op{x}, err
+								}
+								x, err = b.LogicalNot(x)
+								return []backends.Op{x}, err
 							}
-							if op.name == "Equal" {
-								return one(LogicalNot(LogicalXor(xs[0], xs[1])))
-							}
-							return one(LogicalXor(xs[0], xs[1]))
+							return opFn(op.Op)(b, xs)
 						})
 					})
 					continue
 				}
-				t.Run(name+"/graph", func(t *testing.T) {
-					checkGraph(t, ins, exact, func(g *Graph, xs []*Node) []*Node { return one(op.g(xs[0], xs[1])) })
-				})
-				t.Run(name+"/builder", func(t *testing.T) {
-					checkBuilder(t, ins, exact, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
-						o, err := op.b(b, xs[0], xs[1])
-						return []backends.Op{o}, err
+				if g != nil {
+					t.Run(name+"/graph", func(t *testing.T) {
+						checkGraph(t, ins, exact, func(gr *Graph, xs []*Node) []*Node { return one(g(xs[0], xs[1])) })
 					})
-				})
+				}
+				t.Run(name+"/builder", func(t *testing.T) { checkBuilder(t, ins, exact, opFn(op.Op)) })
 			}
 		}
 	}
@@ -445,28 +506,17 @@ func TestConformanceCompare(t *testing.T) {
 
 func TestConformanceLogical(t *testing.T) {
 	rng := newRNG(t)
-	ops := []struct {
-		name string
-		g    func(a, b *Node) *Node
-		b    func(backends.Builder, backends.Op, backends.Op) (backends.Op, error)
-	}{
-		{"LogicalAnd", LogicalAnd, backends.Builder.LogicalAnd},
-		{"LogicalOr", LogicalOr, backends.Builder.LogicalOr},
-		{"LogicalXor", LogicalXor, backends.Builder.LogicalXor},
-	}
-	for _, op := range ops {
+	for _, op := range tableOps(2, isLogical) {
+		g := graphBinary(op.Op)
 		for _, sp := range binaryShapes {
 			ins := []arr{rng.arr(boo, dAny, sp[0]...), rng.arr(boo, dAny, sp[1]...)}
-			name := fmt.Sprintf("%s/%sx%s", op.name, dimsStr(sp[0]), dimsStr(sp[1]))
-			t.Run(name+"/graph", func(t *testing.T) {
-				checkGraph(t, ins, exact, func(g *Graph, xs []*Node) []*Node { return one(op.g(xs[0], xs[1])) })
-			})
-			t.Run(name+"/builder", func(t *testing.T) {
-				checkBuilder(t, ins, exact, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
-					o, err := op.b(b, xs[0], xs[1])
-					return []backends.Op{o}, err
+			name := fmt.Sprintf("%s/%sx%s", op.Op, dimsStr(sp[0]), dimsStr(sp[1]))
+			if g != nil {
+				t.Run(name+"/graph", func(t *testing.T) {
+					checkGraph(t, ins, exact, func(gr *Graph, xs []*Node) []*Node { return one(g(xs[0], xs[1])) })
 				})
-			})
+			}
+			t.Run(name+"/builder", func(t *testing.T) { checkBuilder(t, ins, exact, opFn(op.Op)) })
 		}
 	}
 }
@@ -1638,7 +1688,9 @@ func buildPanics(be backends.Backend, ins []arr, fn graphFn) (msg string, execut
 }
 
 // Ops outside the implemented set must fail while the graph is built, with
-// an error naming the op, and must not be listed in Capabilities.
+// an error naming the op, and must not be listed in Capabilities. A case
+// whose op has joined the op table must instead run and match GoMLX's
+// engine.
 func TestConformanceUnimplemented(t *testing.T) {
 	rng := newRNG(t)
 	x := rng.arr(f32, dPos, 4, 6)
@@ -1686,6 +1738,15 @@ func TestConformanceUnimplemented(t *testing.T) {
 	for _, c := range cases {
 		name := c.op.String()
 		t.Run(name, func(t *testing.T) {
+			if cpu.Implements(c.op) {
+				// Added to the op table since: it must now be listed and
+				// match the reference.
+				if !caps.Operations[c.op] {
+					t.Errorf("Capabilities does not list %s, which the op table has", name)
+				}
+				checkGraph(t, c.ins, exact, c.fn)
+				return
+			}
 			if caps.Operations[c.op] {
 				t.Errorf("Capabilities lists %s, which the engine does not implement", name)
 			}

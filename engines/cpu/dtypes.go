@@ -1,42 +1,15 @@
 package cpu
 
 import (
-	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/pkg/errors"
 )
 
 // supportedDTypes are the dtypes buffers and data-movement ops handle.
-// Arithmetic is narrower, see unarySupported and friends.
+// Arithmetic is narrower: see the kernels in opTable.
 var supportedDTypes = []dtypes.DType{
 	dtypes.Float32, dtypes.Float64, dtypes.Int32, dtypes.Int64, dtypes.Int8, dtypes.Int16,
 	dtypes.Uint8, dtypes.Uint16, dtypes.Uint32, dtypes.Uint64, dtypes.Bool,
-}
-
-// supportedOps are the ops the builder implements.
-var supportedOps = map[backends.OpType]bool{}
-
-func init() {
-	for _, op := range []backends.OpType{
-		backends.OpTypeParameter, backends.OpTypeConstant, backends.OpTypeIdentity,
-		backends.OpTypeAbs, backends.OpTypeNeg, backends.OpTypeSign, backends.OpTypeExp, backends.OpTypeExpm1,
-		backends.OpTypeLog, backends.OpTypeLog1p, backends.OpTypeSqrt, backends.OpTypeRsqrt, backends.OpTypeErf,
-		backends.OpTypeTanh, backends.OpTypeLogistic, backends.OpTypeSin, backends.OpTypeCos,
-		backends.OpTypeFloor, backends.OpTypeCeil, backends.OpTypeRound, backends.OpTypeLogicalNot,
-		backends.OpTypeAdd, backends.OpTypeSub, backends.OpTypeMul, backends.OpTypeDiv, backends.OpTypeMax,
-		backends.OpTypeMin, backends.OpTypePow, backends.OpTypeRem,
-		backends.OpTypeLogicalAnd, backends.OpTypeLogicalOr, backends.OpTypeLogicalXor,
-		backends.OpTypeEqual, backends.OpTypeNotEqual, backends.OpTypeLessThan, backends.OpTypeLessOrEqual,
-		backends.OpTypeGreaterThan, backends.OpTypeGreaterOrEqual,
-		backends.OpTypeConvertDType, backends.OpTypeWhere, backends.OpTypeClamp, backends.OpTypeReshape,
-		backends.OpTypeTranspose, backends.OpTypeBroadcastInDim,
-		backends.OpTypeReduceSum, backends.OpTypeReduceMax, backends.OpTypeReduceMin, backends.OpTypeReduceProduct,
-		backends.OpTypeIota, backends.OpTypeConcatenate, backends.OpTypeSlice, backends.OpTypePad,
-		backends.OpTypeArgMinMax, backends.OpTypeGather, backends.OpTypeScatterSum, backends.OpTypeScatterMax,
-		backends.OpTypeScatterMin, backends.OpTypeDot, backends.OpTypeDotGeneral,
-	} {
-		supportedOps[op] = true
-	}
 }
 
 func isIndexDType(dt dtypes.DType) bool {
@@ -48,28 +21,6 @@ func isIndexDType(dt dtypes.DType) bool {
 }
 
 func isNumber(dt dtypes.DType) bool { return dt != dtypes.Bool && dt != dtypes.InvalidDType }
-
-func unarySupported(op backends.OpType, dt dtypes.DType) bool {
-	switch op {
-	case backends.OpTypeLogicalNot:
-		return dt == dtypes.Bool
-	case backends.OpTypeAbs, backends.OpTypeNeg, backends.OpTypeSign:
-		return isNumber(dt)
-	}
-	return dt == dtypes.Float32 || dt == dtypes.Float64
-}
-
-func binarySupported(op backends.OpType, dt dtypes.DType) bool {
-	switch op {
-	case backends.OpTypeLogicalAnd, backends.OpTypeLogicalOr, backends.OpTypeLogicalXor:
-		return dt == dtypes.Bool
-	case backends.OpTypeEqual, backends.OpTypeNotEqual:
-		return true
-	case backends.OpTypePow:
-		return dt == dtypes.Float32 || dt == dtypes.Float64
-	}
-	return isNumber(dt)
-}
 
 func reduceSupported(dt dtypes.DType) bool { return isNumber(dt) }
 

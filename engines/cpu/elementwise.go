@@ -493,96 +493,83 @@ func runWhere[T any](out shapes.Shape, cs, ts, fs shapes.Shape, dst []T, c []boo
 	})
 }
 
-// runUnary evaluates a unary op elementwise (dst may alias x).
-func runUnary[T number](op backends.OpType, dst, x []T) {
-	parallelRange(len(dst), elemGrain, func(lo, hi int) { unary(op, dst[lo:hi], x[lo:hi]) })
-}
+// Unary kernels: d[i] = f(x[i]) over one chunk; d may alias x. The op
+// table (optable.go) lists which run for which dtype.
 
-func unary[T number](op backends.OpType, d, x []T) {
+func negK[T number](d, x []T) {
 	x = x[:len(d)]
-	switch op {
-	case backends.OpTypeNeg:
-		for i := range d {
+	for i := range d {
+		d[i] = -x[i]
+	}
+}
+
+func absK[T number](d, x []T) {
+	x = x[:len(d)]
+	for i := range d {
+		if x[i] < 0 {
 			d[i] = -x[i]
-		}
-	case backends.OpTypeAbs:
-		for i := range d {
-			if x[i] < 0 {
-				d[i] = -x[i]
-			} else {
-				d[i] = x[i]
-			}
-		}
-	case backends.OpTypeSign:
-		if f, ok := any(d).([]float32); ok {
-			signF32(f, any(x).([]float32))
-			return
-		}
-		for i, v := range x {
-			switch {
-			case v > 0:
-				d[i] = 1
-			case v < 0:
-				var one T = 1
-				d[i] = -one
-			case v != v:
-				d[i] = v
-			default:
-				d[i] = 0
-			}
-		}
-	case backends.OpTypeExp:
-		if f, ok := any(d).([]float32); ok {
-			expF32(f, any(x).([]float32))
-			return
-		}
-		for i := range d {
-			d[i] = T(math.Exp(float64(x[i])))
-		}
-	default:
-		f := unaryFunc(op)
-		for i := range d {
-			d[i] = T(f(float64(x[i])))
+		} else {
+			d[i] = x[i]
 		}
 	}
 }
 
-func unaryFunc(op backends.OpType) func(float64) float64 {
-	switch op {
-	case backends.OpTypeExpm1:
-		return math.Expm1
-	case backends.OpTypeLog:
-		return math.Log
-	case backends.OpTypeLog1p:
-		return math.Log1p
-	case backends.OpTypeSqrt:
-		return math.Sqrt
-	case backends.OpTypeRsqrt:
-		return func(x float64) float64 { return 1 / math.Sqrt(x) }
-	case backends.OpTypeErf:
-		return math.Erf
-	case backends.OpTypeTanh:
-		return math.Tanh
-	case backends.OpTypeLogistic:
-		return func(x float64) float64 {
-			if x >= 0 {
-				return 1 / (1 + math.Exp(-x))
-			}
-			e := math.Exp(x)
-			return e / (1 + e)
+// signK is -1, 0 or 1; NaN stays NaN (float32 has signF32).
+func signK[T number](d, x []T) {
+	x = x[:len(d)]
+	for i, v := range x {
+		switch {
+		case v > 0:
+			d[i] = 1
+		case v < 0:
+			var one T = 1
+			d[i] = -one
+		case v != v:
+			d[i] = v
+		default:
+			d[i] = 0
 		}
-	case backends.OpTypeSin:
-		return math.Sin
-	case backends.OpTypeCos:
-		return math.Cos
-	case backends.OpTypeFloor:
-		return math.Floor
-	case backends.OpTypeCeil:
-		return math.Ceil
-	case backends.OpTypeRound:
-		return math.RoundToEven
 	}
-	panic("unary op " + op.String() + " not implemented")
+}
+
+func expF64(d, x []float64) {
+	x = x[:len(d)]
+	for i := range d {
+		d[i] = math.Exp(x[i])
+	}
+}
+
+func rsqrt(x float64) float64 { return 1 / math.Sqrt(x) }
+
+// logistic is 1/(1+e^-x), without overflow for large |x|.
+func logistic(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
+}
+
+func notK(d, x []bool) {
+	x = x[:len(d)]
+	for i := range d {
+		d[i] = !x[i]
+	}
+}
+
+func isFiniteK[T float](d []bool, x []T) {
+	x = x[:len(d)]
+	for i := range d {
+		v := float64(x[i])
+		d[i] = v == v && !math.IsInf(v, 0)
+	}
+}
+
+func isNaNK[T float](d []bool, x []T) {
+	x = x[:len(d)]
+	for i := range d {
+		d[i] = x[i] != x[i]
+	}
 }
 
 // expF32 is exp in float32: the AVX2 kernel where available (within 2

@@ -358,13 +358,7 @@ func cloneFlat(flat any) any {
 // BroadcastInDim input directly (its kernels broadcast size-1 axes), so
 // the broadcast is never materialised when nothing else needs it.
 func foldBroadcasts(n *node) {
-	switch n.op {
-	case backends.OpTypeAdd, backends.OpTypeSub, backends.OpTypeMul, backends.OpTypeDiv, backends.OpTypeMax,
-		backends.OpTypeMin, backends.OpTypePow, backends.OpTypeRem,
-		backends.OpTypeEqual, backends.OpTypeNotEqual, backends.OpTypeLessThan, backends.OpTypeLessOrEqual,
-		backends.OpTypeGreaterThan, backends.OpTypeGreaterOrEqual,
-		backends.OpTypeLogicalAnd, backends.OpTypeLogicalOr, backends.OpTypeLogicalXor, backends.OpTypeWhere:
-	default:
+	if !opTable[n.op].foldsBroadcast {
 		return
 	}
 	for i, in := range n.inputs {

@@ -1,0 +1,53 @@
+package cpu
+
+import (
+	"slices"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+)
+
+// TableOp is what the conformance suite (package cpu_test) reads of one
+// elementwise op of opTable.
+type TableOp struct {
+	Op backends.OpType
+	// DTypes are the dtypes it has kernels for (of operand KernelInput),
+	// in supportedDTypes order.
+	DTypes      []dtypes.DType
+	KernelInput int
+	// Domains names, per operand, where the tests draw its values:
+	// "any", "positive", "aboveMinusOne", "nonZero" or "fewValues".
+	Domains []string
+}
+
+var domainNames = map[testDomain]string{
+	anyValues: "any", positive: "positive", aboveMinusOne: "aboveMinusOne", nonZero: "nonZero", fewValues: "fewValues",
+}
+
+// ElementwiseOps lists the table's elementwise ops, in OpType order.
+func ElementwiseOps() []TableOp {
+	var out []TableOp
+	for op, def := range opTable {
+		if def.kernels == nil {
+			continue
+		}
+		t := TableOp{Op: op, KernelInput: def.kernelInput}
+		for _, dt := range supportedDTypes {
+			if def.kernels[dt] != nil {
+				t.DTypes = append(t.DTypes, dt)
+			}
+		}
+		for _, d := range def.test {
+			t.Domains = append(t.Domains, domainNames[d])
+		}
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b TableOp) int { return int(a.Op) - int(b.Op) })
+	return out
+}
+
+// Implements reports whether op is in the table.
+func Implements(op backends.OpType) bool {
+	_, ok := opTable[op]
+	return ok
+}

@@ -1,0 +1,431 @@
+package cpu
+
+// The op table: every op the engine implements, with what building,
+// dispatch, Capabilities and the conformance suite need to know of it.
+//
+// An elementwise op is one entry here: its shape rule, a kernel per input
+// dtype, and (for the tests) the values its operands are drawn from. Its
+// Builder method, below the table, is one line calling b.elementwise. A
+// dtype missing from the kernels is refused when the graph is built, naming
+// the op. Each kernel is resolved once, when the node is built, and stored
+// in the node: execution calls it directly, with no lookup per op or per
+// element.
+//
+// Ops with parameters (Transpose, Reduce*, Gather, ...) have their own
+// Builder methods, which work out the shape, and one executor for all
+// dtypes (exec).
+//
+// Adding a unary elementwise op: one entry in opTable and one Builder line
+// below it (this file), plus its kernel in elementwise.go unless it is a
+// float64 math function (floatMath) or an existing generic kernel. The
+// conformance suite picks the op up from the table and compares it with
+// GoMLX's engine on every dtype it lists; see docs/engine.md.
+
+import (
+	"maps"
+	"math"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/backends/shapeinference"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/pkg/errors"
+)
+
+// execFn computes node n's value into st.values[n.idx].
+type execFn func(st *execState, n *node) error
+
+// shapeRule is an elementwise op's output shape for its operands' shapes.
+type shapeRule func(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error)
+
+// testDomain is the range the conformance suite draws an operand from: the
+// op's domain, or values that exercise its corner cases.
+type testDomain int
+
+const (
+	anyValues     testDomain = iota // the whole range of moderate values
+	positive                        // > 0 (Log, Sqrt, Pow's base)
+	aboveMinusOne                   // > -1 (Log1p)
+	nonZero                         // divisors
+	fewValues                       // a few distinct values, zero among them (ties, signs)
+)
+
+// opDef is one op of the engine.
+type opDef struct {
+	// Elementwise ops: shape is the shape rule, kernels the executor for
+	// each supported dtype of input kernelInput, test the domain of each
+	// operand. foldsBroadcast: the kernels broadcast size-1 axes, so
+	// Compile may fold a BroadcastInDim operand into the op.
+	shape          shapeRule
+	kernels        map[dtypes.DType]execFn
+	kernelInput    int
+	foldsBroadcast bool
+	test           []testDomain
+
+	// exec executes the other ops, whatever the dtype. An op with neither
+	// kernels nor exec never becomes a node of its own (Parameter; Clamp
+	// and Dot, which are built from other ops).
+	exec execFn
+}
+
+// opTable holds every op the engine implements; Capabilities lists exactly
+// these.
+var opTable = map[backends.OpType]opDef{
+	// Unary elementwise.
+	backends.OpTypeAbs: {shape: unaryShape, test: in1(anyValues), kernels: kernels(
+		unaryK(absK[float32]), unaryK(absK[float64]), unaryK(absK[int8]), unaryK(absK[int16]), unaryK(absK[int32]),
+		unaryK(absK[int64]), unaryK(absK[uint8]), unaryK(absK[uint16]), unaryK(absK[uint32]), unaryK(absK[uint64]))},
+	backends.OpTypeNeg: {shape: unaryShape, test: in1(anyValues), kernels: kernels(
+		unaryK(negK[float32]), unaryK(negK[float64]), unaryK(negK[int8]), unaryK(negK[int16]), unaryK(negK[int32]),
+		unaryK(negK[int64]), unaryK(negK[uint8]), unaryK(negK[uint16]), unaryK(negK[uint32]), unaryK(negK[uint64]))},
+	backends.OpTypeSign: {shape: unaryShape, test: in1(fewValues), kernels: kernels(
+		unaryK(signF32), unaryK(signK[float64]), unaryK(signK[int8]), unaryK(signK[int16]), unaryK(signK[int32]),
+		unaryK(signK[int64]), unaryK(signK[uint8]), unaryK(signK[uint16]), unaryK(signK[uint32]), unaryK(signK[uint64]))},
+	backends.OpTypeExp:        {shape: unaryShape, test: in1(anyValues), kernels: kernels(unaryK(expF32), unaryK(expF64))},
+	backends.OpTypeExpm1:      {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Expm1)},
+	backends.OpTypeLog:        {shape: unaryShape, test: in1(positive), kernels: floatMath(math.Log)},
+	backends.OpTypeLog1p:      {shape: unaryShape, test: in1(aboveMinusOne), kernels: floatMath(math.Log1p)},
+	backends.OpTypeSqrt:       {shape: unaryShape, test: in1(positive), kernels: floatMath(math.Sqrt)},
+	backends.OpTypeRsqrt:      {shape: unaryShape, test: in1(positive), kernels: floatMath(rsqrt)},
+	backends.OpTypeErf:        {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Erf)},
+	backends.OpTypeTanh:       {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Tanh)},
+	backends.OpTypeLogistic:   {shape: unaryShape, test: in1(anyValues), kernels: floatMath(logistic)},
+	backends.OpTypeSin:        {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Sin)},
+	backends.OpTypeCos:        {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Cos)},
+	backends.OpTypeFloor:      {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Floor)},
+	backends.OpTypeCeil:       {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Ceil)},
+	backends.OpTypeRound:      {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.RoundToEven)},
+	backends.OpTypeLogicalNot: {shape: unaryShape, test: in1(anyValues), kernels: kernels(unaryK(notK))},
+	backends.OpTypeIsFinite:   {shape: boolShape, test: in1(anyValues), kernels: kernels(unaryK(isFiniteK[float32]), unaryK(isFiniteK[float64]))},
+	backends.OpTypeIsNaN:      {shape: boolShape, test: in1(anyValues), kernels: kernels(unaryK(isNaNK[float32]), unaryK(isNaNK[float64]))},
+
+	// Binary elementwise: the kernels (elementwise.go) switch on the op
+	// once per row.
+	backends.OpTypeAdd:            binary(arithKernels, anyValues, anyValues),
+	backends.OpTypeSub:            binary(arithKernels, anyValues, anyValues),
+	backends.OpTypeMul:            binary(arithKernels, anyValues, anyValues),
+	backends.OpTypeDiv:            binary(arithKernels, anyValues, nonZero),
+	backends.OpTypeMax:            binary(arithKernels, fewValues, fewValues),
+	backends.OpTypeMin:            binary(arithKernels, fewValues, fewValues),
+	backends.OpTypePow:            binary(floatArithKernels, positive, anyValues),
+	backends.OpTypeRem:            binary(arithKernels, anyValues, nonZero),
+	backends.OpTypeEqual:          binary(equalKernels, fewValues, fewValues),
+	backends.OpTypeNotEqual:       binary(equalKernels, fewValues, fewValues),
+	backends.OpTypeLessThan:       binary(compareKernels, fewValues, fewValues),
+	backends.OpTypeLessOrEqual:    binary(compareKernels, fewValues, fewValues),
+	backends.OpTypeGreaterThan:    binary(compareKernels, fewValues, fewValues),
+	backends.OpTypeGreaterOrEqual: binary(compareKernels, fewValues, fewValues),
+	backends.OpTypeLogicalAnd:     binary(logicalKernels, anyValues, anyValues),
+	backends.OpTypeLogicalOr:      binary(logicalKernels, anyValues, anyValues),
+	backends.OpTypeLogicalXor:     binary(logicalKernels, anyValues, anyValues),
+
+	// Where(cond, onTrue, onFalse): kernels by onTrue's dtype.
+	backends.OpTypeWhere: {shape: whereShape, kernelInput: 1, foldsBroadcast: true, test: []testDomain{anyValues, anyValues, anyValues},
+		kernels: kernels(
+			whereK[float32](), whereK[float64](), whereK[int8](), whereK[int16](), whereK[int32](), whereK[int64](),
+			whereK[uint8](), whereK[uint16](), whereK[uint32](), whereK[uint64](), whereK[bool]())},
+
+	// Ops with their own Builder methods.
+	backends.OpTypeParameter:      {},
+	backends.OpTypeConstant:       {exec: execConstant},
+	backends.OpTypeIdentity:       {exec: execAlias},
+	backends.OpTypeReshape:        {exec: execAlias},
+	backends.OpTypeConvertDType:   {exec: execConvert},
+	backends.OpTypeClamp:          {}, // Max then Min
+	backends.OpTypeTranspose:      {exec: execTranspose},
+	backends.OpTypeBroadcastInDim: {exec: execBroadcastInDim},
+	backends.OpTypeReduceSum:      {exec: execReduce},
+	backends.OpTypeReduceMax:      {exec: execReduce},
+	backends.OpTypeReduceMin:      {exec: execReduce},
+	backends.OpTypeReduceProduct:  {exec: execReduce},
+	backends.OpTypeIota:           {exec: execIota},
+	backends.OpTypeConcatenate:    {exec: execConcatenate},
+	backends.OpTypeSlice:          {exec: execSlice},
+	backends.OpTypePad:            {exec: execPad},
+	backends.OpTypeArgMinMax:      {exec: execArgMinMax},
+	backends.OpTypeGather:         {exec: execGather},
+	backends.OpTypeScatterSum:     {exec: execScatter},
+	backends.OpTypeScatterMax:     {exec: execScatter},
+	backends.OpTypeScatterMin:     {exec: execScatter},
+	backends.OpTypeDot:            {}, // DotGeneral
+	backends.OpTypeDotGeneral:     {exec: execDotGeneral},
+}
+
+// Builder methods of the elementwise ops: everything about them is in the
+// table.
+
+func (b *Builder) Abs(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeAbs, x)
+}
+func (b *Builder) Neg(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeNeg, x)
+}
+func (b *Builder) Sign(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeSign, x)
+}
+func (b *Builder) Exp(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeExp, x)
+}
+func (b *Builder) Expm1(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeExpm1, x)
+}
+func (b *Builder) Log(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeLog, x)
+}
+func (b *Builder) Log1p(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeLog1p, x)
+}
+func (b *Builder) Sqrt(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeSqrt, x)
+}
+func (b *Builder) Rsqrt(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeRsqrt, x)
+}
+func (b *Builder) Erf(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeErf, x)
+}
+func (b *Builder) Tanh(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeTanh, x)
+}
+func (b *Builder) Logistic(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeLogistic, x)
+}
+func (b *Builder) Sin(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeSin, x)
+}
+func (b *Builder) Cos(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeCos, x)
+}
+func (b *Builder) Floor(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeFloor, x)
+}
+func (b *Builder) Ceil(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeCeil, x)
+}
+func (b *Builder) Round(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeRound, x)
+}
+func (b *Builder) LogicalNot(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeLogicalNot, x)
+}
+func (b *Builder) IsFinite(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeIsFinite, x)
+}
+func (b *Builder) IsNaN(x backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeIsNaN, x)
+}
+
+func (b *Builder) Add(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeAdd, l, r)
+}
+func (b *Builder) Sub(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeSub, l, r)
+}
+func (b *Builder) Mul(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeMul, l, r)
+}
+func (b *Builder) Div(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeDiv, l, r)
+}
+func (b *Builder) Max(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeMax, l, r)
+}
+func (b *Builder) Min(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeMin, l, r)
+}
+func (b *Builder) Pow(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypePow, l, r)
+}
+func (b *Builder) Rem(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeRem, l, r)
+}
+func (b *Builder) LogicalAnd(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeLogicalAnd, l, r)
+}
+func (b *Builder) LogicalOr(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeLogicalOr, l, r)
+}
+func (b *Builder) LogicalXor(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeLogicalXor, l, r)
+}
+func (b *Builder) Equal(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeEqual, l, r)
+}
+func (b *Builder) NotEqual(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeNotEqual, l, r)
+}
+func (b *Builder) LessThan(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeLessThan, l, r)
+}
+func (b *Builder) LessOrEqual(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeLessOrEqual, l, r)
+}
+func (b *Builder) GreaterThan(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeGreaterThan, l, r)
+}
+func (b *Builder) GreaterOrEqual(l, r backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeGreaterOrEqual, l, r)
+}
+
+// Where implements backends.Builder.
+func (b *Builder) Where(cond, onTrue, onFalse backends.Op) (backends.Op, error) {
+	return b.elementwise(backends.OpTypeWhere, cond, onTrue, onFalse)
+}
+
+// elementwise builds an elementwise op from its table entry: the shape
+// rule, then the kernel for the operand's dtype, stored in the node.
+func (b *Builder) elementwise(op backends.OpType, xs ...backends.Op) (backends.Op, error) {
+	in, err := b.ops(op, xs...)
+	if err != nil {
+		return nil, err
+	}
+	def := opTable[op]
+	ins := make([]shapes.Shape, len(in))
+	for i, n := range in {
+		ins[i] = n.shape
+	}
+	shape, err := def.shape(op, ins)
+	if err != nil {
+		return nil, err
+	}
+	dt := ins[def.kernelInput].DType
+	k := def.kernels[dt]
+	if k == nil {
+		return nil, errors.Errorf("backend %q: op %s is not implemented for dtype %s", Name, op, dt)
+	}
+	n := b.newNode(op, shape, nil, in...)
+	n.exec = k
+	return n, nil
+}
+
+// Shape rules.
+
+func unaryShape(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error) {
+	return shapeinference.UnaryOp(op, ins[0])
+}
+
+// boolShape: the operand's dimensions, dtype bool (IsFinite, IsNaN).
+func boolShape(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error) {
+	s := ins[0].Clone()
+	s.DType = dtypes.Bool
+	return s, nil
+}
+
+func binaryShape(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error) {
+	if shapeinference.ComparisonOperations.Has(op) {
+		return shapeinference.ComparisonOp(op, ins[0], ins[1])
+	}
+	return shapeinference.BinaryOp(op, ins[0], ins[1])
+}
+
+func whereShape(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error) {
+	return shapeinference.WhereOp(ins[0], ins[1], ins[2])
+}
+
+// Table helpers.
+
+func in1(d testDomain) []testDomain { return []testDomain{d} }
+
+func binary(k map[dtypes.DType]execFn, lhs, rhs testDomain) opDef {
+	return opDef{shape: binaryShape, kernels: k, foldsBroadcast: true, test: []testDomain{lhs, rhs}}
+}
+
+// dtKernel is the executor of an op for one dtype.
+type dtKernel struct {
+	dt   dtypes.DType
+	exec execFn
+}
+
+func kernels(ks ...dtKernel) map[dtypes.DType]execFn {
+	m := make(map[dtypes.DType]execFn, len(ks))
+	for _, k := range ks {
+		m[k.dt] = k.exec
+	}
+	return m
+}
+
+func dtypeOf[T any]() dtypes.DType {
+	var z T
+	return dtypes.FromAny(z)
+}
+
+// unaryK runs k, a unary kernel d[i] = f(x[i]), over the node's elements:
+// split across cores, and in place over a dead input of the output's shape
+// and dtype.
+func unaryK[T, U any](k func(d []U, x []T)) dtKernel {
+	return dtKernel{dtypeOf[T](), func(st *execState, n *node) error {
+		s := st.allocInPlace(n, 0)
+		d, x := s.flat.([]U), st.in(n, 0).([]T)
+		parallelRange(len(d), elemGrain, func(lo, hi int) { k(d[lo:hi], x[lo:hi]) })
+		return nil
+	}}
+}
+
+// floatMath is the float32 and float64 kernels of a float64 function.
+func floatMath(f func(float64) float64) map[dtypes.DType]execFn {
+	return kernels(unaryK(mathK[float32](f)), unaryK(mathK[float64](f)))
+}
+
+// mathK applies f to each element, through float64.
+func mathK[T float](f func(float64) float64) func(d, x []T) {
+	return func(d, x []T) {
+		x = x[:len(d)]
+		for i := range d {
+			d[i] = T(f(float64(x[i])))
+		}
+	}
+}
+
+var (
+	arithKernels = kernels(binaryK[float32](), binaryK[float64](), binaryK[int8](), binaryK[int16](), binaryK[int32](),
+		binaryK[int64](), binaryK[uint8](), binaryK[uint16](), binaryK[uint32](), binaryK[uint64]())
+	floatArithKernels = kernels(binaryK[float32](), binaryK[float64]())
+	compareKernels    = kernels(compareK[float32](), compareK[float64](), compareK[int8](), compareK[int16](), compareK[int32](),
+		compareK[int64](), compareK[uint8](), compareK[uint16](), compareK[uint32](), compareK[uint64]())
+	equalKernels   = withBool(compareKernels)
+	logicalKernels = kernels(logicalK())
+)
+
+// withBool is the comparison kernels plus the boolean one (Equal, NotEqual).
+func withBool(m map[dtypes.DType]execFn) map[dtypes.DType]execFn {
+	m = maps.Clone(m)
+	m[dtypes.Bool] = logicalK().exec
+	return m
+}
+
+// binaryK is Add, Sub, Mul, Div, Max, Min, Pow and Rem on T, in place
+// over a dead operand.
+func binaryK[T number]() dtKernel {
+	return dtKernel{dtypeOf[T](), func(st *execState, n *node) error {
+		s := st.allocInPlace(n, 0, 1)
+		runBinary(n.op, n.shape, n.inShape(0), n.inShape(1), s.flat.([]T), st.in(n, 0).([]T), st.in(n, 1).([]T))
+		return nil
+	}}
+}
+
+// compareK is the comparisons of T operands.
+func compareK[T number]() dtKernel {
+	return dtKernel{dtypeOf[T](), func(st *execState, n *node) error {
+		s := st.alloc(n)
+		runCompare(n.op, n.shape, n.inShape(0), n.inShape(1), s.flat.([]bool), st.in(n, 0).([]T), st.in(n, 1).([]T))
+		return nil
+	}}
+}
+
+// logicalK is the boolean binary ops (and boolean Equal, NotEqual).
+func logicalK() dtKernel {
+	return dtKernel{dtypes.Bool, func(st *execState, n *node) error {
+		s := st.alloc(n)
+		runLogical(n.op, n.shape, n.inShape(0), n.inShape(1), s.flat.([]bool), st.in(n, 0).([]bool), st.in(n, 1).([]bool))
+		return nil
+	}}
+}
+
+// whereK is Where with T values, in place over a dead onTrue or onFalse.
+func whereK[T any]() dtKernel {
+	return dtKernel{dtypeOf[T](), func(st *execState, n *node) error {
+		s := st.allocInPlace(n, 1, 2)
+		runWhere(n.shape, n.inShape(0), n.inShape(1), n.inShape(2), s.flat.([]T), st.in(n, 0).([]bool), st.in(n, 1).([]T), st.in(n, 2).([]T))
+		return nil
+	}}
+}

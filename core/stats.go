@@ -24,16 +24,20 @@ func PopStd(xs []float64) float64 {
 	return math.Sqrt(sumSquaredDev(xs) / float64(len(xs)))
 }
 
-// SampleStd is the sample standard deviation of xs (divisor n-1); 0 for a
-// single value, NaN for none.
-func SampleStd(xs []float64) float64 {
+// SampleStd is the sample standard deviation of xs (divisor n-1), the
+// square root of SampleVar: 0 for a single value, NaN for none.
+func SampleStd(xs []float64) float64 { return math.Sqrt(SampleVar(xs)) }
+
+// SampleVar is the sample variance of xs (divisor n-1); 0 for a single
+// value, NaN for none.
+func SampleVar(xs []float64) float64 {
 	switch len(xs) {
 	case 0:
 		return math.NaN()
 	case 1:
 		return 0
 	}
-	return math.Sqrt(sumSquaredDev(xs) / float64(len(xs)-1))
+	return sumSquaredDev(xs) / float64(len(xs)-1)
 }
 
 // sumSquaredDev is the sum of (x - Mean(xs))^2.

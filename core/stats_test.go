@@ -16,13 +16,14 @@ func TestStats(t *testing.T) {
 		name              string
 		xs                []float64
 		mean, pop, sample float64
+		sampleVar         float64
 	}{
-		{"none", nil, nan, nan, nan},
-		{"one value", []float64{5}, 5, 0, 0},
-		{"pair", []float64{0.5, -0.5}, 0, 0.5, math.Sqrt(0.5)},
-		{"four", []float64{1, 2, 3, 6}, 3, math.Sqrt(3.5), math.Sqrt(14.0 / 3)},
-		{"eight", []float64{2, 4, 4, 4, 5, 5, 7, 9}, 5, 2, math.Sqrt(32.0 / 7)},
-		{"constant", []float64{-1, -1, -1}, -1, 0, 0},
+		{"none", nil, nan, nan, nan, nan},
+		{"one value", []float64{5}, 5, 0, 0, 0},
+		{"pair", []float64{0.5, -0.5}, 0, 0.5, math.Sqrt(0.5), 0.5},
+		{"four", []float64{1, 2, 3, 6}, 3, math.Sqrt(3.5), math.Sqrt(14.0 / 3), 14.0 / 3},
+		{"eight", []float64{2, 4, 4, 4, 5, 5, 7, 9}, 5, 2, math.Sqrt(32.0 / 7), 32.0 / 7},
+		{"constant", []float64{-1, -1, -1}, -1, 0, 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -33,6 +34,7 @@ func TestStats(t *testing.T) {
 				{"Mean", Mean(tc.xs), tc.mean},
 				{"PopStd", PopStd(tc.xs), tc.pop},
 				{"SampleStd", SampleStd(tc.xs), tc.sample},
+				{"SampleVar", SampleVar(tc.xs), tc.sampleVar},
 			} {
 				if !closeTo(c.got, c.want) {
 					t.Errorf("%s(%v) = %v, want %v", c.what, tc.xs, c.got, c.want)

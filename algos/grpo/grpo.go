@@ -97,17 +97,11 @@ func GroupAdvantages(rewards []float64, groups [][]int, normByStd bool, eps floa
 		if n < 2 {
 			continue
 		}
-		mean := 0.0
-		for _, i := range idx {
-			mean += rewards[i]
+		group := make([]float64, n)
+		for j, i := range idx {
+			group[j] = rewards[i]
 		}
-		mean /= float64(n)
-		ss := 0.0
-		for _, i := range idx {
-			d := rewards[i] - mean
-			ss += d * d
-		}
-		std := math.Sqrt(ss / float64(n-1))
+		mean, std := core.Mean(group), core.SampleStd(group)
 		for _, i := range idx {
 			a := rewards[i] - mean
 			if normByStd {

@@ -158,29 +158,14 @@ func GAE(rewardLast float64, values [][]float64, gamma, lambda float64) (adv, re
 // With no entries it does nothing; with a single entry the variance is taken
 // as 0, so the entry becomes 0 (verl raises an error in that case).
 func Whiten(advs [][]float64) {
-	n := 0
-	sum := 0.0
+	var all []float64
 	for _, row := range advs {
-		for _, v := range row {
-			sum += v
-			n++
-		}
+		all = append(all, row...)
 	}
-	if n == 0 {
+	if len(all) == 0 {
 		return
 	}
-	mean := sum / float64(n)
-	variance := 0.0
-	if n > 1 {
-		ss := 0.0
-		for _, row := range advs {
-			for _, v := range row {
-				d := v - mean
-				ss += d * d
-			}
-		}
-		variance = ss / float64(n-1)
-	}
+	mean, variance := core.Mean(all), core.SampleVar(all)
 	scale := 1 / math.Sqrt(variance+WhitenEps)
 	for _, row := range advs {
 		for t := range row {

@@ -161,7 +161,7 @@ func (s *Strategy) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]floa
 			if math.IsNaN(a) || math.IsInf(a, 0) {
 				return nil, fmt.Errorf("multihead: sequence %d: advantage %v at token %d is not finite", i, a, t)
 			}
-			row[t] = w * math.Min(math.Abs(a)/s.Kappa, s.Alpha*popStd(seq.Values[t+1]))
+			row[t] = w * math.Min(math.Abs(a)/s.Kappa, s.Alpha*core.PopStd(seq.Values[t+1]))
 		}
 		out[i] = row
 	}
@@ -224,15 +224,8 @@ func SubsetSize(zeta float64, n int) int {
 func (s *Strategy) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
 	w := s.Weight.Weight(info.Step, info.TotalSteps)
 	m := map[string]float64{"explore/weight": w, "explore/" + Name + "/weight": w}
-	sum, cnt := 0.0, 0
-	for i := range r.Seqs {
-		for _, v := range r.Seqs[i].Values {
-			sum += popStd(v)
-			cnt++
-		}
-	}
-	if cnt > 0 {
-		m["critic/head_std"] = sum / float64(cnt)
+	if std, ok := core.HeadStd(r); ok {
+		m["critic/head_std"] = std
 	}
 	return m, nil
 }
@@ -271,21 +264,4 @@ func (s *Strategy) headCount(r *core.Rollout) (int, error) {
 		k = max(s.Heads, r.ValueHeads)
 	}
 	return k, nil
-}
-
-// popStd is the population standard deviation (divisor n); 0 for no entries.
-func popStd(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	mu := 0.0
-	for _, x := range xs {
-		mu += x
-	}
-	mu /= float64(len(xs))
-	v := 0.0
-	for _, x := range xs {
-		v += (x - mu) * (x - mu)
-	}
-	return math.Sqrt(v / float64(len(xs)))
 }

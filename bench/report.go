@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -10,26 +10,29 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/cde-rl/cde/core"
 )
 
-// benchRun is one finished arm-seed as the report reads it.
-type benchRun struct {
+// armRun is one finished arm-seed as the report reads it.
+type armRun struct {
 	Arm     string
 	Seed    uint64
 	Rows    []map[string]float64 // metrics.jsonl, "step" included; nulls dropped
 	Seconds float64              // training wall time (DONE)
-	HeadStd *headStd             // nil when not measured
+	HeadStd *HeadStd             // nil when not measured
 }
 
 // final is the metric's value in the last row that has it (for val/* the
 // evaluation after the last step, for training metrics the last step).
-func (r *benchRun) final(metric string) (float64, bool) {
+func (r *armRun) final(metric string) (float64, bool) {
 	for i := len(r.Rows) - 1; i >= 0; i-- {
 		if v, ok := r.Rows[i][metric]; ok {
 			return v, true
@@ -63,31 +66,31 @@ func readMetricRows(path string) ([]map[string]float64, error) {
 	return rows, sc.Err()
 }
 
-// loadBenchRuns reads every finished (DONE) arm-seed of spec under dir.
-func loadBenchRuns(spec *benchSpec, dir string) (map[string][]*benchRun, []string, error) {
-	out := map[string][]*benchRun{}
+// loadRuns reads every finished (DONE) arm-seed of spec under dir.
+func loadRuns(spec *Spec, dir string) (map[string][]*armRun, []string, error) {
+	out := map[string][]*armRun{}
 	var missing []string
 	for _, arm := range spec.Arms {
 		for _, seed := range spec.Seeds {
-			run := runDirOf(dir, arm.Name, seed)
-			data, err := os.ReadFile(filepath.Join(run, doneFile))
+			run := RunDir(dir, arm.Name, seed)
+			data, err := os.ReadFile(filepath.Join(run, DoneFile))
 			if err != nil {
 				missing = append(missing, fmt.Sprintf("%s seed %d", arm.Name, seed))
 				continue
 			}
-			var done benchDone
+			var done doneMark
 			if err := json.Unmarshal(data, &done); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", filepath.Join(run, doneFile), err)
+				return nil, nil, fmt.Errorf("%s: %w", filepath.Join(run, DoneFile), err)
 			}
 			rows, err := readMetricRows(filepath.Join(run, "metrics.jsonl"))
 			if err != nil {
 				return nil, nil, err
 			}
-			br := &benchRun{Arm: arm.Name, Seed: seed, Rows: rows, Seconds: done.Seconds}
-			if data, err := os.ReadFile(filepath.Join(run, headStdFile)); err == nil {
-				var hs headStd
+			br := &armRun{Arm: arm.Name, Seed: seed, Rows: rows, Seconds: done.Seconds}
+			if data, err := os.ReadFile(filepath.Join(run, HeadStdFile)); err == nil {
+				var hs HeadStd
 				if err := json.Unmarshal(data, &hs); err != nil {
-					return nil, nil, fmt.Errorf("%s: %w", filepath.Join(run, headStdFile), err)
+					return nil, nil, fmt.Errorf("%s: %w", filepath.Join(run, HeadStdFile), err)
 				}
 				br.HeadStd = &hs
 			}
@@ -100,20 +103,7 @@ func loadBenchRuns(spec *benchSpec, dir string) (map[string][]*benchRun, []strin
 // meanStd is the mean and the sample standard deviation (n-1; 0 for a
 // single value; NaN for none).
 func meanStd(xs []float64) (mean, std float64) {
-	if len(xs) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	if len(xs) == 1 {
-		return mean, 0
-	}
-	for _, x := range xs {
-		std += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(std / float64(len(xs)-1))
+	return core.Mean(xs), core.SampleStd(xs)
 }
 
 // Claim verdicts.
@@ -172,7 +162,7 @@ var valKeyRE = regexp.MustCompile(`^val/([^/]+)/(avg|pass)@(\d+)$`)
 
 // resultColumns are the val/<set>/{avg,pass}@k metrics present at the
 // final step of any run: per set (sorted, "mean" last) avg then pass.
-func resultColumns(runs map[string][]*benchRun) []string {
+func resultColumns(runs map[string][]*armRun) []string {
 	type col struct {
 		set, kind string
 		k         int
@@ -223,7 +213,7 @@ func colTitle(key string) string {
 	return fmt.Sprintf("%s %s@%s", m[1], kind, m[3])
 }
 
-func finals(rs []*benchRun, metric string) []float64 {
+func finals(rs []*armRun, metric string) []float64 {
 	var xs []float64
 	for _, r := range rs {
 		if v, ok := r.final(metric); ok && !math.IsNaN(v) {
@@ -254,8 +244,8 @@ func fmtNum(v float64) string {
 
 // writeReport writes DIR/results.csv, DIR/results.md and DIR/plots/ from
 // the finished arm-seeds.
-func writeReport(spec *benchSpec, dir, command string, log zerolog.Logger) error {
-	runs, missing, err := loadBenchRuns(spec, dir)
+func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
+	runs, missing, err := loadRuns(spec, dir)
 	if err != nil {
 		return err
 	}
@@ -302,7 +292,7 @@ func writeReport(spec *benchSpec, dir, command string, log zerolog.Logger) error
 	}
 
 	// plots
-	plotNotes, err := writeBenchPlots(spec, runs, arms, filepath.Join(dir, "plots"))
+	plotNotes, err := writePlots(spec, runs, arms, filepath.Join(dir, "plots"))
 	if err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
@@ -386,7 +376,7 @@ func joinSeeds(seeds []uint64) string {
 
 // writeHeadStdSection is the Figure 7b table: mean critic head std on
 // training prompts and on each eval set's prompts.
-func writeHeadStdSection(b *strings.Builder, spec *benchSpec, runs map[string][]*benchRun, arms []string) {
+func writeHeadStdSection(b *strings.Builder, spec *Spec, runs map[string][]*armRun, arms []string) {
 	b.WriteString("\n## Critic head std by prompt set (paper Figure 7b)\n\n")
 	var sets []string
 	inDist := map[string]bool{}
@@ -399,7 +389,7 @@ func writeHeadStdSection(b *strings.Builder, spec *benchSpec, runs map[string][]
 			}
 			has = true
 			for _, s := range r.HeadStd.Sets {
-				if !contains(sets, s) {
+				if !slices.Contains(sets, s) {
 					sets = append(sets, s)
 				}
 				inDist[s] = r.HeadStd.InDis[s]
@@ -458,16 +448,7 @@ func writeHeadStdSection(b *strings.Builder, spec *benchSpec, runs map[string][]
 	}
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-func writeClaimsSection(b *strings.Builder, spec *benchSpec, runs map[string][]*benchRun) {
+func writeClaimsSection(b *strings.Builder, spec *Spec, runs map[string][]*armRun) {
 	b.WriteString("\n## Claims\n\n")
 	if len(spec.Claims) == 0 {
 		b.WriteString("The bench file lists no claims.\n")
@@ -505,7 +486,7 @@ func fmtPMRaw(xs []float64) string {
 	return fmtNum(m) + " ± " + fmtNum(s)
 }
 
-func perSeed(rs []*benchRun, metric string) string {
+func perSeed(rs []*armRun, metric string) string {
 	var parts []string
 	for _, r := range rs {
 		if v, ok := r.final(metric); ok {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ import (
 
 // curve is the mean over an arm's seeds of a metric at each step where
 // any seed has it.
-func curve(rs []*benchRun, metric string) plotter.XYs {
+func curve(rs []*armRun, metric string) plotter.XYs {
 	sum := map[int]float64{}
 	cnt := map[int]int{}
 	for _, r := range rs {
@@ -47,20 +47,20 @@ func curve(rs []*benchRun, metric string) plotter.XYs {
 	return xy
 }
 
-// benchPanel is one plot of a figure: one metric, one line per arm.
-type benchPanel struct {
+// panel is one plot of a figure: one metric, one line per arm.
+type panel struct {
 	Title, YLabel, Metric string
 }
 
-// benchFigure is a row of panels saved as NAME.png and NAME.svg.
-type benchFigure struct {
+// figure is a row of panels saved as NAME.png and NAME.svg.
+type figure struct {
 	Name, Caption string
-	Panels        []benchPanel
+	Panels        []panel
 }
 
-// writeBenchPlots draws the report's figures into dir and returns the
+// writePlots draws the report's figures into dir and returns the
 // markdown lines that show (or explain the absence of) each.
-func writeBenchPlots(spec *benchSpec, runs map[string][]*benchRun, arms []string, dir string) ([]string, error) {
+func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -76,18 +76,18 @@ func writeBenchPlots(spec *benchSpec, runs map[string][]*benchRun, arms []string
 			}
 		}
 	}
-	figs := []benchFigure{
+	figs := []figure{
 		{"heldout_accuracy", "Held-out accuracy (" + valKey + ", mean over eval sets) vs step",
-			[]benchPanel{{"held-out accuracy", valKey, valKey}}},
+			[]panel{{"held-out accuracy", valKey, valKey}}},
 		{"entropy", "Policy entropy of the rollouts (rollout/entropy, nats per token) vs step",
-			[]benchPanel{{"policy entropy", "rollout/entropy", "rollout/entropy"}}},
+			[]panel{{"policy entropy", "rollout/entropy", "rollout/entropy"}}},
 		{"calibration", "Calibration: mean response perplexity of correct (left) and incorrect (right) rollouts vs step",
-			[]benchPanel{{"perplexity of correct responses", "calib/ppl_correct", "calib/ppl_correct"},
+			[]panel{{"perplexity of correct responses", "calib/ppl_correct", "calib/ppl_correct"},
 				{"perplexity of incorrect responses", "calib/ppl_incorrect", "calib/ppl_incorrect"}}},
 		{"critic_head_std", "Critic head std on the training batch (critic/head_std) vs step, arms with a critic",
-			[]benchPanel{{"critic head std", "critic/head_std", "critic/head_std"}}},
+			[]panel{{"critic head std", "critic/head_std", "critic/head_std"}}},
 		{"simhash_cells", "SimHash occupied cells (simhash/occupied_cells) vs step, arms with SimHash",
-			[]benchPanel{{"SimHash occupied cells", "simhash/occupied_cells", "simhash/occupied_cells"}}},
+			[]panel{{"SimHash occupied cells", "simhash/occupied_cells", "simhash/occupied_cells"}}},
 	}
 	var notes []string
 	for _, f := range figs {

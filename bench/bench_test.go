@@ -1,0 +1,366 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// cdeRun is the cde-run binary the runner trains with, built once.
+var cdeRun string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bench-test")
+	if err != nil {
+		panic(err)
+	}
+	cdeRun = filepath.Join(dir, "cde-run")
+	if out, err := exec.Command("go", "build", "-o", cdeRun, "../cmd/cde-run").CombinedOutput(); err != nil {
+		panic("building cde-run: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer is an io.Writer safe for the runner's goroutines and children.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		n++
+	}
+	return n
+}
+
+// TestSmoke runs bench/smoke.yaml end to end (two arm-seeds at a time),
+// then again (nothing is rerun), then with one DONE marker removed (that
+// arm-seed resumes from its checkpoint), then the report alone, then with a
+// changed arm config (refused).
+func TestSmoke(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "smoke")
+	spec, err := Load("smoke.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bench := func(o Options) string {
+		t.Helper()
+		var log syncBuffer
+		o.Dir, o.Exe, o.Output, o.Log = out, cdeRun, &log, zerolog.New(&log)
+		if err := Run(context.Background(), spec, o); err != nil {
+			t.Fatalf("bench: %v\n%s", err, log.String())
+		}
+		return log.String()
+	}
+	log := bench(Options{Jobs: 2, Command: "smoke --jobs 2"})
+	for _, want := range []string{"grpo_simhash seed 1: starting", "ppo_mh_ppl seed 1: finished", "ETA", "[ppo_mh_ppl seed 1] "} {
+		if !strings.Contains(log, want) {
+			t.Errorf("bench log lacks %q:\n%s", want, log)
+		}
+	}
+	for _, f := range []string{"results.md", "results.csv"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"heldout_accuracy", "entropy", "calibration", "critic_head_std", "simhash_cells"} {
+		for _, ext := range []string{".png", ".svg"} {
+			if st, err := os.Stat(filepath.Join(out, "plots", p+ext)); err != nil || st.Size() == 0 {
+				t.Errorf("plot %s%s: %v", p, ext, err)
+			}
+		}
+	}
+	f, err := os.Open(filepath.Join(out, "results.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 || recs[1][0] != "grpo_simhash" || recs[2][0] != "ppo_mh_ppl" {
+		t.Fatalf("results.csv: want a header and one row per arm, got %v", recs)
+	}
+	for _, col := range []string{"val/l1/avg@2_mean", "val/l2/pass@2_std", "val/ood/avg@2_mean", "val/mean/avg@2_mean", "train/acc_mean", "wall_s_mean"} {
+		if !slices.Contains(recs[0], col) {
+			t.Errorf("results.csv lacks column %s: %v", col, recs[0])
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "results.md"))
+	for _, want := range []string{"| grpo_simhash | 1 |", "ood Pass@2", "## Claims", "PPO + multi-head + PPL beats GRPO + SimHash",
+		"## Critic head std by prompt set", "| ppo_mh_ppl | 2 |", "plots/heldout_accuracy.png", "Runs made by `smoke --jobs 2`",
+		"l1 (held-out) | l2 (held-out) | ood (OOD) |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "runs", "ppo_mh_ppl", "seed-1", HeadStdFile)); err != nil {
+		t.Errorf("no critic head std measurement for the multi-head arm: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "runs", "grpo_simhash", "seed-1", HeadStdFile)); err == nil {
+		t.Errorf("critic head std measured for an arm without a critic")
+	}
+
+	// A second run reruns nothing.
+	done := map[string]time.Time{}
+	for _, arm := range []string{"grpo_simhash", "ppo_mh_ppl"} {
+		st, err := os.Stat(filepath.Join(out, "runs", arm, "seed-1", DoneFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done[arm] = st.ModTime()
+	}
+	log = bench(Options{})
+	if strings.Count(log, "done, skipping") != 2 || strings.Contains(log, "starting") {
+		t.Fatalf("second bench run did not skip both finished arm-seeds:\n%s", log)
+	}
+	for arm, mt := range done {
+		st, _ := os.Stat(filepath.Join(out, "runs", arm, "seed-1", DoneFile))
+		if !st.ModTime().Equal(mt) {
+			t.Errorf("%s: DONE rewritten by the second run", arm)
+		}
+	}
+
+	// An unfinished arm-seed with a checkpoint resumes instead of restarting.
+	os.Remove(filepath.Join(out, "runs", "ppo_mh_ppl", "seed-1", DoneFile))
+	log = bench(Options{Only: []string{"ppo_mh_ppl"}})
+	if !strings.Contains(log, "ppo_mh_ppl seed 1: resuming from") || !strings.Contains(log, "bench [1/1] ppo_mh_ppl seed 1: finished") {
+		t.Fatalf("did not resume the unfinished arm-seed:\n%s", log)
+	}
+	if n := countLines(t, filepath.Join(out, "runs", "ppo_mh_ppl", "seed-1", "metrics.jsonl")); n != 5 {
+		t.Errorf("resumed run has %d metric lines, want 5 (steps 0..3 and the final eval)", n)
+	}
+
+	// The report alone.
+	os.Remove(filepath.Join(out, "results.md"))
+	if err := Report(spec, Options{Dir: out, Command: "report only", Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	if md, err := os.ReadFile(filepath.Join(out, "results.md")); err != nil || !strings.Contains(string(md), "Report written by `report only`") {
+		t.Fatalf("report: %v\n%s", err, md)
+	}
+
+	// A changed arm config is refused rather than mixed with old results.
+	data, _ := os.ReadFile("smoke.yaml")
+	changed, err := ParseSpec([]byte(strings.Replace(string(data), "bits: 8", "bits: 12", 1)), "smoke.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Run(context.Background(), changed, Options{Dir: out, Exe: cdeRun, Log: zerolog.Nop()})
+	if err == nil || !strings.Contains(err.Error(), "changed since this run was made") {
+		t.Fatalf("a changed arm config was not refused: %v", err)
+	}
+}
+
+// TestConfigErrors checks that bench file errors name the key.
+func TestConfigErrors(t *testing.T) {
+	tmp := t.TempDir()
+	base := "base: {task: {name: arith, levels: [1]}, model: {checkpoint: \"\"}}\nseeds: [1]\n"
+	arms := "arms: [{name: a}, {name: b, config: {algorithm: {name: ppo}}}]\n"
+	cases := []struct{ name, yaml, want string }{
+		{"unknown top key", base + arms + "armz: []\n", "bad.yaml: armz: unknown key"},
+		{"unknown arm key", base + "arms: [{name: a, confg: {}}]\n", "bad.yaml: arms[0].confg: unknown key (known keys here: config, name)"},
+		{"bad arm name", base + "arms: [{name: \"a/b\"}]\n", "arms[0].name"},
+		{"arm name not a string", base + "arms: [{name: [a]}]\n", "arms[0].name: want a string"},
+		{"arm not a mapping", base + "arms: [a]\n", "arms[0]: want a mapping"},
+		{"arm config not a mapping", base + "arms: [{name: a, config: 3}]\n", "arms[0].config: want a mapping"},
+		{"duplicate arm", base + "arms: [{name: a}, {name: a}]\n", "arms[1].name"},
+		{"no arms", base, "arms: required"},
+		{"bad config key in arm", base + "arms: [{name: a, config: {train: {stepz: 3}}}]\n", "train.stepz"},
+		{"bad strategy key in arm", base + "arms: [{name: a, config: {strategies: [{name: ppl, kapa: 1}]}}]\n", "strategies[0].kapa"},
+		{"bad base key", "base: {trian: {}}\nseeds: [1]\n" + arms, "trian"},
+		{"no base", "seeds: [1]\n" + arms, "base: required"},
+		{"description not a string", base + arms + "description: [x]\n", "description: want a string"},
+		{"no seeds", "base: {}\n" + arms, "seeds"},
+		{"bad seed", "base: {}\nseeds: [x]\n" + arms, "seeds[0]"},
+		{"negative seed", "base: {}\nseeds: [1, -2]\n" + arms, "seeds[1]: want an integer >= 0"},
+		{"fractional seed", "base: {}\nseeds: [1.5]\n" + arms, "seeds[0]: want an integer >= 0"},
+		{"duplicate seed", "base: {}\nseeds: [1, 1]\n" + arms, "seeds[1]: seed 1 listed twice"},
+		{"claim unknown arm", base + arms + "claims: [{name: c, better: a, than: z, metric: m}]\n", "claims[0].than"},
+		{"claim unknown key", base + arms + "claims: [{name: c, better: a, than: b, metric: m, lower: true}]\n", "claims[0].lower"},
+		{"claim missing metric", base + arms + "claims: [{name: c, better: a, than: b}]\n", "claims[0].metric"},
+		{"claim with itself", base + arms + "claims: [{name: c, better: a, than: a, metric: m}]\n", "claims[0].than: compares arm \"a\" with itself"},
+		{"claim bad lower_is_better", base + arms + "claims: [{name: c, better: a, than: b, metric: m, lower_is_better: 2}]\n", "claims[0].lower_is_better"},
+		{"claims not a list", base + arms + "claims: {name: c}\n", "claims: want a list"},
+		{"empty file", "", "empty file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(tmp, "bad.yaml")
+			if err := os.WriteFile(file, []byte(c.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			spec, err := Load(file)
+			if err == nil {
+				err = spec.Validate(filepath.Join(tmp, "out"))
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v does not name %q", err, c.want)
+			}
+			if !strings.HasPrefix(err.Error(), "bench "+file+": ") {
+				t.Errorf("error %v does not start with the bench file", err)
+			}
+		})
+	}
+	spec, err := ParseSpec([]byte(base+arms), "b.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.Validate(tmp, "a", "c"); err == nil || !strings.Contains(err.Error(), "--only c: no such arm") {
+		t.Errorf("unknown --only arm: %v", err)
+	}
+	if err := Run(context.Background(), spec, Options{Dir: tmp}); err == nil || !strings.Contains(err.Error(), "Exe") {
+		t.Errorf("Run without Exe: %v", err)
+	}
+}
+
+// TestParseSpec checks a well-formed file, a base config file relative to
+// the bench file, and the arm-seed config layering.
+func TestParseSpec(t *testing.T) {
+	tmp := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tmp, "base.yaml"), []byte("task: {name: arith, levels: [2]}\nmodel: {checkpoint: \"\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ParseSpec([]byte(`description: d
+base: base.yaml
+seeds: [3, 1]
+arms: [{name: a}, {name: b.2, config: {algorithm: {name: ppo}}}]
+claims: [{name: c, better: b.2, than: a, metric: m, lower_is_better: true}]
+`), filepath.Join(tmp, "x.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Stem != "x" || spec.Description != "d" || !slices.Equal(spec.Seeds, []uint64{3, 1}) || len(spec.Arms) != 2 ||
+		len(spec.Claims) != 1 || !spec.Claims[0].LowerIsBetter || spec.Claims[0].Better != "b.2" {
+		t.Fatalf("spec: %+v", spec)
+	}
+	cfg, err := spec.ArmConfig(tmp, spec.Arms[1], 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Seed != 3 || cfg.Algorithm["name"] != "ppo" || cfg.Pretrain.Dir != filepath.Join(tmp, "base") {
+		t.Errorf("arm config: seed %d, algorithm %v, pretrain.dir %s", cfg.Seed, cfg.Algorithm, cfg.Pretrain.Dir)
+	}
+	if err := spec.Validate(tmp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPresetsValidate checks that every preset in bench/ parses and that
+// every arm-seed config is valid.
+func TestPresetsValidate(t *testing.T) {
+	files, _ := filepath.Glob("*.yaml")
+	if len(files) < 2 {
+		t.Fatalf("presets: %v", files)
+	}
+	for _, f := range files {
+		spec, err := Load(f)
+		if err == nil {
+			err = spec.Validate(t.TempDir())
+		}
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestMeanStd(t *testing.T) {
+	cases := []struct {
+		xs        []float64
+		mean, std float64
+	}{
+		{[]float64{1, 2, 3, 4}, 2.5, math.Sqrt(5.0 / 3)}, // squares 2.25+0.25+0.25+2.25 = 5, n-1 = 3
+		{[]float64{0.2, 0.4}, 0.3, math.Sqrt(0.02)},      // (0.01+0.01)/1
+		{[]float64{7}, 7, 0},
+	}
+	for _, c := range cases {
+		m, s := meanStd(c.xs)
+		if math.Abs(m-c.mean) > 1e-12 || math.Abs(s-c.std) > 1e-12 {
+			t.Errorf("meanStd(%v) = %v, %v; want %v, %v", c.xs, m, s, c.mean, c.std)
+		}
+	}
+	if m, s := meanStd(nil); !math.IsNaN(m) || !math.IsNaN(s) {
+		t.Errorf("meanStd(nil) = %v, %v; want NaN", m, s)
+	}
+	if got := fmtPM([]float64{0.5}, 100, 1); got != "50.0 ± 0" {
+		t.Errorf("fmtPM one seed = %q", got)
+	}
+	if got := fmtPM([]float64{0.2, 0.4}, 100, 1); got != "30.0 ± 14.1" {
+		t.Errorf("fmtPM = %q", got)
+	}
+}
+
+func TestJudgeClaim(t *testing.T) {
+	// a = [0.5 0.6 0.7], b = [0.2 0.3 0.4]: means 0.6, 0.3; sample stds 0.1;
+	// d = 0.3; SE = sqrt(0.01/3 + 0.01/3) = 0.08165; 2 SE = 0.1633 < d.
+	r := judgeClaim([]float64{0.5, 0.6, 0.7}, []float64{0.2, 0.3, 0.4}, false)
+	if r.Verdict != verdictHeld || math.Abs(r.Diff-0.3) > 1e-12 || math.Abs(r.SE-math.Sqrt(0.02/3)) > 1e-12 {
+		t.Errorf("clear win: %+v", r)
+	}
+	// b = [0.4 0.5 0.6]: d = 0.1 < 2 SE = 0.1633: inconclusive.
+	if r := judgeClaim([]float64{0.5, 0.6, 0.7}, []float64{0.4, 0.5, 0.6}, false); r.Verdict != verdictInconclusive {
+		t.Errorf("within spread: %+v", r)
+	}
+	// Reversed: b better by 0.3 > 2 SE.
+	if r := judgeClaim([]float64{0.2, 0.3, 0.4}, []float64{0.5, 0.6, 0.7}, false); r.Verdict != verdictNotHeld || !strings.Contains(r.Why, "other arm") {
+		t.Errorf("reversed: %+v", r)
+	}
+	// Slightly worse, within noise: still did not hold (no improvement).
+	if r := judgeClaim([]float64{0.45, 0.55, 0.65}, []float64{0.5, 0.6, 0.7}, false); r.Verdict != verdictNotHeld || r.Why != "no improvement" {
+		t.Errorf("slightly worse: %+v", r)
+	}
+	// Lower is better: perplexities 2, 3, 4 vs 5, 6, 7: d = 3 > 2 SE = 2*sqrt(2/3) = 1.633.
+	if r := judgeClaim([]float64{2, 3, 4}, []float64{5, 6, 7}, true); r.Verdict != verdictHeld || math.Abs(r.Diff-3) > 1e-12 {
+		t.Errorf("lower is better: %+v", r)
+	}
+	if r := judgeClaim([]float64{5, 6, 7}, []float64{2, 3, 4}, true); r.Verdict != verdictNotHeld {
+		t.Errorf("lower is better, reversed: %+v", r)
+	}
+	// One seed: a win is inconclusive, a loss did not hold.
+	if r := judgeClaim([]float64{0.9}, []float64{0.1}, false); r.Verdict != verdictInconclusive {
+		t.Errorf("one seed win: %+v", r)
+	}
+	if r := judgeClaim([]float64{0.1}, []float64{0.9}, false); r.Verdict != verdictNotHeld {
+		t.Errorf("one seed loss: %+v", r)
+	}
+	if r := judgeClaim(nil, []float64{0.9, 0.8}, false); r.Verdict != verdictInconclusive || !strings.Contains(r.Why, "missing") {
+		t.Errorf("missing metric: %+v", r)
+	}
+}

@@ -1,0 +1,388 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
+)
+
+// Options say where and how a bench runs.
+type Options struct {
+	// Dir is the results directory (runs/, base/, results.md ...).
+	Dir string
+	// Only, when set, restricts training to these arms; the report still
+	// covers every arm with finished runs.
+	Only []string
+	// Jobs is how many arm-seeds train at a time (default 1).
+	Jobs int
+	// Exe is the cde-run binary each arm-seed trains in, as a child
+	// process `Exe train --config ... --run-dir ...` (required by Run).
+	Exe string
+	// Command is how the bench was invoked, recorded in DIR/commands.txt
+	// and quoted by the report.
+	Command string
+	// Output receives progress lines and the runs' output (nil: none); TTY
+	// says it is a terminal (progress bars instead of lines).
+	Output io.Writer
+	TTY    bool
+	// Log receives structured messages (failures, the report's path).
+	Log zerolog.Logger
+}
+
+func (o *Options) out() io.Writer {
+	if o.Output == nil {
+		return io.Discard
+	}
+	return o.Output
+}
+
+// RunDir is the run directory of one arm-seed of a bench in dir.
+func RunDir(dir, arm string, seed uint64) string {
+	return filepath.Join(dir, "runs", arm, fmt.Sprintf("seed-%d", seed))
+}
+
+// doneMark is the DONE marker of a finished arm-seed.
+type doneMark struct {
+	Finished string  `json:"finished"`
+	Seconds  float64 `json:"seconds"` // training wall time over all attempts
+}
+
+// Files of a bench directory and of its runs.
+const (
+	DoneFile     = "DONE"
+	SpecFile     = "bench-input.yaml" // the arm-seed's config from the bench layers
+	timeFile     = "bench-time.json"  // wall time of unfinished attempts
+	HeadStdFile  = "head_std.json"    // the Figure 7b measurement
+	commandsFile = "commands.txt"     // the bench commands that trained into DIR
+)
+
+// Run validates spec (Validate), trains every arm-seed not yet DONE in
+// o.Dir (resuming unfinished ones from their last checkpoint), then writes
+// the report (Report) also when some arm-seed failed. A cancelled ctx
+// stops the running trainings after they checkpoint and returns
+// context.Canceled without a report.
+func Run(ctx context.Context, spec *Spec, o Options) error {
+	if o.Exe == "" {
+		return errors.New("bench: Options.Exe: the cde-run binary to train with is required")
+	}
+	if err := spec.Validate(o.Dir, o.Only...); err != nil {
+		return err
+	}
+	if err := recordCommand(o.Dir, o.Command); err != nil {
+		return err
+	}
+	runErr := train(ctx, spec, o)
+	if errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	if rerr := writeReport(spec, o.Dir, o.Command, o.Log); rerr != nil {
+		return errors.Join(runErr, rerr)
+	}
+	return runErr
+}
+
+// Report validates spec and writes DIR/results.md, DIR/results.csv and
+// DIR/plots/ from the finished arm-seeds in o.Dir; it trains nothing.
+func Report(spec *Spec, o Options) error {
+	if err := spec.Validate(o.Dir, o.Only...); err != nil {
+		return err
+	}
+	return writeReport(spec, o.Dir, o.Command, o.Log)
+}
+
+// recordCommand adds command to DIR/commands.txt (once), for the report.
+func recordCommand(dir, command string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if command == "" {
+		return nil
+	}
+	path := filepath.Join(dir, commandsFile)
+	old, _ := os.ReadFile(path)
+	for _, l := range strings.Split(string(old), "\n") {
+		if l == command {
+			return nil
+		}
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(f, command)
+	return f.Close()
+}
+
+// job is one arm-seed.
+type job struct {
+	arm  Arm
+	seed uint64
+	base string // the base policy resolved up front ("" to let train decide)
+}
+
+// train trains every arm-seed not yet DONE, seed-major (all arms of the
+// first seed first, so a bench stopped early still compares every arm),
+// with up to o.Jobs arm-seeds at a time.
+func train(ctx context.Context, spec *Spec, o Options) error {
+	dir, jobs, stderr := o.Dir, max(o.Jobs, 1), o.out()
+	var all []job
+	for _, seed := range spec.Seeds {
+		for _, arm := range spec.Arms {
+			if len(o.Only) == 0 || slices.Contains(o.Only, arm.Name) {
+				all = append(all, job{arm: arm, seed: seed})
+			}
+		}
+	}
+	// Skip the finished ones; make the missing base policies first, one at
+	// a time in this process (so parallel runs never pretrain the same base
+	// twice).
+	var todo []job
+	bases := map[string]string{}
+	finished := 0
+	for i, j := range all {
+		run := RunDir(dir, j.arm.Name, j.seed)
+		if _, err := os.Stat(filepath.Join(run, DoneFile)); err == nil {
+			if err := checkSpecUnchanged(spec, dir, j.arm, j.seed, run); err != nil {
+				return err
+			}
+			finished++
+			fmt.Fprintf(stderr, "bench [%d/%d] %s seed %d: done, skipping (%s)\n", i+1, len(all), j.arm.Name, j.seed, run)
+			continue
+		}
+		if ck, _ := core.LatestCheckpoint(run); ck == "" {
+			cfg, err := spec.ArmConfig(dir, j.arm, j.seed)
+			if err != nil {
+				return err
+			}
+			if cfg.Model.Checkpoint == "auto" {
+				key := filepath.Join(cfg.Pretrain.Dir, session.BaseKey(cfg))
+				if j.base = bases[key]; j.base == "" {
+					if j.base, err = session.ResolveBase(ctx, cfg, o.Log, session.Output{W: stderr, TTY: o.TTY}); err != nil {
+						return err
+					}
+					bases[key] = j.base
+				}
+			}
+		}
+		todo = append(todo, j)
+	}
+	start := time.Now()
+	var mu sync.Mutex // guards the counters below and output lines
+	var durations []time.Duration
+	var failed []string
+	started := 0
+	eta := func() string {
+		if len(durations) == 0 {
+			return "unknown"
+		}
+		var sum time.Duration
+		for _, d := range durations {
+			sum += d
+		}
+		left := len(todo) - len(durations) - len(failed)
+		return (sum / time.Duration(len(durations)) * time.Duration(left) / time.Duration(min(jobs, max(left, 1)))).Round(time.Second).String()
+	}
+	work := make(chan job)
+	var wg sync.WaitGroup
+	for range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				if ctx.Err() != nil {
+					continue
+				}
+				run := RunDir(dir, j.arm.Name, j.seed)
+				mu.Lock()
+				started++
+				label := fmt.Sprintf("bench [%d/%d] %s seed %d", finished+started, len(all), j.arm.Name, j.seed)
+				fmt.Fprintf(stderr, "%s: starting (%d/%d arm-seeds done, bench elapsed %s, ETA %s)\n",
+					label, finished+len(durations), len(all), time.Since(start).Round(time.Second), eta())
+				mu.Unlock()
+				out := stderr
+				if jobs > 1 {
+					out = &prefixWriter{mu: &mu, w: stderr, prefix: fmt.Sprintf("[%s seed %d] ", j.arm.Name, j.seed)}
+				}
+				t0 := time.Now()
+				err := runArmSeed(ctx, o.Exe, spec, dir, j, run, out, o.Log)
+				if pw, ok := out.(*prefixWriter); ok {
+					pw.Flush()
+				}
+				mu.Lock()
+				switch {
+				case ctx.Err() != nil:
+					fmt.Fprintf(stderr, "%s: interrupted; rerun the same command to continue\n", label)
+				case err != nil:
+					o.Log.Error().Err(err).Str("arm", j.arm.Name).Uint64("seed", j.seed).Msg("arm-seed failed")
+					failed = append(failed, fmt.Sprintf("%s seed %d", j.arm.Name, j.seed))
+				default:
+					durations = append(durations, time.Since(t0))
+					fmt.Fprintf(stderr, "%s: finished in %s (%d/%d arm-seeds done, ETA %s)\n", label,
+						time.Since(t0).Round(time.Second), finished+len(durations), len(all), eta())
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- j
+	}
+	close(work)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return context.Canceled
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("bench: %d arm-seed(s) failed: %s (rerun to retry them)", len(failed), strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// prefixWriter writes whole lines, each with a prefix, under a shared lock
+// (the output of parallel runs).
+type prefixWriter struct {
+	mu     *sync.Mutex
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := strings.IndexAny(string(p.buf), "\n\r")
+		if i < 0 {
+			return len(b), nil
+		}
+		line := p.buf[:i]
+		if len(line) > 0 {
+			p.mu.Lock()
+			fmt.Fprintf(p.w, "%s%s\n", p.prefix, line)
+			p.mu.Unlock()
+		}
+		p.buf = p.buf[i+1:]
+	}
+}
+
+// Flush writes a last unterminated line.
+func (p *prefixWriter) Flush() {
+	if len(p.buf) > 0 {
+		p.Write([]byte("\n"))
+	}
+}
+
+// checkSpecUnchanged refuses to reuse a run whose bench config changed.
+func checkSpecUnchanged(spec *Spec, dir string, arm Arm, seed uint64, run string) error {
+	old, err := os.ReadFile(filepath.Join(run, SpecFile))
+	if err != nil {
+		return nil // made by hand or by an older bench: trust it
+	}
+	cfg, err := spec.ArmConfig(dir, arm, seed)
+	if err != nil {
+		return err
+	}
+	now, _ := yaml.Marshal(cfg.Raw)
+	if string(now) != string(old) {
+		return fmt.Errorf("bench: %s: the config of arm %s seed %d changed since this run was made (see %s); remove %s to rerun it",
+			run, arm.Name, seed, filepath.Join(run, SpecFile), run)
+	}
+	return nil
+}
+
+// runArmSeed trains one arm-seed in its run directory (resuming from its
+// last checkpoint when it has one), measures the critic head spread when
+// the run has several heads, and writes DONE.
+func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, run string, out io.Writer, log zerolog.Logger) error {
+	arm, seed := j.arm, j.seed
+	cfg, err := spec.ArmConfig(dir, arm, seed)
+	if err != nil {
+		return err
+	}
+	specYAML, _ := yaml.Marshal(cfg.Raw)
+	var prev float64
+	if data, err := os.ReadFile(filepath.Join(run, timeFile)); err == nil {
+		var bt doneMark
+		if json.Unmarshal(data, &bt) == nil {
+			prev = bt.Seconds
+		}
+	}
+	ckpt := ""
+	if _, err := os.Stat(run); err == nil {
+		if ckpt, err = core.LatestCheckpoint(run); err != nil {
+			return err
+		}
+	}
+	if ckpt != "" {
+		if err := checkSpecUnchanged(spec, dir, arm, seed, run); err != nil {
+			return err
+		}
+	}
+	var args []string
+	if ckpt != "" {
+		fmt.Fprintf(out, "bench: %s seed %d: resuming from %s\n", arm.Name, seed, ckpt)
+		args = []string{"train", "--resume", run}
+	} else {
+		// Nothing to resume: start clean.
+		if err := os.RemoveAll(run); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(run, 0o755); err != nil {
+			return err
+		}
+		input := specYAML
+		if j.base != "" {
+			extra, _ := yaml.Marshal(map[string]any{"model": map[string]any{"checkpoint": j.base}})
+			full, err := spec.ArmConfig(dir, arm, seed, extra)
+			if err != nil {
+				return err
+			}
+			input, _ = yaml.Marshal(full.Raw)
+		}
+		if err := os.WriteFile(filepath.Join(run, SpecFile), specYAML, 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(run, "bench-train.yaml"), input, 0o644); err != nil {
+			return err
+		}
+		args = []string{"train", "--config", filepath.Join(run, "bench-train.yaml"), "--run-dir", run}
+	}
+	t0 := time.Now()
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), "GOMLX_NO_AUTO_INSTALL=1")
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 2 * time.Minute
+	runErr := cmd.Run()
+	secs := prev + time.Since(t0).Seconds()
+	if runErr != nil {
+		data, _ := json.Marshal(doneMark{Seconds: secs})
+		os.WriteFile(filepath.Join(run, timeFile), data, 0o644)
+		if ctx.Err() != nil {
+			return context.Canceled
+		}
+		return fmt.Errorf("%s %s: %w", exe, strings.Join(args, " "), runErr)
+	}
+	if err := measureHeadStd(ctx, run, log); err != nil { // one at a time: it builds a model in this process
+		return fmt.Errorf("critic head std: %w", err)
+	}
+	data, _ := json.MarshalIndent(doneMark{Finished: time.Now().UTC().Format(time.RFC3339), Seconds: secs}, "", "  ")
+	return os.WriteFile(filepath.Join(run, DoneFile), append(data, '\n'), 0o644)
+}

@@ -1,0 +1,301 @@
+// Package bench runs a matrix of named arms (overlays of algorithm and
+// strategies on one base config) x seeds head to head and writes a
+// paper-style report: tables of held-out accuracy as mean ± std over seeds,
+// plots, the critic head spread by prompt set, and a verdict per claim.
+// docs/bench.md describes the bench file, the run directories and the
+// report; `cde-run bench` is a thin layer of flags over this package:
+//
+//	spec, err := bench.Load("bench/smoke.yaml")
+//	err = bench.Run(ctx, spec, bench.Options{Dir: "out", Exe: "/path/to/cde-run"})
+package bench
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/tasks"
+)
+
+// Spec is a parsed bench file (docs/bench.md).
+type Spec struct {
+	File        string // the bench file as given
+	Stem        string // its name without directory and extension
+	Description string
+	Base        []byte // the base config as a YAML document
+	Seeds       []uint64
+	Arms        []Arm
+	Claims      []Claim
+}
+
+// Arm is one named overlay on the base config.
+type Arm struct {
+	Name    string
+	Overlay []byte // YAML document (empty for none)
+}
+
+// Claim says arm Better beats arm Than on the final value of Metric.
+type Claim struct {
+	Name          string
+	Better, Than  string
+	Metric        string
+	LowerIsBetter bool
+}
+
+var armNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// Load reads and strictly validates a bench file (ParseSpec).
+func Load(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return ParseSpec(data, path)
+}
+
+// specErr prefixes a key error of core.Params ("config: KEY: why") with
+// the bench file instead: "bench FILE: KEY: why".
+func specErr(name string, err error) error {
+	return fmt.Errorf("bench %s: %s", name, strings.TrimPrefix(err.Error(), "config: "))
+}
+
+// finishKnown marks keys as known and reports an unknown key of p first,
+// before any value is read (a misspelt key is the likeliest mistake).
+func finishKnown(p *core.Params, keys ...string) error {
+	for _, k := range keys {
+		p.Has(k)
+	}
+	return p.Finish()
+}
+
+// ParseSpec parses a bench file's contents. name is the file's path: it
+// prefixes every error (with the key path, e.g. `arms[2].name`), names the
+// results, and a `base:` file path is relative to its directory. It does
+// not check the arms' configs (Validate does).
+func ParseSpec(data []byte, name string) (*Spec, error) {
+	var top map[string]any
+	if err := yaml.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("bench %s: %w", name, err)
+	}
+	if top == nil {
+		return nil, fmt.Errorf("bench %s: empty file", name)
+	}
+	p := core.NewParams("", top)
+	if err := finishKnown(p, "description", "base", "seeds", "arms", "claims"); err != nil {
+		return nil, specErr(name, err)
+	}
+	spec := &Spec{File: name, Stem: strings.TrimSuffix(filepath.Base(name), filepath.Ext(name)),
+		Description: p.String("description", "")}
+
+	switch b := top["base"].(type) {
+	case nil:
+		p.Fail("base", "required: a config mapping or the path of a config file")
+	case string:
+		file := b
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(filepath.Dir(name), file)
+		}
+		d, err := os.ReadFile(file)
+		p.Check(err == nil, "base", "%v", err)
+		spec.Base = d
+	case map[string]any:
+		d, err := yaml.Marshal(b)
+		p.Check(err == nil, "base", "%v", err)
+		spec.Base = d
+	default:
+		p.Fail("base", "want a config mapping or a file path, got %v (%T)", b, b)
+	}
+
+	seeds, ok := top["seeds"].([]any)
+	p.Check(ok && len(seeds) > 0, "seeds", "required: a non-empty list of seeds, got %v", top["seeds"])
+	seen := map[float64]bool{}
+	for i, s := range seeds {
+		key := fmt.Sprintf("seeds[%d]", i)
+		n, ok := core.ToFloat(s)
+		if !ok || n < 0 || n != math.Trunc(n) || n > 1<<53 {
+			p.Fail(key, "want an integer >= 0, got %v", s)
+			break
+		}
+		p.Check(!seen[n], key, "seed %d listed twice", uint64(n))
+		seen[n] = true
+		spec.Seeds = append(spec.Seeds, uint64(n))
+	}
+	if err := p.Err(); err != nil {
+		return nil, specErr(name, err)
+	}
+
+	arms, ok := top["arms"].([]any)
+	if !ok || len(arms) == 0 {
+		p.Fail("arms", "required: a non-empty list of {name, config}")
+	}
+	names := map[string]bool{}
+	for i, a := range arms {
+		arm, err := parseArm(a, fmt.Sprintf("arms[%d]", i), names)
+		if err != nil {
+			return nil, specErr(name, err)
+		}
+		spec.Arms = append(spec.Arms, arm)
+	}
+	if err := p.Err(); err != nil {
+		return nil, specErr(name, err)
+	}
+
+	if v, ok := top["claims"]; ok && v != nil {
+		claims, ok := v.([]any)
+		p.Check(ok, "claims", "want a list of {name, better, than, metric, lower_is_better}")
+		for i, c := range claims {
+			cl, err := parseClaim(c, fmt.Sprintf("claims[%d]", i), names)
+			if err != nil {
+				return nil, specErr(name, err)
+			}
+			spec.Claims = append(spec.Claims, cl)
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, specErr(name, err)
+	}
+	return spec, nil
+}
+
+// parseArm reads arms[i] ({name, config}); names collects the arm names.
+func parseArm(v any, key string, names map[string]bool) (Arm, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Arm{}, fmt.Errorf("config: %s: want a mapping {name, config}, got %v", key, v)
+	}
+	p := core.NewParams(key, m)
+	if err := finishKnown(p, "name", "config"); err != nil {
+		return Arm{}, err
+	}
+	arm := Arm{Name: p.String("name", "")}
+	if p.Err() == nil {
+		p.Check(armNameRE.MatchString(arm.Name), "name", "want a name of letters, digits, '_', '.', '-', got %v", m["name"])
+		p.Check(!names[arm.Name], "name", "arm %q listed twice", arm.Name)
+	}
+	names[arm.Name] = true
+	if c := p.Map("config"); c != nil {
+		d, err := yaml.Marshal(c)
+		p.Check(err == nil, "config", "%v", err)
+		arm.Overlay = d
+	}
+	return arm, p.Finish()
+}
+
+// parseClaim reads claims[i]; names are the arms.
+func parseClaim(v any, key string, names map[string]bool) (Claim, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Claim{}, fmt.Errorf("config: %s: want a mapping, got %v", key, v)
+	}
+	p := core.NewParams(key, m)
+	if err := finishKnown(p, "name", "better", "than", "metric", "lower_is_better"); err != nil {
+		return Claim{}, err
+	}
+	var cl Claim
+	for _, f := range []struct {
+		k   string
+		dst *string
+	}{{"name", &cl.Name}, {"better", &cl.Better}, {"than", &cl.Than}, {"metric", &cl.Metric}} {
+		*f.dst = p.String(f.k, "")
+		p.Check(p.Err() != nil || *f.dst != "", f.k, "required string, got %v", m[f.k])
+	}
+	if p.Err() == nil {
+		p.Check(names[cl.Better], "better", "no arm named %q", cl.Better)
+		p.Check(names[cl.Than], "than", "no arm named %q", cl.Than)
+		p.Check(cl.Better != cl.Than, "than", "compares arm %q with itself", cl.Than)
+	}
+	cl.LowerIsBetter = p.Bool("lower_is_better", false)
+	return cl, p.Finish()
+}
+
+// armLayers are the config layers of one arm-seed: pretrain.dir under the
+// bench directory (unless the base or the arm sets it) < base < arm < seed.
+func (s *Spec) armLayers(dir string, arm Arm, seed uint64) [][]byte {
+	pd, _ := yaml.Marshal(map[string]any{"pretrain": map[string]any{"dir": filepath.Join(dir, "base")}})
+	layers := [][]byte{pd, s.Base}
+	if len(arm.Overlay) > 0 {
+		layers = append(layers, arm.Overlay)
+	}
+	return append(layers, []byte(fmt.Sprintf("seed: %d\n", seed)))
+}
+
+// ArmConfig is the resolved config of one arm-seed of a bench in dir
+// (layers: docs/bench.md), with extra layers on top.
+func (s *Spec) ArmConfig(dir string, arm Arm, seed uint64, extra ...[]byte) (*core.Config, error) {
+	cfg, err := core.LoadConfig(core.LoadOptions{Layers: append(s.armLayers(dir, arm, seed), extra...)})
+	if err != nil {
+		return nil, fmt.Errorf("bench %s: arm %s: %w", s.File, arm.Name, err)
+	}
+	return cfg, nil
+}
+
+// Arm returns the arm named name.
+func (s *Spec) Arm(name string) (Arm, bool) {
+	for _, a := range s.Arms {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Arm{}, false
+}
+
+// Validate resolves every arm-seed's config for a bench in dir and builds
+// its task, algorithm and strategies (no model), so a bad key fails before
+// anything runs; only must name arms of s.
+func (s *Spec) Validate(dir string, only ...string) error {
+	for _, o := range only {
+		if _, ok := s.Arm(o); !ok {
+			return fmt.Errorf("bench: --only %s: no such arm in %s", o, s.File)
+		}
+	}
+	for _, arm := range s.Arms {
+		for _, seed := range s.Seeds {
+			cfg, err := s.ArmConfig(dir, arm, seed)
+			if err != nil {
+				return err
+			}
+			if seed != s.Seeds[0] {
+				continue
+			}
+			if _, err := criticHeads(cfg); err != nil {
+				return fmt.Errorf("bench %s: arm %s: %w", s.File, arm.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// criticHeads builds the task, algorithm and strategies of cfg (no model)
+// and returns the number of critic heads the run will have (0: no critic).
+func criticHeads(cfg *core.Config) (int, error) {
+	task, err := tasks.New(core.NewParams("task", cfg.Task))
+	if err != nil {
+		return 0, err
+	}
+	algo, err := session.BuildAlgorithm(cfg)
+	if err != nil {
+		return 0, err
+	}
+	strats, err := session.BuildStrategies(cfg, algo, zerolog.Nop())
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		for _, st := range strats {
+			if c, ok := st.(core.Closer); ok {
+				c.Close()
+			}
+		}
+	}()
+	tr := &core.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats}
+	n, err := tr.Needs()
+	return n.ValueHeads, err
+}

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"maps"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tasks"
 )
 
 // cdeRun is the cde-run binary the runner trains with, built once.
@@ -362,5 +367,39 @@ func TestJudgeClaim(t *testing.T) {
 	}
 	if r := judgeClaim(nil, []float64{0.9, 0.8}, false); r.Verdict != verdictInconclusive || !strings.Contains(r.Why, "missing") {
 		t.Errorf("missing metric: %+v", r)
+	}
+}
+
+// levelTask is a task of another kind whose training problems are level 5.
+type levelTask struct{ core.Task }
+
+func (levelTask) SampleTrain(_ *rand.Rand, n int) []core.Problem {
+	return slices.Repeat([]core.Problem{{Level: 5}}, n)
+}
+
+// TestTrainLevels checks the levels that label eval sets "held-out".
+func TestTrainLevels(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "train.jsonl")
+	if err := os.WriteFile(file, []byte(`{"prompt": "1+1=", "answer": "2", "level": 2}`+"\n"+`{"prompt": "2+2=", "answer": "4"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		task map[string]any
+		want []int
+	}{
+		{map[string]any{"name": "arith"}, []int{1, 2}},
+		{map[string]any{"name": "arith", "levels": []any{1, 3}}, []int{1, 3}},
+		{map[string]any{"name": "jsonl", "path": file}, []int{0, 2}},
+	} {
+		task, err := tasks.New(core.NewParams("task", c.task))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Sorted(maps.Keys(trainLevels(task))); !slices.Equal(got, c.want) {
+			t.Errorf("%v: levels %v, want %v", c.task, got, c.want)
+		}
+	}
+	if got := slices.Sorted(maps.Keys(trainLevels(levelTask{}))); !slices.Equal(got, []int{5}) {
+		t.Errorf("another task: levels %v, want [5]", got)
 	}
 }

@@ -10,10 +10,10 @@
 // shaped rewards and eps defaults to 1e-6. A group of one response gets A = 0.
 // A_i is copied to every valid token of the response.
 //
-// Config keys (`algorithm:` mapping): norm_by_std (bool, true), eps (number,
-// 1e-6). The shared algorithm keys gamma, lambda and whiten are accepted so one
-// `algorithm:` block can switch between algorithms, but GRPO ignores them:
-// GRPO advantages are never whitened and there is no per-token discounting.
+// Config keys (`algorithm:` mapping, besides name): norm_by_std (bool,
+// true), eps (number, 1e-6). GRPO advantages are never whitened and there
+// is no per-token discounting, so another algorithm's key (gamma, lambda,
+// whiten of ppo) is an error naming that algorithm.
 package grpo
 
 import (
@@ -24,7 +24,7 @@ import (
 )
 
 func init() {
-	core.RegisterAlgorithm("grpo", New)
+	core.RegisterAlgorithm("grpo", New, "norm_by_std", "eps") // its keys besides name
 }
 
 // GRPO is the group-normalised advantage estimator.
@@ -40,10 +40,6 @@ func New(p *core.Params) (core.Algorithm, error) {
 		Eps:       p.Float("eps", 1e-6),
 	}
 	p.Check(g.Eps >= 0, "eps", "must be >= 0, got %v", g.Eps)
-	// Shared algorithm keys: type-checked, then ignored (see package doc).
-	p.Float("gamma", 1)
-	p.Float("lambda", 1)
-	p.Bool("whiten", false)
 	if err := p.Err(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/cde-rl/cde/algos/ppo" // registers ppo, whose keys grpo rejects by name
 	"github.com/cde-rl/cde/core"
 )
 
@@ -137,7 +138,7 @@ func TestAdvantagesNonFinite(t *testing.T) {
 }
 
 func TestFactory(t *testing.T) {
-	a := build(t, map[string]any{"norm_by_std": false, "eps": 0.1, "gamma": 0.9, "lambda": 0.95, "whiten": true})
+	a := build(t, map[string]any{"name": "grpo", "norm_by_std": false, "eps": 0.1})
 	g := a.(*GRPO)
 	if g.NormByStd || g.Eps != 0.1 {
 		t.Fatalf("got %+v", g)
@@ -152,7 +153,11 @@ func TestFactory(t *testing.T) {
 		{map[string]any{"bogus": 1}, "algorithm.bogus"},
 		{map[string]any{"norm_by_std": 1}, "algorithm.norm_by_std"},
 		{map[string]any{"eps": -1}, "algorithm.eps"},
-		{map[string]any{"gamma": "x"}, "algorithm.gamma"},
+		// ppo's keys are not grpo's, whatever their value.
+		{map[string]any{"gamma": "x"}, "config: algorithm.gamma: not a key of grpo (it belongs to ppo)"},
+		{map[string]any{"lambda": 0.95}, "config: algorithm.lambda: not a key of grpo (it belongs to ppo)"},
+		{map[string]any{"whiten": false}, "config: algorithm.whiten: not a key of grpo (it belongs to ppo)"},
+		{map[string]any{"bogus": 1}, "config: algorithm.bogus: unknown key (the keys of grpo: eps, name, norm_by_std)"},
 	}
 	for _, tc := range bad {
 		_, err := core.NewAlgorithm("grpo", core.NewParams("algorithm", tc.m))

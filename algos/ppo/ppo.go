@@ -14,9 +14,9 @@
 // masked_whiten): A = (A - mean) / sqrt(var + 1e-8), var the sample variance
 // (divisor n-1). The mean stays subtracted. Returns are not whitened.
 //
-// Config keys: gamma (1.0), lambda (1.0), whiten (true). norm_by_std is a
-// GRPO key, accepted and ignored so one `algorithm:` block can switch
-// algorithms.
+// Config keys (`algorithm:` mapping, besides name): gamma (1.0), lambda
+// (1.0), whiten (true). Another algorithm's key (norm_by_std or eps of
+// grpo) is an error naming that algorithm.
 package ppo
 
 import (
@@ -27,7 +27,7 @@ import (
 )
 
 func init() {
-	core.RegisterAlgorithm("ppo", New)
+	core.RegisterAlgorithm("ppo", New, "gamma", "lambda", "whiten") // its keys besides name
 }
 
 // WhitenEps is added to the variance before the square root.
@@ -48,7 +48,6 @@ func New(p *core.Params) (core.Algorithm, error) {
 	}
 	p.Check(a.Gamma >= 0 && a.Gamma <= 1, "gamma", "must be in [0, 1], got %v", a.Gamma)
 	p.Check(a.Lambda >= 0 && a.Lambda <= 1, "lambda", "must be in [0, 1], got %v", a.Lambda)
-	p.Bool("norm_by_std", true) // GRPO only; accepted and ignored
 	if err := p.Err(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/cde-rl/cde/algos/grpo" // registers grpo, whose keys ppo rejects by name
 	"github.com/cde-rl/cde/core"
 )
 
@@ -155,7 +156,7 @@ func TestRollout(t *testing.T) {
 	eqs(t, "R0 not whitened", r.Seqs[0].Returns, []float64{1, 1, 1})
 
 	// whiten: false leaves advantages alone.
-	b := build(t, map[string]any{"whiten": false, "norm_by_std": true})
+	b := build(t, map[string]any{"whiten": false})
 	r.Seqs[1].Advantages = []float64{3}
 	if err := b.Finalize(r); err != nil || r.Seqs[1].Advantages[0] != 3 {
 		t.Fatalf("whiten false: %v %v", err, r.Seqs[1].Advantages)
@@ -198,7 +199,7 @@ func TestValuesErrors(t *testing.T) {
 }
 
 func TestFactory(t *testing.T) {
-	p := build(t, map[string]any{"gamma": 0.99, "lambda": 0.95, "whiten": false, "norm_by_std": false}).(*PPO)
+	p := build(t, map[string]any{"name": "ppo", "gamma": 0.99, "lambda": 0.95, "whiten": false}).(*PPO)
 	if p.Gamma != 0.99 || p.Lambda != 0.95 || p.Whiten {
 		t.Fatalf("got %+v", p)
 	}
@@ -212,7 +213,10 @@ func TestFactory(t *testing.T) {
 		{map[string]any{"gamma": 1.5}, "algorithm.gamma"},
 		{map[string]any{"lambda": -0.1}, "algorithm.lambda"},
 		{map[string]any{"whiten": "maybe"}, "algorithm.whiten"},
-		{map[string]any{"eps": 1e-6}, "algorithm.eps"}, // GRPO-only key, unknown here
+		// grpo's keys are not ppo's, whatever their value.
+		{map[string]any{"eps": 1e-6}, "config: algorithm.eps: not a key of ppo (it belongs to grpo)"},
+		{map[string]any{"norm_by_std": true}, "config: algorithm.norm_by_std: not a key of ppo (it belongs to grpo)"},
+		{map[string]any{"bogus": 1}, "config: algorithm.bogus: unknown key (the keys of ppo: gamma, lambda, name, whiten)"},
 	}
 	for _, tc := range bad {
 		_, err := core.NewAlgorithm("ppo", core.NewParams("algorithm", tc.m))

@@ -138,7 +138,20 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 	if len(inputs) != len(e.params) {
 		return nil, errors.Errorf("executable %q takes %d inputs, got %d", e.name, len(e.params), len(inputs))
 	}
-	st := &execState{e: e, values: make([]*store, e.maxIdx()+1)}
+	e.mu.Lock()
+	p := e.pool
+	e.pool = nil
+	e.mu.Unlock()
+	if p == nil { // a concurrent execution holds it
+		p = newPool()
+	}
+	st := p.state(e)
+	defer func() {
+		clear(st.values) // hold no buffers between executions
+		e.mu.Lock()
+		e.pool = p
+		e.mu.Unlock()
+	}()
 	for i, in := range inputs {
 		buf, err := e.backend.buffer(in)
 		if err != nil {
@@ -152,17 +165,6 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 		// through the pool once dead).
 		st.values[p.idx] = &store{flat: buf.flat, refs: 1, pooled: i < len(donate) && donate[i]}
 	}
-	e.mu.Lock()
-	st.pool, e.pool = e.pool, nil
-	e.mu.Unlock()
-	if st.pool == nil { // a concurrent execution holds it
-		st.pool = newPool()
-	}
-	defer func() {
-		e.mu.Lock()
-		e.pool = st.pool
-		e.mu.Unlock()
-	}()
 	defer func() {
 		if r := recover(); r != nil {
 			err = errors.Errorf("backend %q: executing %q failed at node %d: %v\n%s", Name, e.name, st.pos, r, debug.Stack())
@@ -286,9 +288,24 @@ func (st *execState) alias(n *node, i int) {
 	st.values[n.idx] = s
 }
 
-// pool recycles float32 buffers between nodes and between executions.
+// pool recycles float32 buffers between nodes and between executions, and
+// the execution state of the execution holding it.
 type pool struct {
 	f32 map[int][][]float32
+	st  *execState
+}
+
+// state returns the pool's execState, reset for an execution of e (kept
+// with the pool so that executions do not allocate it).
+func (p *pool) state(e *Executable) *execState {
+	n := e.maxIdx() + 1
+	if p.st == nil || cap(p.st.values) < n {
+		p.st = &execState{values: make([]*store, n)}
+	}
+	st := p.st
+	*st = execState{e: e, pool: p, values: st.values[:n]}
+	clear(st.values)
+	return st
 }
 
 func newPool() *pool { return &pool{f32: map[int][][]float32{}} }

@@ -1,9 +1,6 @@
 package core
 
-import (
-	"fmt"
-	"sort"
-)
+import "fmt"
 
 // The checks of what a strategy's hooks return, shared by everything that
 // calls hooks: the Trainer, the conformance kit (core/strategytest) and the
@@ -88,12 +85,7 @@ func CheckLossTerms(lt LossTerms) error {
 // finite. Names are checked in sorted order, so the error is the same
 // whatever the map's iteration order.
 func CheckObserve(metrics map[string]float64) error {
-	names := make([]string, 0, len(metrics))
-	for k := range metrics {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range sortedKeys(metrics) {
 		if k == "" {
 			return fmt.Errorf("empty metric name")
 		}

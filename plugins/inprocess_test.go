@@ -15,12 +15,8 @@ import (
 	"github.com/cde-rl/cde/plugins"
 	pb "github.com/cde-rl/cde/plugins/proto"
 
-	_ "github.com/cde-rl/cde/algos/grpo"
-	_ "github.com/cde-rl/cde/algos/ppo"
-	_ "github.com/cde-rl/cde/strategies/entropy"
-	_ "github.com/cde-rl/cde/strategies/multihead"
-	_ "github.com/cde-rl/cde/strategies/ppl"
-	_ "github.com/cde-rl/cde/strategies/simhash"
+	_ "github.com/cde-rl/cde/algos/all"
+	_ "github.com/cde-rl/cde/strategies/all"
 )
 
 var inTree = []struct {

@@ -25,10 +25,7 @@ import (
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/plugins"
 	"github.com/cde-rl/cde/plugins/sdk"
-	_ "github.com/cde-rl/cde/strategies/entropy"
-	_ "github.com/cde-rl/cde/strategies/multihead"
-	_ "github.com/cde-rl/cde/strategies/ppl"
-	_ "github.com/cde-rl/cde/strategies/simhash"
+	_ "github.com/cde-rl/cde/strategies/all"
 )
 
 type bad struct {

@@ -7,6 +7,8 @@
 //	cde-run shape     --config FILE --in ROLLOUT.json
 //	cde-run plugins   check PATH
 //	cde-run bench     -c BENCH.yaml [--jobs N]
+//	cde-run tokenize  --model DIR [--decode]
+//	cde-run verify
 //
 // Every command has --help.
 package main
@@ -25,6 +27,8 @@ Commands:
   shape      apply a config's algorithm and strategies to a recorded batch
   plugins    check an out-of-process strategy plugin (plugins check PATH)
   bench      run arms x seeds head to head and write a report (bench -c BENCH.yaml)
+  tokenize   token ids of JSON strings with a model's tokenizer.json (--decode reverses)
+  verify     check {"response", "answer"} lines with the math verifier
 
 Run "cde-run COMMAND --help" for a command's flags.
 `
@@ -41,6 +45,8 @@ func main() {
 		"shape":    cmdShape,
 		"plugins":  cmdPlugins,
 		"bench":    cmdBench,
+		"tokenize": cmdTokenize,
+		"verify":   cmdVerify,
 	}
 	name := os.Args[1]
 	if name == "-h" || name == "--help" || name == "help" {

@@ -1,6 +1,10 @@
 package tokenizer
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+	"unicode/utf8"
+)
 
 // merge is one BPE merge rule: its rank (lower merges first) and the id of
 // the merged token.
@@ -9,30 +13,52 @@ type merge struct {
 	id   int32
 }
 
-// bpe is a byte-level BPE model.
+// bpe is a BPE model: byte-level (symbols are bytes) or, for
+// SentencePiece-style files, char-level (symbols are runes, with byte
+// fallback for runes outside the vocabulary).
 type bpe struct {
 	byteID       [256]int32       // id of each single-byte token
 	rawVocab     map[string]int32 // token ids keyed by their raw bytes
 	merges       map[uint64]merge // keyed by pairKey(left, right)
 	ignoreMerges bool             // a whole word in the vocabulary is one token
 
+	charLevel    bool
+	vocab        map[string]int32 // char-level: token ids by text
+	byteFallback bool
+	byteToken    [256]int32 // char-level: id of "<0xXX>", -1 when absent
+	unk          int32      // char-level: unknown-token id, -1 when absent
+	fuseUnk      bool
+
 	mu    sync.RWMutex
 	cache map[string][]int32
 }
 
-const maxCache = 1 << 16
+const (
+	maxCache     = 1 << 16
+	maxCachedLen = 256 // longer words are not cached
+)
+
+// byteTokenName is the vocabulary entry of a fallback byte.
+func byteTokenName(b byte) string { return fmt.Sprintf("<0x%02X>", b) }
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 // encodeWord appends the ids of one pre-token (raw bytes) to dst.
 func (m *bpe) encodeWord(dst []int32, word string) []int32 {
-	if len(word) == 1 {
+	if len(word) == 1 && !m.charLevel {
 		return append(dst, m.byteID[word[0]])
 	}
 	if m.ignoreMerges {
-		if id, ok := m.rawVocab[word]; ok {
+		v := m.rawVocab
+		if m.charLevel {
+			v = m.vocab
+		}
+		if id, ok := v[word]; ok {
 			return append(dst, id)
 		}
+	}
+	if len(word) > maxCachedLen {
+		return append(dst, m.merge(m.initial(word))...)
 	}
 	m.mu.RLock()
 	ids, ok := m.cache[word]
@@ -40,7 +66,7 @@ func (m *bpe) encodeWord(dst []int32, word string) []int32 {
 	if ok {
 		return append(dst, ids...)
 	}
-	ids = m.merge(word)
+	ids = m.merge(m.initial(word))
 	m.mu.Lock()
 	if len(m.cache) < maxCache {
 		m.cache[word] = ids
@@ -49,15 +75,62 @@ func (m *bpe) encodeWord(dst []int32, word string) []int32 {
 	return append(dst, ids...)
 }
 
-// merge applies the merge rules to word, lowest rank first and leftmost
-// first among equal ranks.
-func (m *bpe) merge(word string) []int32 {
-	n := len(word)
-	ids := make([]int32, n)
+// initial returns the symbols of word before any merge.
+func (m *bpe) initial(word string) []int32 {
+	ids := make([]int32, 0, len(word))
+	if !m.charLevel {
+		for i := 0; i < len(word); i++ {
+			ids = append(ids, m.byteID[word[i]])
+		}
+		return ids
+	}
+	prevUnk := false
+	for i := 0; i < len(word); {
+		_, w := utf8.DecodeRuneInString(word[i:])
+		ch := word[i : i+w]
+		i += w
+		if id, ok := m.vocab[ch]; ok {
+			ids = append(ids, id)
+			prevUnk = false
+			continue
+		}
+		if m.byteFallback && m.hasByteTokens(ch) {
+			for k := 0; k < len(ch); k++ {
+				ids = append(ids, m.byteToken[ch[k]])
+			}
+			prevUnk = false
+			continue
+		}
+		if m.unk >= 0 {
+			if !(m.fuseUnk && prevUnk) {
+				ids = append(ids, m.unk)
+			}
+			prevUnk = true
+		}
+		// Without an unknown token the rune is dropped, as the reference does.
+	}
+	return ids
+}
+
+func (m *bpe) hasByteTokens(ch string) bool {
+	for k := 0; k < len(ch); k++ {
+		if m.byteToken[ch[k]] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// merge applies the merge rules to the symbols ids, lowest rank first and
+// leftmost first among equal ranks.
+func (m *bpe) merge(ids []int32) []int32 {
+	n := len(ids)
+	if n < 2 {
+		return ids
+	}
 	next := make([]int32, n)
 	prev := make([]int32, n)
 	for i := 0; i < n; i++ {
-		ids[i] = m.byteID[word[i]]
 		next[i] = int32(i + 1)
 		prev[i] = int32(i - 1)
 	}

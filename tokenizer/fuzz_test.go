@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -26,6 +27,15 @@ func FuzzRoundTrip(f *testing.F) {
 			want := s
 			if tok.nfc {
 				want = norm.NFC.String(s)
+			}
+			if !tok.byteLevel {
+				// SentencePiece-style: '▁' decodes as ' ', and each segment
+				// between added tokens gets a '▁' prefix, so only text
+				// without added tokens round-trips (with '▁' as ' ').
+				if strings.Contains(s, "<s>") || strings.Contains(s, "</s>") || strings.Contains(s, "<unk>") {
+					continue
+				}
+				want = strings.ReplaceAll(want, "▁", " ")
 			}
 			if got := tok.Decode(ids); got != want {
 				t.Fatalf("%s: Decode(Encode(%q)) = %q; ids %v", name, s, got, ids)

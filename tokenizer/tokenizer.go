@@ -25,16 +25,32 @@ import (
 // concurrent use.
 type Tokenizer struct {
 	model     *bpe
-	nfc       bool
+	byteLevel bool       // ByteLevel pre-tokenizer and decoder; else SentencePiece-style
+	norms     []normStep // the normalizer, in order
+	nfc       bool       // norms include NFC
 	splits    []splitStep
 	added     addedMatcher
 	idToToken []string // token text by id, "" for unused ids
 	tokenToID map[string]int32
-	idBytes   [][]byte // decoded bytes by id
+	idBytes   [][]byte // decoded bytes by id (SentencePiece-style: the text with '▁' as ' ')
+	spByte    []int16  // SentencePiece-style: the byte of a "<0xXX>" token, else -1
+	spStrip   int      // SentencePiece-style: leading spaces the decoder strips
 	bos       int32
 	eos       int32
 	pad       int32
 }
+
+// normStep is one normalizer: NFC, Prepend(a) or Replace(a -> b).
+type normStep struct {
+	kind byte
+	a, b string
+}
+
+const (
+	normNFC byte = iota
+	normPrepend
+	normReplace
+)
 
 // splitStep is one Split pre-tokenizer.
 type splitStep struct {
@@ -164,6 +180,9 @@ func parse(b []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	t := &Tokenizer{bos: -1, eos: -1, pad: -1}
+	if err := t.parseDecoder(f.Decoder); err != nil {
+		return nil, err
+	}
 	if err := t.parseNormalizer(f.Normalizer); err != nil {
 		return nil, err
 	}
@@ -173,12 +192,6 @@ func parse(b []byte) (*Tokenizer, error) {
 	if err := parsePostProcessor(f.PostProcessor, "post_processor"); err != nil {
 		return nil, err
 	}
-	if f.Decoder == nil {
-		return nil, fmt.Errorf("decoder is null; only ByteLevel is supported")
-	}
-	if typ := f.Decoder.typ(); typ != "ByteLevel" {
-		return nil, unsupported("decoder.type", typ)
-	}
 	if err := t.parseModel(f.Model); err != nil {
 		return nil, err
 	}
@@ -186,7 +199,18 @@ func parse(b []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	t.idBytes = make([][]byte, len(t.idToToken))
+	if !t.byteLevel {
+		t.spByte = make([]int16, len(t.idToToken))
+	}
 	for id, tok := range t.idToToken {
+		if !t.byteLevel {
+			t.spByte[id] = -1
+			if b, ok := parseByteToken(tok); ok {
+				t.spByte[id] = int16(b)
+			}
+			t.idBytes[id] = []byte(strings.ReplaceAll(tok, "▁", " "))
+			continue
+		}
 		if raw, ok := byteLevelDecode(tok); ok {
 			t.idBytes[id] = raw
 		} else {
@@ -196,34 +220,108 @@ func parse(b []byte) (*Tokenizer, error) {
 	return t, nil
 }
 
+// parseByteToken recognises a "<0xXX>" byte-fallback token.
+func parseByteToken(tok string) (byte, bool) {
+	if len(tok) != 6 || !strings.HasPrefix(tok, "<0x") || tok[5] != '>' {
+		return 0, false
+	}
+	var b byte
+	for _, c := range []byte(tok[3:5]) {
+		switch {
+		case c >= '0' && c <= '9':
+			b = b<<4 | (c - '0')
+		case c >= 'a' && c <= 'f':
+			b = b<<4 | (c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			b = b<<4 | (c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return b, true
+}
+
+// parseDecoder accepts ByteLevel, or the SentencePiece-style sequence
+// Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", start, 0) of Llama-2.
+func (t *Tokenizer) parseDecoder(c component) error {
+	if c == nil {
+		return fmt.Errorf("decoder is null; only ByteLevel and the SentencePiece-style sequence are supported")
+	}
+	switch typ := c.typ(); typ {
+	case "ByteLevel":
+		t.byteLevel = true
+		return nil
+	case "Sequence":
+	default:
+		return unsupported("decoder.type", typ)
+	}
+	var list []component
+	if err := json.Unmarshal(c["decoders"], &list); err != nil {
+		return fmt.Errorf("decoder.decoders: %v", err)
+	}
+	want := []string{"Replace", "ByteFallback", "Fuse", "Strip"}
+	if len(list) != len(want) {
+		return fmt.Errorf("decoder Sequence of %d decoders is not supported (only Replace, ByteFallback, Fuse, Strip)", len(list))
+	}
+	for i, d := range list {
+		if d.typ() != want[i] {
+			return fmt.Errorf("decoder.decoders[%d].type %q is not supported (only the sequence Replace, ByteFallback, Fuse, Strip)", i, d.typ())
+		}
+	}
+	var pat struct{ String *string }
+	_ = json.Unmarshal(list[0]["pattern"], &pat)
+	if pat.String == nil || *pat.String != "▁" || list[0].str("content") != " " {
+		return fmt.Errorf("decoder.decoders[0]: only Replace of the String \"▁\" by \" \" is supported")
+	}
+	var start, stop int
+	if list[3].str("content") != " " || json.Unmarshal(list[3]["start"], &start) != nil || json.Unmarshal(list[3]["stop"], &stop) != nil || stop != 0 || start < 0 {
+		return fmt.Errorf("decoder.decoders[3]: only Strip of \" \" at the start is supported")
+	}
+	t.spStrip = start
+	return nil
+}
+
 func (t *Tokenizer) parseNormalizer(c component) error {
 	if c == nil {
 		return nil
 	}
-	switch typ := c.typ(); typ {
-	case "NFC":
-		t.nfc = true
-		return nil
-	case "Sequence":
-		var list []component
+	list := []component{c}
+	if c.typ() == "Sequence" {
+		list = nil
 		if err := json.Unmarshal(c["normalizers"], &list); err != nil {
 			return fmt.Errorf("normalizer.normalizers: %v", err)
 		}
-		for _, n := range list {
-			if n.typ() != "NFC" {
-				return unsupported("normalizer.type", n.typ())
-			}
-			t.nfc = true
-		}
-		return nil
-	default:
-		return unsupported("normalizer.type", typ)
 	}
+	for _, n := range list {
+		switch typ := n.typ(); typ {
+		case "NFC":
+			t.nfc = true
+			t.norms = append(t.norms, normStep{kind: normNFC})
+		case "Prepend":
+			t.norms = append(t.norms, normStep{kind: normPrepend, a: n.str("prepend")})
+		case "Replace":
+			var pat struct{ String *string }
+			_ = json.Unmarshal(n["pattern"], &pat)
+			if pat.String == nil || *pat.String == "" {
+				return fmt.Errorf("normalizer Replace: only a non-empty String pattern is supported, not %s", n["pattern"])
+			}
+			t.norms = append(t.norms, normStep{kind: normReplace, a: *pat.String, b: n.str("content")})
+		default:
+			return unsupported("normalizer.type", typ)
+		}
+	}
+	return nil
 }
 
 func (t *Tokenizer) parsePreTokenizer(c component) error {
+	if !t.byteLevel {
+		if c != nil {
+			return fmt.Errorf("pre_tokenizer.type %q is not supported with the SentencePiece-style decoder (only null)", c.typ())
+		}
+		return nil
+	}
 	if c == nil {
-		return fmt.Errorf("pre_tokenizer is null; a ByteLevel pre-tokenizer is required")
+		return fmt.Errorf("pre_tokenizer is null; a ByteLevel pre-tokenizer is required with the ByteLevel decoder")
 	}
 	list := []component{c}
 	if c.typ() == "Sequence" {
@@ -344,7 +442,7 @@ func (t *Tokenizer) parseModel(c component) error {
 		return fmt.Errorf("model.vocab: %v", err)
 	}
 	m := &bpe{rawVocab: make(map[string]int32, len(vocab)), merges: map[uint64]merge{},
-		ignoreMerges: c.flag("ignore_merges"), cache: map[string][]int32{}}
+		ignoreMerges: c.flag("ignore_merges"), cache: map[string][]int32{}, unk: -1}
 	t.tokenToID = make(map[string]int32, len(vocab))
 	maxID := int32(-1)
 	for tok, id := range vocab {
@@ -361,12 +459,32 @@ func (t *Tokenizer) parseModel(c component) error {
 	for tok, id := range vocab {
 		t.idToToken[id] = tok
 	}
-	for b := 0; b < 256; b++ {
-		id, ok := vocab[string(byteToRune[b])]
-		if !ok {
-			return fmt.Errorf("model.vocab lacks the byte-level symbol %q for byte 0x%02x", string(byteToRune[b]), b)
+	if t.byteLevel {
+		for b := 0; b < 256; b++ {
+			id, ok := vocab[string(byteToRune[b])]
+			if !ok {
+				return fmt.Errorf("model.vocab lacks the byte-level symbol %q for byte 0x%02x", string(byteToRune[b]), b)
+			}
+			m.byteID[b] = id
 		}
-		m.byteID[b] = id
+	} else {
+		m.charLevel = true
+		m.vocab = vocab
+		m.byteFallback = c.flag("byte_fallback")
+		m.fuseUnk = c.flag("fuse_unk")
+		for b := 0; b < 256; b++ {
+			m.byteToken[b] = -1
+			if id, ok := vocab[byteTokenName(byte(b))]; ok {
+				m.byteToken[b] = id
+			}
+		}
+		if u := c.str("unk_token"); u != "" {
+			id, ok := vocab[u]
+			if !ok {
+				return fmt.Errorf("model.unk_token %q is not in the vocabulary", u)
+			}
+			m.unk = id
+		}
 	}
 	pairs, err := parseMerges(c["merges"])
 	if err != nil {
@@ -505,8 +623,17 @@ func (t *Tokenizer) encodeSegment(ids []int32, s string) []int32 {
 	if s == "" {
 		return ids
 	}
-	if t.nfc && !norm.NFC.IsNormalString(s) {
-		s = norm.NFC.String(s)
+	for _, st := range t.norms {
+		switch st.kind {
+		case normNFC:
+			if !norm.NFC.IsNormalString(s) {
+				s = norm.NFC.String(s)
+			}
+		case normPrepend:
+			s = st.a + s
+		case normReplace:
+			s = strings.ReplaceAll(s, st.a, st.b)
+		}
 	}
 	t.pretokenize(s, 0, func(word string) { ids = t.model.encodeWord(ids, word) })
 	return ids
@@ -570,6 +697,9 @@ func (t *Tokenizer) pretokenize(s string, step int, f func(string)) {
 // DecodeBytes returns the bytes that ids stand for; ids outside the
 // vocabulary are skipped, as the reference does.
 func (t *Tokenizer) DecodeBytes(ids []int32) []byte {
+	if !t.byteLevel {
+		return []byte(t.decodeSP(ids, false))
+	}
 	n := 0
 	for _, id := range ids {
 		if id >= 0 && int(id) < len(t.idBytes) {
@@ -589,7 +719,46 @@ func (t *Tokenizer) DecodeBytes(ids []int32) []byte {
 // (a token sequence cut inside a character) become U+FFFD, one per maximal
 // ill-formed subsequence, as the reference decoder does.
 func (t *Tokenizer) Decode(ids []int32) string {
+	if !t.byteLevel {
+		return t.decodeSP(ids, true)
+	}
 	return lossyUTF8(t.DecodeBytes(ids))
+}
+
+// decodeSP decodes with the SentencePiece-style decoder: '▁' becomes ' ',
+// runs of byte tokens become their bytes (with lossy, invalid UTF-8 in a run
+// becomes U+FFFD), and leading spaces are stripped.
+func (t *Tokenizer) decodeSP(ids []int32, lossy bool) string {
+	var sb strings.Builder
+	var run []byte
+	flush := func() {
+		if lossy && !utf8.Valid(run) {
+			// As the reference (@huggingface/tokenizers) does: one U+FFFD per
+			// maximal ill-formed subsequence. (The Rust library writes one
+			// per byte of the run.)
+			sb.WriteString(lossyUTF8(run))
+		} else {
+			sb.Write(run)
+		}
+		run = run[:0]
+	}
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(t.idBytes) || t.idToToken[id] == "" {
+			continue
+		}
+		if b := t.spByte[id]; b >= 0 {
+			run = append(run, byte(b))
+			continue
+		}
+		flush()
+		sb.Write(t.idBytes[id])
+	}
+	flush()
+	out := sb.String()
+	for k := 0; k < t.spStrip && strings.HasPrefix(out, " "); k++ {
+		out = out[1:]
+	}
+	return out
 }
 
 // lossyUTF8 replaces each maximal ill-formed subsequence of b with U+FFFD.

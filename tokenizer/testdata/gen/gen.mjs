@@ -42,10 +42,11 @@ function cases() {
   // NFD input (the normalizer composes it for Qwen3; Llama-3 has no normalizer).
   s.push("cafe\u0301", "e\u0301e\u0301e\u0301", "A\u030a", "n\u0303o", "Ame\u0301lie", "\u1100\u1161\u11a8", "o\u0308\u0301", "Å", "Ω", "ﬀ", "\u0301start", "x\u0327\u0301");
   // Special and added tokens inside text.
-  const specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|reserved_special_token_5|>"];
+  const specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|reserved_special_token_5|>", "<s>", "</s>", "<unk>"];
   for (const t of specials) {
     s.push(t, "a" + t + "b", " " + t + " ", t + t, "x " + t + "\n", "<" + t + ">", t.slice(0, -1));
   }
+  s.push("<s>Hello</s>", "<s> Hello", "Hello <s>", "▁already▁marked", "a▁b", "▁", " ▁ ", "<0x0A>", "\u0000", "\u0001x", "tab\there", "<s><s>", "</s>\n<s>[INST] Hi [/INST]");
   s.push("<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", "<think>\nLet me think.\n</think>\n\nThe answer is 4.", "<|im_start|", "im_start|>", "<|endoftext|><|endoftext|>x");
   // Code.
   s.push("def f(x):\n    return x * 2\n", "for (int i = 0; i < n; i++) {\n\tsum += a[i];\n}", "if err != nil {\n\t\treturn err\n\t}", "const re = /\\s+(?!\\S)/g;", "#include <stdio.h>\nint main(void) { return 0; }", "SELECT * FROM t WHERE id = 42;", "    indented\n        more\n", "x=>x**2", "a&&b||!c", "path/to/file.go:12:5", "https://example.com/a?b=c&d=e#f", "user@example.com", "{\"key\": [1, 2, 3], \"nested\": {\"a\": null}}", "<div class=\"x\">text</div>", "```python\nprint('hi')\n```", "__init__", "camelCaseIdentifier", "snake_case_name", "SCREAMING_CASE", "i++; --j;", ":=", "...", "---", "!!!???", "#### 42");
@@ -63,7 +64,7 @@ function cases() {
 }
 
 const all = cases();
-for (const name of ["qwen3", "llama3"]) {
+for (const name of ["qwen3", "llama3", "llama2"]) {
   const json = JSON.parse(readFileSync(here + `../${name}/tokenizer.json`, "utf8"));
   const config = JSON.parse(readFileSync(here + `../${name}/tokenizer_config.json`, "utf8"));
   const tok = new Tokenizer(json, config);
@@ -73,7 +74,17 @@ for (const name of ["qwen3", "llama3"]) {
     const decoded = tok.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
     out.push({ text, ids, decoded });
   }
-  const doc = { tokenizer: name, reference: "@huggingface/tokenizers " + refVersion, cases: out };
+  // Decoding id sequences cut inside a character (U+FFFD handling).
+  const partial = [];
+  for (const text of ["😀👍🏽", "你好世界", "👨‍👩‍👧‍👦 family", "e\u0301 ünï", "𝔘𝔫", "ab€cd", "Привет"]) {
+    const ids = tok.encode(text, { add_special_tokens: false }).ids;
+    for (let i = 0; i < ids.length; i++) {
+      for (const sub of [ids.slice(0, i + 1), ids.slice(i), ids.slice(i, i + 1)]) {
+        partial.push({ ids: sub, decoded: tok.decode(sub, { skip_special_tokens: false, clean_up_tokenization_spaces: false }) });
+      }
+    }
+  }
+  const doc = { tokenizer: name, reference: "@huggingface/tokenizers " + refVersion, cases: out, partial };
   writeFileSync(here + `../golden_${name}.json`, JSON.stringify(doc, null, 0).replace(/\},\{"text"/g, '},\n{"text"') + "\n");
   console.log(`${name}: ${out.length} cases`);
 }

@@ -238,3 +238,32 @@ func TestGSM8KSelfCheck(t *testing.T) {
 	}
 	t.Logf("%d GSM8K test answers verify against themselves as \\boxed{}, as #### N and as the full solution", n)
 }
+
+// TestMathDocExamples checks the examples of docs/verifier.md section 2.
+func TestMathDocExamples(t *testing.T) {
+	for _, c := range [][2]string{
+		{`\$1,234.50`, "1234.5"}, {`30^\circ`, "30"}, {`30^{\circ}`, "30"}, {`90 \text{ degrees}`, "90"},
+		{`5 \text{ cm}`, "5"}, {`24 \text{cm}^2`, "24"}, {`12\mbox{ square feet}`, "12"}, {"60 mph", "60"},
+		{`\left[ 2, 5 \right)`, "[2,5)"}, {`(-\infty, 3]`, `(-\infty,3]`}, {`10\,000`, "10000"},
+		{`1{,}000`, "1000"}, {`1\!000`, "1000"}, {`\dfrac{\sqrt3}{2}`, `\frac{\sqrt{3}}{2}`},
+		{`-\frac{1}{3}`, `\frac{-1}{3}`}, {`\textbf{Tuesday}`, "Tuesday"}, {`$\frac{7}{8}$`, "0.875"},
+		{"18.50", "+18.5"}, {"1,450,000", "1450000"}, {`\frac{3}{4}`, "3/4"}, {"3/4", "0.75"},
+		{"2/4", "0.5"}, {"6/3", "2"}, {"2/6", `\frac{1}{3}`}, {"x = 5", "5"}, {"y=2x+3", "2x+3"},
+		{`\sqrt[3]2`, `\sqrt[3]{2}`}, {`\frac 3 8`, `\frac{3}{8}`},
+	} {
+		if !MathAnswersEqual(c[0], c[1]) {
+			t.Errorf("%q and %q differ (%q, %q)", c[0], c[1], NormalizeMathAnswer(c[0]), NormalizeMathAnswer(c[1]))
+		}
+	}
+	for _, c := range [][2]string{
+		{"0.333", `\frac{1}{3}`}, {`50\%`, "0.5"}, {`\frac{1}{\sqrt{2}}`, `\frac{\sqrt{2}}{2}`},
+		{"[2,5]", "[2,5)"}, {"5x", "5"}, {"1e3", "1000"}, {`2\frac{1}{2}`, "2.5"}, {"5 m", "5"},
+	} {
+		if MathAnswersEqual(c[0], c[1]) {
+			t.Errorf("%q and %q are equal (%q)", c[0], c[1], NormalizeMathAnswer(c[0]))
+		}
+	}
+	if got := NormalizeMathAnswer("5 m"); got != "5m" {
+		t.Errorf(`NormalizeMathAnswer("5 m") = %q`, got)
+	}
+}

@@ -52,7 +52,7 @@ func benchEncode(b *testing.B, name string, cold bool) {
 // iteration, on one goroutine, with the word cache warm (as in training) or
 // emptied before each iteration.
 func BenchmarkEncodeGSM8K(b *testing.B) {
-	for _, name := range []string{"qwen3", "llama3"} {
+	for _, name := range []string{"qwen3", "llama3", "llama2"} {
 		b.Run(name+"/warm", func(b *testing.B) { benchEncode(b, name, false) })
 		b.Run(name+"/cold", func(b *testing.B) { benchEncode(b, name, true) })
 	}

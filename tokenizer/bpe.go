@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -69,7 +70,9 @@ func (m *bpe) encodeWord(dst []int32, word string) []int32 {
 	ids = m.merge(m.initial(word))
 	m.mu.Lock()
 	if len(m.cache) < maxCache {
-		m.cache[word] = ids
+		// Clone: word is a substring of the caller's text, which the
+		// cache must not keep alive.
+		m.cache[strings.Clone(word)] = ids
 	}
 	m.mu.Unlock()
 	return append(dst, ids...)

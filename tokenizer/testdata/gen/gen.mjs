@@ -60,6 +60,21 @@ function cases() {
     const r = JSON.parse(l);
     s.push(r.question, r.answer);
   }
+  // Random mixtures of the tricky pieces (fixed seed, so the list is stable).
+  let seed = 12345;
+  const rand = () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const pool = [" ", " ", "  ", "\t", "\n", "\r", "\r\n", "a", "Z", "word", "é", "e\u0301", "1", "42", "٣", "'", "'s", "'LL", "ſ", "你", "好", "😀", "\u200d", "👍🏽", ".", "!", ",", "$", "\\", "{", "<|im_end|>", "<think>", "<|eot_id|>", "<s>", "</s>", "▁", "\u00a0", "\u0085", "\u3000", "\ufeff", "\u0000", "ß", "İ", "Ω", "x²", "½"];
+  for (let i = 0; i < 200; i++) {
+    const n = 1 + Math.floor(rand() * 16);
+    let t = "";
+    for (let k = 0; k < n; k++) t += pool[Math.floor(rand() * pool.length)];
+    s.push(t);
+  }
   return [...new Set(s)];
 }
 

@@ -3,7 +3,8 @@ package core
 import (
 	"fmt"
 	"math"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -81,7 +82,7 @@ func checkShapedFinite(r *Rollout) error {
 // checkMetricsFinite returns a *NonFiniteError for the first non-finite
 // metric whose name starts with one of prefixes (the update's metrics).
 func checkMetricsFinite(m map[string]float64, prefixes ...string) error {
-	keys := sortedKeys(m)
+	keys := slices.Sorted(maps.Keys(m))
 	for _, k := range keys {
 		for _, p := range prefixes {
 			if strings.HasPrefix(k, p) && !finite(m[k]) {
@@ -90,13 +91,4 @@ func checkMetricsFinite(m map[string]float64, prefixes ...string) error {
 		}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,6 +1,10 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // The checks of what a strategy's hooks return, shared by everything that
 // calls hooks: the Trainer, the conformance kit (core/strategytest) and the
@@ -85,7 +89,7 @@ func CheckLossTerms(lt LossTerms) error {
 // finite. Names are checked in sorted order, so the error is the same
 // whatever the map's iteration order.
 func CheckObserve(metrics map[string]float64) error {
-	for _, k := range sortedKeys(metrics) {
+	for _, k := range slices.Sorted(maps.Keys(metrics)) {
 		if k == "" {
 			return fmt.Errorf("empty metric name")
 		}

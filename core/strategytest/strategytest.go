@@ -30,11 +30,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"testing"
 
 	"github.com/cde-rl/cde/algos/grpo"
@@ -618,15 +619,6 @@ func guard(f func() error) (err error) {
 	return f()
 }
 
-func sortedKeys(m map[string]float64) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
 // compare requires bit-identical outputs and names the first difference.
 func compare(a, b StepOutputs) error {
 	if err := eq1("RewardBonus", a.RewardBonus, b.RewardBonus); err != nil {
@@ -656,7 +648,7 @@ func compare(a, b StepOutputs) error {
 			}
 		}
 	}
-	ka, kb := sortedKeys(a.Metrics), sortedKeys(b.Metrics)
+	ka, kb := slices.Sorted(maps.Keys(a.Metrics)), slices.Sorted(maps.Keys(b.Metrics))
 	if !reflect.DeepEqual(ka, kb) {
 		return fmt.Errorf("Observe metric names: %v vs %v", ka, kb)
 	}

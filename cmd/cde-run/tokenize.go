@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -60,67 +59,34 @@ func cmdTokenize(args []string) int {
 
 // tokenizeStream encodes (or with decode, decodes) in line by line to out.
 func tokenizeStream(tok *tokenizer.Tokenizer, in io.Reader, out io.Writer, decode bool) error {
-	r := bufio.NewReaderSize(in, 1<<16)
-	w := bufio.NewWriterSize(out, 1<<16)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	for lineNo := 1; ; lineNo++ {
-		line, err := r.ReadBytes('\n')
-		if len(line) == 0 && err == io.EOF {
-			break
-		}
-		if err != nil && err != io.EOF {
-			w.Flush()
-			return fmt.Errorf("stdin line %d: %v", lineNo, err)
-		}
-		buf.Reset()
-		var v any
+	return serveLines(in, out, func(line []byte) (any, error) {
 		if decode {
 			var ids []int64
 			if e := json.Unmarshal(line, &ids); e != nil || ids == nil {
-				w.Flush()
-				return fmt.Errorf("stdin line %d: want a JSON array of token ids: %s", lineNo, describe(line, e))
+				return nil, fmt.Errorf("want a JSON array of token ids: %s", describe(line, e))
 			}
 			ids32 := make([]int32, len(ids))
 			for i, id := range ids {
 				if id < 0 || id >= int64(tok.VocabSize()) {
-					w.Flush()
-					return fmt.Errorf("stdin line %d: token id %d is outside the vocabulary (0..%d)", lineNo, id, tok.VocabSize()-1)
+					return nil, fmt.Errorf("token id %d is outside the vocabulary (0..%d)", id, tok.VocabSize()-1)
 				}
 				if _, ok := tok.IDToToken(int32(id)); !ok {
-					w.Flush()
-					return fmt.Errorf("stdin line %d: token id %d is not assigned", lineNo, id)
+					return nil, fmt.Errorf("token id %d is not assigned", id)
 				}
 				ids32[i] = int32(id)
 			}
-			v = tok.Decode(ids32)
-		} else {
-			var s *string
-			if e := json.Unmarshal(line, &s); e != nil || s == nil {
-				w.Flush()
-				return fmt.Errorf("stdin line %d: want a JSON string: %s", lineNo, describe(line, e))
-			}
-			ids := tok.Encode(*s)
-			if ids == nil {
-				ids = []int32{}
-			}
-			v = ids
+			return tok.Decode(ids32), nil
 		}
-		if e := enc.Encode(v); e != nil {
-			return fmt.Errorf("stdin line %d: %v", lineNo, e)
+		var s *string
+		if e := json.Unmarshal(line, &s); e != nil || s == nil {
+			return nil, fmt.Errorf("want a JSON string: %s", describe(line, e))
 		}
-		w.Write(buf.Bytes())
-		if r.Buffered() == 0 {
-			if e := w.Flush(); e != nil {
-				return e
-			}
+		ids := tok.Encode(*s)
+		if ids == nil {
+			ids = []int32{}
 		}
-		if err == io.EOF {
-			break
-		}
-	}
-	return w.Flush()
+		return ids, nil
+	})
 }
 
 // describe explains why a line was refused.

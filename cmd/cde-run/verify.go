@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -61,41 +60,10 @@ func cmdVerify(args []string) int {
 	return 0
 }
 
-// runVerify answers each JSONL line of in with one JSONL line on out. Output
-// is flushed whenever no more input is buffered, so a caller may write one
-// line and wait for its answer.
+// runVerify answers each JSONL line of in with one JSONL line on out.
 func runVerify(in io.Reader, out io.Writer) error {
-	r := bufio.NewReaderSize(in, 1<<16)
-	w := bufio.NewWriter(out)
 	v := tasks.NewMathVerifier()
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
-		if len(line) == 0 && err == io.EOF {
-			return w.Flush()
-		}
-		if err != nil && err != io.EOF {
-			w.Flush()
-			return fmt.Errorf("stdin line %d: %w", n, err)
-		}
-		res, perr := verifyOne(v, line)
-		if perr != nil {
-			w.Flush()
-			return fmt.Errorf("stdin line %d: %w", n, perr)
-		}
-		if werr := enc.Encode(res); werr != nil {
-			return fmt.Errorf("stdout: %w", werr)
-		}
-		if r.Buffered() == 0 || err == io.EOF {
-			if ferr := w.Flush(); ferr != nil {
-				return fmt.Errorf("stdout: %w", ferr)
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-	}
+	return serveLines(in, out, func(line []byte) (any, error) { return verifyOne(v, line) })
 }
 
 // verifyOne checks one input line.

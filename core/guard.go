@@ -2,8 +2,8 @@ package core
 
 import (
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 )

@@ -22,7 +22,8 @@ type Tokenizer interface {
 	Encode(text string) []int32
 	Decode(ids []int32) string
 	VocabSize() int
-	// BOS starts every prompt; EOS ends a response; PAD fills batches.
+	// BOS starts every prompt (a negative id: the tokenizer has none, or the
+	// prompt text already holds it); EOS ends a response; PAD fills batches.
 	BOS() int32
 	EOS() int32
 	PAD() int32

@@ -175,8 +175,12 @@ func (t *Trainer) Collect(step int) (*Rollout, time.Duration, error) {
 	return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, seedGenerate, uint64(step)), t.needs)
 }
 
-// EncodePrompt is BOS followed by the prompt's tokens.
+// EncodePrompt is BOS followed by the prompt's tokens; without BOS (a
+// negative BOS id) only the prompt's tokens.
 func EncodePrompt(tok Tokenizer, prompt string) []int32 {
+	if tok.BOS() < 0 {
+		return tok.Encode(prompt)
+	}
 	return append([]int32{tok.BOS()}, tok.Encode(prompt)...)
 }
 

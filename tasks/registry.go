@@ -1,6 +1,7 @@
 // Package tasks provides the verifiable problem sources: the built-in
-// arithmetic task "arith", the file-backed task "jsonl", the character
-// tokenizer they share and the "Answer:" verifier.
+// arithmetic task "arith", the file-backed task "jsonl", the math dataset
+// task "math" (GSM8K, MATH, verl parquet; chat templates; MathVerifier), the
+// character tokenizer and the "Answer:" verifier.
 package tasks
 
 import (
@@ -24,6 +25,7 @@ var (
 func init() {
 	Register("arith", func(p *core.Params) (core.Task, error) { return asTask(NewArith(p)) })
 	Register("jsonl", func(p *core.Params) (core.Task, error) { return asTask(NewJSONL(p)) })
+	Register("math", func(p *core.Params) (core.Task, error) { return asTask(NewMath(p)) })
 }
 
 // Register makes a task available to `task: {name: NAME}`. Like

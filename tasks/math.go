@@ -1,0 +1,238 @@
+package tasks
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tokenizer"
+)
+
+// Math is the "math" task: free-form math problems read from GSM8K-style
+// or MATH-style JSONL, or verl-style parquet, rendered with a chat template
+// and checked by MathVerifier.
+//
+// Config keys (docs/config.md and docs/math.md):
+//
+//	train             training file (required)
+//	eval              list of {name, path} eval files        default none
+//	format            auto | jsonl | parquet                 default auto (by extension)
+//	prompt_key        prompt field, dotted for nested        default auto
+//	answer_key        answer field, dotted for nested        default auto
+//	tokenizer         "char" or a model directory holding    default char
+//	                  tokenizer.json (tokenizer_config.json)
+//	chat_template     auto | chatml | llama3 | none          default auto
+//	system_prompt     system message ("" for none)           default ""
+//	prompt_suffix     text appended to the last user message default ""
+//	eos_token         token that ends a response (text)      default the tokenizer's
+//	correct_reward    reward of a correct answer             default 1
+//	incorrect_reward  reward of a wrong or missing answer    default -1
+//
+// chat_template auto reads the model directory's tokenizer_config.json
+// (DetectChatTemplate); with the character tokenizer it is none.
+type Math struct {
+	Train    []core.Problem
+	evals    []core.EvalSet
+	tok      core.Tokenizer
+	template ChatTemplate
+	verifier MathVerifier
+}
+
+var (
+	_ core.Task        = (*Math)(nil)
+	_ core.TrainLister = (*Math)(nil)
+)
+
+// mathSource is a file to read: its config key (for errors), path and format.
+type mathSource struct{ key, name, path string }
+
+// NewMath builds the math task from p. It does not call p.Finish; New does.
+func NewMath(p *core.Params) (*Math, error) {
+	t := &Math{}
+	train := p.String("train", "")
+	p.Check(p.Has("train") && train != "", "train", "required (a JSONL or parquet file of training problems)")
+	format := p.String("format", "auto")
+	p.Check(format == "auto" || format == FormatJSONL || format == FormatParquet, "format", "want auto, jsonl or parquet, got %q", format)
+	keys := MathKeys{Prompt: p.String("prompt_key", ""), Answer: p.String("answer_key", "")}
+	tokName := p.String("tokenizer", "char")
+	p.Check(tokName != "", "tokenizer", `want "char" or a model directory`)
+	tplName := p.String("chat_template", "auto")
+	system := p.String("system_prompt", "")
+	suffix := p.String("prompt_suffix", "")
+	eosText := p.String("eos_token", "")
+	p.Check(len(system)+len(suffix) <= MaxPromptBytes, "system_prompt", "with prompt_suffix over the limit of %d bytes", MaxPromptBytes)
+	rw := readRewards(p)
+	t.verifier = MathVerifier{CorrectReward: rw.CorrectReward, IncorrectReward: rw.IncorrectReward}
+	subs, _ := readMaps(p, "eval")
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	var evals []mathSource
+	seen := map[string]bool{}
+	for i, sp := range subs {
+		e := mathSource{key: fmt.Sprintf("%s[%d].path", keyPath(p, "eval"), i), name: sp.String("name", ""), path: sp.String("path", "")}
+		sp.Check(e.name != "", "name", "required")
+		sp.Check(!seen[e.name], "name", "duplicate eval set name %q", e.name)
+		seen[e.name] = true
+		sp.Check(e.path != "", "path", "required")
+		if err := sp.Finish(); err != nil {
+			return nil, err
+		}
+		evals = append(evals, e)
+	}
+
+	// Tokenizer and template.
+	if tokName == "char" {
+		t.tok = NewCharTokenizer()
+		if eosText != "" {
+			return nil, fmt.Errorf("config: %s: the character tokenizer's EOS is fixed; eos_token needs a model directory in %s", keyPath(p, "eos_token"), keyPath(p, "tokenizer"))
+		}
+	} else {
+		tok, err := tokenizer.Load(tokName)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: %w", keyPath(p, "tokenizer"), err)
+		}
+		ct := &chatTokenizer{Tokenizer: tok, bos: tok.BOS(), eos: tok.EOS(), pad: tok.PAD()}
+		if eosText != "" {
+			id, ok := tok.TokenToID(eosText)
+			if !ok {
+				return nil, fmt.Errorf("config: %s: %q is not a token of %s", keyPath(p, "eos_token"), eosText, tokName)
+			}
+			ct.eos = id
+		}
+		if ct.eos < 0 {
+			return nil, fmt.Errorf("config: %s: %s names no eos_token in tokenizer_config.json, so a response could never end; set %s",
+				keyPath(p, "tokenizer"), tokName, keyPath(p, "eos_token"))
+		}
+		if ct.pad < 0 {
+			ct.pad = ct.eos // as Hugging Face users do for models without a pad token
+		}
+		t.tok = ct
+	}
+	var err error
+	switch {
+	case tplName != "auto":
+		if t.template, err = ParseChatTemplate(tplName); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", keyPath(p, "chat_template"), err)
+		}
+	case tokName == "char":
+		t.template = ChatTemplate{Name: ChatNone}
+	default:
+		if t.template, err = DetectChatTemplate(tokName); err != nil {
+			return nil, fmt.Errorf("config: %s (auto): %w", keyPath(p, "chat_template"), err)
+		}
+	}
+	if t.template.IncludesBOS() {
+		if ct, ok := t.tok.(*chatTokenizer); ok {
+			ct.bos = -1 // the rendered prompt starts with the BOS token's text
+		} else {
+			return nil, fmt.Errorf("config: %s: %s writes a BOS token, which the character tokenizer has not; use chatml or none", keyPath(p, "chat_template"), t.template.Name)
+		}
+	}
+
+	load := func(src mathSource) ([]core.Problem, error) {
+		f := format
+		if f == "auto" {
+			var err error
+			if f, err = FormatOf(src.path); err != nil {
+				return nil, fmt.Errorf("config: %s: %w", src.key, err)
+			}
+		}
+		rows, err := LoadMath(src.path, f, keys)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: %w", src.key, err)
+		}
+		if len(rows) == 0 {
+			return nil, fmt.Errorf("config: %s: %s: no problems", src.key, src.path)
+		}
+		base := filepath.Base(src.path)
+		out := make([]core.Problem, len(rows))
+		for i, r := range rows {
+			where := src.path + ":" + strconv.Itoa(r.Row)
+			msgs := r.Messages
+			if system != "" {
+				if msgs[0].Role == "system" {
+					return nil, fmt.Errorf("config: %s: %s: the row has its own system message; leave %s empty for this file",
+						src.key, where, keyPath(p, "system_prompt"))
+				}
+				msgs = append([]Message{{Role: "system", Content: system}}, msgs...)
+			}
+			if suffix != "" {
+				msgs = append([]Message(nil), msgs...)
+				msgs[len(msgs)-1].Content += suffix
+			}
+			out[i] = core.Problem{
+				ID:       base + ":" + strconv.Itoa(r.Row),
+				Prompt:   t.template.Render(msgs),
+				Answer:   r.Answer,
+				Solution: r.Solution,
+				Level:    r.Level,
+				Source:   where,
+			}
+		}
+		return out, nil
+	}
+	if t.Train, err = load(mathSource{key: keyPath(p, "train"), path: train}); err != nil {
+		return nil, err
+	}
+	trainAt := map[string]string{}
+	for _, pr := range t.Train {
+		if _, dup := trainAt[pr.Prompt]; !dup {
+			trainAt[pr.Prompt] = pr.ID
+		}
+	}
+	for _, e := range evals {
+		probs, err := load(e)
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range probs {
+			if id, dup := trainAt[pr.Prompt]; dup {
+				return nil, fmt.Errorf("config: %s: problem %s: prompt also in the training file (%s)", e.key, pr.ID, id)
+			}
+		}
+		t.evals = append(t.evals, core.EvalSet{Name: e.name, Problems: probs})
+	}
+	return t, nil
+}
+
+// chatTokenizer is a model's tokenizer with the task's BOS (none when the
+// chat template writes it), EOS (eos_token) and PAD (the EOS when the model
+// has no pad token).
+type chatTokenizer struct {
+	*tokenizer.Tokenizer
+	bos, eos, pad int32
+}
+
+func (c *chatTokenizer) BOS() int32 { return c.bos }
+func (c *chatTokenizer) EOS() int32 { return c.eos }
+func (c *chatTokenizer) PAD() int32 { return c.pad }
+
+// Name returns "math".
+func (t *Math) Name() string { return "math" }
+
+// Tokenizer returns the configured tokenizer.
+func (t *Math) Tokenizer() core.Tokenizer { return t.tok }
+
+// Verifier returns the MathVerifier with the configured rewards.
+func (t *Math) Verifier() core.Verifier { return t.verifier }
+
+// ChatTemplate returns the template the prompts were rendered with.
+func (t *Math) ChatTemplate() ChatTemplate { return t.template }
+
+// EvalSets returns the eval files' problems, in config order.
+func (t *Math) EvalSets() []core.EvalSet { return t.evals }
+
+// TrainProblems implements core.TrainLister.
+func (t *Math) TrainProblems() []core.Problem { return t.Train }
+
+// SampleTrain draws n training problems uniformly (with replacement).
+func (t *Math) SampleTrain(rng *rand.Rand, n int) []core.Problem {
+	out := make([]core.Problem, 0, max(n, 0))
+	for range n {
+		out = append(out, t.Train[rng.IntN(len(t.Train))])
+	}
+	return out
+}

@@ -1,7 +1,9 @@
 // Package reinforcepp implements REINFORCE++ advantages (DESIGN section 3),
-// registered as algorithm "reinforce_pp": Hu 2025, "REINFORCE++: A Simple
-// and Efficient Approach for Aligning Large Language Models", arXiv
-// 2501.03262.
+// registered as algorithm "reinforce_pp": Hu et al. 2025, REINFORCE++,
+// arXiv 2501.03262 (first version: Hu, "REINFORCE++: A Simple and Efficient
+// Approach for Aligning Large Language Models"; later versions retitled,
+// e.g. "... Stabilizing Critic-Free Policy Optimization with Global
+// Normalization").
 //
 // The reward is the outcome reward r~_i at the last token of response i, so
 // with no discounting (gamma = 1) the return of every valid token is r~_i:
@@ -12,7 +14,8 @@
 // where mu and var are the mean and the sample variance (divisor n-1) of
 // all n valid tokens of the batch (every token of every response, so a
 // long response weighs more than a short one), the same whitening as ppo's
-// (verl's masked_whiten). No group baseline is subtracted: see
+// (verl's masked_whiten; the paper writes (A - mu) / sigma, and the 1e-8
+// only matters when sigma is near 0). No group baseline is subtracted: see
 // reinforce_pp_baseline for that. The whitening runs in Finalize, after the
 // strategies' advantage bonuses, as for ppo; a batch of one token whitens to
 // 0.

@@ -1,8 +1,8 @@
 // Package reinforceppbaseline implements REINFORCE++-baseline advantages
 // (DESIGN section 3), registered as algorithm "reinforce_pp_baseline": Hu
-// 2025, "REINFORCE++: A Simple and Efficient Approach for Aligning Large
-// Language Models", arXiv 2501.03262 (the variant with a group-mean
-// baseline, for groups of responses to one prompt).
+// et al. 2025, REINFORCE++, arXiv 2501.03262 ("REINFORCE++ w/ baseline",
+// the variant for groups of responses to one prompt: group-mean subtraction,
+// then global batch normalisation).
 //
 // For response i of a prompt group g with G responses and shaped rewards r~:
 //

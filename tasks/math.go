@@ -124,12 +124,13 @@ func NewMath(p *core.Params) (*Math, error) {
 			return nil, fmt.Errorf("config: %s (auto): %w", keyPath(p, "chat_template"), err)
 		}
 	}
-	if t.template.IncludesBOS() {
-		if ct, ok := t.tok.(*chatTokenizer); ok {
-			ct.bos = -1 // the rendered prompt starts with the BOS token's text
-		} else {
-			return nil, fmt.Errorf("config: %s: %s writes a BOS token, which the character tokenizer has not; use chatml or none", keyPath(p, "chat_template"), t.template.Name)
-		}
+	if ct, ok := t.tok.(*chatTokenizer); ok && t.template.Name != ChatNone {
+		// As Hugging Face tokenizes a rendered chat (add_special_tokens=False):
+		// the template's text alone decides whether the prompt has a BOS.
+		ct.bos = -1
+	}
+	if _, ok := t.tok.(CharTokenizer); ok && t.template.IncludesBOS() {
+		return nil, fmt.Errorf("config: %s: %s writes a BOS token, which the character tokenizer has not; use chatml or none", keyPath(p, "chat_template"), t.template.Name)
 	}
 
 	load := func(src mathSource) ([]core.Problem, error) {
@@ -198,8 +199,8 @@ func NewMath(p *core.Params) (*Math, error) {
 	return t, nil
 }
 
-// chatTokenizer is a model's tokenizer with the task's BOS (none when the
-// chat template writes it), EOS (eos_token) and PAD (the EOS when the model
+// chatTokenizer is a model's tokenizer with the task's BOS (none with a
+// chat template, whose text holds the BOS token when the model wants one), EOS (eos_token) and PAD (the EOS when the model
 // has no pad token).
 type chatTokenizer struct {
 	*tokenizer.Tokenizer

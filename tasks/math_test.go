@@ -180,6 +180,11 @@ func TestMathLlama3(t *testing.T) {
 	if ids[0] != 128000 || ids[1] != 128006 || tok.BOS() != -1 || tok.EOS() != 128009 || tok.PAD() != 128009 {
 		t.Fatalf("ids %v, BOS %d EOS %d PAD %d", ids[:3], tok.BOS(), tok.EOS(), tok.PAD())
 	}
+	// chatml: the template's text decides, and it writes no BOS.
+	cm := newMath(t, map[string]any{"train": gsmTrain, "tokenizer": llama3Dir, "chat_template": "chatml"})
+	if ids := core.EncodePrompt(cm.Tokenizer(), cm.Train[0].Prompt); ids[0] == 128000 || cm.Tokenizer().EOS() != 128001 {
+		t.Fatalf("chatml ids %v, EOS %d", ids[:3], cm.Tokenizer().EOS())
+	}
 	// none keeps the tokenizer's own BOS, added by EncodePrompt.
 	plain := newMath(t, map[string]any{"train": gsmTrain, "tokenizer": llama3Dir, "chat_template": "none"})
 	if ids := core.EncodePrompt(plain.Tokenizer(), plain.Train[0].Prompt); ids[0] != 128000 || ids[1] == 128000 {

@@ -324,7 +324,6 @@ func checkParquetPages(r io.ReaderAt, md *format.FileMetaData, schema *parquet.S
 	return nil
 }
 
-
 // checkPageRuns checks the run-length/bit-packed hybrid streams of a data
 // page (its repetition and definition levels, and its dictionary indices)
 // hold no more values than the page header says: the library sizes its

@@ -1,0 +1,322 @@
+package xla
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/safetensors"
+)
+
+// hfScope is the context scope of a Hugging Face model's weights; each
+// variable is named exactly as the checkpoint names the tensor
+// ("model.layers.3.self_attn.q_proj.weight"), with HF's [out, in] layout
+// for linear weights, so loading and exporting copy bytes unchanged.
+const hfScope = "hf"
+
+// hfArch holds the graph pieces of a Llama, Qwen2, Qwen3 or Mistral causal
+// LM (package hf reads its config.json), as published in Hugging Face
+// transformers' model definitions:
+//
+//	x = embed_tokens[tokens]
+//	per layer: h = RMSNorm(x); q, k, v = h Wq^T (+bq), h Wk^T (+bk), h Wv^T (+bv)
+//	           Qwen3: q, k = RMSNorm per head (q_norm, k_norm)
+//	           q, k = RoPE(q), RoPE(k)   (rotate-half convention)
+//	           x += softmax(q k^T / sqrt(head_dim) + causal) v  Wo^T (+bo)
+//	           (grouped-query: query head i reads key/value head i / (H/KV))
+//	           h = RMSNorm(x); x += (SiLU(h Wgate^T) * h Wup^T) Wdown^T
+//	logits = RMSNorm(x) W^T, W = lm_head or (tied) embed_tokens
+//
+// RMSNorm(x) = x / sqrt(mean(x^2) + eps) * weight. Everything is float32.
+type hfArch struct {
+	c *hf.Config
+	// cos and sin are the rotary tables [maxLen, head_dim/2], computed on
+	// the host in float32 as transformers does (angle = float32(pos) *
+	// inv_freq in float32, then cos and sin of that float32 angle).
+	cos, sin []float32
+	maxLen   int
+}
+
+func newHFArch(c *hf.Config, maxLen int) *hfArch {
+	half := c.HeadDim / 2
+	inv := c.RopeInvFreq()
+	a := &hfArch{c: c, maxLen: maxLen, cos: make([]float32, maxLen*half), sin: make([]float32, maxLen*half)}
+	for p := range maxLen {
+		for i := range half {
+			angle := float32(p) * float32(inv[i])
+			a.cos[p*half+i] = float32(math.Cos(float64(angle)))
+			a.sin[p*half+i] = float32(math.Sin(float64(angle)))
+		}
+	}
+	return a
+}
+
+// hfParamShapes lists every weight of the model with its shape.
+func hfParamShapes(c *hf.Config) map[string][]int {
+	d, dh, ff := c.Hidden, c.HeadDim, c.Intermediate
+	m := map[string][]int{
+		"model.embed_tokens.weight": {c.Vocab, d},
+		"model.norm.weight":         {d},
+	}
+	if !c.TieEmbeddings {
+		m["lm_head.weight"] = []int{c.Vocab, d}
+	}
+	for l := range c.Layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		m[p+"input_layernorm.weight"] = []int{d}
+		m[p+"post_attention_layernorm.weight"] = []int{d}
+		m[p+"self_attn.q_proj.weight"] = []int{c.Heads * dh, d}
+		m[p+"self_attn.k_proj.weight"] = []int{c.KVHeads * dh, d}
+		m[p+"self_attn.v_proj.weight"] = []int{c.KVHeads * dh, d}
+		m[p+"self_attn.o_proj.weight"] = []int{d, c.Heads * dh}
+		if c.QKVBias {
+			m[p+"self_attn.q_proj.bias"] = []int{c.Heads * dh}
+			m[p+"self_attn.k_proj.bias"] = []int{c.KVHeads * dh}
+			m[p+"self_attn.v_proj.bias"] = []int{c.KVHeads * dh}
+		}
+		if c.OBias {
+			m[p+"self_attn.o_proj.bias"] = []int{d}
+		}
+		if c.QKNorm {
+			m[p+"self_attn.q_norm.weight"] = []int{dh}
+			m[p+"self_attn.k_norm.weight"] = []int{dh}
+		}
+		m[p+"mlp.gate_proj.weight"] = []int{ff, d}
+		m[p+"mlp.up_proj.weight"] = []int{ff, d}
+		m[p+"mlp.down_proj.weight"] = []int{d, ff}
+	}
+	return m
+}
+
+// loadHFParams creates the model's variables in ctx from the checkpoint's
+// tensors (any of F32, F16, BF16, converted to float32). A missing tensor, a
+// tensor of the wrong shape, or a tensor the architecture does not use (a
+// sign that the config and the weights disagree) is an error naming it.
+func loadHFParams(ctx *context.Context, c *hf.Config, set *safetensors.Set) error {
+	want := hfParamShapes(c)
+	for _, name := range set.Names() {
+		if _, ok := want[name]; ok {
+			continue
+		}
+		if strings.HasSuffix(name, "rotary_emb.inv_freq") {
+			continue // a buffer older checkpoints saved; recomputed from config.json
+		}
+		if name == "lm_head.weight" && c.TieEmbeddings {
+			continue // some tied checkpoints store the copy too; the tied table is used
+		}
+		return fmt.Errorf("tensor %q is not a weight of %s as config.json describes it", name, c.Arch)
+	}
+	for _, name := range slices.Sorted(mapsKeys(want)) {
+		shape := want[name]
+		info, ok := set.Info(name)
+		if !ok {
+			return fmt.Errorf("tensor %q: missing from the checkpoint", name)
+		}
+		if !slices.Equal(info.Shape, shape) {
+			return fmt.Errorf("tensor %q: shape %v, config.json implies %v", name, info.Shape, shape)
+		}
+		v, _, err := set.Float32(name)
+		if err != nil {
+			return err
+		}
+		for i, x := range v {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("tensor %q: element %d is %v", name, i, x)
+			}
+		}
+		ctx.In(hfScope).VariableWithValue(name, tensors.FromFlatDataAndDimensions(v, shape...))
+	}
+	return nil
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// initHFParams creates random weights (N(0, std) matrices, unit norm
+// weights, N(0, std) biases) drawn on the host from seed: a random
+// checkpoint of the configured shape.
+func initHFParams(ctx *context.Context, c *hf.Config, seed uint64, std float64) {
+	rng := rand.New(rand.NewPCG(seed, 0x4f))
+	shapes := hfParamShapes(c)
+	for _, name := range slices.Sorted(mapsKeys(shapes)) {
+		dims := shapes[name]
+		n := 1
+		for _, d := range dims {
+			n *= d
+		}
+		data := make([]float32, n)
+		norm := strings.HasSuffix(name, "norm.weight")
+		for i := range data {
+			if norm {
+				data[i] = 1 + float32(rng.NormFloat64()*std)
+			} else {
+				data[i] = float32(rng.NormFloat64() * std)
+			}
+		}
+		ctx.In(hfScope).VariableWithValue(name, tensors.FromFlatDataAndDimensions(data, dims...))
+	}
+}
+
+func (a *hfArch) w(ctx *context.Context, g *graph.Graph, name string) *graph.Node {
+	return param(ctx, g, hfScope, name)
+}
+
+func (a *hfArch) has(ctx *context.Context, name string) bool {
+	return ctx.In(hfScope).GetVariableByScopeAndName(ctx.In(hfScope).Scope(), name) != nil
+}
+
+// rmsNorm is x / sqrt(mean(x^2, last axis) + eps) * weight.
+func rmsNorm(x, weight *graph.Node, eps float64) *graph.Node {
+	last := x.Rank() - 1
+	ms := graph.ReduceAndKeep(graph.Square(x), graph.ReduceMean, last)
+	y := graph.Div(x, graph.Sqrt(graph.AddScalar(ms, eps)))
+	return graph.Mul(y, asRank(weight, x.Rank()))
+}
+
+// linearT applies x[..., in] @ w^T for w [out, in] (HF's layout), plus bias
+// [out] when not nil.
+func linearT(x, w, bias *graph.Node) *graph.Node {
+	dims := x.Shape().Dimensions
+	in := dims[len(dims)-1]
+	rows := x.Shape().Size() / in
+	y := graph.DotGeneral(graph.Reshape(x, rows, in), []int{1}, nil, w, []int{1}, nil)
+	out := append(append([]int{}, dims[:len(dims)-1]...), w.Shape().Dimensions[0])
+	y = graph.Reshape(y, out...)
+	if bias != nil {
+		y = graph.Add(y, asRank(bias, y.Rank()))
+	}
+	return y
+}
+
+// silu is x * sigmoid(x) = x / (1 + exp(-x)).
+func silu(x *graph.Node) *graph.Node {
+	return graph.Div(x, graph.OnePlus(graph.Exp(graph.Neg(x))))
+}
+
+// rope rotates x [B, H, T, dh] by the angles of its positions: with x1, x2
+// the two halves of the last axis, (x1 cos - x2 sin, x2 cos + x1 sin), which
+// is transformers' x*cos + rotate_half(x)*sin. cos, sin: [B, 1, T, dh/2].
+func rope(x, cos, sin *graph.Node) *graph.Node {
+	dh := x.Shape().Dimensions[3]
+	x1 := graph.Slice(x, graph.AxisRange(), graph.AxisRange(), graph.AxisRange(), graph.AxisRange(0, dh/2))
+	x2 := graph.Slice(x, graph.AxisRange(), graph.AxisRange(), graph.AxisRange(), graph.AxisRange(dh/2, dh))
+	return graph.Concatenate([]*graph.Node{
+		graph.Sub(graph.Mul(x1, cos), graph.Mul(x2, sin)),
+		graph.Add(graph.Mul(x2, cos), graph.Mul(x1, sin)),
+	}, 3)
+}
+
+// ropeTables gathers the cos and sin rows of positions pos int32 [B, T],
+// as [B, 1, T, dh/2].
+func (a *hfArch) ropeTables(pos *graph.Node) (cos, sin *graph.Node) {
+	g := pos.Graph()
+	half := a.c.HeadDim / 2
+	b, t := pos.Shape().Dimensions[0], pos.Shape().Dimensions[1]
+	idx := graph.Reshape(pos, b, t, 1)
+	cosT := graph.Const(g, tensors.FromFlatDataAndDimensions(a.cos, a.maxLen, half))
+	sinT := graph.Const(g, tensors.FromFlatDataAndDimensions(a.sin, a.maxLen, half))
+	return graph.Reshape(graph.Gather(cosT, idx), b, 1, t, half), graph.Reshape(graph.Gather(sinT, idx), b, 1, t, half)
+}
+
+// embed returns embed_tokens[tokens], [B, T, d].
+func (a *hfArch) embed(ctx *context.Context, tokens *graph.Node) *graph.Node {
+	b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
+	return graph.Gather(a.w(ctx, tokens.Graph(), "model.embed_tokens.weight"), graph.Reshape(tokens, b, t, 1))
+}
+
+// expandKV repeats each key/value head H/KV times: [B, KV, T, dh] to
+// [B, H, T, dh], query head i reading key/value head i / (H/KV).
+func (a *hfArch) expandKV(x *graph.Node) *graph.Node {
+	rep := a.c.Heads / a.c.KVHeads
+	if rep == 1 {
+		return x
+	}
+	d := x.Shape().Dimensions
+	x = graph.Reshape(x, d[0], d[1], 1, d[2], d[3])
+	x = graph.BroadcastToDims(x, d[0], d[1], rep, d[2], d[3])
+	return graph.Reshape(x, d[0], d[1]*rep, d[2], d[3])
+}
+
+// block runs layer l on x [B, T, d] at positions pos [B, T]. kvFn, when
+// set, maps this layer's fresh (k, v) [B, KV, T, dh] (after RoPE) to the
+// (k, v) to attend to (the KV cache holds the KV heads only); bias is the
+// attention mask, broadcastable to [B, H, T, Tk].
+func (a *hfArch) block(ctx *context.Context, l int, x, cos, sin, bias *graph.Node,
+	kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
+	c := a.c
+	g := x.Graph()
+	p := fmt.Sprintf("model.layers.%d.", l)
+	opt := func(name string) *graph.Node {
+		if a.has(ctx, p+name) {
+			return a.w(ctx, g, p+name)
+		}
+		return nil
+	}
+	h := rmsNorm(x, a.w(ctx, g, p+"input_layernorm.weight"), c.RMSNormEps)
+	heads := func(y *graph.Node, n int) *graph.Node { // [B,T,n*dh] -> [B,n,T,dh]
+		d := y.Shape().Dimensions
+		return graph.TransposeAllAxes(graph.Reshape(y, d[0], d[1], n, c.HeadDim), 0, 2, 1, 3)
+	}
+	q := heads(linearT(h, a.w(ctx, g, p+"self_attn.q_proj.weight"), opt("self_attn.q_proj.bias")), c.Heads)
+	k := heads(linearT(h, a.w(ctx, g, p+"self_attn.k_proj.weight"), opt("self_attn.k_proj.bias")), c.KVHeads)
+	v := heads(linearT(h, a.w(ctx, g, p+"self_attn.v_proj.weight"), opt("self_attn.v_proj.bias")), c.KVHeads)
+	if c.QKNorm {
+		q = rmsNorm(q, a.w(ctx, g, p+"self_attn.q_norm.weight"), c.RMSNormEps)
+		k = rmsNorm(k, a.w(ctx, g, p+"self_attn.k_norm.weight"), c.RMSNormEps)
+	}
+	q, k = rope(q, cos, sin), rope(k, cos, sin)
+	if kvFn != nil {
+		k, v = kvFn(k, v)
+	}
+	att := mergeHeads(attend(q, a.expandKV(k), a.expandKV(v), bias)) // [B,T,H*dh]
+	x = graph.Add(x, linearT(att, a.w(ctx, g, p+"self_attn.o_proj.weight"), opt("self_attn.o_proj.bias")))
+	h = rmsNorm(x, a.w(ctx, g, p+"post_attention_layernorm.weight"), c.RMSNormEps)
+	gate := silu(linearT(h, a.w(ctx, g, p+"mlp.gate_proj.weight"), nil))
+	up := linearT(h, a.w(ctx, g, p+"mlp.up_proj.weight"), nil)
+	return graph.Add(x, linearT(graph.Mul(gate, up), a.w(ctx, g, p+"mlp.down_proj.weight"), nil))
+}
+
+// final applies the last RMSNorm.
+func (a *hfArch) final(ctx *context.Context, x *graph.Node) *graph.Node {
+	return rmsNorm(x, a.w(ctx, x.Graph(), "model.norm.weight"), a.c.RMSNormEps)
+}
+
+// logits maps hidden states [..., d] to [..., V] with the LM head (the
+// embedding table when tied).
+func (a *hfArch) logits(ctx *context.Context, h *graph.Node) *graph.Node {
+	name := "lm_head.weight"
+	if a.c.TieEmbeddings {
+		name = "model.embed_tokens.weight"
+	}
+	return linearT(h, a.w(ctx, h.Graph(), name), nil)
+}
+
+// hidden runs the model on tokens int32 [B, T] at positions 0..T-1 and
+// returns the final-norm states [B, T, d].
+func (a *hfArch) hidden(ctx *context.Context, tokens *graph.Node) *graph.Node {
+	g := tokens.Graph()
+	b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
+	pos := graph.BroadcastToDims(graph.Iota(g, shapesOf(dtypes.Int32, 1, t), 1), b, t)
+	cos, sin := a.ropeTables(pos)
+	x := a.embed(ctx, tokens)
+	bias := causalBias(g, t)
+	for l := range a.c.Layers {
+		x = a.block(ctx, l, x, cos, sin, bias, nil)
+	}
+	return a.final(ctx, x)
+}

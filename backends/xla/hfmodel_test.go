@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -170,5 +171,76 @@ func TestHFForwardMatchesTorch(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// HFModel.LogProbs (padded to a bucket, the tokens after `from`) equals the
+// plain full-sequence forward at the matching positions.
+func TestHFModelLogProbs(t *testing.T) {
+	dir, c := writeTinyHF(t, "qwen3", safetensors.BF16, 3)
+	m, err := LoadHF(dir, "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	seq := []int32{5, 9, 1, 0, 33, 60, 7, 7, 12, 40}
+	targets := append(append([]int32{}, seq[1:]...), 0)
+	full := hfLogProbs(t, dir, c, [][]int32{seq}, [][]int32{targets})[0]
+	for _, from := range []int{1, 4, 9, 10} {
+		got, err := m.LogProbs(seq, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// log p(seq[j] | seq[:j]) is full[j-1].
+		want := full[from-1 : len(seq)-1]
+		if len(got) != len(seq)-from {
+			t.Fatalf("from %d: %d log-probs", from, len(got))
+		}
+		for j := range got {
+			if math.Abs(float64(got[j]-want[j])) > 1e-5 {
+				t.Fatalf("from %d: %v, want %v", from, got, want)
+			}
+		}
+	}
+	for _, c := range []struct {
+		seq  []int32
+		from int
+		want string
+	}{
+		{seq, 0, "want 1 <= from"},
+		{[]int32{1, 61}, 1, "id 61 outside the model's vocabulary of 61"},
+		{make([]int32, 65), 1, "over max_position_embeddings = 64"},
+	} {
+		if _, err := m.LogProbs(c.seq, c.from); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("err = %v, want %q", err, c.want)
+		}
+	}
+}
+
+// A checkpoint that disagrees with its config.json is refused by name.
+func TestLoadHFErrors(t *testing.T) {
+	dir, c := writeTinyHF(t, "llama", safetensors.F32, 4)
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	// A config with one layer more: layer 2's weights are missing.
+	c3 := *c
+	c3.Layers = 3
+	if err := loadHFParams(context.New(), &c3, set); err == nil || !strings.Contains(err.Error(), `"model.layers.2.input_layernorm.weight": missing`) {
+		t.Errorf("missing layer: %v", err)
+	}
+	// A config with one layer fewer: layer 1's weights are not used.
+	c1 := *c
+	c1.Layers = 1
+	if err := loadHFParams(context.New(), &c1, set); err == nil || !strings.Contains(err.Error(), `"model.layers.1.`) || !strings.Contains(err.Error(), "not a weight of LlamaForCausalLM") {
+		t.Errorf("extra layer: %v", err)
+	}
+	// A wider intermediate size: shapes disagree.
+	cw := *c
+	cw.Intermediate = 50
+	if err := loadHFParams(context.New(), &cw, set); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
+		t.Errorf("shape: %v", err)
 	}
 }

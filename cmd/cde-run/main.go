@@ -9,6 +9,7 @@
 //	cde-run bench     -c BENCH.yaml [--jobs N]
 //	cde-run tokenize  --model DIR [--decode]
 //	cde-run verify
+//	cde-run score     --model DIR
 //
 // Every command has --help.
 package main
@@ -29,6 +30,7 @@ Commands:
   bench      run arms x seeds head to head and write a report (bench -c BENCH.yaml)
   tokenize   token ids of JSON strings with a model's tokenizer.json (--decode reverses)
   verify     check {"response", "answer"} lines with the math verifier
+  score      log-probs of {"prompt", "response"} lines under a Hugging Face model
 
 Run "cde-run COMMAND --help" for a command's flags.
 `
@@ -47,6 +49,7 @@ func main() {
 		"bench":    cmdBench,
 		"tokenize": cmdTokenize,
 		"verify":   cmdVerify,
+		"score":    cmdScore,
 	}
 	name := os.Args[1]
 	if name == "-h" || name == "--help" || name == "help" {

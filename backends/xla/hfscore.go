@@ -1,0 +1,97 @@
+package xla
+
+import (
+	"fmt"
+
+	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/safetensors"
+)
+
+// HFModel is a Hugging Face checkpoint (Llama, Qwen2, Qwen3, Mistral)
+// loaded for scoring: `cde-run score`.
+type HFModel struct {
+	Config *hf.Config
+	Dir    string
+	engine backends.Backend
+	ctx    *context.Context
+	execs  map[int]*context.Exec // by padded length
+}
+
+// scoreBucket rounds sequence lengths up, so a stream of different lengths
+// compiles few graphs.
+const scoreBucket = 64
+
+// LoadHF reads dir's config.json and weights (model.safetensors, or the
+// shards model.safetensors.index.json lists) onto the engine (see
+// NewEngine).
+func LoadHF(dir, engine string) (*HFModel, error) {
+	c, err := hf.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	ctx := context.New().Checked(false)
+	if err := loadHFParams(ctx, c, set); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	eng, err := NewEngine(engine)
+	if err != nil {
+		return nil, err
+	}
+	return &HFModel{Config: c, Dir: dir, engine: eng, ctx: ctx, execs: map[int]*context.Exec{}}, nil
+}
+
+// Close releases the engine.
+func (m *HFModel) Close() { m.engine.Finalize() }
+
+// LogProbs returns, for j = from .. len(seq)-1, log p(seq[j] | seq[:j]) at
+// temperature 1: the log-probs of the tokens seq[from:] given what comes
+// before them. from must be >= 1 (the first token has no context).
+func (m *HFModel) LogProbs(seq []int32, from int) ([]float32, error) {
+	if from < 1 || from > len(seq) {
+		return nil, fmt.Errorf("score from token %d of %d: want 1 <= from <= length", from, len(seq))
+	}
+	if len(seq) > m.Config.MaxPositions {
+		return nil, fmt.Errorf("%d tokens: over max_position_embeddings = %d", len(seq), m.Config.MaxPositions)
+	}
+	for i, id := range seq {
+		if id < 0 || int(id) >= m.Config.Vocab {
+			return nil, fmt.Errorf("token %d: id %d outside the model's vocabulary of %d", i, id, m.Config.Vocab)
+		}
+	}
+	t := min((len(seq)+scoreBucket-1)/scoreBucket*scoreBucket, m.Config.MaxPositions)
+	tokens := make([]int32, t)
+	targets := make([]int32, t)
+	copy(tokens, seq)
+	copy(targets, seq[1:])
+	e, ok := m.execs[t]
+	if !ok {
+		arch := newHFArch(m.Config, t)
+		var err error
+		e, err = context.NewExec(m.engine, m.ctx, func(ctx *context.Context, tok, tgt *graph.Node) *graph.Node {
+			lp := graph.LogSoftmax(arch.logits(ctx, arch.hidden(ctx, tok)), -1)
+			tlp, _ := tokenLogProbs(lp, tgt)
+			return tlp
+		})
+		if err != nil {
+			return nil, err
+		}
+		m.execs[t] = e
+	}
+	out, err := run(e, tensors.FromFlatDataAndDimensions(tokens, 1, t), tensors.FromFlatDataAndDimensions(targets, 1, t))
+	if err != nil {
+		return nil, err
+	}
+	all := out[0].Value().([][]float32)[0]
+	// all[j] = log p(seq[j+1] | seq[:j+1]).
+	return append([]float32(nil), all[from-1:len(seq)-1]...), nil
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/tokenizer"
+)
+
+const scoreHelp = `usage: cde-run score --model DIR [--engine E] < in.jsonl > out.jsonl
+
+Scores responses with a Hugging Face causal LM (LlamaForCausalLM,
+Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM): DIR holds
+config.json, model.safetensors (or shards with model.safetensors.index.json)
+and tokenizer.json. Each input line is {"prompt": str, "response": str}; each
+output line is
+  {"prompt_ids": [...], "response_ids": [...], "logprobs": [...]}
+where prompt and response are tokenized separately with no special tokens
+added (special-token text maps to its token), and
+logprobs[j] = log p(response_ids[j] | prompt_ids ++ response_ids[:j]) at
+temperature 1, computed in float32. The prompt must give at least one token.
+
+`
+
+type scoreResult struct {
+	PromptIDs   []int32   `json:"prompt_ids"`
+	ResponseIDs []int32   `json:"response_ids"`
+	LogProbs    []float32 `json:"logprobs"`
+}
+
+func cmdScore(args []string) int {
+	fs := flag.NewFlagSet("score", flag.ContinueOnError)
+	model := fs.String("model", "", "Hugging Face model directory (required)")
+	engine := fs.String("engine", "auto", "compute engine: auto, cpu or go (docs/engine.md)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), scoreHelp)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 || *model == "" {
+		fmt.Fprintln(os.Stderr, "cde-run score: --model DIR is required and takes no arguments")
+		return 2
+	}
+	if err := runScore(*model, *engine, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "cde-run score:", err)
+		return 1
+	}
+	return 0
+}
+
+func runScore(dir, engine string, in io.Reader, out io.Writer) error {
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return err
+	}
+	m, err := xla.LoadHF(dir, engine)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return serveLines(in, out, func(line []byte) (any, error) {
+		var req struct{ Prompt, Response *string }
+		dec := json.NewDecoder(bytes.NewReader(line))
+		if err := dec.Decode(&req); err != nil {
+			return nil, fmt.Errorf(`want a JSON object {"prompt": string, "response": string}: %v`, err)
+		}
+		if req.Prompt == nil || req.Response == nil {
+			return nil, errors.New(`missing string field "prompt" or "response"`)
+		}
+		r := scoreResult{PromptIDs: tok.Encode(*req.Prompt), ResponseIDs: tok.Encode(*req.Response)}
+		if len(r.PromptIDs) == 0 {
+			return nil, errors.New("the prompt gives no tokens: the first response token would have no context")
+		}
+		seq := append(append([]int32{}, r.PromptIDs...), r.ResponseIDs...)
+		if r.LogProbs, err = m.LogProbs(seq, len(r.PromptIDs)); err != nil {
+			return nil, err
+		}
+		return r, nil
+	})
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/tokenizer"
+)
+
+// tinyQwen3Dir writes a random one-layer Qwen3 checkpoint with the real
+// Qwen3 tokenizer files (vocabulary 151,936 rows, width 16).
+func tinyQwen3Dir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(qwen3Dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	}
+	cfg := `{"architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 16, "intermediate_size": 32, "head_dim": 8,
+		"num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-6,
+		"max_position_embeddings": 256, "rope_theta": 1000000.0, "tie_word_embeddings": true, "eos_token_id": 151645}`
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644)
+	rng := rand.New(rand.NewPCG(1, 2))
+	randn := func(n int, mean float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(mean + rng.NormFloat64()*0.3)
+		}
+		return v
+	}
+	p := "model.layers.0."
+	ts := []safetensors.Tensor{
+		safetensors.BF16Tensor("model.embed_tokens.weight", []int{151936, 16}, randn(151936*16, 0)),
+		safetensors.BF16Tensor("model.norm.weight", []int{16}, randn(16, 1)),
+		safetensors.BF16Tensor(p+"input_layernorm.weight", []int{16}, randn(16, 1)),
+		safetensors.BF16Tensor(p+"post_attention_layernorm.weight", []int{16}, randn(16, 1)),
+		safetensors.BF16Tensor(p+"self_attn.q_proj.weight", []int{16, 16}, randn(256, 0)),
+		safetensors.BF16Tensor(p+"self_attn.k_proj.weight", []int{8, 16}, randn(128, 0)),
+		safetensors.BF16Tensor(p+"self_attn.v_proj.weight", []int{8, 16}, randn(128, 0)),
+		safetensors.BF16Tensor(p+"self_attn.o_proj.weight", []int{16, 16}, randn(256, 0)),
+		safetensors.BF16Tensor(p+"self_attn.q_norm.weight", []int{8}, randn(8, 1)),
+		safetensors.BF16Tensor(p+"self_attn.k_norm.weight", []int{8}, randn(8, 1)),
+		safetensors.BF16Tensor(p+"mlp.gate_proj.weight", []int{32, 16}, randn(512, 0)),
+		safetensors.BF16Tensor(p+"mlp.up_proj.weight", []int{32, 16}, randn(512, 0)),
+		safetensors.BF16Tensor(p+"mlp.down_proj.weight", []int{16, 32}, randn(512, 0)),
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// cde-run score tokenizes prompt and response separately and gives
+// log p(response_ids[j] | prompt_ids ++ response_ids[:j]).
+func TestScore(t *testing.T) {
+	dir := tinyQwen3Dir(t)
+	in := `{"prompt": "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", "response": "It is \\boxed{4}.<|im_end|>"}
+{"prompt": "Hi", "response": ""}
+`
+	var out bytes.Buffer
+	if err := runScore(dir, "cpu", strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := xla.LoadHF(dir, "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	dec := json.NewDecoder(&out)
+	for i, pr := range [][2]string{
+		{"<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", "It is \\boxed{4}.<|im_end|>"},
+		{"Hi", ""},
+	} {
+		var r scoreResult
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		p, resp := tok.Encode(pr[0]), tok.Encode(pr[1])
+		if !equalIDs(r.PromptIDs, p) || !equalIDs(r.ResponseIDs, resp) || len(r.LogProbs) != len(resp) {
+			t.Fatalf("line %d: %+v", i+1, r)
+		}
+		if i == 0 && (p[0] != 151644 || resp[len(resp)-1] != 151645) {
+			t.Fatalf("special tokens not mapped: %v %v", p, resp)
+		}
+		// Score each response token alone, as the last token of its prefix.
+		for j := range resp {
+			seq := append(append([]int32{}, p...), resp[:j+1]...)
+			one, err := m.LogProbs(seq, len(seq)-1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(float64(one[0]-r.LogProbs[j])) > 1e-5 || r.LogProbs[j] >= 0 {
+				t.Fatalf("line %d token %d: %v, alone %v", i+1, j, r.LogProbs[j], one[0])
+			}
+		}
+	}
+	for _, c := range []struct{ in, want string }{
+		{`{"prompt": "", "response": "x"}`, "stdin line 1: the prompt gives no tokens"},
+		{`{"prompt": "x"}`, `stdin line 1: missing string field`},
+		{`[1]`, "stdin line 1: want a JSON object"},
+	} {
+		if err := runScore(dir, "cpu", strings.NewReader(c.in+"\n"), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.in, err, c.want)
+		}
+	}
+	if code := cmdScore([]string{"--model", filepath.Join(dir, "nope")}); code != 1 {
+		t.Errorf("missing model: exit %d", code)
+	}
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -21,16 +21,37 @@ type Generation struct {
 	Embedding []float64
 }
 
-// ActorUpdate parameterises one actor update (the PPO clipped surrogate).
+// ActorUpdate parameterises one actor update: the policy loss of
+// PolicyLoss (clipped surrogate, dual clip, ratio level, aggregation), minus
+// EntropyCoef times the aggregated entropy, plus KLCoef times the
+// aggregated KL estimate to the frozen reference (KLEstimator; 0 turns it
+// off, as it is with train.kl_mode: reward).
 type ActorUpdate struct {
 	Epochs      int
 	Minibatches int
 	ClipLow     float64
 	ClipHigh    float64
-	EntropyCoef float64
-	KLCoef      float64
-	Temperature float64
-	Seed        uint64
+	// ClipRatioC is the dual-clip constant (0 = off, else > 1).
+	ClipRatioC float64
+	// LossAggMode is one of LossAggModes ("" = token-mean); RatioLevel is
+	// RatioToken or RatioSequence ("" = token); MaxResponseTokens is Lmax
+	// of seq-mean-token-sum-norm.
+	LossAggMode       string
+	RatioLevel        string
+	MaxResponseTokens int
+	EntropyCoef       float64
+	KLCoef            float64
+	KLEstimator       string // k1 | k2 | k3 ("" = k3)
+	Temperature       float64
+	Seed              uint64
+}
+
+// ReferenceScorer is an optional Backend capability: the per-token
+// log-probs of the frozen reference policy (the KL reference, the starting
+// policy), under temperature, for every sequence of r. The trainer uses it
+// for train.kl_mode: reward, before advantages are computed.
+type ReferenceScorer interface {
+	ReferenceLogProbs(r *Rollout, temperature float64) ([][]float64, error)
 }
 
 // CriticUpdate parameterises one critic update (masked MSE per head).

@@ -58,20 +58,53 @@ type RolloutConfig struct {
 
 // TrainConfig controls the RL loop.
 type TrainConfig struct {
-	Steps           int     // train.steps (200)
-	PromptsPerStep  int     // train.prompts_per_step (16)
-	ActorLR         float64 // train.actor_lr (1e-4)
-	CriticLR        float64 // train.critic_lr (1e-3)
-	PPOEpochs       int     // train.ppo_epochs (1)
-	Minibatches     int     // train.minibatches (1)
-	ClipLow         float64 // train.clip_low (0.2)
-	ClipHigh        float64 // train.clip_high (0.2)
-	EntropyCoef     float64 // train.entropy_coef (0): entropy bonus in the actor loss
-	KLCoef          float64 // train.kl_coef (0): k3 KL to the frozen base policy
-	MaxGradNorm     float64 // train.max_grad_norm (1.0)
-	ValueHeads      int     // train.value_heads: critic heads K (1; strategies may ask for more)
-	CheckpointEvery int     // train.checkpoint_every (10 steps)
-	KeepCheckpoints int     // train.keep_checkpoints (2)
+	Steps          int     // train.steps (200)
+	PromptsPerStep int     // train.prompts_per_step (16)
+	ActorLR        float64 // train.actor_lr (1e-4)
+	CriticLR       float64 // train.critic_lr (1e-3)
+	PPOEpochs      int     // train.ppo_epochs (1)
+	Minibatches    int     // train.minibatches (1)
+	ClipLow        float64 // train.clip_low (0.2)
+	ClipHigh       float64 // train.clip_high (0.2)
+	EntropyCoef    float64 // train.entropy_coef (0): entropy bonus in the actor loss
+	KLCoef         float64 // train.kl_coef (0): weight of the KL to the frozen base policy
+	// KLEstimator is train.kl_estimator: k1 | k2 | k3 (k3; see KLEstimators).
+	KLEstimator string
+	// KLMode is train.kl_mode: loss (the KL estimate is a term of the actor
+	// loss) | reward (kl_coef * the summed per-token estimate between the
+	// sampling and reference policies is subtracted from the reward before
+	// advantages) (loss).
+	KLMode string
+	// LossAggMode is train.loss_agg_mode (token-mean; see AggTokenMean).
+	LossAggMode string
+	// ClipRatioC is train.clip_ratio_c, the dual-clip constant (0 = off,
+	// else > 1).
+	ClipRatioC float64
+	// RatioLevel is train.ratio_level: token | sequence (GSPO) (token).
+	RatioLevel      string
+	DynamicSampling DynamicSamplingConfig // train.dynamic_sampling
+	Overlong        OverlongConfig        // train.overlong
+	MaxGradNorm     float64               // train.max_grad_norm (1.0)
+	ValueHeads      int                   // train.value_heads: critic heads K (1; strategies may ask for more)
+	CheckpointEvery int                   // train.checkpoint_every (10 steps)
+	KeepCheckpoints int                   // train.keep_checkpoints (2)
+}
+
+// DynamicSamplingConfig is DAPO's dynamic sampling (Yu et al. 2025, arXiv
+// 2503.14476): groups whose verifier rewards are all equal are dropped and
+// more prompts are sampled until prompts_per_step groups are kept or
+// MaxExtraBatches more batches were drawn.
+type DynamicSamplingConfig struct {
+	Enabled         bool // train.dynamic_sampling.enabled (false)
+	MaxExtraBatches int  // train.dynamic_sampling.max_extra_batches (4, >= 0)
+}
+
+// OverlongConfig is DAPO's overlong soft punishment: for a response of L
+// tokens and Lmax = rollout.max_response_tokens, the reward gains
+// min(0, (Lmax - Buffer - L) / Buffer) * Penalty (OverlongPenalty).
+type OverlongConfig struct {
+	Buffer  int     // train.overlong.buffer: L_cache in tokens (0 = off; < max_response_tokens)
+	Penalty float64 // train.overlong.penalty: the penalty factor (1.0, >= 0)
 }
 
 // EvalConfig controls held-out evaluation.
@@ -113,8 +146,11 @@ backend: {engine: auto}
 rollout: {n: 8, temperature: 1.0, max_response_tokens: 48}
 train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         ppo_epochs: 1, minibatches: 1, clip_low: 0.2, clip_high: 0.2,
-        entropy_coef: 0.0, kl_coef: 0.0, max_grad_norm: 1.0, value_heads: 1,
-        checkpoint_every: 10, keep_checkpoints: 2}
+        entropy_coef: 0.0, kl_coef: 0.0, kl_estimator: k3, kl_mode: loss,
+        loss_agg_mode: token-mean, clip_ratio_c: 0.0, ratio_level: token,
+        dynamic_sampling: {enabled: false, max_extra_batches: 4},
+        overlong: {buffer: 0, penalty: 1.0},
+        max_grad_norm: 1.0, value_heads: 1, checkpoint_every: 10, keep_checkpoints: 2}
 algorithm: {name: grpo}
 strategies: []
 eval: {every: 20, k: 4, temperature: 1.0, max_problems: 0, sets: []}
@@ -374,7 +410,20 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		EntropyCoef: t.Float("entropy_coef", 0), KLCoef: t.Float("kl_coef", 0),
 		MaxGradNorm: t.Float("max_grad_norm", 1), ValueHeads: t.Int("value_heads", 1),
 		CheckpointEvery: t.Int("checkpoint_every", 10), KeepCheckpoints: t.Int("keep_checkpoints", 2),
+		KLEstimator: t.OneOf("kl_estimator", "k3", KLEstimators...),
+		KLMode:      t.OneOf("kl_mode", "loss", "loss", "reward"),
+		LossAggMode: t.OneOf("loss_agg_mode", AggTokenMean, LossAggModes...),
+		ClipRatioC:  t.Float("clip_ratio_c", 0),
+		RatioLevel:  t.OneOf("ratio_level", RatioToken, RatioToken, RatioSequence),
 	}
+	ds := t.Sub("dynamic_sampling")
+	c.Train.DynamicSampling = DynamicSamplingConfig{Enabled: ds.Bool("enabled", false), MaxExtraBatches: ds.Int("max_extra_batches", 4)}
+	ds.Check(c.Train.DynamicSampling.MaxExtraBatches >= 0, "max_extra_batches", "must be >= 0, got %d", c.Train.DynamicSampling.MaxExtraBatches)
+	ol := t.Sub("overlong")
+	c.Train.Overlong = OverlongConfig{Buffer: ol.Int("buffer", 0), Penalty: ol.Float("penalty", 1)}
+	ol.Check(c.Train.Overlong.Buffer >= 0 && c.Train.Overlong.Buffer < c.Rollout.MaxResponseTokens, "buffer",
+		"must be in [0, rollout.max_response_tokens = %d), got %d", c.Rollout.MaxResponseTokens, c.Train.Overlong.Buffer)
+	ol.Check(c.Train.Overlong.Penalty >= 0 && c.Train.Overlong.Penalty <= 100, "penalty", "must be in [0, 100], got %v", c.Train.Overlong.Penalty)
 	tc := c.Train
 	t.Check(tc.Steps >= 1, "steps", "must be >= 1, got %d", tc.Steps)
 	t.Check(tc.PromptsPerStep >= 1, "prompts_per_step", "must be >= 1, got %d", tc.PromptsPerStep)
@@ -387,6 +436,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	t.Check(tc.ClipHigh > 0 && tc.ClipHigh <= 1, "clip_high", "must be in (0, 1], got %v", tc.ClipHigh)
 	t.Check(tc.EntropyCoef >= 0 && tc.EntropyCoef <= 1, "entropy_coef", "must be in [0, 1], got %v", tc.EntropyCoef)
 	t.Check(tc.KLCoef >= 0 && tc.KLCoef <= 10, "kl_coef", "must be in [0, 10], got %v", tc.KLCoef)
+	t.Check(tc.ClipRatioC == 0 || tc.ClipRatioC > 1, "clip_ratio_c", "must be 0 (off) or > 1, got %v", tc.ClipRatioC)
 	t.Check(tc.MaxGradNorm > 0, "max_grad_norm", "must be > 0, got %v", tc.MaxGradNorm)
 	t.Check(tc.ValueHeads >= 1 && tc.ValueHeads <= 64, "value_heads", "must be in 1..64, got %d", tc.ValueHeads)
 	t.Check(tc.CheckpointEvery >= 1, "checkpoint_every", "must be >= 1, got %d", tc.CheckpointEvery)

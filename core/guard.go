@@ -41,6 +41,11 @@ func checkRolloutFinite(r *Rollout) error {
 				return &NonFiniteError{Quantity: "rollout log-prob", Value: v, Where: fmt.Sprintf("sequence %d token %d", i, t)}
 			}
 		}
+		for t, v := range s.RefLogProbs {
+			if !finite(v) {
+				return &NonFiniteError{Quantity: "reference log-prob", Value: v, Where: fmt.Sprintf("sequence %d token %d", i, t)}
+			}
+		}
 		for t, v := range s.Entropies {
 			if !finite(v) {
 				return &NonFiniteError{Quantity: "rollout entropy", Value: v, Where: fmt.Sprintf("sequence %d token %d", i, t)}

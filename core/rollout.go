@@ -34,14 +34,22 @@ type Sequence struct {
 	Values [][]float64
 	// Embedding is the pooled last-layer hidden state (see Needs.Pooling).
 	Embedding []float64
+	// RefLogProbs[t] = log pi_ref(o_t | q, o_<t) under the frozen reference
+	// policy, at the sampling temperature; set only when train.kl_mode is
+	// reward (nil otherwise).
+	RefLogProbs []float64
 	// HeadMask[t][k] = 1 when the (state, return) pair of token t is in head
 	// k's bootstrap subset for this update; nil means every head sees every pair.
 	HeadMask [][]float64
 
-	// RewardBonus is the sum of the strategies' reward bonuses and
-	// ShapedReward = Reward + RewardBonus (r~ in the paper).
-	RewardBonus  float64
-	ShapedReward float64
+	// RewardBonus is the sum of the strategies' reward bonuses;
+	// RewardPenalty the trainer's own reward terms (DAPO's overlong
+	// punishment and the KL penalty of train.kl_mode: reward, see
+	// RewardPenalties); ShapedReward = Reward + RewardBonus + RewardPenalty
+	// (r~ in the paper).
+	RewardBonus   float64
+	RewardPenalty float64
+	ShapedReward  float64
 
 	// Advantages are the per-token advantages the actor uses (after bonuses
 	// and, for PPO, whitening); AdvantageBonus the per-token sum of bonuses

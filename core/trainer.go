@@ -167,12 +167,74 @@ func (t *Trainer) info(step int) StepInfo {
 }
 
 // Collect samples one step's batch: prompts_per_step problems x rollout.n
-// responses, verified, with critic values when needed.
-func (t *Trainer) Collect(step int) (*Rollout, time.Duration, error) {
+// responses, verified. With train.dynamic_sampling it is DAPO's dynamic
+// sampling (KeepInformativeGroups): groups whose verifier rewards are all
+// equal are dropped and another prompts_per_step problems are drawn (batch
+// e = 1, 2, ... with seeds mixed from the step and e, so a run is
+// reproducible) until prompts_per_step groups are kept or
+// max_extra_batches more batches were drawn; kept groups are taken in
+// draw order, renumbered 0, 1, .... When fewer were kept, the step trains
+// on them, cut to the largest count whose responses divide into
+// train.minibatches equal minibatches; when none remain, on the first
+// batch as drawn (every group uninformative: its outcome advantages are 0).
+// It adds train/dropped_groups, train/extra_batches and train/kept_groups
+// to m.
+func (t *Trainer) Collect(step int, m map[string]float64) (*Rollout, time.Duration, error) {
 	c := t.Cfg
-	rng := rand.New(rand.NewPCG(Mix(c.Seed, seedProblems, uint64(step)), 0))
-	problems := t.Task.SampleTrain(rng, c.Train.PromptsPerStep)
-	return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, seedGenerate, uint64(step)), t.needs)
+	draw := func(extra int) (*Rollout, time.Duration, error) {
+		labels := []uint64{uint64(step)}
+		if extra > 0 {
+			labels = append(labels, uint64(extra))
+		}
+		rng := rand.New(rand.NewPCG(Mix(c.Seed, append([]uint64{seedProblems}, labels...)...), 0))
+		problems := t.Task.SampleTrain(rng, c.Train.PromptsPerStep)
+		return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, append([]uint64{seedGenerate}, labels...)...), t.needs)
+	}
+	first, genTime, err := draw(0)
+	if err != nil || !c.Train.DynamicSampling.Enabled {
+		return first, genTime, err
+	}
+	out := &Rollout{Step: first.Step, TotalSteps: first.TotalSteps, Algorithm: first.Algorithm, ValueHeads: first.ValueHeads}
+	var groupLens []int
+	r, dropped, extra := first, 0, 0
+	for {
+		keep, d := KeepInformativeGroups(r)
+		dropped += d
+		for _, idx := range keep {
+			if len(groupLens) == c.Train.PromptsPerStep {
+				break
+			}
+			for _, i := range idx {
+				s := r.Seqs[i]
+				s.Group = len(groupLens)
+				out.Seqs = append(out.Seqs, s)
+			}
+			groupLens = append(groupLens, len(idx))
+		}
+		if len(groupLens) == c.Train.PromptsPerStep || extra == c.Train.DynamicSampling.MaxExtraBatches {
+			break
+		}
+		extra++
+		var dt time.Duration
+		if r, dt, err = draw(extra); err != nil {
+			return nil, 0, err
+		}
+		genTime += dt
+	}
+	// Equal minibatches: drop the last kept groups until the responses divide.
+	n := len(out.Seqs)
+	for g := len(groupLens); n%max(c.Train.Minibatches, 1) != 0 && g > 0; g-- {
+		n -= groupLens[g-1]
+		groupLens = groupLens[:g-1]
+	}
+	out.Seqs = out.Seqs[:n]
+	m["train/dropped_groups"] = float64(dropped)
+	m["train/extra_batches"] = float64(extra)
+	m["train/kept_groups"] = float64(len(groupLens))
+	if n == 0 {
+		return first, genTime, nil
+	}
+	return out, genTime, nil
 }
 
 // EncodePrompt is BOS followed by the prompt's tokens; without BOS (a
@@ -221,12 +283,19 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	stepStart := time.Now()
 	c := t.Cfg
 	info := t.info(step)
-	r, genTime, err := t.Collect(step)
+	r, genTime, err := t.Collect(step, m)
 	if err != nil {
 		return err
 	}
 	if t.needs.ValueHeads > 0 {
 		if err := t.Backend.ScoreValues(r); err != nil {
+			return err
+		}
+	}
+	klCoef := c.Train.KLCoef // the actor loss's KL weight
+	if c.Train.KLMode == "reward" && c.Train.KLCoef > 0 {
+		klCoef = 0
+		if err := t.referenceLogProbs(r); err != nil {
 			return err
 		}
 	}
@@ -259,7 +328,9 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	}
 	updStart := time.Now()
 	am, err := t.Backend.UpdateActor(r, ActorUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches,
-		ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, EntropyCoef: lossTerms.EntropyCoef, KLCoef: c.Train.KLCoef,
+		ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, ClipRatioC: c.Train.ClipRatioC,
+		LossAggMode: c.Train.LossAggMode, RatioLevel: c.Train.RatioLevel, MaxResponseTokens: c.Rollout.MaxResponseTokens,
+		EntropyCoef: lossTerms.EntropyCoef, KLCoef: klCoef, KLEstimator: c.Train.KLEstimator,
 		Temperature: c.Rollout.Temperature, Seed: Mix(c.Seed, seedActor, uint64(step))})
 	if err != nil {
 		return err
@@ -320,12 +391,38 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	return nil
 }
 
-// Shape applies the reward hooks, the algorithm's advantages, the advantage
-// hooks and the algorithm's finalisation to r, in config order, and adds
-// explore/<name>/bonus_mean metrics. It is the whole of `cde-run shape`.
+// referenceLogProbs fills RefLogProbs from the backend's frozen reference
+// policy (train.kl_mode: reward).
+func (t *Trainer) referenceLogProbs(r *Rollout) error {
+	rs, ok := t.Backend.(ReferenceScorer)
+	if !ok {
+		return fmt.Errorf("config: train.kl_mode: reward: the backend (%s) scores no reference log-probs (core.ReferenceScorer)", t.Backend.Engine())
+	}
+	lps, err := rs.ReferenceLogProbs(r, t.Cfg.Rollout.Temperature)
+	if err != nil {
+		return fmt.Errorf("train.kl_mode: reward: %w", err)
+	}
+	if len(lps) != len(r.Seqs) {
+		return fmt.Errorf("train.kl_mode: reward: the backend gave %d reference rows for %d sequences", len(lps), len(r.Seqs))
+	}
+	for i := range r.Seqs {
+		if len(lps[i]) != r.Seqs[i].Len() {
+			return fmt.Errorf("train.kl_mode: reward: sequence %d: %d reference log-probs for %d tokens", i, len(lps[i]), r.Seqs[i].Len())
+		}
+		r.Seqs[i].RefLogProbs = lps[i]
+	}
+	return nil
+}
+
+// Shape applies the reward hooks, the trainer's reward penalties
+// (RewardPenalties: overlong punishment, KL in the reward), the algorithm's
+// advantages, the advantage hooks and the algorithm's finalisation to r, in
+// config order, and adds explore/<name>/bonus_mean metrics. It is the whole
+// of `cde-run shape`.
 func (t *Trainer) Shape(info StepInfo, r *Rollout, m map[string]float64) error {
 	for i := range r.Seqs {
 		r.Seqs[i].RewardBonus = 0
+		r.Seqs[i].RewardPenalty = 0
 	}
 	for i, s := range t.Strategies {
 		h, ok := s.(RewardHook)
@@ -346,8 +443,13 @@ func (t *Trainer) Shape(info StepInfo, r *Rollout, m map[string]float64) error {
 		}
 		m["explore/"+s.Name()+"/bonus_mean"] = sum / float64(max(len(bonus), 1))
 	}
+	if t.Cfg != nil {
+		if err := RewardPenalties(t.Cfg, r, m); err != nil {
+			return err
+		}
+	}
 	for i := range r.Seqs {
-		r.Seqs[i].ShapedReward = r.Seqs[i].Reward + r.Seqs[i].RewardBonus
+		r.Seqs[i].ShapedReward = r.Seqs[i].Reward + r.Seqs[i].RewardBonus + r.Seqs[i].RewardPenalty
 	}
 	if err := t.Algo.Advantages(r); err != nil {
 		return err

@@ -50,7 +50,10 @@ type Backend struct {
 	ref *net
 }
 
-var _ core.Backend = (*Backend)(nil)
+var (
+	_ core.Backend         = (*Backend)(nil)
+	_ core.ReferenceScorer = (*Backend)(nil)
+)
 
 // New builds the policy (and critic) with weights drawn from opts.Seed.
 func New(opts Options) (*Backend, error) {
@@ -427,11 +430,9 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 			}
 		}
 		hyper := make([]float32, hNum)
-		hyper[hInvTemp] = float32(1 / u.Temperature)
-		hyper[hClipLow] = float32(u.ClipLow)
-		hyper[hClipHigh] = float32(u.ClipHigh)
-		hyper[hEntCoef] = float32(u.EntropyCoef)
-		hyper[hKLCoef] = float32(u.KLCoef)
+		if err := actorHyper(hyper, u); err != nil {
+			return nil, err
+		}
 		hyper[hLR] = float32(b.policy.biasCorrectedLR(b.opts.ActorLR))
 		hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
 		out, err := run(e,
@@ -454,6 +455,12 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 		delete(sums, "actor/kl")
 	}
 	return sums, nil
+}
+
+// ReferenceLogProbs scores the batch under the frozen reference policy
+// (core.ReferenceScorer).
+func (b *Backend) ReferenceLogProbs(r *core.Rollout, temp float64) ([][]float64, error) {
+	return b.referenceLogProbs(r, temp)
 }
 
 // referenceLogProbs scores the batch under the frozen initial policy.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/cde-rl/cde/core"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -39,13 +40,24 @@ const (
 	hKLCoef
 	hLR // bias-corrected Adam step size
 	hMaxGradNorm
+	hClipRatioC // dual clip c (0 = off)
+	// Loss aggregation: one-hot weights of the four modes, and Lmax.
+	hAggTokenMean
+	hAggSeqMeanTokenMean
+	hAggSeqMeanTokenSum
+	hAggSeqMeanTokenSumNorm
+	hMaxResponseTokens
+	hSeqRatio // 1: GSPO's sequence ratio; 0: the token ratio
+	// KL estimator: one-hot weights of k1, k2, k3.
+	hKLk1
+	hKLk2
+	hKLk3
 	hNum
 )
 
-// maxLogRatio bounds the log-ratios log(pi/pi_old) and log(pi_ref/pi) of
-// the actor loss before exp (exp(20) is about 4.9e8, far past any clip
-// range, and finite in float32).
-const maxLogRatio = 20
+// maxLogRatio bounds the log-ratios of the actor loss before exp
+// (core.MaxLogRatio).
+const maxLogRatio = core.MaxLogRatio
 
 const (
 	adamBeta1 = 0.9
@@ -263,10 +275,10 @@ func (n *net) biasCorrectedLR(lr float64) float64 {
 	return lr * math.Sqrt(1-math.Pow(adamBeta2, t)) / (1 - math.Pow(adamBeta1, t))
 }
 
-// buildActorTrain: the PPO clipped surrogate (token-mean), with optional
-// entropy bonus and k3 KL to a reference. Inputs: tokens, targets int32
-// [B,T]; mask, adv, oldLP, refLP [B,T]; hyper [hNum]. Outputs: loss,
-// pg_loss, clipfrac, entropy, kl, grad_norm, ppl-term (mean -logp).
+// buildActorTrain: the actor loss of actorLoss, then one Adam step. Inputs:
+// tokens, targets int32 [B,T]; mask, adv, oldLP, refLP [B,T]; hyper [hNum].
+// Outputs: loss, pg_loss, clipfrac, entropy, kl, grad_norm, ppl-term (mean
+// -logp), applied flag.
 func (n *net) buildActorTrain() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 	c := n.cfg
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
@@ -274,36 +286,137 @@ func (n *net) buildActorTrain() func(ctx *context.Context, in []*graph.Node) []*
 		h := hiddenStates(ctx, c, tokens)
 		lp := graph.LogSoftmax(graph.Mul(logitsOf(ctx, h), hyperAt(hyper, hInvTemp)), -1)
 		logp, ent := tokenLogProbs(lp, targets)
-		// Log-ratios are taken only at response tokens (padding gets 0, so
-		// a very unlikely pad target at a low temperature cannot overflow
-		// exp and reach the loss or its gradient as 0 * Inf), and clamped
-		// to [-maxLogRatio, maxLogRatio] before exp, as verl does.
-		valid := graph.GreaterThan(mask, graph.ZerosLike(mask))
-		zeros := graph.ZerosLike(logp)
-		logRatio := func(a, b *graph.Node) *graph.Node {
-			d := graph.Where(valid, graph.Sub(a, b), zeros)
-			return graph.ClipScalar(d, -maxLogRatio, maxLogRatio)
-		}
-		// ratio = pi / pi_old; per-token loss max(-A ratio, -A clip(ratio, 1-cl, 1+ch)).
-		ratio := graph.Exp(logRatio(logp, oldLP))
-		lo := graph.OneMinus(hyperAt(hyper, hClipLow))
-		hi := graph.OnePlus(hyperAt(hyper, hClipHigh))
-		clipped := graph.Min(graph.Max(ratio, lo), hi)
-		loss1 := graph.Neg(graph.Mul(adv, ratio))
-		loss2 := graph.Neg(graph.Mul(adv, clipped))
-		pg := graph.Max(loss1, loss2)
-		clipFrac := graph.ConvertDType(graph.GreaterThan(loss2, loss1), dtypes.Float32)
-		// k3 estimator of KL(pi || pi_ref): exp(ref - logp) - (ref - logp) - 1.
-		d := logRatio(refLP, logp)
-		kl := graph.Sub(graph.Sub(graph.Exp(d), d), graph.ScalarOne(tokens.Graph(), dtypes.Float32))
-		pgLoss := maskedMean(pg, mask)
-		entMean := maskedMean(ent, mask)
-		klMean := maskedMean(kl, mask)
-		loss := graph.Sub(pgLoss, graph.Mul(hyperAt(hyper, hEntCoef), entMean))
-		loss = graph.Add(loss, graph.Mul(hyperAt(hyper, hKLCoef), klMean))
-		norm, applied := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
-		return []*graph.Node{loss, pgLoss, maskedMean(clipFrac, mask), entMean, klMean, norm, maskedMean(graph.Neg(logp), mask), applied}
+		a := actorLoss(logp, ent, mask, adv, oldLP, refLP, hyper)
+		norm, applied := n.adamUpdate(ctx, a.loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
+		return []*graph.Node{a.loss, a.pg, a.clipFrac, a.ent, a.kl, norm, maskedMean(graph.Neg(logp), mask), applied}
 	}
+}
+
+// actorTerms are the scalars of the actor loss.
+type actorTerms struct {
+	loss, pg, clipFrac, ent, kl *graph.Node
+}
+
+// actorLoss is the actor loss over [B,T] per-token inputs (logp the current
+// policy's log-probs, ent its entropies; mask 1 at response tokens), the
+// graph form of core.PolicyLoss (whose doc gives the formulas; a test holds
+// the two equal, loss and gradient with respect to logp):
+//
+//	loss = agg(pg) - entropy_coef * agg(entropy) + kl_coef * agg(k)
+//
+// agg sums w_i * x over valid tokens with the weights of the aggregation
+// mode (one-hot in hyper), pg the clipped surrogate with the token or GSPO
+// sequence ratio and the dual clip, k the KL estimator chosen in hyper.
+// pg_clipfrac is a token mean in every mode.
+func actorLoss(logp, ent, mask, adv, oldLP, refLP, hyper *graph.Node) actorTerms {
+	g := logp.Graph()
+	b, t := logp.Shape().Dimensions[0], logp.Shape().Dimensions[1]
+	one := graph.ScalarOne(g, dtypes.Float32)
+	// Aggregation weights w_i (core.AggTokenMean documents them), at valid
+	// tokens only: T_i tokens of row i, B rows with a token, N tokens.
+	lens := graph.ReduceSum(mask, 1) // [B]
+	rows := graph.ReduceAllSum(graph.ConvertDType(graph.GreaterThan(lens, graph.ZerosLike(lens)), dtypes.Float32))
+	bRows := graph.Max(rows, one)
+	nTok := graph.Max(graph.ReduceAllSum(lens), one)
+	lensSafe := graph.Max(lens, graph.OnesLike(lens))
+	w := graph.Add(
+		graph.Add(graph.Div(hyperAt(hyper, hAggTokenMean), nTok),
+			graph.Div(hyperAt(hyper, hAggSeqMeanTokenMean), graph.Mul(bRows, lensSafe))),
+		graph.Add(graph.Div(hyperAt(hyper, hAggSeqMeanTokenSum), bRows),
+			graph.Div(hyperAt(hyper, hAggSeqMeanTokenSumNorm), graph.Mul(bRows, hyperAt(hyper, hMaxResponseTokens)))))
+	weights := graph.Mul(graph.BroadcastToDims(graph.Reshape(w, b, 1), b, t), mask)
+	agg := func(x *graph.Node) *graph.Node { return graph.ReduceAllSum(graph.Mul(x, weights)) }
+
+	// Log-ratios are taken only at response tokens (padding gets 0, so a
+	// very unlikely pad target at a low temperature cannot overflow exp and
+	// reach the loss or its gradient as 0 * Inf), and clamped to
+	// [-maxLogRatio, maxLogRatio] before exp, as verl does.
+	valid := graph.GreaterThan(mask, graph.ZerosLike(mask))
+	zeros := graph.ZerosLike(logp)
+	clamp := func(x *graph.Node) *graph.Node { return graph.ClipScalar(x, -maxLogRatio, maxLogRatio) }
+	diff := graph.Where(valid, graph.Sub(logp, oldLP), zeros)
+	tokLogRatio := clamp(diff)
+	// GSPO-token: the value is the sequence's mean log-ratio, the gradient
+	// flows through each token's own log-prob (sg = StopGradient).
+	seqMean := graph.Div(graph.ReduceSum(diff, 1), lensSafe) // [B]
+	own := graph.Where(valid, graph.Sub(logp, graph.StopGradient(logp)), zeros)
+	seqLogRatio := clamp(graph.Where(valid,
+		graph.Add(graph.BroadcastToDims(graph.Reshape(graph.StopGradient(seqMean), b, 1), b, t), own), zeros))
+	seqFlag := hyperAt(hyper, hSeqRatio)
+	ratio := graph.Exp(graph.Add(graph.Mul(seqFlag, seqLogRatio), graph.Mul(graph.OneMinus(seqFlag), tokLogRatio)))
+
+	// pg = max(-A ratio, -A clip(ratio, 1-cl, 1+ch)); dual clip: when A < 0
+	// and c > 1, min(pg, -A c).
+	lo := graph.OneMinus(hyperAt(hyper, hClipLow))
+	hi := graph.OnePlus(hyperAt(hyper, hClipHigh))
+	clipped := graph.Min(graph.Max(ratio, lo), hi)
+	loss1 := graph.Neg(graph.Mul(adv, ratio))
+	loss2 := graph.Neg(graph.Mul(adv, clipped))
+	pg := graph.Max(loss1, loss2)
+	clipFrac := graph.ConvertDType(graph.GreaterThan(loss2, loss1), dtypes.Float32)
+	c := hyperAt(hyper, hClipRatioC)
+	capOn := graph.LogicalAnd(graph.LessThan(adv, zeros), graph.GreaterThan(graph.BroadcastToDims(c, b, t), graph.OnesLike(zeros)))
+	pg = graph.Where(capOn, graph.Min(pg, graph.Neg(graph.Mul(adv, c))), pg)
+
+	// KL(pi || pi_ref) estimators at log r = ref - logp (core.KLEstimators).
+	d := clamp(graph.Where(valid, graph.Sub(refLP, logp), zeros))
+	k1 := graph.Neg(d)
+	k2 := graph.MulScalar(graph.Square(d), 0.5)
+	k3 := graph.Sub(graph.Sub(graph.Exp(d), d), one)
+	kl := graph.Add(graph.Add(graph.Mul(hyperAt(hyper, hKLk1), k1), graph.Mul(hyperAt(hyper, hKLk2), k2)),
+		graph.Mul(hyperAt(hyper, hKLk3), k3))
+
+	a := actorTerms{pg: agg(pg), clipFrac: maskedMean(clipFrac, mask), ent: agg(ent), kl: agg(kl)}
+	a.loss = graph.Sub(a.pg, graph.Mul(hyperAt(hyper, hEntCoef), a.ent))
+	a.loss = graph.Add(a.loss, graph.Mul(hyperAt(hyper, hKLCoef), a.kl))
+	return a
+}
+
+// actorHyper fills the actor-loss slots of a hyper vector from u.
+func actorHyper(hyper []float32, u core.ActorUpdate) error {
+	hyper[hInvTemp] = float32(1 / u.Temperature)
+	hyper[hClipLow] = float32(u.ClipLow)
+	hyper[hClipHigh] = float32(u.ClipHigh)
+	hyper[hEntCoef] = float32(u.EntropyCoef)
+	hyper[hKLCoef] = float32(u.KLCoef)
+	if u.ClipRatioC != 0 && u.ClipRatioC <= 1 {
+		return fmt.Errorf("config: train.clip_ratio_c = %v: must be 0 (off) or > 1", u.ClipRatioC)
+	}
+	hyper[hClipRatioC] = float32(u.ClipRatioC)
+	switch u.LossAggMode {
+	case "", core.AggTokenMean:
+		hyper[hAggTokenMean] = 1
+	case core.AggSeqMeanTokenMean:
+		hyper[hAggSeqMeanTokenMean] = 1
+	case core.AggSeqMeanTokenSum:
+		hyper[hAggSeqMeanTokenSum] = 1
+	case core.AggSeqMeanTokenSumNorm:
+		if u.MaxResponseTokens < 1 {
+			return fmt.Errorf("train.loss_agg_mode %s needs rollout.max_response_tokens >= 1", u.LossAggMode)
+		}
+		hyper[hAggSeqMeanTokenSumNorm] = 1
+	default:
+		return fmt.Errorf("config: train.loss_agg_mode: unknown value %q (known: %s)", u.LossAggMode, strings.Join(core.LossAggModes, ", "))
+	}
+	hyper[hMaxResponseTokens] = float32(max(u.MaxResponseTokens, 1))
+	switch u.RatioLevel {
+	case "", core.RatioToken:
+	case core.RatioSequence:
+		hyper[hSeqRatio] = 1
+	default:
+		return fmt.Errorf("config: train.ratio_level: unknown value %q (known: token, sequence)", u.RatioLevel)
+	}
+	switch u.KLEstimator {
+	case "k1":
+		hyper[hKLk1] = 1
+	case "k2":
+		hyper[hKLk2] = 1
+	case "", "k3":
+		hyper[hKLk3] = 1
+	default:
+		return fmt.Errorf("config: train.kl_estimator: unknown value %q (known: k1, k2, k3)", u.KLEstimator)
+	}
+	return nil
 }
 
 // buildCriticTrain: masked MSE over heads. Inputs: tokens int32 [B,T]; mask,
@@ -324,12 +437,18 @@ func (n *net) buildCriticTrain() func(ctx *context.Context, in []*graph.Node) []
 	}
 }
 
+// execCacheShapes is how many input shapes one Exec compiles and keeps
+// (GoMLX's default, 32, errors past it): dynamic sampling
+// (train.dynamic_sampling) makes batch sizes vary from step to step.
+const execCacheShapes = 256
+
 func (n *net) exec(slot **context.Exec, fn func(ctx *context.Context, in []*graph.Node) []*graph.Node) (*context.Exec, error) {
 	if *slot == nil {
 		e, err := context.NewExec(n.backend, n.ctx, fn)
 		if err != nil {
 			return nil, err
 		}
+		e.SetMaxCache(execCacheShapes)
 		*slot = e
 	}
 	return *slot, nil

@@ -1,0 +1,127 @@
+package xla
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+)
+
+// TestActorLossMatchesReference holds the graph's actor loss (actorLoss, the
+// function buildActorTrain calls) equal to core.PolicyLoss, the plain-Go
+// reference, on random padded batches, for every loss_agg_mode x
+// ratio_level x dual clip on/off x KL estimator: the policy loss, the KL
+// term, the clip fraction, and the gradients of both with respect to the
+// current log-probs. The test graph feeds the log-probs in as a parameter
+// (in training they come out of the model), so graph.Gradient with respect
+// to that parameter is exactly d loss / d new_logprobs[t], the reference's
+// PGCoef and KLCoef. Each batch mixes tokens inside and outside the clip
+// range, negative and positive advantages, and (in some batches) a
+// log-ratio past core.MaxLogRatio, which must pass no gradient.
+func TestActorLossMatchesReference(t *testing.T) {
+	be := testBackend(t)
+	rng := rand.New(rand.NewPCG(7, 15))
+	const B, T, Lmax = 4, 8, 10
+	for batch := range 4 {
+		// Random lengths 1..T (one row of length T), float32-exact inputs.
+		lens := []int{T, 1 + rng.IntN(T), 1 + rng.IntN(T), 1 + rng.IntN(T)}
+		mask := make([]float32, B*T)
+		adv, oldLP, newLP, refLP := make([]float32, B*T), make([]float32, B*T), make([]float32, B*T), make([]float32, B*T)
+		seqs := make([]core.LossSeq, B)
+		spread := []float64{0.3, 0.05, 0.6, 0.2}[batch]
+		for i := range B {
+			seqA := rng.NormFloat64() // an outcome advantage for half the rows, per-token for the rest
+			if batch == 3 && i == 0 {
+				seqA = -1 // row 0 of batch 3: every log-ratio past the clamp, A < 0 (the unclipped branch)
+			}
+			s := core.LossSeq{}
+			for tk := range lens[i] {
+				p := i*T + tk
+				mask[p] = 1
+				a := seqA
+				if i%2 == 1 {
+					a = rng.NormFloat64()
+				}
+				adv[p] = float32(a)
+				oldLP[p] = float32(-3 * rng.Float64())
+				newLP[p] = float32(float64(oldLP[p]) + spread*rng.NormFloat64())
+				refLP[p] = float32(float64(newLP[p]) + 0.5*rng.NormFloat64())
+				if batch == 3 && i == 0 {
+					newLP[p] = oldLP[p] + 25
+				}
+				if batch == 3 && tk == 0 {
+					newLP[p] = oldLP[p] + float32([]float64{25, -25, 30, -21}[i]) // past the clamp
+					refLP[p] = newLP[p] - 22
+				}
+				s.Advantages = append(s.Advantages, float64(adv[p]))
+				s.OldLogProbs = append(s.OldLogProbs, float64(oldLP[p]))
+				s.NewLogProbs = append(s.NewLogProbs, float64(newLP[p]))
+				s.RefLogProbs = append(s.RefLogProbs, float64(refLP[p]))
+			}
+			// Padding holds garbage that must not leak in.
+			for tk := lens[i]; tk < T; tk++ {
+				p := i*T + tk
+				adv[p], oldLP[p], newLP[p], refLP[p] = 5, -1, -90, 3
+			}
+			seqs[i] = s
+		}
+		for _, agg := range core.LossAggModes {
+			for _, level := range []string{core.RatioToken, core.RatioSequence} {
+				for _, dual := range []float64{0, 3} {
+					for _, est := range core.KLEstimators {
+						name := fmt.Sprintf("batch%d/%s/%s/c=%v/%s", batch, agg, level, dual, est)
+						u := core.ActorUpdate{ClipLow: 0.2, ClipHigh: 0.28, ClipRatioC: dual, LossAggMode: agg,
+							RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est, KLCoef: 0.1, Temperature: 1}
+						if level == core.RatioSequence {
+							u.ClipLow, u.ClipHigh = 0.03, 0.04 // GSPO's ranges are narrow (the paper: 3e-4, 4e-4)
+						}
+						hyper := make([]float32, hNum)
+						if err := actorHyper(hyper, u); err != nil {
+							t.Fatal(err)
+						}
+						want, err := core.PolicyLoss(seqs, core.PolicyLossOptions{ClipLow: u.ClipLow, ClipHigh: u.ClipHigh,
+							ClipRatioC: dual, AggMode: agg, RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est})
+						if err != nil {
+							t.Fatal(err)
+						}
+						out := graph.MustExecOnceN(be, func(logp, mask, adv, oldLP, refLP, hyper *graph.Node) []*graph.Node {
+							a := actorLoss(logp, graph.ZerosLike(logp), mask, adv, oldLP, refLP, hyper)
+							return []*graph.Node{a.pg, a.kl, a.clipFrac, graph.Gradient(a.pg, logp)[0], graph.Gradient(a.kl, logp)[0]}
+						}, tensors.FromFlatDataAndDimensions(newLP, B, T), tensors.FromFlatDataAndDimensions(mask, B, T),
+							tensors.FromFlatDataAndDimensions(adv, B, T), tensors.FromFlatDataAndDimensions(oldLP, B, T),
+							tensors.FromFlatDataAndDimensions(refLP, B, T), tensors.FromFlatDataAndDimensions(hyper, hNum))
+						got := make([][]float32, len(out))
+						for k, o := range out {
+							got[k] = tensors.MustCopyFlatData[float32](o)
+						}
+						close := func(g float32, w float64) bool {
+							return math.Abs(float64(g)-w) <= 2e-4*(1+math.Abs(w))
+						}
+						for k, w := range []float64{want.PGLoss, want.KL, want.ClipFrac} {
+							if !close(got[k][0], w) {
+								t.Errorf("%s: %s = %v, reference %v", name, []string{"pg_loss", "kl", "clipfrac"}[k], got[k][0], w)
+							}
+						}
+						for i := range B {
+							for tk := range T {
+								p := i*T + tk
+								wPG, wKL := 0.0, 0.0
+								if tk < lens[i] {
+									wPG, wKL = want.PGCoef[i][tk], want.KLCoef[i][tk]
+								}
+								if !close(got[3][p], wPG) || !close(got[4][p], wKL) {
+									t.Errorf("%s: seq %d token %d: d pg/d logp = %v, d kl/d logp = %v; reference %v, %v",
+										name, i, tk, got[3][p], got[4][p], wPG, wKL)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package core
+
+import (
+	"fmt"
+	"math"
+)
+
+// Loss aggregation modes (train.loss_agg_mode), verl's names. Each gives
+// every valid token t of sequence i a weight w_i, and a per-token loss l_i,t
+// aggregates to sum_i sum_t w_i * l_i,t over the B sequences of the
+// minibatch, T_i valid tokens each, N = sum_i T_i:
+//
+//	token-mean               w_i = 1 / N
+//	seq-mean-token-mean      w_i = 1 / (B * T_i)
+//	seq-mean-token-sum       w_i = 1 / B
+//	seq-mean-token-sum-norm  w_i = 1 / (B * Lmax), Lmax = rollout.max_response_tokens
+//
+// seq-mean-token-sum-norm is Dr. GRPO's constant normaliser (Liu et al. 2025,
+// arXiv 2503.20783). verl divides the token sum by the padded response
+// length instead (which moves with the batch) and not by B; DESIGN section 3
+// fixes B * max_response_tokens, which stays constant through a run.
+const (
+	AggTokenMean           = "token-mean"
+	AggSeqMeanTokenMean    = "seq-mean-token-mean"
+	AggSeqMeanTokenSum     = "seq-mean-token-sum"
+	AggSeqMeanTokenSumNorm = "seq-mean-token-sum-norm"
+)
+
+// LossAggModes lists the loss aggregation modes.
+var LossAggModes = []string{AggTokenMean, AggSeqMeanTokenMean, AggSeqMeanTokenSum, AggSeqMeanTokenSumNorm}
+
+// Importance-ratio levels (train.ratio_level).
+const (
+	// RatioToken is PPO's per-token ratio pi(o_t)/pi_old(o_t).
+	RatioToken = "token"
+	// RatioSequence is GSPO's length-normalised sequence ratio (Zheng et
+	// al. 2025, arXiv 2507.18071), in its GSPO-token form (see PolicyLoss).
+	RatioSequence = "sequence"
+)
+
+// KL estimators (train.kl_estimator), from J. Schulman, "Approximating KL
+// Divergence" (2020): with log r = log pi_ref(o_t) - log pi(o_t), samples
+// from pi,
+//
+//	k1 = -log r                    (unbiased, high variance, can be < 0)
+//	k2 = (log r)^2 / 2             (biased, low variance, >= 0)
+//	k3 = (r - 1) - log r           (unbiased, low variance, >= 0)
+var KLEstimators = []string{"k1", "k2", "k3"}
+
+// MaxLogRatio bounds every log-ratio of the actor loss (log pi/pi_old, the
+// sequence's mean log-ratio, log pi_ref/pi) before exp: exp(20) is about
+// 4.9e8, far past any clip range and finite in float32. A clamped log-ratio
+// passes no gradient.
+const MaxLogRatio = 20
+
+// PolicyLossOptions are the actor-loss settings of the train section.
+type PolicyLossOptions struct {
+	ClipLow, ClipHigh float64 // train.clip_low, train.clip_high
+	// ClipRatioC is the dual-clip constant c (train.clip_ratio_c, > 1; 0 is off).
+	ClipRatioC float64
+	AggMode    string // train.loss_agg_mode (token-mean when empty)
+	RatioLevel string // train.ratio_level (token when empty)
+	// MaxResponseTokens is Lmax of seq-mean-token-sum-norm.
+	MaxResponseTokens int
+	KLEstimator       string // train.kl_estimator (k3 when empty)
+}
+
+// LossSeq is one sequence's per-token inputs to the actor loss; all have the
+// same length T >= 1. RefLogProbs may be nil (no KL term).
+type LossSeq struct {
+	OldLogProbs, NewLogProbs, RefLogProbs, Advantages []float64
+}
+
+// PolicyLossResult is the reference loss of one minibatch.
+type PolicyLossResult struct {
+	// PGLoss is the aggregated clipped policy-gradient loss and PGCoef[i][t]
+	// = d PGLoss / d NewLogProbs[i][t].
+	PGLoss float64
+	PGCoef [][]float64
+	// ClipFrac is the fraction of valid tokens where the clipped branch was
+	// taken (loss2 > loss1), actor/pg_clipfrac (a token mean in every mode).
+	ClipFrac float64
+	// KL is the aggregated KL estimate (before kl_coef) and KLCoef its
+	// gradient; both zero and nil when no sequence has RefLogProbs.
+	KL     float64
+	KLCoef [][]float64
+}
+
+// PolicyLoss is the plain-Go reference of the actor's policy loss (DESIGN
+// section 4), written as a loop over tokens so each line can be checked
+// against the formula; backends/xla's graph is tested equal to it. Per valid
+// token t of sequence i, with A = Advantages[t]:
+//
+//	token ratio:    rho = exp(clamp(new_t - old_t))
+//	sequence ratio: rho = exp(clamp((1/T_i) sum_u (new_u - old_u)))   (GSPO)
+//	pg = max(-A*rho, -A*clip(rho, 1 - clip_low, 1 + clip_high))
+//	if A < 0 and clip_ratio_c > 1: pg = min(pg, -A*clip_ratio_c)      (dual clip)
+//
+// and PGLoss = sum_i sum_t w_i * pg_i,t with the weights of the loss
+// aggregation mode (see AggTokenMean). clamp is to [-MaxLogRatio,
+// MaxLogRatio].
+//
+// The sequence ratio is GSPO-token (the paper's section 4.3): its value at
+// every token is the sequence ratio s_i, and its gradient with respect to
+// new_t is s_i * d new_t, i.e. s_i,t = sg[s_i] * pi(o_t)/sg[pi(o_t)]. With
+// one advantage per sequence (every outcome estimator) this is exactly GSPO:
+// the T_i tokens' terms sum to the gradient of T_i * w_i * pg(s_i).
+//
+// The gradient PGCoef[i][t] is w_i * d pg_i,t / d rho * rho (zero when the
+// log-ratio was clamped, the clipped branch is active with rho outside the
+// clip range, or the dual clip's constant is active). The KL term, when
+// reference log-probs are given, is KL = sum_i sum_t w_i * k(new_t, ref_t)
+// with the estimator k of KLEstimators and log r clamped likewise.
+func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
+	var res PolicyLossResult
+	if len(seqs) == 0 {
+		return res, fmt.Errorf("policy loss: no sequences")
+	}
+	agg := o.AggMode
+	if agg == "" {
+		agg = AggTokenMean
+	}
+	level := o.RatioLevel
+	if level == "" {
+		level = RatioToken
+	}
+	est := o.KLEstimator
+	if est == "" {
+		est = "k3"
+	}
+	if level != RatioToken && level != RatioSequence {
+		return res, fmt.Errorf("policy loss: train.ratio_level %q: want token or sequence", level)
+	}
+	if agg == AggSeqMeanTokenSumNorm && o.MaxResponseTokens < 1 {
+		return res, fmt.Errorf("policy loss: %s needs rollout.max_response_tokens >= 1", agg)
+	}
+	withKL := false
+	N := 0
+	for i, s := range seqs {
+		T := len(s.NewLogProbs)
+		if T == 0 || len(s.OldLogProbs) != T || len(s.Advantages) != T || s.RefLogProbs != nil && len(s.RefLogProbs) != T {
+			return res, fmt.Errorf("policy loss: sequence %d: %d new log-probs, %d old, %d advantages, %d reference: want equal, >= 1",
+				i, T, len(s.OldLogProbs), len(s.Advantages), len(s.RefLogProbs))
+		}
+		N += T
+		withKL = withKL || s.RefLogProbs != nil
+	}
+	B := float64(len(seqs))
+	lo, hi := 1-o.ClipLow, 1+o.ClipHigh
+	res.PGCoef = make([][]float64, len(seqs))
+	if withKL {
+		res.KLCoef = make([][]float64, len(seqs))
+	}
+	for i, s := range seqs {
+		T := len(s.NewLogProbs)
+		var w float64
+		switch agg {
+		case AggTokenMean:
+			w = 1 / float64(N)
+		case AggSeqMeanTokenMean:
+			w = 1 / (B * float64(T))
+		case AggSeqMeanTokenSum:
+			w = 1 / B
+		case AggSeqMeanTokenSumNorm:
+			w = 1 / (B * float64(o.MaxResponseTokens))
+		default:
+			return res, fmt.Errorf("policy loss: train.loss_agg_mode %q: unknown", agg)
+		}
+		// GSPO: the mean log-ratio over the sequence's tokens.
+		seqLogRatio, seqClamped := 0.0, false
+		if level == RatioSequence {
+			for t := range T {
+				seqLogRatio += s.NewLogProbs[t] - s.OldLogProbs[t]
+			}
+			seqLogRatio /= float64(T)
+			seqLogRatio, seqClamped = clampLogRatio(seqLogRatio)
+		}
+		res.PGCoef[i] = make([]float64, T)
+		for t := range T {
+			A := s.Advantages[t]
+			logRatio, clamped := seqLogRatio, seqClamped
+			if level == RatioToken {
+				logRatio, clamped = clampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
+			}
+			rho := math.Exp(logRatio)
+			loss1 := -A * rho
+			loss2 := -A * math.Min(math.Max(rho, lo), hi)
+			pg := loss1
+			// d pg / d rho
+			grad := -A
+			if loss2 > loss1 {
+				pg = loss2
+				res.ClipFrac += 1 / float64(N)
+				if rho <= lo || rho >= hi {
+					grad = 0
+				}
+			}
+			if A < 0 && o.ClipRatioC > 1 && pg >= -A*o.ClipRatioC {
+				pg = -A * o.ClipRatioC
+				grad = 0
+			}
+			if clamped {
+				grad = 0
+			}
+			res.PGLoss += w * pg
+			res.PGCoef[i][t] = w * grad * rho
+		}
+		if s.RefLogProbs == nil {
+			continue
+		}
+		res.KLCoef[i] = make([]float64, T)
+		for t := range T {
+			logR, clamped := clampLogRatio(s.RefLogProbs[t] - s.NewLogProbs[t])
+			kl, dkl := KLEstimate(est, logR) // dkl = d k / d new
+			if clamped {
+				dkl = 0
+			}
+			res.KL += w * kl
+			res.KLCoef[i][t] = w * dkl
+		}
+	}
+	return res, nil
+}
+
+// KLEstimate returns the estimator's value at log r = log pi_ref - log pi
+// and its derivative with respect to log pi (see KLEstimators); an unknown
+// name gives NaN.
+func KLEstimate(estimator string, logR float64) (k, dNew float64) {
+	switch estimator {
+	case "k1":
+		return -logR, 1
+	case "k2":
+		return logR * logR / 2, -logR
+	case "k3":
+		return math.Exp(logR) - logR - 1, 1 - math.Exp(logR)
+	}
+	return math.NaN(), math.NaN()
+}
+
+// clampLogRatio clamps x to [-MaxLogRatio, MaxLogRatio] and reports whether
+// it was outside.
+func clampLogRatio(x float64) (float64, bool) {
+	switch {
+	case x > MaxLogRatio:
+		return MaxLogRatio, true
+	case x < -MaxLogRatio:
+		return -MaxLogRatio, true
+	}
+	return x, false
+}

@@ -1,0 +1,229 @@
+package core
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// lossBatch is a hand-worked minibatch (clip_low = clip_high = 0.2, old
+// log-probs 0, so the ratio is exp(new)):
+//
+//	s0: T=2, A=+1, rho = 1.5, 0.9: token 0 takes the clipped branch
+//	    (-1.2 > -1.5) with rho past 1.2, so pg = -1.2 and no gradient;
+//	    token 1 is inside the range: pg = -0.9, d pg/d new = -A*rho = -0.9.
+//	s1: T=1, A=-2, rho = 0.5: loss1 = 1.0, loss2 = 2*0.8 = 1.6: clipped,
+//	    rho below 0.8: pg = 1.6, no gradient.
+//	s2: T=1, A=-1, rho = 4: loss1 = 4 > loss2 = 1.2: pg = 4, gradient
+//	    -A*rho = 4; with the dual clip c = 3, pg = min(4, 3) = 3, no gradient.
+//
+// Sum of pg = -1.2 - 0.9 + 1.6 + 4 = 3.5 (2.5 with c = 3); N = 4 tokens,
+// B = 3 sequences; clipped branch at s0 t0 and s1: clipfrac 2/4.
+func lossBatch() []LossSeq {
+	return []LossSeq{
+		{OldLogProbs: []float64{0, 0}, NewLogProbs: []float64{math.Log(1.5), math.Log(0.9)}, Advantages: []float64{1, 1}},
+		{OldLogProbs: []float64{0}, NewLogProbs: []float64{math.Log(0.5)}, Advantages: []float64{-2}},
+		{OldLogProbs: []float64{0}, NewLogProbs: []float64{math.Log(4)}, Advantages: []float64{-1}},
+	}
+}
+
+func TestPolicyLossHandWorked(t *testing.T) {
+	cases := []struct {
+		name string
+		o    PolicyLossOptions
+		loss float64
+		coef [][]float64
+	}{
+		// 3.5 / 4; coefficients d pg / 4.
+		{"token-mean", PolicyLossOptions{AggMode: AggTokenMean}, 0.875, [][]float64{{0, -0.225}, {0}, {1}}},
+		// (1/3) * ((-1.2 - 0.9)/2 + 1.6 + 4) = 4.55/3; s0 weights 1/(3*2), s1 and s2 1/3.
+		{"seq-mean-token-mean", PolicyLossOptions{AggMode: AggSeqMeanTokenMean}, 4.55 / 3, [][]float64{{0, -0.15}, {0}, {4.0 / 3}}},
+		// 3.5 / 3; every token weighs 1/3.
+		{"seq-mean-token-sum", PolicyLossOptions{AggMode: AggSeqMeanTokenSum}, 3.5 / 3, [][]float64{{0, -0.3}, {0}, {4.0 / 3}}},
+		// 3.5 / (3 * Lmax), Lmax = 4: 3.5/12; every token weighs 1/12.
+		{"seq-mean-token-sum-norm", PolicyLossOptions{AggMode: AggSeqMeanTokenSumNorm, MaxResponseTokens: 4}, 3.5 / 12, [][]float64{{0, -0.075}, {0}, {1.0 / 3}}},
+		// Dual clip c = 3 caps s2 at 3: 2.5 / 4; s2 passes no gradient.
+		{"token-mean dual clip", PolicyLossOptions{AggMode: AggTokenMean, ClipRatioC: 3}, 0.625, [][]float64{{0, -0.225}, {0}, {0}}},
+		// c = 5 is above s2's 4: no cap, as without the dual clip.
+		{"token-mean dual clip inactive", PolicyLossOptions{AggMode: AggTokenMean, ClipRatioC: 5}, 0.875, [][]float64{{0, -0.225}, {0}, {1}}},
+		// Dual clip with seq-mean-token-sum: (2.5)/3.
+		{"seq-mean-token-sum dual clip", PolicyLossOptions{AggMode: AggSeqMeanTokenSum, ClipRatioC: 3}, 2.5 / 3, [][]float64{{0, -0.3}, {0}, {0}}},
+	}
+	for _, c := range cases {
+		c.o.ClipLow, c.o.ClipHigh = 0.2, 0.2
+		res, err := PolicyLoss(lossBatch(), c.o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if math.Abs(res.PGLoss-c.loss) > 1e-12 {
+			t.Errorf("%s: loss %v, want %v", c.name, res.PGLoss, c.loss)
+		}
+		if math.Abs(res.ClipFrac-0.5) > 1e-12 {
+			t.Errorf("%s: clipfrac %v, want 0.5", c.name, res.ClipFrac)
+		}
+		for i := range c.coef {
+			for tk := range c.coef[i] {
+				if math.Abs(res.PGCoef[i][tk]-c.coef[i][tk]) > 1e-12 {
+					t.Errorf("%s: coef[%d][%d] = %v, want %v", c.name, i, tk, res.PGCoef[i][tk], c.coef[i][tk])
+				}
+			}
+		}
+		if res.KLCoef != nil || res.KL != 0 {
+			t.Errorf("%s: KL without reference log-probs: %v %v", c.name, res.KL, res.KLCoef)
+		}
+	}
+}
+
+// GSPO, clip 0.05 both sides. sA: log-ratios ln 2 and -ln 2 average to 0,
+// s = 1, inside the range: pg = -1 on both tokens, d/d new_t = w*(-A)*s = -w.
+// sB: log-ratios 2 ln 1.1 and 0 average to ln 1.1, s = 1.1 > 1.05: clipped,
+// pg = -1.05 on both tokens, no gradient. token-mean: (-2 - 2.1)/4 =
+// -1.025, w = 1/4. This is GSPO's objective: the mean over the two
+// sequences of min(s A, clip(s) A), -(1 + 1.05)/2, with d/d new_t of
+// -s_A/2 = -(s_A/T)/2 = -0.25. The token ratio instead clips sB's first
+// token (1.21) and keeps the second (1.0): sB's coefficients 0, -0.25.
+func TestPolicyLossSequenceRatio(t *testing.T) {
+	ln := math.Log
+	seqs := []LossSeq{
+		{OldLogProbs: []float64{-1, -1}, NewLogProbs: []float64{-1 + ln(2), -1 - ln(2)}, Advantages: []float64{1, 1}},
+		{OldLogProbs: []float64{-2, -2}, NewLogProbs: []float64{-2 + 2*ln(1.1), -2}, Advantages: []float64{1, 1}},
+	}
+	o := PolicyLossOptions{ClipLow: 0.05, ClipHigh: 0.05, RatioLevel: RatioSequence}
+	res, err := PolicyLoss(seqs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]float64{{-0.25, -0.25}, {0, 0}}
+	if math.Abs(res.PGLoss+1.025) > 1e-12 {
+		t.Errorf("sequence: loss %v, want -1.025", res.PGLoss)
+	}
+	for i := range want {
+		for tk := range want[i] {
+			if math.Abs(res.PGCoef[i][tk]-want[i][tk]) > 1e-12 {
+				t.Errorf("sequence: coef[%d][%d] = %v, want %v", i, tk, res.PGCoef[i][tk], want[i][tk])
+			}
+		}
+	}
+	// seq-mean-token-mean: the same here (equal lengths).
+	o.AggMode = AggSeqMeanTokenMean
+	if res, _ := PolicyLoss(seqs, o); math.Abs(res.PGLoss+1.025) > 1e-12 {
+		t.Errorf("sequence, seq-mean-token-mean: loss %v, want -1.025", res.PGLoss)
+	}
+	o.RatioLevel, o.AggMode = RatioToken, AggTokenMean
+	res, _ = PolicyLoss(seqs, o)
+	// sA: rho 2 (clipped, -1.05) and 0.5 (A > 0: loss1 = -0.5 > -0.95? no:
+	// loss1 = -0.5, loss2 = -0.95, max -0.5, unclipped, gradient -0.5);
+	// sB: -1.05 (clipped) and -1: total (-1.05 - 0.5 - 1.05 - 1)/4 = -0.9.
+	if math.Abs(res.PGLoss+0.9) > 1e-12 {
+		t.Errorf("token: loss %v, want -0.9", res.PGLoss)
+	}
+	want = [][]float64{{0, -0.125}, {0, -0.25}}
+	for i := range want {
+		for tk := range want[i] {
+			if math.Abs(res.PGCoef[i][tk]-want[i][tk]) > 1e-12 {
+				t.Errorf("token: coef[%d][%d] = %v, want %v", i, tk, res.PGCoef[i][tk], want[i][tk])
+			}
+		}
+	}
+}
+
+// One token, log pi = 0 and log pi_ref = ln 2 (log r = ln 2):
+// k1 = -ln 2, d/d new = 1; k2 = (ln 2)^2/2, d/d new = -ln 2;
+// k3 = 2 - ln 2 - 1 = 1 - ln 2, d/d new = 1 - 2 = -1.
+func TestPolicyLossKLEstimators(t *testing.T) {
+	l2 := math.Ln2
+	for _, c := range []struct {
+		est      string
+		kl, dNew float64
+	}{{"k1", -l2, 1}, {"k2", l2 * l2 / 2, -l2}, {"k3", 1 - l2, -1}} {
+		seqs := []LossSeq{{OldLogProbs: []float64{0}, NewLogProbs: []float64{0}, RefLogProbs: []float64{l2}, Advantages: []float64{0}}}
+		res, err := PolicyLoss(seqs, PolicyLossOptions{ClipLow: 0.2, ClipHigh: 0.2, KLEstimator: c.est})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(res.KL-c.kl) > 1e-12 || math.Abs(res.KLCoef[0][0]-c.dNew) > 1e-12 {
+			t.Errorf("%s: KL %v coef %v, want %v %v", c.est, res.KL, res.KLCoef[0][0], c.kl, c.dNew)
+		}
+	}
+}
+
+func TestPolicyLossErrors(t *testing.T) {
+	good := lossBatch()
+	for _, c := range []struct {
+		seqs []LossSeq
+		o    PolicyLossOptions
+		want string
+	}{
+		{nil, PolicyLossOptions{}, "no sequences"},
+		{[]LossSeq{{OldLogProbs: []float64{0}, NewLogProbs: []float64{0, 0}, Advantages: []float64{1, 1}}}, PolicyLossOptions{}, "sequence 0"},
+		{good, PolicyLossOptions{AggMode: "mean"}, `train.loss_agg_mode "mean"`},
+		{good, PolicyLossOptions{RatioLevel: "group"}, `train.ratio_level "group"`},
+		{good, PolicyLossOptions{AggMode: AggSeqMeanTokenSumNorm}, "max_response_tokens"},
+	} {
+		if _, err := PolicyLoss(c.seqs, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.o, err, c.want)
+		}
+	}
+}
+
+// Lmax = 10, buffer 4: no penalty up to 6 tokens, then (6 - L)/4 * penalty.
+func TestOverlongPenalty(t *testing.T) {
+	for _, c := range []struct {
+		L, buffer int
+		penalty   float64
+		want      float64
+	}{
+		{6, 4, 1, 0}, {1, 4, 1, 0}, {7, 4, 1, -0.25}, {9, 4, 1, -0.75}, {10, 4, 1, -1},
+		{8, 4, 0.5, -0.25}, {10, 0, 1, 0}, {10, 1, 2, -2}, {9, 1, 2, 0},
+	} {
+		if got := OverlongPenalty(c.L, 10, c.buffer, c.penalty); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("L=%d buffer=%d penalty=%v: %v, want %v", c.L, c.buffer, c.penalty, got, c.want)
+		}
+	}
+}
+
+func TestRewardPenalties(t *testing.T) {
+	cfg, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"rollout.max_response_tokens=4",
+		"train.overlong.buffer=2", "train.overlong.penalty=1", "train.kl_mode=reward", "train.kl_coef=0.5", "train.kl_estimator=k3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// s0: 4 tokens (overlong (4-2-4)/2 = -1); k3 at log r = ln 2 is 1 - ln 2,
+	// at 0 it is 0: KL penalty -0.5 * (1 - ln 2).
+	// s1: 2 tokens, no overlong penalty, reference equal: 0.
+	r := &Rollout{Seqs: []Sequence{
+		{Response: make([]int32, 4), LogProbs: []float64{0, -1, -1, -1}, RefLogProbs: []float64{math.Ln2, -1, -1, -1}},
+		{Response: make([]int32, 2), LogProbs: []float64{-1, -2}, RefLogProbs: []float64{-1, -2}},
+	}}
+	m := map[string]float64{}
+	if err := RewardPenalties(cfg, r, m); err != nil {
+		t.Fatal(err)
+	}
+	want0 := -1 - 0.5*(1-math.Ln2)
+	if math.Abs(r.Seqs[0].RewardPenalty-want0) > 1e-12 || r.Seqs[1].RewardPenalty != 0 {
+		t.Errorf("penalties %v %v, want %v 0", r.Seqs[0].RewardPenalty, r.Seqs[1].RewardPenalty, want0)
+	}
+	if math.Abs(m["reward/overlong_penalty"]+0.5) > 1e-12 || math.Abs(m["reward/kl_penalty"]+0.25*(1-math.Ln2)) > 1e-12 {
+		t.Errorf("metrics %v", m)
+	}
+	r.Seqs[1].RefLogProbs = nil
+	if err := RewardPenalties(cfg, r, m); err == nil || !strings.Contains(err.Error(), "sequences[1]") {
+		t.Errorf("missing reference log-probs: %v", err)
+	}
+}
+
+func TestKeepInformativeGroups(t *testing.T) {
+	rewards := []struct {
+		group  int
+		reward float64
+	}{{0, 1}, {0, 1}, {1, 1}, {1, -1}, {2, 0}, {3, -1}, {3, -1}, {3, 1}, {4, -1}, {4, -1}}
+	r := &Rollout{}
+	for _, x := range rewards {
+		r.Seqs = append(r.Seqs, Sequence{Group: x.group, Reward: x.reward})
+	}
+	keep, dropped := KeepInformativeGroups(r)
+	// Groups 1 and 3 vary; 0, 2 (a group of one) and 4 do not.
+	if dropped != 3 || len(keep) != 2 || keep[0][0] != 2 || keep[1][0] != 5 || len(keep[1]) != 3 {
+		t.Errorf("keep %v dropped %d, want [[2 3] [5 6 7]] and 3", keep, dropped)
+	}
+}

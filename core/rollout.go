@@ -72,6 +72,10 @@ type Rollout struct {
 	// ValueHeads is K, the number of critic value heads (0 without a critic).
 	ValueHeads int
 	Seqs       []Sequence
+	// File is what a rollout file said beyond these fields (ReadRollout
+	// sets it; nil for a batch the trainer sampled). Only `cde-run shape`
+	// reads it.
+	File *RolloutFileExtras
 }
 
 // Groups returns the indices of Seqs by Group, in order of first appearance.

@@ -19,17 +19,32 @@ type RolloutFile struct {
 }
 
 // RolloutSeq is one response. LogProbs has one entry per response token;
-// Entropies, Values (T x K) and Embedding are optional. Correct and Text are
-// informational extras (ignored by shape).
+// Entropies, Values (T x K), Embedding, RefLogProbs and NewLogProbs are
+// optional. Correct is the verifier's verdict (read by grpo_passk); Text is
+// informational.
 type RolloutSeq struct {
-	Group     int         `json:"group"`
-	Reward    float64     `json:"reward"`
-	LogProbs  []float64   `json:"logprobs"`
-	Entropies []float64   `json:"entropies,omitempty"`
-	Values    [][]float64 `json:"values,omitempty"`
-	Embedding []float64   `json:"embedding,omitempty"`
-	Correct   *bool       `json:"correct,omitempty"`
-	Text      string      `json:"text,omitempty"`
+	Group       int         `json:"group"`
+	Reward      float64     `json:"reward"`
+	LogProbs    []float64   `json:"logprobs"`
+	Entropies   []float64   `json:"entropies,omitempty"`
+	Values      [][]float64 `json:"values,omitempty"`
+	Embedding   []float64   `json:"embedding,omitempty"`
+	RefLogProbs []float64   `json:"ref_logprobs,omitempty"`
+	NewLogProbs []float64   `json:"new_logprobs,omitempty"`
+	Correct     *bool       `json:"correct,omitempty"`
+	Text        string      `json:"text,omitempty"`
+}
+
+// RolloutFileExtras is what a rollout file says beyond the Rollout it
+// decodes to (Rollout.File), for `cde-run shape`.
+type RolloutFileExtras struct {
+	// HasCorrect[i] reports whether sequence i has a "correct" field
+	// (Sequence.Correct is false both for false and for a missing field).
+	HasCorrect []bool
+	// NewLogProbs[i] is sequence i's new_logprobs: the current policy's
+	// log-probs of its tokens, from which shape computes the policy loss.
+	// nil when the file has none (every sequence has them or none does).
+	NewLogProbs [][]float64
 }
 
 // WriteRolloutFile writes r in the rollout-file format.
@@ -41,14 +56,26 @@ func WriteRolloutFile(path string, r *Rollout) error {
 	return WriteFileAtomic(path, data)
 }
 
-// MarshalRollout returns r in the rollout-file format.
+// MarshalRollout returns r in the rollout-file format. A batch read from a
+// file (r.File set) is written back as it was read: correct only where it
+// was given, new_logprobs when it had them.
 func MarshalRollout(r *Rollout) ([]byte, error) {
 	f := RolloutFile{Step: r.Step, TotalSteps: r.TotalSteps}
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
 		c := s.Correct
-		f.Sequences = append(f.Sequences, RolloutSeq{Group: s.Group, Reward: s.Reward, LogProbs: s.LogProbs,
-			Entropies: s.Entropies, Values: s.Values, Embedding: s.Embedding, Correct: &c, Text: s.Text})
+		seq := RolloutSeq{Group: s.Group, Reward: s.Reward, LogProbs: s.LogProbs,
+			Entropies: s.Entropies, Values: s.Values, Embedding: s.Embedding, RefLogProbs: s.RefLogProbs,
+			Correct: &c, Text: s.Text}
+		if r.File != nil { // a batch read from a file: write back what it said
+			if i < len(r.File.HasCorrect) && !r.File.HasCorrect[i] {
+				seq.Correct = nil
+			}
+			if i < len(r.File.NewLogProbs) {
+				seq.NewLogProbs = r.File.NewLogProbs[i]
+			}
+		}
+		f.Sequences = append(f.Sequences, seq)
 	}
 	return json.Marshal(f)
 }
@@ -77,12 +104,16 @@ func ReadRolloutFile(path string) (*Rollout, error) {
 //   - entropies (T numbers), values (T rows of K numbers, one K for the
 //     whole file, K >= 1) and embedding (a non-empty list of numbers, one
 //     length for the whole file) are optional; null means absent;
+//   - ref_logprobs (the frozen reference policy's log-probs) and
+//     new_logprobs (the current policy's) are optional, T numbers each, and
+//     each is given for every sequence or for none;
 //   - a null where a number is required is an error, never a 0;
-//   - correct (a boolean) and text (a string) are optional extras; other
-//     fields are ignored.
+//   - correct (a boolean) and text (a string) are optional; other fields
+//     are ignored.
 //
 // Response tokens are not stored; Response is filled with zeros of the right
-// length so lengths are known.
+// length so lengths are known. ref_logprobs go to Sequence.RefLogProbs;
+// new_logprobs and whether each sequence gave correct go to Rollout.File.
 func ReadRollout(r io.Reader, name string) (*Rollout, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -112,6 +143,8 @@ type seqFields struct {
 	Entropies []*float64   `json:"entropies"`
 	Values    [][]*float64 `json:"values"`
 	Embedding *[]*float64  `json:"embedding"`
+	RefLP     []*float64   `json:"ref_logprobs"`
+	NewLP     []*float64   `json:"new_logprobs"`
 	Correct   *bool        `json:"correct"`
 	Text      *string      `json:"text"`
 }
@@ -144,89 +177,128 @@ func decodeRollout(data []byte) (*Rollout, error) {
 		return nil, errors.New("sequences: empty")
 	}
 	k, dim := 0, 0 // value heads and embedding length, fixed by the first sequence that has them
+	extras := &RolloutFileExtras{}
+	var newLPs [][]float64
 	for i, raw := range *f.Sequences {
-		seq, err := decodeSeq(raw, &k, &dim)
+		seq, newLP, hasCorrect, err := decodeSeq(raw, &k, &dim)
 		if err != nil {
 			if fe, ok := err.(fieldError); ok && fe.field == "" {
 				return nil, fmt.Errorf("sequences[%d]: %s", i, fe.msg)
 			}
 			return nil, fmt.Errorf("sequences[%d].%w", i, err)
 		}
+		if i > 0 && (seq.RefLogProbs == nil) != (r.Seqs[0].RefLogProbs == nil) {
+			return nil, fmt.Errorf("sequences[%d].ref_logprobs: given for some sequences and not others (sequence 0 %s them): give them for every sequence or none", i, has(r.Seqs[0].RefLogProbs != nil))
+		}
+		if i > 0 && (newLP == nil) != (newLPs[0] == nil) {
+			return nil, fmt.Errorf("sequences[%d].new_logprobs: given for some sequences and not others (sequence 0 %s them): the policy loss is over the whole file", i, has(newLPs[0] != nil))
+		}
 		r.Seqs = append(r.Seqs, seq)
+		newLPs = append(newLPs, newLP)
+		extras.HasCorrect = append(extras.HasCorrect, hasCorrect)
+	}
+	if newLPs[0] != nil {
+		extras.NewLogProbs = newLPs
 	}
 	r.ValueHeads = k
+	r.File = extras
 	return r, nil
 }
 
-// decodeSeq reads one sequence; its errors are fieldErrors (the caller
-// prefixes "sequences[i].").
-func decodeSeq(raw json.RawMessage, k, dim *int) (Sequence, error) {
+func has(yes bool) string {
+	if yes {
+		return "has"
+	}
+	return "lacks"
+}
+
+// decodeSeq reads one sequence, its new_logprobs (nil when absent) and
+// whether it gave correct; its errors are fieldErrors (the caller prefixes
+// "sequences[i].").
+func decodeSeq(raw json.RawMessage, k, dim *int) (Sequence, []float64, bool, error) {
 	var s seqFields
 	if err := unmarshalObject(raw, &s); err != nil {
 		if _, ok := err.(fieldError); ok {
-			return Sequence{}, err
+			return Sequence{}, nil, false, err
 		}
-		return Sequence{}, fieldError{"", err.Error()}
+		return Sequence{}, nil, false, fieldError{"", err.Error()}
 	}
 	if s.Group == nil {
-		return Sequence{}, fieldError{"group", "missing (the prompt index shared by the responses to one prompt)"}
+		return Sequence{}, nil, false, fieldError{"group", "missing (the prompt index shared by the responses to one prompt)"}
 	}
 	if s.Reward == nil {
-		return Sequence{}, fieldError{"reward", "missing (the verifier reward)"}
+		return Sequence{}, nil, false, fieldError{"reward", "missing (the verifier reward)"}
 	}
 	if s.LogProbs == nil {
-		return Sequence{}, fieldError{"logprobs", "missing (one old-policy log-prob per response token)"}
+		return Sequence{}, nil, false, fieldError{"logprobs", "missing (one old-policy log-prob per response token)"}
 	}
 	logProbs, err := numbers("logprobs", *s.LogProbs)
 	if err != nil {
-		return Sequence{}, err
+		return Sequence{}, nil, false, err
 	}
 	T := len(logProbs)
 	if T == 0 {
-		return Sequence{}, fieldError{"logprobs", "empty (one entry per response token is required)"}
+		return Sequence{}, nil, false, fieldError{"logprobs", "empty (one entry per response token is required)"}
 	}
 	seq := Sequence{Group: *s.Group, Reward: *s.Reward, LogProbs: logProbs, Response: make([]int32, T)}
 	if s.Entropies != nil {
 		if len(s.Entropies) != T {
-			return Sequence{}, fieldError{"entropies", fmt.Sprintf("%d entries for %d tokens", len(s.Entropies), T)}
+			return Sequence{}, nil, false, fieldError{"entropies", fmt.Sprintf("%d entries for %d tokens", len(s.Entropies), T)}
 		}
 		if seq.Entropies, err = numbers("entropies", s.Entropies); err != nil {
-			return Sequence{}, err
+			return Sequence{}, nil, false, err
 		}
 	}
 	if s.Values != nil {
 		if len(s.Values) != T {
-			return Sequence{}, fieldError{"values", fmt.Sprintf("%d rows for %d tokens", len(s.Values), T)}
+			return Sequence{}, nil, false, fieldError{"values", fmt.Sprintf("%d rows for %d tokens", len(s.Values), T)}
 		}
 		seq.Values = make([][]float64, T)
 		for t, row := range s.Values {
 			if row == nil {
-				return Sequence{}, fieldError{fmt.Sprintf("values[%d]", t), "null (want a list of the K head values)"}
+				return Sequence{}, nil, false, fieldError{fmt.Sprintf("values[%d]", t), "null (want a list of the K head values)"}
 			}
 			if *k == 0 {
 				*k = len(row)
 			}
 			if len(row) != *k || len(row) == 0 {
-				return Sequence{}, fieldError{fmt.Sprintf("values[%d]", t), fmt.Sprintf("%d heads, want %d", len(row), max(*k, 1))}
+				return Sequence{}, nil, false, fieldError{fmt.Sprintf("values[%d]", t), fmt.Sprintf("%d heads, want %d", len(row), max(*k, 1))}
 			}
 			if seq.Values[t], err = numbers(fmt.Sprintf("values[%d]", t), row); err != nil {
-				return Sequence{}, err
+				return Sequence{}, nil, false, err
 			}
 		}
 	}
 	if s.Embedding != nil {
 		e := *s.Embedding
 		if len(e) == 0 {
-			return Sequence{}, fieldError{"embedding", "empty (omit it, or give the pooled hidden state)"}
+			return Sequence{}, nil, false, fieldError{"embedding", "empty (omit it, or give the pooled hidden state)"}
 		}
 		if *dim == 0 {
 			*dim = len(e)
 		}
 		if len(e) != *dim {
-			return Sequence{}, fieldError{"embedding", fmt.Sprintf("%d numbers, want %d as in the earlier sequences", len(e), *dim)}
+			return Sequence{}, nil, false, fieldError{"embedding", fmt.Sprintf("%d numbers, want %d as in the earlier sequences", len(e), *dim)}
 		}
 		if seq.Embedding, err = numbers("embedding", e); err != nil {
-			return Sequence{}, err
+			return Sequence{}, nil, false, err
+		}
+	}
+	if s.RefLP != nil {
+		if len(s.RefLP) != T {
+			return Sequence{}, nil, false, fieldError{"ref_logprobs", fmt.Sprintf("%d entries for %d tokens", len(s.RefLP), T)}
+		}
+		if seq.RefLogProbs, err = numbers("ref_logprobs", s.RefLP); err != nil {
+			return Sequence{}, nil, false, err
+		}
+	}
+	var newLP []float64
+	if s.NewLP != nil {
+		if len(s.NewLP) != T {
+			return Sequence{}, nil, false, fieldError{"new_logprobs", fmt.Sprintf("%d entries for %d tokens", len(s.NewLP), T)}
+		}
+		if newLP, err = numbers("new_logprobs", s.NewLP); err != nil {
+			return Sequence{}, nil, false, err
 		}
 	}
 	if s.Correct != nil {
@@ -235,7 +307,7 @@ func decodeSeq(raw json.RawMessage, k, dim *int) (Sequence, error) {
 	if s.Text != nil {
 		seq.Text = *s.Text
 	}
-	return seq, nil
+	return seq, newLP, s.Correct != nil, nil
 }
 
 // numbers converts a decoded list, refusing null entries.

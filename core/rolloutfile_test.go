@@ -59,6 +59,12 @@ func TestReadRolloutErrors(t *testing.T) {
 			"batch.json: sequences[1].embedding: 3 numbers, want 2"},
 		{"correct not a boolean", file(`{"group": 0, "reward": 1, "logprobs": [-1], "correct": "yes"}`), "batch.json: sequences[0].correct: want true or false, got string"},
 		{"text not a string", file(`{"group": 0, "reward": 1, "logprobs": [-1], "text": 5}`), "batch.json: sequences[0].text: want a string, got number"},
+		{"ref_logprobs too short", file(`{"group": 0, "reward": 1, "logprobs": [-1, -2], "ref_logprobs": [-1]}`), "batch.json: sequences[0].ref_logprobs: 1 entries for 2 tokens"},
+		{"new_logprobs null entry", file(`{"group": 0, "reward": 1, "logprobs": [-1], "new_logprobs": [null]}`), "batch.json: sequences[0].new_logprobs[0]: null (want a number)"},
+		{"new_logprobs on some sequences only", file(`{"group": 0, "reward": 1, "logprobs": [-1], "new_logprobs": [-1]}`, `{"group": 0, "reward": 1, "logprobs": [-1]}`),
+			"batch.json: sequences[1].new_logprobs: given for some sequences and not others (sequence 0 has them)"},
+		{"ref_logprobs on some sequences only", file(`{"group": 0, "reward": 1, "logprobs": [-1]}`, `{"group": 0, "reward": 1, "logprobs": [-1], "ref_logprobs": [-1]}`),
+			"batch.json: sequences[1].ref_logprobs: given for some sequences and not others (sequence 0 lacks them)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -79,7 +85,8 @@ func TestReadRolloutGood(t *testing.T) {
 		want       *Rollout
 	}{
 		{"minimal; total_steps defaults to 0 (the caller's)", `{"step": 0, "sequences": [` + goodSeq + `]}`,
-			&Rollout{Seqs: []Sequence{{Group: 0, Reward: 1, LogProbs: []float64{-1, -2}, Response: []int32{0, 0}}}}},
+			&Rollout{Seqs: []Sequence{{Group: 0, Reward: 1, LogProbs: []float64{-1, -2}, Response: []int32{0, 0}}},
+				File: &RolloutFileExtras{HasCorrect: []bool{false}}}},
 		{"every field; null optional fields are absent; unknown fields ignored",
 			`{"step": 12, "total_steps": 300, "note": "x", "sequences": [
 			  {"group": 3, "reward": -1, "logprobs": [-0.5, -0.25], "entropies": [0.5, 1.5],
@@ -89,7 +96,15 @@ func TestReadRolloutGood(t *testing.T) {
 				{Group: 3, Reward: -1, LogProbs: []float64{-0.5, -0.25}, Entropies: []float64{0.5, 1.5},
 					Values: [][]float64{{0.1, 0.2}, {0.3, 0.4}}, Embedding: []float64{1, -2, 3}, Text: "Answer: 2", Response: []int32{0, 0}},
 				{Group: -7, Reward: 0.5, LogProbs: []float64{0}, Correct: true, Response: []int32{0}},
-			}}},
+			}, File: &RolloutFileExtras{HasCorrect: []bool{true, true}}}},
+		{"reference and new log-probs; correct given for one sequence only",
+			`{"step": 1, "sequences": [
+			  {"group": 0, "reward": 1, "logprobs": [-1, -2], "ref_logprobs": [-1.5, -2.5], "new_logprobs": [-0.9, -2.1], "correct": true},
+			  {"group": 0, "reward": -1, "logprobs": [-3], "ref_logprobs": [-3.5], "new_logprobs": [-2.9]}]}`,
+			&Rollout{Step: 1, Seqs: []Sequence{
+				{Group: 0, Reward: 1, LogProbs: []float64{-1, -2}, RefLogProbs: []float64{-1.5, -2.5}, Correct: true, Response: []int32{0, 0}},
+				{Group: 0, Reward: -1, LogProbs: []float64{-3}, RefLogProbs: []float64{-3.5}, Response: []int32{0}},
+			}, File: &RolloutFileExtras{HasCorrect: []bool{true, false}, NewLogProbs: [][]float64{{-0.9, -2.1}, {-2.9}}}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

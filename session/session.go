@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	_ "github.com/cde-rl/cde/algos/all" // every in-tree algorithm
+	"github.com/cde-rl/cde/algos/grpopassk"
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/plugins"
@@ -55,6 +56,9 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 	}
 	algo, err := BuildAlgorithm(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckAlgorithmFits(cfg, algo); err != nil {
 		return nil, err
 	}
 	strats, err := BuildStrategies(cfg, algo, log)
@@ -120,6 +124,17 @@ func BuildAlgorithm(cfg *core.Config) (core.Algorithm, error) {
 		return nil, err
 	}
 	return core.NewAlgorithm(name, p)
+}
+
+// CheckAlgorithmFits checks the algorithm against the rest of the config:
+// grpo_passk needs every group of rollout.n responses to hold at least
+// algorithm.k of them. (cde-run shape does not call it: there the file's
+// groups count, and grpo_passk checks each.)
+func CheckAlgorithmFits(cfg *core.Config, algo core.Algorithm) error {
+	if pk, ok := algo.(*grpopassk.PassK); ok && cfg.Rollout.N < pk.K {
+		return fmt.Errorf("config: rollout.n = %d is less than algorithm.k = %d: grpo_passk draws subsets of k of each prompt's rollout.n responses (raise rollout.n or lower algorithm.k)", cfg.Rollout.N, pk.K)
+	}
+	return nil
 }
 
 // BuildStrategies builds every `strategies:` entry in order: a registered

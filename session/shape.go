@@ -11,23 +11,40 @@ import (
 )
 
 // ShapeOutput is what `cde-run shape` prints as JSON (DESIGN section 4).
+// PolicyLoss is set when the file carries new_logprobs; KLLoss when it
+// also carries ref_logprobs and train.kl_mode is loss with kl_coef > 0.
 type ShapeOutput struct {
-	Sequences []ShapeSeq         `json:"sequences"`
-	Metrics   map[string]float64 `json:"metrics"`
+	Sequences  []ShapeSeq         `json:"sequences"`
+	PolicyLoss *float64           `json:"policy_loss,omitempty"`
+	KLLoss     *float64           `json:"kl_loss,omitempty"`
+	Metrics    map[string]float64 `json:"metrics"`
 }
 
+// ShapeSeq is one sequence of the output. RewardPenalty is set when the
+// config turns on a trainer reward term (train.overlong, train.kl_mode:
+// reward); LossCoef[t] = d policy_loss / d new_logprobs[t] and KLLossCoef[t]
+// = d kl_loss / d new_logprobs[t] come with policy_loss and kl_loss.
 type ShapeSeq struct {
 	RewardBonus    float64   `json:"reward_bonus"`
+	RewardPenalty  *float64  `json:"reward_penalty,omitempty"`
 	ShapedReward   float64   `json:"shaped_reward"`
 	Advantages     []float64 `json:"advantages"`
 	AdvantageBonus []float64 `json:"advantage_bonus"`
 	Returns        []float64 `json:"returns"`
+	LossCoef       []float64 `json:"loss_coef,omitempty"`
+	KLLossCoef     []float64 `json:"kl_loss_coef,omitempty"`
 }
 
 // Shape applies cfg's algorithm and strategies to a recorded batch r (read
 // from path, which errors name), as one training step would: reward bonuses,
-// advantages, advantage bonuses, finalisation. It checks that r carries
-// every field they need, and that the results are finite.
+// the trainer's reward penalties, advantages, advantage bonuses,
+// finalisation. It checks that r carries every field they need, and that the
+// results are finite. When the file carries new_logprobs (r.File), it adds
+// the policy loss of the whole file as one minibatch and its gradient
+// (core.PolicyLoss with the train section's clip_low, clip_high,
+// clip_ratio_c, ratio_level and loss_agg_mode; KL and entropy excluded),
+// and, with ref_logprobs and train.kl_mode: loss and kl_coef > 0, the KL
+// term's aggregated estimate (before kl_coef) and its gradient.
 func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (ShapeOutput, error) {
 	var o ShapeOutput
 	algo, err := BuildAlgorithm(cfg)
@@ -59,6 +76,13 @@ func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (
 	if err := checkNeeds(r, needs, path); err != nil {
 		return o, err
 	}
+	if algo.Name() == "grpo_passk" && r.File != nil {
+		for i, given := range r.File.HasCorrect {
+			if !given {
+				return o, fmt.Errorf("%s: sequences[%d].correct: required by algorithm grpo_passk (the verifier's verdict, true or false)", path, i)
+			}
+		}
+	}
 	r.Algorithm = algo.Name()
 	if r.TotalSteps <= 0 {
 		r.TotalSteps = cfg.Train.Steps
@@ -72,15 +96,59 @@ func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (
 		return o, err
 	}
 	o.Metrics = m
+	penalties := cfg.Train.Overlong.Buffer > 0 || cfg.Train.KLMode == "reward" && cfg.Train.KLCoef > 0
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
-		o.Sequences = append(o.Sequences, ShapeSeq{RewardBonus: s.RewardBonus, ShapedReward: s.ShapedReward,
-			Advantages: s.Advantages, AdvantageBonus: s.AdvantageBonus, Returns: s.Returns})
+		out := ShapeSeq{RewardBonus: s.RewardBonus, ShapedReward: s.ShapedReward,
+			Advantages: s.Advantages, AdvantageBonus: s.AdvantageBonus, Returns: s.Returns}
+		if penalties {
+			p := s.RewardPenalty
+			out.RewardPenalty = &p
+		}
+		o.Sequences = append(o.Sequences, out)
+	}
+	if r.File != nil && r.File.NewLogProbs != nil {
+		if err := shapeLoss(cfg, r, &o); err != nil {
+			return o, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	if err := checkFinite(o); err != nil {
 		return o, fmt.Errorf("%s: %w (the inputs are too large for float64: rewards, values or log-probs near 1e308?)", path, err)
 	}
 	return o, nil
+}
+
+// shapeLoss adds policy_loss and loss_coef (and kl_loss, kl_loss_coef) to
+// o from r's final advantages and its file's new_logprobs.
+func shapeLoss(cfg *core.Config, r *core.Rollout, o *ShapeOutput) error {
+	tc := cfg.Train
+	withKL := tc.KLMode == "loss" && tc.KLCoef > 0 && r.Seqs[0].RefLogProbs != nil
+	seqs := make([]core.LossSeq, len(r.Seqs))
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		seqs[i] = core.LossSeq{OldLogProbs: s.LogProbs, NewLogProbs: r.File.NewLogProbs[i], Advantages: s.Advantages}
+		if withKL {
+			seqs[i].RefLogProbs = s.RefLogProbs
+		}
+	}
+	res, err := core.PolicyLoss(seqs, core.PolicyLossOptions{ClipLow: tc.ClipLow, ClipHigh: tc.ClipHigh,
+		ClipRatioC: tc.ClipRatioC, AggMode: tc.LossAggMode, RatioLevel: tc.RatioLevel,
+		MaxResponseTokens: cfg.Rollout.MaxResponseTokens, KLEstimator: tc.KLEstimator})
+	if err != nil {
+		return err
+	}
+	o.PolicyLoss = &res.PGLoss
+	o.Metrics["actor/pg_clipfrac"] = res.ClipFrac
+	for i := range o.Sequences {
+		o.Sequences[i].LossCoef = res.PGCoef[i]
+	}
+	if withKL {
+		o.KLLoss = &res.KL
+		for i := range o.Sequences {
+			o.Sequences[i].KLLossCoef = res.KLCoef[i]
+		}
+	}
+	return nil
 }
 
 // checkFinite names the first output number that is NaN or infinite (JSON
@@ -92,7 +160,7 @@ func checkFinite(o ShapeOutput) error {
 		for _, f := range []struct {
 			name string
 			x    float64
-		}{{"reward_bonus", s.RewardBonus}, {"shaped_reward", s.ShapedReward}} {
+		}{{"reward_bonus", s.RewardBonus}, {"shaped_reward", s.ShapedReward}, {"reward_penalty", deref(s.RewardPenalty)}} {
 			if bad(f.x) {
 				return fmt.Errorf("sequences[%d].%s = %v: not finite", i, f.name, f.x)
 			}
@@ -100,13 +168,20 @@ func checkFinite(o ShapeOutput) error {
 		for _, f := range []struct {
 			name string
 			xs   []float64
-		}{{"advantages", s.Advantages}, {"advantage_bonus", s.AdvantageBonus}, {"returns", s.Returns}} {
+		}{{"advantages", s.Advantages}, {"advantage_bonus", s.AdvantageBonus}, {"returns", s.Returns},
+			{"loss_coef", s.LossCoef}, {"kl_loss_coef", s.KLLossCoef}} {
 			for t, x := range f.xs {
 				if bad(x) {
 					return fmt.Errorf("sequences[%d].%s[%d] = %v: not finite", i, f.name, t, x)
 				}
 			}
 		}
+	}
+	if x := deref(o.PolicyLoss); bad(x) {
+		return fmt.Errorf("policy_loss = %v: not finite", x)
+	}
+	if x := deref(o.KLLoss); bad(x) {
+		return fmt.Errorf("kl_loss = %v: not finite", x)
 	}
 	keys := make([]string, 0, len(o.Metrics))
 	for k := range o.Metrics {
@@ -119,6 +194,13 @@ func checkFinite(o ShapeOutput) error {
 		}
 	}
 	return nil
+}
+
+func deref(x *float64) float64 {
+	if x == nil {
+		return 0
+	}
+	return *x
 }
 
 // checkNeeds reports a rollout field a strategy or the algorithm needs but

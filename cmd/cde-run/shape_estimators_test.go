@@ -86,7 +86,7 @@ func TestShapeEstimators(t *testing.T) {
 				{"group": 0, "reward": -1, "correct": false, "logprobs": [-0.1, -0.2]},
 				{"group": 0, "reward": -1, "correct": true, "logprobs": [-0.3]},
 				{"group": 0, "reward": 1, "correct": false, "logprobs": [-0.4]},
-				{"group": 0, "reward": -1, "logprobs": [-0.5, -0.6, -0.7]},
+				{"group": 0, "reward": -1, "correct": false, "logprobs": [-0.5, -0.6, -0.7]},
 				{"group": 1, "reward": 1, "correct": true, "logprobs": [-0.8]},
 				{"group": 1, "reward": 1, "correct": true, "logprobs": [-0.9]}]}`,
 			adv: [][]float64{{-1.0 / 3, -1.0 / 3}, {1}, {-1.0 / 3}, {-1.0 / 3, -1.0 / 3, -1.0 / 3}, {0}, {0}},

@@ -29,7 +29,8 @@ Flags:
 func cmdPlugins(args []string) int {
 	fs := flag.NewFlagSet("plugins check", flag.ContinueOnError)
 	params := fs.String("params", "", "the plugin's params as YAML or JSON, e.g. '{beta: 0.5}'")
-	algoName := fs.String("algorithm", "grpo", "algorithm name given to the plugin and the kit (grpo or ppo)")
+	algoName := fs.String("algorithm", "grpo", "algorithm name given to the plugin and the kit (one of: "+strings.Join(core.Algorithms(), ", ")+")")
+	algoParams := fs.String("algorithm-params", "", "the algorithm's keys as YAML or JSON, e.g. '{k: 1}' for grpo_passk (the kit's groups may hold one response)")
 	sum := fs.String("sha256", "", "pin the binary's SHA-256")
 	steps := fs.Int("steps", 3, "steps per check")
 	callTimeout := fs.Duration("call-timeout", plugins.DefaultCallTimeout, "per-call deadline")
@@ -75,7 +76,14 @@ func cmdPlugins(args []string) int {
 			return 2
 		}
 	}
-	algo, err := core.NewAlgorithm(*algoName, core.NewParams("algorithm", nil))
+	var ap map[string]any
+	if *algoParams != "" {
+		if err := yaml.Unmarshal([]byte(*algoParams), &ap); err != nil {
+			fmt.Fprintf(os.Stderr, "cde-run plugins check: --algorithm-params: %v\n", err)
+			return 2
+		}
+	}
+	algo, err := core.NewAlgorithm(*algoName, core.NewParams("algorithm", ap))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cde-run plugins check: --algorithm: %v\n", err)
 		return 2
@@ -103,7 +111,7 @@ func cmdPlugins(args []string) int {
 		}
 		return s
 	}
-	opts := strategytest.Options{Algorithm: *algoName, Steps: *steps}
+	opts := strategytest.Options{Algorithm: *algoName, AlgorithmParams: ap, Steps: *steps}
 	failed := 0
 	for _, c := range strategytest.Checks() {
 		start := time.Now()

@@ -38,7 +38,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cde-rl/cde/algos/grpo"
+	_ "github.com/cde-rl/cde/algos/all" // every in-tree algorithm, by name
 	"github.com/cde-rl/cde/algos/ppo"
 	"github.com/cde-rl/cde/core"
 )
@@ -47,10 +47,13 @@ import (
 // defaults given on each field.
 type Options struct {
 	// Algorithm is the algorithm name passed in StepInfo and Rollout
-	// ("grpo" by default, or "ppo"); it selects how Advantages are filled:
-	// group-normalised rewards for grpo, GAE (gamma = lambda = 1) on the
-	// mean head value for any other name.
+	// ("grpo" by default; any registered name, every in-tree one is); it
+	// selects how Advantages are filled (see RandomRollout).
 	Algorithm string
+	// AlgorithmParams are the algorithm's keys, as the `algorithm:`
+	// mapping less name (nil: its defaults). grpo_passk needs {k: 1} here,
+	// since the kit's groups may hold a single response.
+	AlgorithmParams map[string]any
 	// ValueHeads is K, the number of critic value heads in the rollouts
 	// (default 4; Run raises it to the strategy's Needs.ValueHeads).
 	ValueHeads int
@@ -148,8 +151,13 @@ func All(newStrategy func() core.Strategy, opts Options) error {
 // repeat an earlier sequence's embedding exactly, so count-based strategies
 // see collisions); 0/1 head masks T x K; a small RewardBonus with
 // ShapedReward = Reward + RewardBonus; Advantages and Returns as the
-// algorithm would fill them and zero AdvantageBonus. Step is 0 and
-// TotalSteps opts.TotalSteps.
+// algorithm would fill them, before any Finalize (the raw advantages
+// advantage hooks see), and zero AdvantageBonus: an algorithm without a
+// critic (grpo, rloo, dr_grpo, ...) is built from the registry
+// (core.NewAlgorithm with opts.AlgorithmParams) and its Advantages run; a
+// critic algorithm gets algos/ppo's GAE with gamma = lambda = 1 on the
+// mean head value. An unknown name or an algorithm that fails on the
+// rollout panics, naming it. Step is 0 and TotalSteps opts.TotalSteps.
 func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
 	o := opts.withDefaults()
 	K := o.ValueHeads
@@ -199,26 +207,24 @@ func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
 			r.Seqs = append(r.Seqs, s)
 		}
 	}
-	fillAdvantages(r)
+	fillAdvantages(r, o.AlgorithmParams)
 	return r
 }
 
-// fillAdvantages sets Advantages and Returns as the algorithms compute
-// them: for grpo, algos/grpo's group-normalised advantages (norm_by_std,
-// eps 1e-6; Returns = Advantages); otherwise algos/ppo's GAE with
-// gamma = lambda = 1 on the mean head value, unwhitened (the raw
-// advantages advantage hooks see). AdvantageBonus is zero.
-func fillAdvantages(r *core.Rollout) {
-	if r.Algorithm == "grpo" {
-		g := &grpo.GRPO{NormByStd: true, Eps: 1e-6}
-		if err := g.Advantages(r); err != nil {
-			panic("strategytest: " + err.Error()) // rewards are ±1 plus a small bonus: always finite
-		}
-	} else {
+// fillAdvantages sets Advantages and Returns for r.Algorithm, with the
+// algorithm's params (see RandomRollout), and a zero AdvantageBonus.
+func fillAdvantages(r *core.Rollout, params map[string]any) {
+	algo, err := core.NewAlgorithm(r.Algorithm, core.NewParams("algorithm", params))
+	if err != nil {
+		panic("strategytest: Options.Algorithm: " + err.Error())
+	}
+	if algo.NeedsCritic() {
 		for i := range r.Seqs {
 			s := &r.Seqs[i]
 			s.Advantages, s.Returns = ppo.GAE(s.ShapedReward, s.Values, 1, 1)
 		}
+	} else if err := algo.Advantages(r); err != nil {
+		panic(fmt.Sprintf("strategytest: %s advantages of the kit's rollout: %v (Options.AlgorithmParams?)", r.Algorithm, err))
 	}
 	for i := range r.Seqs {
 		r.Seqs[i].AdvantageBonus = make([]float64, r.Seqs[i].Len())

@@ -3,6 +3,7 @@ package strategytest
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -224,7 +225,7 @@ func TestRandomRolloutIsValid(t *testing.T) {
 		{Group: 0, ShapedReward: -0.5, Response: make([]int32, 1)},
 		{Group: 1, ShapedReward: 1, Response: make([]int32, 1)},
 	}}
-	fillAdvantages(r)
+	fillAdvantages(r, nil)
 	a := 1 / (math.Sqrt(2) + 1e-6)
 	if math.Abs(r.Seqs[0].Advantages[1]-a) > 1e-12 || math.Abs(r.Seqs[1].Advantages[0]+a) > 1e-12 || r.Seqs[2].Advantages[0] != 0 {
 		t.Errorf("grpo advantages %v %v %v", r.Seqs[0].Advantages, r.Seqs[1].Advantages, r.Seqs[2].Advantages)
@@ -258,7 +259,7 @@ func TestFillAdvantagesUsesAlgos(t *testing.T) {
 		{Group: 0, Response: []int32{7}, ShapedReward: -1},
 		{Group: 1, Response: []int32{8}, ShapedReward: 1},
 	}}
-	fillAdvantages(g)
+	fillAdvantages(g, nil)
 	want := [][]float64{{a, a}, {-a}, {0}}
 	for i, s := range g.Seqs {
 		for k := range want[i] {
@@ -270,9 +271,53 @@ func TestFillAdvantagesUsesAlgos(t *testing.T) {
 	p := &core.Rollout{Algorithm: "ppo", ValueHeads: 2, Seqs: []core.Sequence{
 		{Response: []int32{5, 6}, ShapedReward: 1, Values: [][]float64{{0.2, 0.4}, {0.6, 0}}},
 	}}
-	fillAdvantages(p)
+	fillAdvantages(p, nil)
 	s := p.Seqs[0]
 	if !near(s.Advantages[0], 0.7) || !near(s.Advantages[1], 0.7) || !near(s.Returns[0], 1) || !near(s.Returns[1], 1) || len(s.AdvantageBonus) != 2 {
 		t.Fatalf("ppo: A %v R %v bonus %v, want A [0.7 0.7], R [1 1]", s.Advantages, s.Returns, s.AdvantageBonus)
 	}
+}
+
+// Any registered algorithm without a critic fills the kit's advantages
+// through its own estimator; hand-worked on one group with shaped rewards
+// [1, -1, 0.5] (verdicts [true, false, false]):
+//   - rloo: r_i - mean of the others: 1 - (-0.25) = 1.25, -1 - 0.75 = -1.75,
+//     0.5 - 0 = 0.5;
+//   - dr_grpo: r_i - 1/6: 5/6, -7/6, 1/3;
+//   - grpo_passk with k = 1 (GRPO on 0/1 verdicts, population std): mean
+//     1/3, std sqrt(2)/3: (2/3)/(sqrt(2)/3) = sqrt(2), (-1/3)/(sqrt(2)/3) =
+//     -1/sqrt(2).
+//
+// An unknown name panics naming Options.Algorithm.
+func TestFillAdvantagesRegistered(t *testing.T) {
+	cases := []struct {
+		name   string
+		params map[string]any
+		want   []float64
+	}{
+		{"rloo", nil, []float64{1.25, -1.75, 0.5}},
+		{"dr_grpo", nil, []float64{5.0 / 6, -7.0 / 6, 1.0 / 3}},
+		{"grpo_passk", map[string]any{"k": 1}, []float64{math.Sqrt2, -1 / math.Sqrt2, -1 / math.Sqrt2}},
+	}
+	for _, c := range cases {
+		r := &core.Rollout{Algorithm: c.name, Seqs: []core.Sequence{
+			{Group: 0, Response: []int32{5, 6}, ShapedReward: 1, Correct: true},
+			{Group: 0, Response: []int32{7}, ShapedReward: -1},
+			{Group: 0, Response: []int32{8}, ShapedReward: 0.5},
+		}}
+		fillAdvantages(r, c.params)
+		for i, s := range r.Seqs {
+			for k := range s.Advantages {
+				if math.Abs(s.Advantages[k]-c.want[i]) > 1e-12 || s.AdvantageBonus[k] != 0 {
+					t.Errorf("%s: sequence %d token %d: A %v bonus %v, want %v", c.name, i, k, s.Advantages[k], s.AdvantageBonus[k], c.want[i])
+				}
+			}
+		}
+	}
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "Options.Algorithm") {
+			t.Errorf("unknown algorithm: panic %v", p)
+		}
+	}()
+	fillAdvantages(&core.Rollout{Algorithm: "nope", Seqs: []core.Sequence{{Response: []int32{1}}}}, nil)
 }

@@ -82,6 +82,11 @@ func writeTinyHF(t testing.TB, name string, dt safetensors.DType, seed uint64) (
 // returns log p(targets[b][t]) per position.
 func hfLogProbs(t testing.TB, dir string, c *hf.Config, tokens, targets [][]int32) [][]float32 {
 	t.Helper()
+	return hfLogProbsOn(t, "cpu", dir, c, tokens, targets)
+}
+
+func hfLogProbsOn(t testing.TB, engine, dir string, c *hf.Config, tokens, targets [][]int32) [][]float32 {
+	t.Helper()
 	set, err := safetensors.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +96,7 @@ func hfLogProbs(t testing.TB, dir string, c *hf.Config, tokens, targets [][]int3
 	if err := loadHFParams(ctx, c, set); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := NewEngine("cpu")
+	eng, err := NewEngine(engine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,5 +247,24 @@ func TestLoadHFErrors(t *testing.T) {
 	cw.Intermediate = 50
 	if err := loadHFParams(context.New(), &cw, set); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
 		t.Errorf("shape: %v", err)
+	}
+}
+
+// The whole forward graph of each architecture gives the same log-probs on
+// cde's cpu engine and on GoMLX's own pure-Go engine.
+func TestHFForwardEngines(t *testing.T) {
+	for _, name := range slices.Sorted(mapsKeys(tinyHFConfigs)) {
+		dir, c := writeTinyHF(t, name, safetensors.F32, 21)
+		rng := rand.New(rand.NewPCG(8, 9))
+		tokens, targets := randTokens(rng, 2, 40, c.Vocab), randTokens(rng, 2, 40, c.Vocab)
+		a := hfLogProbsOn(t, "cpu", dir, c, tokens, targets)
+		b := hfLogProbsOn(t, "go", dir, c, tokens, targets)
+		for i := range a {
+			for j := range a[i] {
+				if d := math.Abs(float64(a[i][j] - b[i][j])); d > 2e-5 {
+					t.Fatalf("%s: position %d,%d: cpu %v, go %v", name, i, j, a[i][j], b[i][j])
+				}
+			}
+		}
 	}
 }

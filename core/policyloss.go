@@ -100,7 +100,7 @@ type PolicyLossResult struct {
 // aggregation mode (see AggTokenMean). clamp is to [-MaxLogRatio,
 // MaxLogRatio].
 //
-// The sequence ratio is GSPO-token (the paper's section 4.3): its value at
+// The sequence ratio is the paper's GSPO-token variant: its value at
 // every token is the sequence ratio s_i, and its gradient with respect to
 // new_t is s_i * d new_t, i.e. s_i,t = sg[s_i] * pi(o_t)/sg[pi(o_t)]. With
 // one advantage per sequence (every outcome estimator) this is exactly GSPO:

@@ -7,7 +7,7 @@ import (
 
 // OverlongPenalty is DAPO's overlong soft punishment (Yu et al. 2025,
 // "DAPO: An Open-Source LLM Reinforcement Learning System at Scale", arXiv
-// 2503.14476, Eq. 13), added to the reward of a response of L tokens with
+// 2503.14476, "Soft Overlong Punishment"), added to the reward of a response of L tokens with
 // Lmax = rollout.max_response_tokens and L_cache = buffer:
 //
 //	0                                         if L <= Lmax - L_cache

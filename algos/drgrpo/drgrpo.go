@@ -15,11 +15,15 @@
 //
 // Only the advantage half of Dr. GRPO is here. The paper's other change,
 // summing each response's token losses and dividing by a constant (the
-// generation budget) instead of by the response's length, is a
-// loss-aggregation choice that this package does not make: the actor loss
-// is aggregated however the backend aggregates it for every algorithm
-// (today the token mean over the minibatch), until the `loss_agg_mode`
-// option of issue #15 item 2 exists.
+// generation budget) instead of by the response's length, is the actor's
+// loss aggregation, a train key shared by every algorithm:
+// `train.loss_agg_mode: seq-mean-token-sum-norm` (the token-loss sum over
+// the minibatch's responses x rollout.max_response_tokens; see
+// core.AggSeqMeanTokenSumNorm). Choosing dr_grpo does not set it: the
+// paper's method is
+//
+//	algorithm: {name: dr_grpo}
+//	train: {loss_agg_mode: seq-mean-token-sum-norm}
 //
 // Config keys (`algorithm:` mapping, besides name): none. Another
 // algorithm's key (norm_by_std or eps of grpo, ...) is an error naming that

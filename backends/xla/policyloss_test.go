@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
@@ -22,8 +23,23 @@ import (
 // PGCoef and KLCoef. Each batch mixes tokens inside and outside the clip
 // range, negative and positive advantages, and (in some batches) a
 // log-ratio past core.MaxLogRatio, which must pass no gradient.
+//
+// It runs on both engines a run can use: GoMLX's pure-Go one and cde's own
+// (engines/cpu, the default).
 func TestActorLossMatchesReference(t *testing.T) {
-	be := testBackend(t)
+	for _, engine := range []string{"go", "cpu"} {
+		t.Run(engine, func(t *testing.T) {
+			be, err := NewEngine(engine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Finalize()
+			checkActorLoss(t, be)
+		})
+	}
+}
+
+func checkActorLoss(t *testing.T, be backends.Backend) {
 	rng := rand.New(rand.NewPCG(7, 15))
 	const B, T, Lmax = 4, 8, 10
 	for batch := range 4 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/cde-rl/cde/core"
@@ -138,6 +139,43 @@ func checkActorLoss(t *testing.T, be backends.Backend) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// actorHyper puts each option in its slot, one-hot where it chooses, and
+// refuses a value the config would have refused, naming the key.
+func TestActorHyper(t *testing.T) {
+	h := make([]float32, hNum)
+	if err := actorHyper(h, core.ActorUpdate{ClipLow: 0.1, ClipHigh: 0.3, ClipRatioC: 3, LossAggMode: core.AggSeqMeanTokenSumNorm,
+		RatioLevel: core.RatioSequence, MaxResponseTokens: 16, KLEstimator: "k2", KLCoef: 0.5, EntropyCoef: 0.01, Temperature: 2}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]float32{hInvTemp: 0.5, hClipLow: 0.1, hClipHigh: 0.3, hEntCoef: 0.01, hKLCoef: 0.5, hClipRatioC: 3,
+		hAggSeqMeanTokenSumNorm: 1, hMaxResponseTokens: 16, hSeqRatio: 1, hKLk2: 1}
+	for i := range hNum {
+		if h[i] != want[i] {
+			t.Errorf("slot %d = %v, want %v", i, h[i], want[i])
+		}
+	}
+	// Empty names are the defaults: token-mean, token ratio, k3.
+	h = make([]float32, hNum)
+	if err := actorHyper(h, core.ActorUpdate{Temperature: 1}); err != nil || h[hAggTokenMean] != 1 || h[hSeqRatio] != 0 || h[hKLk3] != 1 || h[hMaxResponseTokens] != 1 {
+		t.Errorf("defaults: %v %v", h, err)
+	}
+	for _, c := range []struct {
+		u    core.ActorUpdate
+		want string
+	}{
+		{core.ActorUpdate{ClipRatioC: 0.5}, "train.clip_ratio_c = 0.5"},
+		{core.ActorUpdate{LossAggMode: "sum"}, `train.loss_agg_mode: unknown value "sum"`},
+		{core.ActorUpdate{LossAggMode: core.AggSeqMeanTokenSumNorm}, "rollout.max_response_tokens >= 1"},
+		{core.ActorUpdate{RatioLevel: "group"}, `train.ratio_level: unknown value "group"`},
+		{core.ActorUpdate{KLEstimator: "k4"}, `train.kl_estimator: unknown value "k4"`},
+	} {
+		c.u.Temperature = 1
+		if err := actorHyper(make([]float32, hNum), c.u); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.u, err, c.want)
 		}
 	}
 }

@@ -88,6 +88,11 @@ func TestCollectDynamicSampling(t *testing.T) {
 	}
 	// Deterministic given the seed.
 	again, m2 := collect("train.dynamic_sampling.enabled=true", "train.dynamic_sampling.max_extra_batches=200")
+	if m["perf/gen_tokens_per_s"] <= 0 {
+		t.Errorf("perf/gen_tokens_per_s = %v", m["perf/gen_tokens_per_s"])
+	}
+	delete(m, "perf/gen_tokens_per_s") // a timing
+	delete(m2, "perf/gen_tokens_per_s")
 	if !reflect.DeepEqual(again, r) || !reflect.DeepEqual(m, m2) {
 		t.Errorf("two collects of the same step differ")
 	}

@@ -178,7 +178,7 @@ func (t *Trainer) info(step int) StepInfo {
 // train.minibatches equal minibatches; when none remain, on the first
 // batch as drawn (every group uninformative: its outcome advantages are 0).
 // It adds train/dropped_groups, train/extra_batches and train/kept_groups
-// to m.
+// to m, and perf/gen_tokens_per_s over every batch drawn.
 func (t *Trainer) Collect(step int, m map[string]float64) (*Rollout, time.Duration, error) {
 	c := t.Cfg
 	draw := func(extra int) (*Rollout, time.Duration, error) {
@@ -197,6 +197,7 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*Rollout, time.Durati
 	out := &Rollout{Step: first.Step, TotalSteps: first.TotalSteps, Algorithm: first.Algorithm, ValueHeads: first.ValueHeads}
 	var groupLens []int
 	r, dropped, extra := first, 0, 0
+	genTokens := first.NumTokens()
 	for {
 		keep, d := KeepInformativeGroups(r)
 		dropped += d
@@ -220,6 +221,7 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*Rollout, time.Durati
 			return nil, 0, err
 		}
 		genTime += dt
+		genTokens += r.NumTokens()
 	}
 	// Equal minibatches: drop the last kept groups until the responses divide.
 	n := len(out.Seqs)
@@ -231,6 +233,8 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*Rollout, time.Durati
 	m["train/dropped_groups"] = float64(dropped)
 	m["train/extra_batches"] = float64(extra)
 	m["train/kept_groups"] = float64(len(groupLens))
+	// Generation speed counts every batch drawn, kept or not.
+	m["perf/gen_tokens_per_s"] = float64(genTokens) / genTime.Seconds()
 	if n == 0 {
 		return first, genTime, nil
 	}
@@ -385,7 +389,9 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	}
 	RolloutMetrics(r, m)
 	m["perf/gen_s"] = genTime.Seconds()
-	m["perf/gen_tokens_per_s"] = float64(r.NumTokens()) / genTime.Seconds()
+	if _, ok := m["perf/gen_tokens_per_s"]; !ok { // set by Collect under dynamic sampling
+		m["perf/gen_tokens_per_s"] = float64(r.NumTokens()) / genTime.Seconds()
+	}
 	m["perf/update_s"] = time.Since(updStart).Seconds()
 	m["perf/step_s"] = time.Since(stepStart).Seconds()
 	return nil

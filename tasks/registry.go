@@ -26,6 +26,7 @@ func init() {
 	Register("arith", func(p *core.Params) (core.Task, error) { return asTask(NewArith(p)) })
 	Register("jsonl", func(p *core.Params) (core.Task, error) { return asTask(NewJSONL(p)) })
 	Register("math", func(p *core.Params) (core.Task, error) { return asTask(NewMath(p)) })
+	Register("countdown", func(p *core.Params) (core.Task, error) { return asTask(NewCountdown(p)) })
 }
 
 // Register makes a task available to `task: {name: NAME}`. Like

@@ -8,7 +8,7 @@ import (
 )
 
 func TestNew(t *testing.T) {
-	if got := strings.Join(Names(), ","); got != "arith,jsonl,math" {
+	if got := strings.Join(Names(), ","); got != "arith,countdown,jsonl,math" {
 		t.Errorf("Names = %s", got)
 	}
 	task, err := New(core.NewParams("task", map[string]any{"name": "arith"}))
@@ -19,8 +19,8 @@ func TestNew(t *testing.T) {
 		m    map[string]any
 		want string
 	}{
-		{map[string]any{"name": "gsm8k"}, `config: task.name: unknown task "gsm8k" (known: arith, jsonl, math)`},
-		{map[string]any{}, "config: task.name: required (known: arith, jsonl, math)"},
+		{map[string]any{"name": "gsm8k"}, `config: task.name: unknown task "gsm8k" (known: arith, countdown, jsonl, math)`},
+		{map[string]any{}, "config: task.name: required (known: arith, countdown, jsonl, math)"},
 		{map[string]any{"name": 3}, "config: task.name: want a string"},
 		{map[string]any{"name": "arith", "path": "x"}, "config: task.path: unknown key"},
 	}

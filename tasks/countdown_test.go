@@ -64,15 +64,15 @@ func TestCountdownVerifier(t *testing.T) {
 		{"Answer: 50+25+7", true},
 		{"Answer: (50-25)*3+7", true},
 		{"thinking\nAnswer: 1+1\nAnswer: 7 + 3 * 25\n", true}, // the last Answer: line counts
-		{"Answer: 82", false},                                  // 82 is not given
-		{"Answer: 7+7+25+50-7", false},                         // 7 three times
-		{"Answer: 50+25+3+3+1", false},                         // 3 twice, 1 not given
-		{"Answer: 7+3*25/1", false},                            // 1 not given
-		{"Answer: 50+25+7/3*3", false},                         // 3 twice
-		{"Answer: 50+25", false},                               // 75
-		{"7+3*25", false},                                      // no Answer: line
-		{"Answer: 7+3*25)", false},                             // malformed
-		{"Answer: 50/3+25", false},                             // not an integer
+		{"Answer: 82", false},                                 // 82 is not given
+		{"Answer: 7+7+25+50-7", false},                        // 7 three times
+		{"Answer: 50+25+3+3+1", false},                        // 3 twice, 1 not given
+		{"Answer: 7+3*25/1", false},                           // 1 not given
+		{"Answer: 50+25+7/3*3", false},                        // 3 twice
+		{"Answer: 50+25", false},                              // 75
+		{"7+3*25", false},                                     // no Answer: line
+		{"Answer: 7+3*25)", false},                            // malformed
+		{"Answer: 50/3+25", false},                            // not an integer
 	} {
 		r, ok := v.Verify(p, c.resp)
 		if ok != c.ok || (ok && r != 1) || (!ok && r != -1) {

@@ -15,8 +15,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 
+	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -36,6 +38,10 @@ type Options struct {
 	CriticLR    float64
 	MaxGradNorm float64 // global gradient-norm clip (default 1)
 	PAD, EOS    int32
+	// HFWeights, with a Hugging Face Policy (Policy.HF set), are the
+	// checkpoint's weights: the policy starts from them, and so does the
+	// critic's trunk (with a fresh value head). Nil draws random weights.
+	HFWeights *safetensors.Set
 }
 
 // Backend implements core.Backend.
@@ -65,13 +71,13 @@ func New(opts Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{opts: opts, engine: eng, engineName: eng.Name()}
-	if b.policy, err = newNet(eng, opts.Policy, opts.Seed); err != nil {
+	if b.policy, err = newNet(eng, opts.Policy, opts.Seed, opts.HFWeights); err != nil {
 		return nil, err
 	}
 	if opts.ValueHeads > 0 {
 		cc := opts.Policy
 		cc.ValueK = opts.ValueHeads
-		if b.critic, err = newNet(eng, cc, opts.Seed+1); err != nil {
+		if b.critic, err = newNet(eng, cc, opts.Seed+1, opts.HFWeights); err != nil {
 			return nil, err
 		}
 	}
@@ -475,7 +481,7 @@ func (b *Backend) referenceLogProbs(r *core.Rollout, temp float64) ([][]float64,
 // FreezeReference copies the current policy weights into a frozen reference
 // (for the k3 KL term).
 func (b *Backend) FreezeReference() error {
-	ref, err := newNet(b.engine, b.policy.cfg, 0)
+	ref, err := newNet(b.engine, b.policy.cfg, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -646,7 +652,8 @@ func (n *net) snapshot() (checkpoint, error) {
 // shapes, data length, finiteness), so a bad checkpoint changes nothing.
 func (n *net) restore(ck checkpoint, what string) error {
 	if ck.Config.Vocab != n.cfg.Vocab || ck.Config.Layers != n.cfg.Layers || ck.Config.DModel != n.cfg.DModel ||
-		ck.Config.Heads != n.cfg.Heads || ck.Config.FF != n.cfg.FF || ck.Config.MaxLen != n.cfg.MaxLen || ck.Config.ValueK != n.cfg.ValueK {
+		ck.Config.Heads != n.cfg.Heads || ck.Config.FF != n.cfg.FF || ck.Config.MaxLen != n.cfg.MaxLen || ck.Config.ValueK != n.cfg.ValueK ||
+		!reflect.DeepEqual(ck.Config.HF, n.cfg.HF) {
 		return fmt.Errorf("checkpoint %s: model sizes %+v differ from the configured %+v", what, ck.Config, n.cfg)
 	}
 	if ck.AdamStep < 0 {
@@ -722,7 +729,7 @@ func (b *Backend) Load(dir string) error {
 		if err := readGob(path, &rc); err != nil {
 			return err
 		}
-		ref, err := newNet(b.engine, b.policy.cfg, 0)
+		ref, err := newNet(b.engine, b.policy.cfg, 0, nil)
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
@@ -59,14 +58,16 @@ func newHFArch(c *hf.Config, maxLen int) *hfArch {
 	return a
 }
 
-// hfParamShapes lists every weight of the model with its shape.
-func hfParamShapes(c *hf.Config) map[string][]int {
+// hfParamShapes lists every weight of the model with its shape; without
+// head (a critic, which reads values instead of logits) an untied LM head
+// is left out.
+func hfParamShapes(c *hf.Config, head bool) map[string][]int {
 	d, dh, ff := c.Hidden, c.HeadDim, c.Intermediate
 	m := map[string][]int{
 		"model.embed_tokens.weight": {c.Vocab, d},
 		"model.norm.weight":         {d},
 	}
-	if !c.TieEmbeddings {
+	if !c.TieEmbeddings && head {
 		m["lm_head.weight"] = []int{c.Vocab, d}
 	}
 	for l := range c.Layers {
@@ -100,8 +101,9 @@ func hfParamShapes(c *hf.Config) map[string][]int {
 // tensors (any of F32, F16, BF16, converted to float32). A missing tensor, a
 // tensor of the wrong shape, or a tensor the architecture does not use (a
 // sign that the config and the weights disagree) is an error naming it.
-func loadHFParams(ctx *context.Context, c *hf.Config, set *safetensors.Set) error {
-	want := hfParamShapes(c)
+// Without head (a critic) the LM head is not loaded.
+func loadHFParams(ctx *context.Context, c *hf.Config, set *safetensors.Set, head bool) error {
+	want := hfParamShapes(c, head)
 	for _, name := range set.Names() {
 		if _, ok := want[name]; ok {
 			continue
@@ -109,8 +111,8 @@ func loadHFParams(ctx *context.Context, c *hf.Config, set *safetensors.Set) erro
 		if strings.HasSuffix(name, "rotary_emb.inv_freq") {
 			continue // a buffer older checkpoints saved; recomputed from config.json
 		}
-		if name == "lm_head.weight" && c.TieEmbeddings {
-			continue // some tied checkpoints store the copy too; the tied table is used
+		if name == "lm_head.weight" && (c.TieEmbeddings || !head) {
+			continue // tied checkpoints may store the copy too; a critic has no LM head
 		}
 		return fmt.Errorf("tensor %q is not a weight of %s as config.json describes it", name, c.Arch)
 	}
@@ -150,9 +152,9 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 // initHFParams creates random weights (N(0, std) matrices, unit norm
 // weights, N(0, std) biases) drawn on the host from seed: a random
 // checkpoint of the configured shape.
-func initHFParams(ctx *context.Context, c *hf.Config, seed uint64, std float64) {
+func initHFParams(ctx *context.Context, c *hf.Config, seed uint64, std float64, head bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x4f))
-	shapes := hfParamShapes(c)
+	shapes := hfParamShapes(c, head)
 	for _, name := range slices.Sorted(mapsKeys(shapes)) {
 		dims := shapes[name]
 		n := 1
@@ -309,14 +311,5 @@ func (a *hfArch) logits(ctx *context.Context, h *graph.Node) *graph.Node {
 // hidden runs the model on tokens int32 [B, T] at positions 0..T-1 and
 // returns the final-norm states [B, T, d].
 func (a *hfArch) hidden(ctx *context.Context, tokens *graph.Node) *graph.Node {
-	g := tokens.Graph()
-	b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
-	pos := graph.BroadcastToDims(graph.Iota(g, shapesOf(dtypes.Int32, 1, t), 1), b, t)
-	cos, sin := a.ropeTables(pos)
-	x := a.embed(ctx, tokens)
-	bias := causalBias(g, t)
-	for l := range a.c.Layers {
-		x = a.block(ctx, l, x, cos, sin, bias, nil)
-	}
-	return a.final(ctx, x)
+	return fullStates(ctx, a, tokens)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/core"
 )
 
 // tinyHFConfigs are small configs of each architecture that exercise its
@@ -54,7 +55,7 @@ func writeTinyHF(t testing.TB, name string, dt safetensors.DType, seed uint64) (
 	}
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var ts []safetensors.Tensor
-	for n, shape := range hfParamShapes(c) {
+	for n, shape := range hfParamShapes(c, true) {
 		size := 1
 		for _, d := range shape {
 			size *= d
@@ -93,7 +94,7 @@ func hfLogProbsOn(t testing.TB, engine, dir string, c *hf.Config, tokens, target
 	}
 	defer set.Close()
 	ctx := context.New().Checked(false)
-	if err := loadHFParams(ctx, c, set); err != nil {
+	if err := loadHFParams(ctx, c, set, true); err != nil {
 		t.Fatal(err)
 	}
 	eng, err := NewEngine(engine)
@@ -233,19 +234,19 @@ func TestLoadHFErrors(t *testing.T) {
 	// A config with one layer more: layer 2's weights are missing.
 	c3 := *c
 	c3.Layers = 3
-	if err := loadHFParams(context.New(), &c3, set); err == nil || !strings.Contains(err.Error(), `"model.layers.2.input_layernorm.weight": missing`) {
+	if err := loadHFParams(context.New(), &c3, set, true); err == nil || !strings.Contains(err.Error(), `"model.layers.2.input_layernorm.weight": missing`) {
 		t.Errorf("missing layer: %v", err)
 	}
 	// A config with one layer fewer: layer 1's weights are not used.
 	c1 := *c
 	c1.Layers = 1
-	if err := loadHFParams(context.New(), &c1, set); err == nil || !strings.Contains(err.Error(), `"model.layers.1.`) || !strings.Contains(err.Error(), "not a weight of LlamaForCausalLM") {
+	if err := loadHFParams(context.New(), &c1, set, true); err == nil || !strings.Contains(err.Error(), `"model.layers.1.`) || !strings.Contains(err.Error(), "not a weight of LlamaForCausalLM") {
 		t.Errorf("extra layer: %v", err)
 	}
 	// A wider intermediate size: shapes disagree.
 	cw := *c
 	cw.Intermediate = 50
-	if err := loadHFParams(context.New(), &cw, set); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
+	if err := loadHFParams(context.New(), &cw, set, true); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
 		t.Errorf("shape: %v", err)
 	}
 }
@@ -266,5 +267,134 @@ func TestHFForwardEngines(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A Hugging Face policy and critic in the Backend: KV-cache sampling agrees
+// with full-sequence scoring (which equals the checkpoint's forward, checked
+// against PyTorch above), the critic starts from the same trunk with a fresh
+// value head, an actor step moves the log-probs the way the advantages say,
+// and a checkpoint round trip restores the weights.
+func TestHFBackend(t *testing.T) {
+	dir, c := writeTinyHF(t, "qwen3", safetensors.F32, 17)
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	b, err := New(Options{Engine: "cpu", Policy: HFModelConfig(c, 48), ValueHeads: 2, Seed: 1,
+		ActorLR: 1e-2, CriticLR: 1e-2, PAD: 0, EOS: 2, HFWeights: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	prompts := [][]int32{{5, 6, 7}, {9}, {3, 4, 8, 10, 11}}
+	gens, err := b.Generate(core.GenerateRequest{Prompts: prompts, Temperature: 0.8, MaxTokens: 8, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([]*core.Sequence, len(gens))
+	for i, g := range gens {
+		seqs[i] = &core.Sequence{Prompt: prompts[i], Response: g.Tokens}
+	}
+	lps, ents, err := b.ScoreLogProbs(seqs, 0.8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range gens {
+		for j := range g.Tokens {
+			if math.Abs(lps[i][j]-g.LogProbs[j]) > 1e-4 || math.Abs(ents[i][j]-g.Entropies[j]) > 1e-4 {
+				t.Fatalf("seq %d token %d: sampler (%v, %v) vs scorer (%v, %v)", i, j, g.LogProbs[j], g.Entropies[j], lps[i][j], ents[i][j])
+			}
+		}
+	}
+	// Scoring at temperature 1 equals the checkpoint forward.
+	lp1, _, err := b.ScoreLogProbs(seqs[:1], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := append(append([]int32{}, prompts[0]...), gens[0].Tokens...)
+	targets := append(append([]int32{}, full[1:]...), 0)
+	ref := hfLogProbs(t, dir, c, [][]int32{full}, [][]int32{targets})[0]
+	for j := range gens[0].Tokens {
+		if d := math.Abs(lp1[0][j] - float64(ref[len(prompts[0])-1+j])); d > 1e-5 {
+			t.Fatalf("token %d: backend %v, checkpoint forward %v", j, lp1[0][j], ref[len(prompts[0])-1+j])
+		}
+	}
+	// The critic: the policy's trunk, K = 2 fresh heads, no LM head.
+	if b.critic.ctx.In(hfScope).GetVariableByScopeAndName("/"+hfScope, "model.layers.0.mlp.up_proj.weight") == nil {
+		t.Fatal("critic has no trunk")
+	}
+	r := &core.Rollout{ValueHeads: 2}
+	for i, s := range seqs {
+		adv := 1.0
+		if i == 1 {
+			adv = -1
+		}
+		n := len(s.Response)
+		seq := core.Sequence{Group: 0, Prompt: s.Prompt, Response: s.Response, LogProbs: gens[i].LogProbs,
+			Advantages: make([]float64, n), Returns: make([]float64, n)}
+		for j := range n {
+			seq.Advantages[j] = adv
+			seq.Returns[j] = adv
+		}
+		r.Seqs = append(r.Seqs, seq)
+	}
+	if err := b.ScoreValues(r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Seqs[0].Values) != len(r.Seqs[0].Response) || len(r.Seqs[0].Values[0]) != 2 {
+		t.Fatalf("values %v", r.Seqs[0].Values)
+	}
+	m, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.2, Temperature: 0.8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("generated %d/%d/%d tokens; actor metrics %v", len(gens[0].Tokens), len(gens[1].Tokens), len(gens[2].Tokens), m)
+	if m["actor/grad_norm"] <= 0 {
+		t.Fatalf("metrics %v", m)
+	}
+	after, _, err := b.ScoreLogProbs(seqs, 0.8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(after[0][0] > lps[0][0]) || !(after[1][0] < lps[1][0]) {
+		t.Fatalf("log-probs did not follow the advantages: %v -> %v, %v -> %v", lps[0][0], after[0][0], lps[1][0], after[1][0])
+	}
+	if _, err := b.UpdateCritic(r, core.CriticUpdate{Epochs: 1, Minibatches: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ck := t.TempDir()
+	if err := b.Save(ck); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := New(Options{Engine: "cpu", Policy: HFModelConfig(c, 48), ValueHeads: 2, Seed: 9, ActorLR: 1e-2, CriticLR: 1e-2, PAD: 0, EOS: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if err := b2.Load(ck); err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := b2.ScoreLogProbs(seqs, 0.8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range after {
+		for j := range after[i] {
+			if after[i][j] != again[i][j] {
+				t.Fatalf("restored policy differs at %d,%d: %v vs %v", i, j, after[i][j], again[i][j])
+			}
+		}
+	}
+	// A checkpoint of another architecture is refused.
+	other, _ := hf.ParseConfig([]byte(tinyHFConfigs["llama"]))
+	b3, err := New(Options{Engine: "cpu", Policy: HFModelConfig(other, 48), Seed: 1, ActorLR: 1e-2, PAD: 0, EOS: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b3.Close()
+	if err := b3.Load(ck); err == nil || !strings.Contains(err.Error(), "differ from the configured") {
+		t.Fatalf("load into another architecture: %v", err)
 	}
 }

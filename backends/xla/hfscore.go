@@ -40,7 +40,7 @@ func LoadHF(dir, engine string) (*HFModel, error) {
 	}
 	defer set.Close()
 	ctx := context.New().Checked(false)
-	if err := loadHFParams(ctx, c, set); err != nil {
+	if err := loadHFParams(ctx, c, set, true); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	eng, err := NewEngine(engine)

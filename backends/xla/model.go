@@ -9,6 +9,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cde-rl/cde/backends/xla/hf"
 )
 
 // ModelConfig sizes a causal transformer (policy or critic).
@@ -21,6 +23,10 @@ type ModelConfig struct {
 	MaxLen  int // longest prompt + response, in tokens (positions)
 	ValueK  int // value heads (critic only; 0 for the policy)
 	InitStd float64
+	// HF, when set, makes the model that Hugging Face architecture (sizes
+	// from its config.json; Vocab, Layers, DModel, Heads and FF mirror it,
+	// see HFModelConfig) instead of cde's own transformer.
+	HF *hf.Config
 }
 
 func (c ModelConfig) ff() int {
@@ -32,6 +38,12 @@ func (c ModelConfig) ff() int {
 
 // Validate checks the sizes.
 func (c ModelConfig) Validate() error {
+	if c.HF != nil {
+		if c.MaxLen < 2 || c.MaxLen > c.HF.MaxPositions {
+			return fmt.Errorf("config: model.max_len = %d: must be in [2, %d] (max_position_embeddings of the Hugging Face model)", c.MaxLen, c.HF.MaxPositions)
+		}
+		return nil
+	}
 	switch {
 	case c.Vocab < 2:
 		return fmt.Errorf("model: vocab %d < 2", c.Vocab)
@@ -104,6 +116,18 @@ func initParams(ctx *context.Context, c ModelConfig, seed uint64) {
 	} else {
 		ctx.In("lm").VariableWithValue("w", normal(std, d, c.Vocab))
 	}
+}
+
+// initValueHead creates the critic's value head (w [d, K] N(0, 0.02), b
+// zero) drawn from seed, as initParams does for cde's own critic.
+func initValueHead(ctx *context.Context, d, k int, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x7a1e))
+	w := make([]float32, d*k)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64() * 0.02)
+	}
+	ctx.In("value").VariableWithValue("w", tensors.FromFlatDataAndDimensions(w, d, k))
+	ctx.In("value").VariableWithValue("b", tensors.FromFlatDataAndDimensions(make([]float32, k), k))
 }
 
 // param reads a variable created by initParams.

@@ -11,6 +11,8 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cde-rl/cde/backends/xla/safetensors"
 )
 
 // net is one transformer (the policy or the critic) with its own variables,
@@ -18,6 +20,7 @@ import (
 // bucket (GoMLX caches compiled graphs per shape).
 type net struct {
 	cfg     ModelConfig
+	arch    modelArch
 	backend backends.Backend
 	ctx     *context.Context
 	// adamStep counts optimiser updates (bias correction).
@@ -65,13 +68,30 @@ const (
 	adamEps   = 1e-8
 )
 
-func newNet(b backends.Backend, cfg ModelConfig, seed uint64) (*net, error) {
+// newNet builds a model with weights drawn from seed, or, for a Hugging
+// Face architecture with weights set, loaded from them (a critic, ValueK >
+// 0, then gets a fresh value head: verl's practice).
+func newNet(b backends.Backend, cfg ModelConfig, seed uint64, weights *safetensors.Set) (*net, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	ctx := context.New().Checked(false)
-	initParams(ctx, cfg, seed)
-	n := &net{cfg: cfg, backend: b, ctx: ctx, prefill: map[int]*context.Exec{}}
+	if cfg.HF != nil {
+		head := cfg.ValueK == 0
+		if weights != nil {
+			if err := loadHFParams(ctx, cfg.HF, weights, head); err != nil {
+				return nil, err
+			}
+		} else {
+			initHFParams(ctx, cfg.HF, seed, 0.02, head)
+		}
+		if !head {
+			initValueHead(ctx, cfg.HF.Hidden, cfg.ValueK, seed)
+		}
+	} else {
+		initParams(ctx, cfg, seed)
+	}
+	n := &net{cfg: cfg, arch: archOf(cfg), backend: b, ctx: ctx, prefill: map[int]*context.Exec{}}
 	// Adam moments, created on the host so a checkpoint restores them
 	// before any graph is built.
 	for _, v := range n.trainable() {
@@ -109,28 +129,23 @@ func sampleFromLogProbs(lp, gumbel *graph.Node) (tok, tokLP, ent *graph.Node) {
 // invTemp scalar; outputs token, logp, entropy, hidden [B,d], then per layer
 // the K and V caches [B,H,Tmax,dh] (positions >= P are zero).
 func (n *net) buildPrefill(tmax int) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-	c := n.cfg
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		tokens, last, gumbel, invTemp := in[0], in[1], in[2], in[3]
 		g := tokens.Graph()
 		b, p := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
-		dh := c.DModel / c.Heads
+		dh := n.arch.headDim()
 		pos := graph.BroadcastToDims(graph.Iota(g, shapesOf(dtypes.Int32, 1, p), 1), b, p)
-		x := embed(ctx, c, tokens, pos)
 		bias := causalBias(g, p)
 		var caches []*graph.Node
-		pad := graph.Zeros(g, shapesOf(dtypes.Float32, b, c.Heads, tmax-p, dh))
+		pad := graph.Zeros(g, shapesOf(dtypes.Float32, b, n.arch.cacheHeads(), tmax-p, dh))
 		keep := func(k, v *graph.Node) (*graph.Node, *graph.Node) {
 			caches = append(caches, graph.Concatenate([]*graph.Node{k, pad}, 2), graph.Concatenate([]*graph.Node{v, pad}, 2))
 			return k, v
 		}
-		for l := range c.Layers {
-			x = block(ctx, c, l, x, bias, keep)
-		}
-		h := layerNorm(x, param(ctx, g, "final", "ln_gain"), param(ctx, g, "final", "ln_bias"))
+		h := n.arch.states(ctx, tokens, pos, bias, keep)
 		pick := graph.OneHot(last, p, dtypes.Float32)                              // [B,P]
 		hLast := graph.DotGeneral(pick, []int{1}, []int{0}, h, []int{1}, []int{0}) // [B,d]
-		lp := graph.LogSoftmax(graph.Mul(logitsOf(ctx, hLast), invTemp), -1)
+		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, hLast), invTemp), -1)
 		tok, tokLP, ent := sampleFromLogProbs(lp, gumbel)
 		return append([]*graph.Node{tok, tokLP, ent, hLast}, caches...)
 	}
@@ -147,9 +162,7 @@ func (n *net) buildDecode() func(ctx *context.Context, in []*graph.Node) []*grap
 		g := token.Graph()
 		b := token.Shape().Dimensions[0]
 		tmax := cachesIn[0].Shape().Dimensions[2]
-		dh := c.DModel / c.Heads
-		x := embed(ctx, c, graph.Reshape(token, b, 1), graph.Reshape(pos, b, 1)) // [B,1,d]
-		full := []int{b, c.Heads, tmax, dh}
+		full := []int{b, n.arch.cacheHeads(), tmax, n.arch.headDim()}
 		// Keys at positions <= pos are visible.
 		ki := graph.Iota(g, shapesOf(dtypes.Int32, b, tmax), 1)
 		// The new K and V go to position pos of the caches: a select, one
@@ -167,12 +180,13 @@ func (n *net) buildDecode() func(ctx *context.Context, in []*graph.Node) []*grap
 			caches = append(caches, kc, vc)
 			return kc, vc
 		}
-		for l = 0; l < c.Layers; l++ {
-			x = block(ctx, c, l, x, bias, update)
-		}
-		h := layerNorm(x, param(ctx, g, "final", "ln_gain"), param(ctx, g, "final", "ln_bias"))
+		h := n.arch.states(ctx, graph.Reshape(token, b, 1), graph.Reshape(pos, b, 1), bias, func(k, v *graph.Node) (*graph.Node, *graph.Node) {
+			kc, vc := update(k, v)
+			l++
+			return kc, vc
+		})
 		h = graph.Reshape(h, b, c.DModel)
-		lp := graph.LogSoftmax(graph.Mul(logitsOf(ctx, h), invTemp), -1)
+		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), invTemp), -1)
 		tok, tokLP, ent := sampleFromLogProbs(lp, gumbel)
 		return append([]*graph.Node{tok, tokLP, ent, h}, caches...)
 	}
@@ -184,11 +198,11 @@ func (n *net) buildDecode() func(ctx *context.Context, in []*graph.Node) []*grap
 func (n *net) buildScore() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 	c := n.cfg
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-		h := hiddenStates(ctx, c, in[0])
+		h := fullStates(ctx, n.arch, in[0])
 		if c.ValueK > 0 {
 			return []*graph.Node{valuesOf(ctx, h)}
 		}
-		lp := graph.LogSoftmax(graph.Mul(logitsOf(ctx, h), in[2]), -1)
+		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), in[2]), -1)
 		tlp, ent := tokenLogProbs(lp, in[1])
 		return []*graph.Node{tlp, ent}
 	}
@@ -280,11 +294,10 @@ func (n *net) biasCorrectedLR(lr float64) float64 {
 // Outputs: loss, pg_loss, clipfrac, entropy, kl, grad_norm, ppl-term (mean
 // -logp), applied flag.
 func (n *net) buildActorTrain() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-	c := n.cfg
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, adv, oldLP, refLP, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6]
-		h := hiddenStates(ctx, c, tokens)
-		lp := graph.LogSoftmax(graph.Mul(logitsOf(ctx, h), hyperAt(hyper, hInvTemp)), -1)
+		h := fullStates(ctx, n.arch, tokens)
+		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), hyperAt(hyper, hInvTemp)), -1)
 		logp, ent := tokenLogProbs(lp, targets)
 		a := actorLoss(logp, ent, mask, adv, oldLP, refLP, hyper)
 		norm, applied := n.adamUpdate(ctx, a.loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
@@ -424,11 +437,10 @@ func actorHyper(hyper []float32, u core.ActorUpdate) error {
 // with m = mask * headMask, which equals DESIGN's
 // 1/(zeta K |D|) sum_j sum_{(s,R) in D_j} (V_j(s) - R)^2.
 func (n *net) buildCriticTrain() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-	c := n.cfg
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		tokens, mask, returns, headMask, hyper := in[0], in[1], in[2], in[3], in[4]
 		b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
-		vals := valuesOf(ctx, hiddenStates(ctx, c, tokens)) // [B,T,K]
+		vals := valuesOf(ctx, fullStates(ctx, n.arch, tokens)) // [B,T,K]
 		m := graph.Mul(headMask, graph.Reshape(mask, b, t, 1))
 		diff := graph.Sub(vals, graph.Reshape(returns, b, t, 1))
 		loss := maskedMean(graph.Square(diff), m)
@@ -480,10 +492,9 @@ func run(e *context.Exec, args ...any) (out []*tensors.Tensor, err error) {
 // start). Inputs: tokens, targets int32 [B,T]; mask [B,T]; hyper. Outputs:
 // loss (mean token NLL), grad norm.
 func (n *net) buildSFT() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-	c := n.cfg
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, hyper := in[0], in[1], in[2], in[3]
-		lp := graph.LogSoftmax(logitsOf(ctx, hiddenStates(ctx, c, tokens)), -1)
+		lp := graph.LogSoftmax(n.arch.logits(ctx, fullStates(ctx, n.arch, tokens)), -1)
 		logp, _ := tokenLogProbs(lp, targets)
 		loss := maskedMean(graph.Neg(logp), mask)
 		norm, applied := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))

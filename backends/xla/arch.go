@@ -1,0 +1,79 @@
+package xla
+
+import (
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cde-rl/cde/backends/xla/hf"
+)
+
+// modelArch is what the graphs of a net (prefill, decode, scoring, updates)
+// need of a model: cde's character transformer (charArch) or a Hugging Face
+// architecture (hfArch).
+type modelArch interface {
+	// states runs the model on tokens int32 [B,T] at positions pos int32
+	// [B,T] with the attention bias (broadcastable to [B,heads,T,Tk]) and
+	// returns the final-normalised states [B,T,d]. kvFn, when set, maps each
+	// layer's fresh keys and values [B,cacheHeads,T,headDim] to those to
+	// attend to (the KV cache).
+	states(ctx *context.Context, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node
+	// logits maps states [..., d] to vocabulary logits [..., V].
+	logits(ctx *context.Context, h *graph.Node) *graph.Node
+	// cacheHeads and headDim size the KV cache: [B, cacheHeads, Tmax, headDim]
+	// per layer and per K and V.
+	cacheHeads() int
+	headDim() int
+}
+
+// charArch is cde's own transformer (model.go).
+type charArch struct{ c ModelConfig }
+
+func (a charArch) states(ctx *context.Context, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
+	x := embed(ctx, a.c, tokens, pos)
+	for l := range a.c.Layers {
+		x = block(ctx, a.c, l, x, bias, kvFn)
+	}
+	g := x.Graph()
+	return layerNorm(x, param(ctx, g, "final", "ln_gain"), param(ctx, g, "final", "ln_bias"))
+}
+
+func (a charArch) logits(ctx *context.Context, h *graph.Node) *graph.Node { return logitsOf(ctx, h) }
+func (a charArch) cacheHeads() int                                        { return a.c.Heads }
+func (a charArch) headDim() int                                           { return a.c.DModel / a.c.Heads }
+
+func (a *hfArch) states(ctx *context.Context, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
+	cos, sin := a.ropeTables(pos)
+	x := a.embed(ctx, tokens)
+	l := 0
+	for l = 0; l < a.c.Layers; l++ {
+		x = a.block(ctx, l, x, cos, sin, bias, kvFn)
+	}
+	return a.final(ctx, x)
+}
+
+func (a *hfArch) cacheHeads() int { return a.c.KVHeads }
+func (a *hfArch) headDim() int    { return a.c.HeadDim }
+
+// archOf returns the architecture of cfg.
+func archOf(cfg ModelConfig) modelArch {
+	if cfg.HF != nil {
+		return newHFArch(cfg.HF, cfg.MaxLen)
+	}
+	return charArch{cfg}
+}
+
+// HFModelConfig sizes a net for the Hugging Face model c, with sequences of
+// at most maxLen tokens.
+func HFModelConfig(c *hf.Config, maxLen int) ModelConfig {
+	return ModelConfig{HF: c, Vocab: c.Vocab, Layers: c.Layers, DModel: c.Hidden, Heads: c.Heads, FF: c.Intermediate, MaxLen: maxLen}
+}
+
+// fullStates runs arch on tokens [B,T] at positions 0..T-1 with the causal
+// mask.
+func fullStates(ctx *context.Context, arch modelArch, tokens *graph.Node) *graph.Node {
+	g := tokens.Graph()
+	b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
+	pos := graph.BroadcastToDims(graph.Iota(g, shapesOf(dtypes.Int32, 1, t), 1), b, t)
+	return arch.states(ctx, tokens, pos, causalBias(g, t), nil)
+}

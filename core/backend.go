@@ -70,7 +70,9 @@ type Backend interface {
 	// ScoreValues fills Sequence.Values (T x K) with the critic's values.
 	ScoreValues(r *Rollout) error
 	// UpdateActor runs the clipped-surrogate update and returns metrics
-	// (actor/pg_loss, actor/pg_clipfrac, ...).
+	// (actor/pg_loss, actor/pg_clipfrac, ...). The per-token weights
+	// Sequence.PGWeight and Sequence.AbsKLCoef (TokenLossHook; nil = 1
+	// and 0) enter the loss as PolicyLoss documents.
 	UpdateActor(r *Rollout, u ActorUpdate) (map[string]float64, error)
 	// UpdateCritic regresses every head on Returns (HeadMask-weighted).
 	UpdateCritic(r *Rollout, u CriticUpdate) (map[string]float64, error)

@@ -85,6 +85,37 @@ func CheckLossTerms(lt LossTerms) error {
 	return nil
 }
 
+// CheckTokenLoss checks a TokenLossHook's answer for sequences of lens[i]
+// response tokens: PGWeight and AbsKLCoef each nil or one row per sequence
+// of lens[i] finite entries >= 0; a finite EntropyCoef.
+func CheckTokenLoss(lens []int, tl TokenLoss) error {
+	for _, f := range []struct {
+		name string
+		rows [][]float64
+	}{{"PGWeight", tl.PGWeight}, {"AbsKLCoef", tl.AbsKLCoef}} {
+		if f.rows == nil {
+			continue
+		}
+		if len(f.rows) != len(lens) {
+			return fmt.Errorf("%s: %d rows for %d sequences", f.name, len(f.rows), len(lens))
+		}
+		for i, row := range f.rows {
+			if len(row) != lens[i] {
+				return fmt.Errorf("%s: sequence %d: %d entries for %d tokens", f.name, i, len(row), lens[i])
+			}
+			for t, x := range row {
+				if !finite(x) || x < 0 {
+					return fmt.Errorf("%s: sequence %d token %d: %v is not a finite weight >= 0", f.name, i, t, x)
+				}
+			}
+		}
+	}
+	if !finite(tl.EntropyCoef) {
+		return fmt.Errorf("non-finite entropy coefficient %v", tl.EntropyCoef)
+	}
+	return nil
+}
+
 // CheckObserve checks an Observer's metrics: no empty name, every value
 // finite. Names are checked in sorted order, so the error is the same
 // whatever the map's iteration order.

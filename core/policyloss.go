@@ -66,9 +66,12 @@ type PolicyLossOptions struct {
 }
 
 // LossSeq is one sequence's per-token inputs to the actor loss; all have the
-// same length T >= 1. RefLogProbs may be nil (no KL term).
+// same length T >= 1. RefLogProbs may be nil (no KL term). PGWeight and
+// AbsKLCoef are the strategies' per-token weights (core.TokenLoss); nil
+// means 1 and 0 everywhere.
 type LossSeq struct {
 	OldLogProbs, NewLogProbs, RefLogProbs, Advantages []float64
+	PGWeight, AbsKLCoef                               []float64
 }
 
 // PolicyLossResult is the reference loss of one minibatch.
@@ -96,8 +99,10 @@ type PolicyLossResult struct {
 //	pg = max(-A*rho, -A*clip(rho, 1 - clip_low, 1 + clip_high))
 //	if A < 0 and clip_ratio_c > 1: pg = min(pg, -A*clip_ratio_c)      (dual clip)
 //
-// and PGLoss = sum_i sum_t w_i * pg_i,t with the weights of the loss
-// aggregation mode (see AggTokenMean). clamp is to [-MaxLogRatio,
+// and PGLoss = sum_i sum_t w_i * (g_i,t * pg_i,t + c_i,t * |new_t - old_t|)
+// with the weights w_i of the loss aggregation mode (see AggTokenMean), g
+// the token's PGWeight (1 when nil) and c its AbsKLCoef (0 when nil; the
+// unclamped log-ratio, whose derivative is sign(new_t - old_t), 0 at 0). clamp is to [-MaxLogRatio,
 // MaxLogRatio].
 //
 // The sequence ratio is the paper's GSPO-token variant: its value at
@@ -138,6 +143,9 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 	N := 0
 	for i, s := range seqs {
 		T := len(s.NewLogProbs)
+		if s.PGWeight != nil && len(s.PGWeight) != T || s.AbsKLCoef != nil && len(s.AbsKLCoef) != T {
+			return res, fmt.Errorf("policy loss: sequence %d: %d pg weights and %d abs-KL coefficients for %d tokens", i, len(s.PGWeight), len(s.AbsKLCoef), T)
+		}
 		if T == 0 || len(s.OldLogProbs) != T || len(s.Advantages) != T || s.RefLogProbs != nil && len(s.RefLogProbs) != T {
 			return res, fmt.Errorf("policy loss: sequence %d: %d new log-probs, %d old, %d advantages, %d reference: want equal, >= 1",
 				i, T, len(s.OldLogProbs), len(s.Advantages), len(s.RefLogProbs))
@@ -202,8 +210,23 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 			if clamped {
 				grad = 0
 			}
-			res.PGLoss += w * pg
-			res.PGCoef[i][t] = w * grad * rho
+			g := 1.0
+			if s.PGWeight != nil {
+				g = s.PGWeight[t]
+			}
+			res.PGLoss += w * g * pg
+			res.PGCoef[i][t] = w * g * grad * rho
+			if s.AbsKLCoef != nil {
+				d := s.NewLogProbs[t] - s.OldLogProbs[t]
+				sign := 0.0
+				if d > 0 {
+					sign = 1
+				} else if d < 0 {
+					sign = -1
+				}
+				res.PGLoss += w * s.AbsKLCoef[t] * math.Abs(d)
+				res.PGCoef[i][t] += w * s.AbsKLCoef[t] * sign
+			}
 		}
 		if s.RefLogProbs == nil {
 			continue

@@ -227,3 +227,49 @@ func TestKeepInformativeGroups(t *testing.T) {
 		t.Errorf("keep %v dropped %d, want [[2 3] [5 6 7]] and 3", keep, dropped)
 	}
 }
+
+// Token weights (TokenLoss) on lossBatch, token-mean (N = 4, w = 1/4),
+// clip 0.2:
+//
+//	PGWeight s0 = {0, 2}: token 0 (pg -1.2) drops out, token 1 counts
+//	twice: 2 * -0.9 = -1.8, coefficient 2 * -0.9 / 4 = -0.45.
+//	AbsKLCoef s1 = {0.5}: new - old = ln 0.5 < 0, so the term is
+//	0.5 * ln 2 and its derivative 0.5 * -1; s1's pg 1.6 has no gradient:
+//	coefficient (0 + 0.5 * -1)/4 = -0.125.
+//	s2 unweighted: pg 4, coefficient 1.
+//
+// loss = (-1.8 + 1.6 + 0.5 ln 2 + 4)/4 = (3.8 + 0.5 ln 2)/4. clipfrac is
+// unweighted: 2/4.
+func TestPolicyLossTokenWeights(t *testing.T) {
+	seqs := lossBatch()
+	seqs[0].PGWeight = []float64{0, 2}
+	seqs[1].AbsKLCoef = []float64{0.5}
+	res, err := PolicyLoss(seqs, PolicyLossOptions{ClipLow: 0.2, ClipHigh: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (3.8 + 0.5*math.Ln2) / 4; math.Abs(res.PGLoss-want) > 1e-12 {
+		t.Errorf("loss %v, want %v", res.PGLoss, want)
+	}
+	want := [][]float64{{0, -0.45}, {-0.125}, {1}}
+	for i := range want {
+		for tk := range want[i] {
+			if math.Abs(res.PGCoef[i][tk]-want[i][tk]) > 1e-12 {
+				t.Errorf("coef[%d][%d] = %v, want %v", i, tk, res.PGCoef[i][tk], want[i][tk])
+			}
+		}
+	}
+	if math.Abs(res.ClipFrac-0.5) > 1e-12 {
+		t.Errorf("clipfrac %v, want 0.5", res.ClipFrac)
+	}
+	// At new = old the absolute value's derivative is 0.
+	res, _ = PolicyLoss([]LossSeq{{OldLogProbs: []float64{-1}, NewLogProbs: []float64{-1}, Advantages: []float64{0}, AbsKLCoef: []float64{3}}}, PolicyLossOptions{ClipLow: 0.2, ClipHigh: 0.2})
+	if res.PGLoss != 0 || res.PGCoef[0][0] != 0 {
+		t.Errorf("abs-KL at new = old: loss %v coef %v, want 0 0", res.PGLoss, res.PGCoef[0][0])
+	}
+	bad := lossBatch()
+	bad[2].PGWeight = []float64{1, 1}
+	if _, err := PolicyLoss(bad, PolicyLossOptions{}); err == nil || !strings.Contains(err.Error(), "sequence 2") {
+		t.Errorf("a weight row of the wrong length: %v", err)
+	}
+}

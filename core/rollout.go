@@ -57,6 +57,12 @@ type Sequence struct {
 	Advantages     []float64
 	AdvantageBonus []float64
 	Returns        []float64
+
+	// PGWeight and AbsKLCoef are the per-token actor-loss weights of the
+	// strategies' TokenLossHooks (see TokenLoss), combined: nil means 1
+	// (PGWeight) and 0 (AbsKLCoef) everywhere.
+	PGWeight  []float64
+	AbsKLCoef []float64
 }
 
 // Len is the number of valid response tokens T.

@@ -78,6 +78,37 @@ type LossHook interface {
 	LossTerms(info StepInfo) (LossTerms, error)
 }
 
+// TokenLoss is a TokenLossHook's answer for one step: per-token weights of
+// the actor loss. Every field is optional; rows are per sequence, each of
+// the sequence's length T_i.
+type TokenLoss struct {
+	// PGWeight[i][t] >= 0 multiplies the policy-gradient term of token t of
+	// sequence i inside the aggregation (the aggregation's weights, i.e. its
+	// denominators, are unchanged): 0 drops the token's gradient (a loss
+	// mask, as Clip-Cov and the forking-token rule do), 1 keeps it. nil
+	// means 1 everywhere.
+	PGWeight [][]float64
+	// AbsKLCoef[i][t] >= 0 adds AbsKLCoef * |log pi(o_t) - log pi_old(o_t)|
+	// to token t's policy loss, aggregated like it (KL-Cov's penalty). nil
+	// means 0 everywhere.
+	AbsKLCoef [][]float64
+	// EntropyCoef adds to the actor loss's entropy coefficient, as
+	// LossTerms.EntropyCoef does, but may depend on the batch (adaptive
+	// entropy control).
+	EntropyCoef float64
+}
+
+// TokenLossHook sees the shaped batch (final advantages, after every
+// reward and advantage hook and the algorithm's finalisation) just before
+// the actor update and weights the actor loss per token. It must not
+// modify r. With several strategies, PGWeight rows multiply, AbsKLCoef
+// rows and EntropyCoef add. The weights hold for every epoch and
+// minibatch of the step's update (they are computed once, from the
+// sampling policy's log-probs and entropies).
+type TokenLossHook interface {
+	TokenLoss(info StepInfo, r *Rollout) (TokenLoss, error)
+}
+
 // HeadMasker draws the per-head bootstrap masks (Sequence.HeadMask) used by
 // the critic update of this step.
 type HeadMasker interface {

@@ -325,6 +325,11 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 			lossTerms.EntropyCoef += lt.EntropyCoef
 		}
 	}
+	tokenEntCoef, err := t.ApplyTokenLoss(info, r, m)
+	if err != nil {
+		return err
+	}
+	lossTerms.EntropyCoef += tokenEntCoef
 	if t.DumpRollouts != "" {
 		if err := WriteRolloutFile(filepath.Join(t.DumpRollouts, fmt.Sprintf("rollout-%06d.json", step)), r); err != nil {
 			return err
@@ -487,6 +492,71 @@ func (t *Trainer) Shape(info StepInfo, r *Rollout, m map[string]float64) error {
 		m["explore/"+s.Name()+"/bonus_mean"] = sum / float64(max(n, 1))
 	}
 	return t.Algo.Finalize(r)
+}
+
+// ApplyTokenLoss calls the strategies' TokenLossHooks on the shaped batch,
+// in config order, and stores their combined per-token weights in
+// Sequence.PGWeight (rows multiplied) and Sequence.AbsKLCoef (rows added);
+// both stay nil when no hook set them. It returns the sum of the hooks'
+// entropy coefficients (added to the actor loss's) and adds, per hook,
+// explore/<name>/pg_weight_mean (the mean PGWeight over valid tokens),
+// explore/<name>/abs_kl_coef_mean and explore/<name>/entropy_coef to m.
+// Step calls it after Shape; `cde-run shape` calls it too.
+func (t *Trainer) ApplyTokenLoss(info StepInfo, r *Rollout, m map[string]float64) (float64, error) {
+	for i := range r.Seqs {
+		r.Seqs[i].PGWeight, r.Seqs[i].AbsKLCoef = nil, nil
+	}
+	entCoef := 0.0
+	for i, s := range t.Strategies {
+		h, ok := s.(TokenLossHook)
+		if !ok {
+			continue
+		}
+		tl, err := h.TokenLoss(info, r)
+		if err != nil {
+			return 0, fmt.Errorf("strategies[%d] (%s): token loss: %w", i, s.Name(), err)
+		}
+		if err := CheckTokenLoss(r.SeqLens(), tl); err != nil {
+			return 0, fmt.Errorf("strategies[%d] (%s): token loss: %w", i, s.Name(), err)
+		}
+		prefix := "explore/" + s.Name() + "/"
+		if tl.PGWeight != nil {
+			sum := 0.0
+			for j, row := range tl.PGWeight {
+				w := r.Seqs[j].PGWeight
+				if w == nil {
+					w = make([]float64, len(row))
+					for k := range w {
+						w[k] = 1
+					}
+				}
+				for k, x := range row {
+					w[k] *= x
+					sum += x
+				}
+				r.Seqs[j].PGWeight = w
+			}
+			m[prefix+"pg_weight_mean"] = sum / float64(max(r.NumTokens(), 1))
+		}
+		if tl.AbsKLCoef != nil {
+			sum := 0.0
+			for j, row := range tl.AbsKLCoef {
+				c := r.Seqs[j].AbsKLCoef
+				if c == nil {
+					c = make([]float64, len(row))
+				}
+				for k, x := range row {
+					c[k] += x
+					sum += x
+				}
+				r.Seqs[j].AbsKLCoef = c
+			}
+			m[prefix+"abs_kl_coef_mean"] = sum / float64(max(r.NumTokens(), 1))
+		}
+		m[prefix+"entropy_coef"] = tl.EntropyCoef
+		entCoef += tl.EntropyCoef
+	}
+	return entCoef, nil
 }
 
 // SeqPerplexity is exp(mean negative log-prob) of a response.

@@ -422,9 +422,13 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 	sums, err := b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed, func(idx []int, seqs []*core.Sequence, bt *batch) (map[string]float64, error) {
 		n := bt.b * bt.t
 		adv, oldLP, refLP := make([]float32, n), make([]float32, n), make([]float32, n)
+		pgW, absKL := make([]float32, n), make([]float32, n) // core.TokenLoss: 1 and 0 unless set
 		for j, s := range seqs {
 			if len(s.Advantages) != len(s.Response) || len(s.LogProbs) != len(s.Response) {
 				return nil, fmt.Errorf("update actor: sequence %d has %d advantages and %d log-probs for %d tokens", idx[j], len(s.Advantages), len(s.LogProbs), len(s.Response))
+			}
+			if s.PGWeight != nil && len(s.PGWeight) != len(s.Response) || s.AbsKLCoef != nil && len(s.AbsKLCoef) != len(s.Response) {
+				return nil, fmt.Errorf("update actor: sequence %d has %d pg weights and %d abs-KL coefficients for %d tokens", idx[j], len(s.PGWeight), len(s.AbsKLCoef), len(s.Response))
 			}
 			for t, p := range bt.at[j] {
 				adv[p] = float32(s.Advantages[t])
@@ -432,6 +436,13 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 				refLP[p] = oldLP[p]
 				if refLPs != nil {
 					refLP[p] = float32(refLPs[idx[j]][t])
+				}
+				pgW[p] = 1
+				if s.PGWeight != nil {
+					pgW[p] = float32(s.PGWeight[t])
+				}
+				if s.AbsKLCoef != nil {
+					absKL[p] = float32(s.AbsKLCoef[t])
 				}
 			}
 		}
@@ -448,6 +459,8 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 			tensors.FromFlatDataAndDimensions(adv, bt.b, bt.t),
 			tensors.FromFlatDataAndDimensions(oldLP, bt.b, bt.t),
 			tensors.FromFlatDataAndDimensions(refLP, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(pgW, bt.b, bt.t),
+			tensors.FromFlatDataAndDimensions(absKL, bt.b, bt.t),
 			tensors.FromFlatDataAndDimensions(hyper, hNum))
 		if err != nil {
 			return nil, fmt.Errorf("update actor: %w", err)

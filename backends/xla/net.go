@@ -290,16 +290,17 @@ func (n *net) biasCorrectedLR(lr float64) float64 {
 }
 
 // buildActorTrain: the actor loss of actorLoss, then one Adam step. Inputs:
-// tokens, targets int32 [B,T]; mask, adv, oldLP, refLP [B,T]; hyper [hNum].
+// tokens, targets int32 [B,T]; mask, adv, oldLP, refLP, pgW, absKL [B,T];
+// hyper [hNum].
 // Outputs: loss, pg_loss, clipfrac, entropy, kl, grad_norm, ppl-term (mean
 // -logp), applied flag.
 func (n *net) buildActorTrain() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-		tokens, targets, mask, adv, oldLP, refLP, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6]
+		tokens, targets, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8]
 		h := fullStates(ctx, n.arch, tokens)
 		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), hyperAt(hyper, hInvTemp)), -1)
 		logp, ent := tokenLogProbs(lp, targets)
-		a := actorLoss(logp, ent, mask, adv, oldLP, refLP, hyper)
+		a := actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper)
 		norm, applied := n.adamUpdate(ctx, a.loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
 		return []*graph.Node{a.loss, a.pg, a.clipFrac, a.ent, a.kl, norm, maskedMean(graph.Neg(logp), mask), applied}
 	}
@@ -311,17 +312,19 @@ type actorTerms struct {
 }
 
 // actorLoss is the actor loss over [B,T] per-token inputs (logp the current
-// policy's log-probs, ent its entropies; mask 1 at response tokens), the
-// graph form of core.PolicyLoss (whose doc gives the formulas; a test holds
-// the two equal, loss and gradient with respect to logp):
+// policy's log-probs, ent its entropies; mask 1 at response tokens; pgW and
+// absKL the strategies' per-token weights, core.TokenLoss: 1 and 0 where
+// no strategy set them), the graph form of core.PolicyLoss (whose doc
+// gives the formulas; a test holds the two equal, loss and gradient with
+// respect to logp):
 //
-//	loss = agg(pg) - entropy_coef * agg(entropy) + kl_coef * agg(k)
+//	loss = agg(pgW * pg + absKL * |logp - oldLP|) - entropy_coef * agg(entropy) + kl_coef * agg(k)
 //
 // agg sums w_i * x over valid tokens with the weights of the aggregation
 // mode (one-hot in hyper), pg the clipped surrogate with the token or GSPO
 // sequence ratio and the dual clip, k the KL estimator chosen in hyper.
 // pg_clipfrac is a token mean in every mode.
-func actorLoss(logp, ent, mask, adv, oldLP, refLP, hyper *graph.Node) actorTerms {
+func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node) actorTerms {
 	g := logp.Graph()
 	b, t := logp.Shape().Dimensions[0], logp.Shape().Dimensions[1]
 	one := graph.ScalarOne(g, dtypes.Float32)
@@ -378,6 +381,10 @@ func actorLoss(logp, ent, mask, adv, oldLP, refLP, hyper *graph.Node) actorTerms
 	k3 := graph.Sub(graph.Sub(graph.Exp(d), d), one)
 	kl := graph.Add(graph.Add(graph.Mul(hyperAt(hyper, hKLk1), k1), graph.Mul(hyperAt(hyper, hKLk2), k2)),
 		graph.Mul(hyperAt(hyper, hKLk3), k3))
+
+	// Token weights (core.TokenLoss): PGWeight on the surrogate, KL-Cov's
+	// |log-ratio| (unclamped; d|x|/dx = sign(x), 0 at 0) with AbsKLCoef.
+	pg = graph.Add(graph.Mul(pgW, pg), graph.Mul(absKL, graph.Abs(diff)))
 
 	a := actorTerms{pg: agg(pg), clipFrac: maskedMean(clipFrac, mask), ent: agg(ent), kl: agg(kl)}
 	a.loss = graph.Sub(a.pg, graph.Mul(hyperAt(hyper, hEntCoef), a.ent))

@@ -23,7 +23,10 @@ import (
 // to that parameter is exactly d loss / d new_logprobs[t], the reference's
 // PGCoef and KLCoef. Each batch mixes tokens inside and outside the clip
 // range, negative and positive advantages, and (in some batches) a
-// log-ratio past core.MaxLogRatio, which must pass no gradient.
+// log-ratio past core.MaxLogRatio, which must pass no gradient. Batches 1
+// and 2 carry the strategies' per-token weights (core.TokenLoss): PGWeight
+// in {0, 0.5, 1, 2}, and in batch 2 also AbsKLCoef in [0, 1); batches 0 and
+// 3 leave them nil (the graph gets 1 and 0).
 //
 // It runs on both engines a run can use: GoMLX's pure-Go one and cde's own
 // (engines/cpu, the default).
@@ -48,6 +51,7 @@ func checkActorLoss(t *testing.T, be backends.Backend) {
 		lens := []int{T, 1 + rng.IntN(T), 1 + rng.IntN(T), 1 + rng.IntN(T)}
 		mask := make([]float32, B*T)
 		adv, oldLP, newLP, refLP := make([]float32, B*T), make([]float32, B*T), make([]float32, B*T), make([]float32, B*T)
+		pgW, absKL := make([]float32, B*T), make([]float32, B*T)
 		seqs := make([]core.LossSeq, B)
 		spread := []float64{0.3, 0.05, 0.6, 0.2}[batch]
 		for i := range B {
@@ -78,11 +82,20 @@ func checkActorLoss(t *testing.T, be backends.Backend) {
 				s.OldLogProbs = append(s.OldLogProbs, float64(oldLP[p]))
 				s.NewLogProbs = append(s.NewLogProbs, float64(newLP[p]))
 				s.RefLogProbs = append(s.RefLogProbs, float64(refLP[p]))
+				pgW[p] = 1
+				if batch == 1 || batch == 2 {
+					pgW[p] = float32([]float64{0, 0.5, 1, 2}[rng.IntN(4)])
+					s.PGWeight = append(s.PGWeight, float64(pgW[p]))
+				}
+				if batch == 2 {
+					absKL[p] = float32(rng.Float64())
+					s.AbsKLCoef = append(s.AbsKLCoef, float64(absKL[p]))
+				}
 			}
 			// Padding holds garbage that must not leak in.
 			for tk := lens[i]; tk < T; tk++ {
 				p := i*T + tk
-				adv[p], oldLP[p], newLP[p], refLP[p] = 5, -1, -90, 3
+				adv[p], oldLP[p], newLP[p], refLP[p], pgW[p], absKL[p] = 5, -1, -90, 3, 7, 9
 			}
 			seqs[i] = s
 		}
@@ -105,12 +118,14 @@ func checkActorLoss(t *testing.T, be backends.Backend) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						out := graph.MustExecOnceN(be, func(logp, mask, adv, oldLP, refLP, hyper *graph.Node) []*graph.Node {
-							a := actorLoss(logp, graph.ZerosLike(logp), mask, adv, oldLP, refLP, hyper)
+						out := graph.MustExecOnceN(be, func(in []*graph.Node) []*graph.Node {
+							logp, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]
+							a := actorLoss(logp, graph.ZerosLike(logp), mask, adv, oldLP, refLP, pgW, absKL, hyper)
 							return []*graph.Node{a.pg, a.kl, a.clipFrac, graph.Gradient(a.pg, logp)[0], graph.Gradient(a.kl, logp)[0]}
 						}, tensors.FromFlatDataAndDimensions(newLP, B, T), tensors.FromFlatDataAndDimensions(mask, B, T),
 							tensors.FromFlatDataAndDimensions(adv, B, T), tensors.FromFlatDataAndDimensions(oldLP, B, T),
-							tensors.FromFlatDataAndDimensions(refLP, B, T), tensors.FromFlatDataAndDimensions(hyper, hNum))
+							tensors.FromFlatDataAndDimensions(refLP, B, T), tensors.FromFlatDataAndDimensions(pgW, B, T),
+							tensors.FromFlatDataAndDimensions(absKL, B, T), tensors.FromFlatDataAndDimensions(hyper, hNum))
 						got := make([][]float32, len(out))
 						for k, o := range out {
 							got[k] = tensors.MustCopyFlatData[float32](o)

@@ -39,9 +39,15 @@ type ModelConfig struct {
 	FF     int // model.ff, feed-forward width (0 = 4 d_model)
 	MaxLen int // model.max_len, longest prompt + response (64)
 	// Checkpoint is the base policy: "auto" finds or makes the supervised
-	// base for this task and model; "" starts from random weights; a path
-	// loads that directory's policy.gob.
+	// base for this task and model (with HF set: the model's own weights);
+	// "" starts from random weights; a path loads that directory's
+	// policy.gob.
 	Checkpoint string
+	// HF is model.hf: a Hugging Face model directory (config.json,
+	// safetensors weights, tokenizer files) whose architecture replaces
+	// cde's own transformer; "" for none. Its config.json sizes the model,
+	// so layers, d_model, heads and ff must not be set with it.
+	HF string
 }
 
 // BackendConfig chooses the compute engine.
@@ -141,7 +147,7 @@ type PretrainConfig struct {
 const DefaultConfigYAML = `
 seed: 1
 task: {name: arith}
-model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto}
+model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: ""}
 backend: {engine: auto}
 rollout: {n: 8, temperature: 1.0, max_response_tokens: 48}
 train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
@@ -390,6 +396,17 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	m.Check(c.Model.Heads >= 1 && c.Model.DModel%max(c.Model.Heads, 1) == 0, "heads", "must divide d_model = %d, got %d", c.Model.DModel, c.Model.Heads)
 	m.Check(c.Model.FF >= 0, "ff", "must be >= 0, got %d", c.Model.FF)
 	m.Check(c.Model.MaxLen >= 8, "max_len", "must be >= 8, got %d", c.Model.MaxLen)
+	c.Model.HF = m.String("hf", "")
+	if c.Model.HF != "" {
+		// The embedded defaults set these keys, so a value other than the
+		// default is what shows a user set one.
+		for _, kv := range []struct {
+			k      string
+			v, def int
+		}{{"layers", c.Model.Layers, 2}, {"d_model", c.Model.DModel, 64}, {"heads", c.Model.Heads, 4}, {"ff", c.Model.FF, 0}} {
+			m.Check(kv.v == kv.def, kv.k, "not with model.hf: the model's config.json sets the sizes (leave it at %d)", kv.def)
+		}
+	}
 
 	b := p.Sub("backend")
 	c.Backend.Engine = b.OneOf("engine", "auto", "auto", "cpu", "go", "xla:cpu", "xla:cuda")

@@ -146,7 +146,7 @@ func VerifyIfManifest(dir string) error {
 // it. Everything else (train.steps, learning rates, eval.*, ...) may be
 // edited in RUN/config.yaml before --resume, and so may a plugin entry's
 // sha256, start_timeout and call_timeout.
-var FixedConfigKeys = []string{"seed", "task", "model.layers", "model.d_model", "model.heads", "model.ff", "model.max_len",
+var FixedConfigKeys = []string{"seed", "task", "model.layers", "model.d_model", "model.heads", "model.ff", "model.max_len", "model.hf",
 	"algorithm", "strategies", "train.value_heads"}
 
 // fixedConfig extracts FixedConfigKeys from cfg's resolved key tree, in a

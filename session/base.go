@@ -53,6 +53,10 @@ func ResolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, out 
 	case "":
 		return "", nil
 	case "auto":
+		if cfg.Model.HF != "" {
+			log.Info().Str("model", cfg.Model.HF).Msg("base policy: the Hugging Face model's own weights")
+			return "", nil
+		}
 	default:
 		if _, err := os.Stat(filepath.Join(cfg.Model.Checkpoint, "policy.gob")); err != nil {
 			return "", fmt.Errorf("config: model.checkpoint: %w", err)

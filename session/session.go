@@ -18,6 +18,8 @@ import (
 	_ "github.com/cde-rl/cde/algos/all" // every in-tree algorithm
 	"github.com/cde-rl/cde/algos/grpopassk"
 	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/plugins"
 	_ "github.com/cde-rl/cde/strategies/all" // every in-tree strategy
@@ -77,10 +79,19 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 		return nil, err
 	}
 	tok := task.Tokenizer()
+	policy := xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
+		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
+	var weights *safetensors.Set
+	if cfg.Model.HF != "" {
+		if policy, weights, err = hfPolicy(cfg, tok); err != nil {
+			return nil, err
+		}
+		if weights != nil {
+			defer weights.Close()
+		}
+	}
 	s.Backend, err = xla.New(xla.Options{
-		Engine: cfg.Backend.Engine,
-		Policy: xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
-			Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen},
+		Engine: cfg.Backend.Engine, Policy: policy, HFWeights: weights,
 		ValueHeads: needs.ValueHeads, Seed: cfg.Seed, ActorLR: cfg.Train.ActorLR, CriticLR: cfg.Train.CriticLR,
 		MaxGradNorm: cfg.Train.MaxGradNorm, PAD: tok.PAD(), EOS: tok.EOS(),
 	})
@@ -231,4 +242,31 @@ func Duration(p *core.Params, key string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// hfPolicy reads model.hf: the architecture from its config.json and, unless
+// model.checkpoint is "" (random weights) or a cde checkpoint path, its
+// safetensors weights. The task's tokenizer must fit the model's vocabulary.
+func hfPolicy(cfg *core.Config, tok core.Tokenizer) (xla.ModelConfig, *safetensors.Set, error) {
+	dir := cfg.Model.HF
+	hc, err := hf.LoadConfig(dir)
+	if err != nil {
+		return xla.ModelConfig{}, nil, fmt.Errorf("config: model.hf: %w", err)
+	}
+	if tok.VocabSize() > hc.Vocab {
+		return xla.ModelConfig{}, nil, fmt.Errorf("config: model.hf: %s has a vocabulary of %d, the task's tokenizer %d tokens (set task.tokenizer to the model directory)",
+			dir, hc.Vocab, tok.VocabSize())
+	}
+	pc := xla.HFModelConfig(hc, cfg.Model.MaxLen)
+	if err := pc.Validate(); err != nil {
+		return xla.ModelConfig{}, nil, err
+	}
+	if cfg.Model.Checkpoint != "auto" {
+		return pc, nil, nil
+	}
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return xla.ModelConfig{}, nil, fmt.Errorf("config: model.hf: %w", err)
+	}
+	return pc, set, nil
 }

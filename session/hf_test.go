@@ -1,0 +1,141 @@
+package session_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
+)
+
+// tinyQwen3 writes a random two-layer Qwen3-architecture checkpoint (the
+// real vocabulary of 151,936 rows, width 16) with the real Qwen3 tokenizer
+// and chat template files.
+func tinyQwen3(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join("..", "tokenizer", "testdata", "qwen3")
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	}
+	cfg := `{"architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 16, "intermediate_size": 32, "head_dim": 8,
+		"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-6,
+		"max_position_embeddings": 512, "rope_theta": 1000000.0, "tie_word_embeddings": true, "eos_token_id": 151645}`
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var ts []safetensors.Tensor
+	add := func(name string, mean float64, shape ...int) {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(mean + rng.NormFloat64()*0.2)
+		}
+		ts = append(ts, safetensors.BF16Tensor(name, shape, v))
+	}
+	add("model.embed_tokens.weight", 0, 151936, 16)
+	add("model.norm.weight", 1, 16)
+	for l := range 2 {
+		p := "model.layers." + string(rune('0'+l)) + "."
+		add(p+"input_layernorm.weight", 1, 16)
+		add(p+"post_attention_layernorm.weight", 1, 16)
+		add(p+"self_attn.q_proj.weight", 0, 16, 16)
+		add(p+"self_attn.k_proj.weight", 0, 8, 16)
+		add(p+"self_attn.v_proj.weight", 0, 8, 16)
+		add(p+"self_attn.o_proj.weight", 0, 16, 16)
+		add(p+"self_attn.q_norm.weight", 1, 8)
+		add(p+"self_attn.k_norm.weight", 1, 8)
+		add(p+"mlp.gate_proj.weight", 0, 32, 16)
+		add(p+"mlp.up_proj.weight", 0, 32, 16)
+		add(p+"mlp.down_proj.weight", 0, 16, 32)
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// GRPO, and PPO with the multi-head critic, each run a few steps on GSM8K
+// prompts rendered with Qwen3's chat template, on a random Qwen3-architecture
+// checkpoint: a pipeline proof (no accuracy claim).
+func TestHFEndToEnd(t *testing.T) {
+	model := tinyQwen3(t)
+	data := t.TempDir()
+	// Four short GSM8K training questions and two test ones (MIT licence,
+	// ../shared/data/gsm8k).
+	train := `{"question": "Joy can read 8 pages of a book in 20 minutes. How many hours will it take her to read 120 pages?", "answer": "#### 5"}
+{"question": "John writes 20 pages a day.  How long will it take him to write 3 books that are 400 pages each?", "answer": "#### 60"}
+{"question": "Herbert is 10 years younger than Kris. If Kris is 24 years old now, how old will Herbert be next year?", "answer": "#### 15"}
+{"question": "James writes a 3-page letter to 2 different friends twice a week.  How many pages does he write a year?", "answer": "#### 624"}
+`
+	test := `{"question": "Janet buys 3 pounds of apples at $2 a pound. How much does she pay?", "answer": "#### 6"}
+{"question": "A box holds 12 eggs. How many eggs are in 4 boxes?", "answer": "#### 48"}
+`
+	os.WriteFile(filepath.Join(data, "train.jsonl"), []byte(train), 0o644)
+	os.WriteFile(filepath.Join(data, "test.jsonl"), []byte(test), 0o644)
+	for _, c := range []struct{ name, algo string }{
+		{"grpo", "algorithm: {name: grpo}\nstrategies: [{name: ppl}]"},
+		{"ppo-multihead", "algorithm: {name: ppo}\nstrategies: [{name: multihead, heads: 4, zeta: 0.5}]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			yaml := `seed: 2
+task: {name: math, train: ` + filepath.Join(data, "train.jsonl") + `, eval: [{name: t, path: ` + filepath.Join(data, "test.jsonl") + `}],
+       tokenizer: ` + model + `, system_prompt: "Please reason step by step, and put your final answer within \\boxed{}."}
+model: {hf: ` + model + `, max_len: 128}
+rollout: {n: 2, max_response_tokens: 8}
+train: {steps: 2, prompts_per_step: 2, checkpoint_every: 1, value_heads: 4}
+eval: {every: 0, k: 1}
+` + c.algo + "\n"
+			file := filepath.Join(t.TempDir(), "hf.yaml")
+			os.WriteFile(file, []byte(yaml), 0o644)
+			cfg, err := core.LoadConfig(core.LoadOptions{File: file, Env: []string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := filepath.Join(t.TempDir(), "run")
+			if err := session.Train(context.Background(), session.TrainOptions{Config: cfg, RunDir: run, Log: zerolog.Nop()}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(filepath.Join(run, "metrics.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var rows []map[string]any
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				var m map[string]any
+				json.Unmarshal(sc.Bytes(), &m)
+				rows = append(rows, m)
+			}
+			if len(rows) != 3 || rows[0]["actor/grad_norm"] == nil || rows[2]["val/t/avg@1"] == nil {
+				t.Fatalf("%d metric rows: %v", len(rows), rows)
+			}
+			if strings.Contains(c.algo, "name: ppo") && (rows[0]["critic/head_std"] == nil || rows[0]["critic/vf_loss"] == nil) {
+				t.Fatalf("no critic metrics: %v", rows[0])
+			}
+			t.Logf("step 0: %v", rows[0]["response/length_mean"])
+		})
+	}
+	// Sizes come from config.json: setting one with model.hf is an error.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("task: {name: arith}\nmodel: {hf: "+model+", layers: 3}\n"), 0o644)
+	if _, err := core.LoadConfig(core.LoadOptions{File: bad, Env: []string{}}); err == nil || !strings.Contains(err.Error(), "model.layers: not with model.hf") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -12,7 +12,9 @@
 //   - CheckHooks: on rollouts carrying every signal, every hook succeeds,
 //     returns finite outputs of the right shape (one reward bonus per
 //     sequence; one advantage-bonus row of T entries per sequence; head
-//     masks T x K) and leaves the rollout unmodified; loss terms are finite.
+//     masks T x K; token-loss weights nil or T_i non-negative finite
+//     entries per sequence) and leaves the rollout unmodified; loss terms
+//     and the token loss's entropy coefficient are finite.
 //   - CheckUndeclared: the hooks also succeed when the optional signals the
 //     strategy did not declare in Needs (Entropies, Values, Embedding,
 //     HeadMask) are nil: a strategy reads only what it asked for.
@@ -276,6 +278,8 @@ func Clone(r *core.Rollout) *core.Rollout {
 		s.Advantages = clone1(s.Advantages)
 		s.AdvantageBonus = clone1(s.AdvantageBonus)
 		s.Returns = clone1(s.Returns)
+		s.PGWeight = clone1(s.PGWeight)
+		s.AbsKLCoef = clone1(s.AbsKLCoef)
 		c.Seqs[i] = s
 	}
 	return &c
@@ -306,12 +310,13 @@ type StepOutputs struct {
 	RewardBonus    []float64
 	AdvantageBonus [][]float64
 	LossTerms      *core.LossTerms
+	TokenLoss      *core.TokenLoss
 	HeadMasks      [][][]float64
 	Metrics        map[string]float64
 }
 
 // RunStep calls the hooks s implements on r, in the trainer's order
-// (reward bonus, advantage bonus, loss terms, head masks when
+// (reward bonus, advantage bonus, loss terms, token loss, head masks when
 // r.ValueHeads > 0, observe), and checks each result: no error or panic,
 // the documented shapes, finite numbers, and r left unmodified.
 func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs, error) {
@@ -357,6 +362,20 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 			return out, fmt.Errorf("LossTerms: %w", err)
 		}
 		out.LossTerms = &lt
+	}
+	if h, ok := s.(core.TokenLossHook); ok {
+		var tl core.TokenLoss
+		err := guard(func() (err error) { tl, err = h.TokenLoss(info, r); return })
+		if err != nil {
+			return out, fmt.Errorf("TokenLoss: %w", err)
+		}
+		if err := unchanged("TokenLoss"); err != nil {
+			return out, err
+		}
+		if err := core.CheckTokenLoss(r.SeqLens(), tl); err != nil {
+			return out, fmt.Errorf("TokenLoss: %w", err)
+		}
+		out.TokenLoss = &tl
 	}
 	if h, ok := s.(core.HeadMasker); ok && r.ValueHeads > 0 {
 		err := guard(func() (err error) { out.HeadMasks, err = h.HeadMasks(info, r); return })
@@ -640,6 +659,27 @@ func compare(a, b StepOutputs) error {
 	}
 	if (a.LossTerms == nil) != (b.LossTerms == nil) || a.LossTerms != nil && !same(a.LossTerms.EntropyCoef, b.LossTerms.EntropyCoef) {
 		return fmt.Errorf("LossTerms: %+v vs %+v", a.LossTerms, b.LossTerms)
+	}
+	if (a.TokenLoss == nil) != (b.TokenLoss == nil) {
+		return fmt.Errorf("TokenLoss: present %v vs %v", a.TokenLoss != nil, b.TokenLoss != nil)
+	}
+	if a.TokenLoss != nil {
+		if !same(a.TokenLoss.EntropyCoef, b.TokenLoss.EntropyCoef) {
+			return fmt.Errorf("TokenLoss.EntropyCoef: %v vs %v", a.TokenLoss.EntropyCoef, b.TokenLoss.EntropyCoef)
+		}
+		for _, f := range []struct {
+			name string
+			a, b [][]float64
+		}{{"PGWeight", a.TokenLoss.PGWeight, b.TokenLoss.PGWeight}, {"AbsKLCoef", a.TokenLoss.AbsKLCoef, b.TokenLoss.AbsKLCoef}} {
+			if (f.a == nil) != (f.b == nil) || len(f.a) != len(f.b) {
+				return fmt.Errorf("TokenLoss.%s: %d vs %d rows (nil %v vs %v)", f.name, len(f.a), len(f.b), f.a == nil, f.b == nil)
+			}
+			for i := range f.a {
+				if err := eq1(fmt.Sprintf("TokenLoss.%s[%d]", f.name, i), f.a[i], f.b[i]); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	if len(a.HeadMasks) != len(b.HeadMasks) {
 		return fmt.Errorf("HeadMasks: %d vs %d sequences", len(a.HeadMasks), len(b.HeadMasks))

@@ -14,7 +14,8 @@ import (
 
 // meanLogProb is a well-behaved strategy: reward bonus = 0.1 * mean
 // log-prob, an advantage bonus of 0.01 per token, an entropy coefficient,
-// an observed metric, and a step counter as state.
+// per-token loss weights (PGWeight 0.5 below log-prob -1, else 1), an
+// observed metric, and a step counter as state.
 type meanLogProb struct{ steps int }
 
 func (s *meanLogProb) Name() string      { return "meanlp" }
@@ -42,6 +43,19 @@ func (s *meanLogProb) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]f
 }
 func (s *meanLogProb) LossTerms(info core.StepInfo) (core.LossTerms, error) {
 	return core.LossTerms{EntropyCoef: 0.001}, nil
+}
+func (s *meanLogProb) TokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss, error) {
+	w := make([][]float64, len(r.Seqs))
+	for i, q := range r.Seqs {
+		w[i] = make([]float64, q.Len())
+		for t, lp := range q.LogProbs {
+			w[i][t] = 1
+			if lp < -1 {
+				w[i][t] = 0.5
+			}
+		}
+	}
+	return core.TokenLoss{PGWeight: w, EntropyCoef: 0.002}, nil
 }
 func (s *meanLogProb) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
 	return map[string]float64{"explore/meanlp/steps": float64(s.steps)}, nil
@@ -125,6 +139,22 @@ func (b *broken) LossTerms(info core.StepInfo) (core.LossTerms, error) {
 	return b.meanLogProb.LossTerms(info)
 }
 
+func (b *broken) TokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss, error) {
+	tl, err := b.meanLogProb.TokenLoss(info, r)
+	switch b.fault {
+	case "token-negative":
+		tl.PGWeight[0][0] = -0.5
+	case "token-rows":
+		tl.AbsKLCoef = [][]float64{{1}}
+	case "token-mutate":
+		r.Seqs[0].Advantages[0] = 9
+	case "token-shared":
+		*b.shared++
+		tl.PGWeight[0][0] = float64(*b.shared)
+	}
+	return tl, err
+}
+
 func (b *broken) SaveState() ([]byte, error) {
 	if b.fault == "forget" {
 		return binary.AppendUvarint(nil, 0), nil
@@ -151,6 +181,10 @@ func TestBrokenStrategiesAreCaught(t *testing.T) {
 		{"row", "Hooks", "sequence"},
 		{"loss", "Hooks", "LossTerms: non-finite entropy coefficient"},
 		{"shared", "Determinism", "disagree"},
+		{"token-negative", "Hooks", "TokenLoss: PGWeight: sequence 0 token 0: -0.5 is not a finite weight >= 0"},
+		{"token-rows", "Hooks", "TokenLoss: AbsKLCoef: 1 rows for"},
+		{"token-mutate", "Hooks", "TokenLoss modified the rollout: Seqs[0].Advantages"},
+		{"token-shared", "Determinism", "TokenLoss.PGWeight[0]"},
 		{"forget", "State", "original and restored instances disagree"},
 		{"pooling", "Needs", "Pooling"},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cde-rl/cde/assets"
+	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/tasks"
 )
@@ -142,4 +143,41 @@ func Pretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.Log
 	log.Info().Str("base", dir).Int("steps", res.Steps).Float64("val_avg", res.Acc).
 		Dur("took", time.Since(start).Round(time.Second)).Msg("base policy ready")
 	return nil
+}
+
+// ExportHF writes the policy of run's checkpoint (step, or the newest
+// complete one when step < 0) as a Hugging Face model directory out (see
+// xla.Backend.ExportHF); the run must have trained a model.hf model.
+func ExportHF(run string, step int, out string, dtype safetensors.DType, log zerolog.Logger) error {
+	cfg, err := ResumeConfig(run, nil)
+	if err != nil {
+		return err
+	}
+	if cfg.Model.HF == "" {
+		return fmt.Errorf("export: %s trained cde's own transformer (no model.hf); only Hugging Face models export", run)
+	}
+	ckpt := ""
+	if step < 0 {
+		if ckpt, err = core.LatestCheckpoint(run); err != nil {
+			return err
+		}
+		if ckpt == "" {
+			return fmt.Errorf("export: %s has no complete checkpoint", run)
+		}
+	} else {
+		ckpt = filepath.Join(run, "checkpoints", fmt.Sprintf("step-%06d", step))
+	}
+	cfg.Model.Checkpoint = "" // the checkpoint's weights replace any start
+	s, err := New(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := core.VerifyCheckpoint(ckpt); err != nil {
+		return err
+	}
+	if err := s.Backend.Load(ckpt); err != nil {
+		return err
+	}
+	return s.Backend.ExportHF(cfg.Model.HF, out, dtype)
 }

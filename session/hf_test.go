@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
@@ -129,7 +131,60 @@ eval: {every: 0, k: 1}
 			if strings.Contains(c.algo, "name: ppo") && (rows[0]["critic/head_std"] == nil || rows[0]["critic/vf_loss"] == nil) {
 				t.Fatalf("no critic metrics: %v", rows[0])
 			}
-			t.Logf("step 0: %v", rows[0]["response/length_mean"])
+			if c.name != "grpo" {
+				return
+			}
+			// Export the newest checkpoint, load it as a HF model and score:
+			// the same log-probs as the run's backend on that checkpoint.
+			out := filepath.Join(t.TempDir(), "export")
+			if err := session.ExportHF(run, -1, out, safetensors.F32, zerolog.Nop()); err != nil {
+				t.Fatal(err)
+			}
+			if err := session.ExportHF(run, -1, out, safetensors.F32, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "exists") {
+				t.Fatalf("export over an existing directory: %v", err)
+			}
+			m, err := xla.LoadHF(out, "cpu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			rc, err := session.ResumeConfig(run, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc.Model.Checkpoint = ""
+			s, err := session.New(rc, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ck, _ := core.LatestCheckpoint(run)
+			if err := s.LoadPolicy(ck); err != nil {
+				t.Fatal(err)
+			}
+			prompt := []int32{151644, 872, 198, 3838, 374, 220, 17, 10, 17, 30}
+			resp := []int32{151645, 198, 151644, 77091, 198, 17}
+			want, _, err := s.Backend.ScoreLogProbs([]*core.Sequence{{Prompt: prompt, Response: resp}}, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.LogProbs(append(append([]int32{}, prompt...), resp...), len(prompt))
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for j := range resp {
+				worst = max(worst, math.Abs(float64(got[j])-want[0][j]))
+			}
+			t.Logf("exported model vs the run's checkpoint: max |d log p| = %.3g", worst)
+			if worst > 1e-5 {
+				t.Fatalf("exported %v, run %v", got, want[0])
+			}
+			for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
+				if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
 		})
 	}
 	// Sizes come from config.json: setting one with model.hf is an error.

@@ -1,6 +1,7 @@
 package xla
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gomlx/gomlx/backends"
@@ -94,4 +95,26 @@ func (m *HFModel) LogProbs(seq []int32, from int) ([]float32, error) {
 	all := out[0].Value().([][]float32)[0]
 	// all[j] = log p(seq[j+1] | seq[:j+1]).
 	return append([]float32(nil), all[from-1:len(seq)-1]...), nil
+}
+
+// HFScore is one scored pair: the prompt and response token ids (tokenized
+// separately, no special tokens added) and log p(response_ids[j] |
+// prompt_ids ++ response_ids[:j]) at temperature 1.
+type HFScore struct {
+	PromptIDs   []int32   `json:"prompt_ids"`
+	ResponseIDs []int32   `json:"response_ids"`
+	LogProbs    []float32 `json:"logprobs"`
+}
+
+// Score tokenizes prompt and response with encode and scores the response.
+// The prompt must give at least one token.
+func (m *HFModel) Score(encode func(string) []int32, prompt, response string) (HFScore, error) {
+	r := HFScore{PromptIDs: encode(prompt), ResponseIDs: encode(response)}
+	if len(r.PromptIDs) == 0 {
+		return r, errors.New("the prompt gives no tokens: the first response token would have no context")
+	}
+	seq := append(append([]int32{}, r.PromptIDs...), r.ResponseIDs...)
+	var err error
+	r.LogProbs, err = m.LogProbs(seq, len(r.PromptIDs))
+	return r, err
 }

@@ -10,6 +10,7 @@
 //	cde-run tokenize  --model DIR [--decode]
 //	cde-run verify
 //	cde-run score     --model DIR
+//	cde-run export    --run DIR --out HFDIR
 //
 // Every command has --help.
 package main
@@ -31,6 +32,7 @@ Commands:
   tokenize   token ids of JSON strings with a model's tokenizer.json (--decode reverses)
   verify     check {"response", "answer"} lines with the math verifier
   score      log-probs of {"prompt", "response"} lines under a Hugging Face model
+  export     write a run's Hugging Face policy as a model directory (safetensors)
 
 Run "cde-run COMMAND --help" for a command's flags.
 `
@@ -50,6 +52,7 @@ func main() {
 		"tokenize": cmdTokenize,
 		"verify":   cmdVerify,
 		"score":    cmdScore,
+		"export":   cmdExport,
 	}
 	name := os.Args[1]
 	if name == "-h" || name == "--help" || name == "help" {

@@ -28,12 +28,6 @@ temperature 1, computed in float32. The prompt must give at least one token.
 
 `
 
-type scoreResult struct {
-	PromptIDs   []int32   `json:"prompt_ids"`
-	ResponseIDs []int32   `json:"response_ids"`
-	LogProbs    []float32 `json:"logprobs"`
-}
-
 func cmdScore(args []string) int {
 	fs := flag.NewFlagSet("score", flag.ContinueOnError)
 	model := fs.String("model", "", "Hugging Face model directory (required)")
@@ -78,12 +72,8 @@ func runScore(dir, engine string, in io.Reader, out io.Writer) error {
 		if req.Prompt == nil || req.Response == nil {
 			return nil, errors.New(`missing string field "prompt" or "response"`)
 		}
-		r := scoreResult{PromptIDs: tok.Encode(*req.Prompt), ResponseIDs: tok.Encode(*req.Response)}
-		if len(r.PromptIDs) == 0 {
-			return nil, errors.New("the prompt gives no tokens: the first response token would have no context")
-		}
-		seq := append(append([]int32{}, r.PromptIDs...), r.ResponseIDs...)
-		if r.LogProbs, err = m.LogProbs(seq, len(r.PromptIDs)); err != nil {
+		r, err := m.Score(tok.Encode, *req.Prompt, *req.Response)
+		if err != nil {
 			return nil, err
 		}
 		return r, nil

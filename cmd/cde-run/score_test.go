@@ -86,7 +86,7 @@ func TestScore(t *testing.T) {
 		{"<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", "It is \\boxed{4}.<|im_end|>"},
 		{"Hi", ""},
 	} {
-		var r scoreResult
+		var r xla.HFScore
 		if err := dec.Decode(&r); err != nil {
 			t.Fatal(err)
 		}

@@ -398,3 +398,74 @@ func TestHFBackend(t *testing.T) {
 		t.Fatalf("load into another architecture: %v", err)
 	}
 }
+
+// One actor step's loss and gradient norm (before clipping) agree with
+// PyTorch autograd on the same batch and weights.
+func TestHFActorStepMatchesTorch(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
+		t.Skip("PyTorch is not installed (apt-get install python3-torch): the independent reference is optional")
+	}
+	for _, name := range slices.Sorted(mapsKeys(tinyHFConfigs)) {
+		t.Run(name, func(t *testing.T) {
+			dir, c := writeTinyHF(t, name, safetensors.F32, 31)
+			set, err := safetensors.OpenDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer set.Close()
+			b, err := New(Options{Engine: "cpu", Policy: HFModelConfig(c, 48), Seed: 1, ActorLR: 1e-3, PAD: 0, EOS: 2, HFWeights: set})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			rng := rand.New(rand.NewPCG(7, 8))
+			r := &core.Rollout{}
+			step := map[string]any{"clip_low": 0.2, "clip_high": 0.28}
+			var prompts, responses [][]int32
+			var olds, advs [][]float64
+			for i := range 4 {
+				p := randTokens(rng, 1, 3+i, c.Vocab)[0]
+				resp := randTokens(rng, 1, 6-i, c.Vocab)[0]
+				seq := &core.Sequence{Prompt: p, Response: resp}
+				lp, _, err := b.ScoreLogProbs([]*core.Sequence{seq}, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				old := make([]float64, len(resp))
+				adv := make([]float64, len(resp))
+				for j := range old {
+					old[j] = 0.9*lp[0][j] + rng.NormFloat64()*0.3 // ratios off 1 and model-dependent, some clipped
+					adv[j] = rng.NormFloat64()
+				}
+				seq.LogProbs, seq.Advantages, seq.Returns = old, adv, adv
+				r.Seqs = append(r.Seqs, *seq)
+				prompts, responses, olds, advs = append(prompts, p), append(responses, resp), append(olds, old), append(advs, adv)
+			}
+			step["prompts"], step["responses"], step["old_logprobs"], step["advantages"] = prompts, responses, olds, advs
+			m, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.28, Temperature: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, _ := json.Marshal(step)
+			path := filepath.Join(dir, "step.json")
+			os.WriteFile(path, js, 0o644)
+			cmd := exec.Command("/usr/bin/python3", filepath.Join("testdata", "hf_ref.py"), dir, path, "--train")
+			cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("hf_ref.py --train: %v", err)
+			}
+			var want struct {
+				Loss     float64 `json:"loss"`
+				GradNorm float64 `json:"grad_norm"`
+			}
+			if err := json.Unmarshal(out, &want); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("loss %.6g vs PyTorch %.6g; grad norm %.6g vs %.6g", m["actor/loss"], want.Loss, m["actor/grad_norm"], want.GradNorm)
+			if math.Abs(m["actor/loss"]-want.Loss) > 1e-5 || math.Abs(m["actor/grad_norm"]/want.GradNorm-1) > 1e-4 {
+				t.Fatalf("loss %v vs %v, grad norm %v vs %v", m["actor/loss"], want.Loss, m["actor/grad_norm"], want.GradNorm)
+			}
+		})
+	}
+}

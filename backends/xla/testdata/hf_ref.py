@@ -11,10 +11,18 @@ small parser (8-byte header length, JSON header, little-endian data), so
 the reference shares no code with the Go side.
 
     hf_ref.py DIR BATCH.json
+    hf_ref.py DIR STEP.json --train
 
 BATCH.json: {"tokens": [[...], ...], "targets": [[...], ...]}. Prints
 {"logprobs": [[...], ...]}: log p(targets[b][t] | tokens[b][:t+1]) at
 temperature 1, computed in float32 (float64 with --f64).
+
+With --train, STEP.json: {"prompts": [[...]], "responses": [[...]],
+"old_logprobs": [[...]], "advantages": [[...]], "clip_low", "clip_high"}.
+Prints {"loss", "grad_norm"}: the PPO clipped surrogate, token-mean over
+every response token of the batch, max(-A r, -A clip(r, 1-cl, 1+ch)) with
+r = exp(log p - old), and the global L2 norm of its gradient over every
+weight (tied embeddings counted once), by autograd.
 """
 
 import json
@@ -117,8 +125,32 @@ def forward(cfg, W, tokens, dt):
     return torch.log_softmax(h @ head.T, dim=-1)
 
 
+def train_step(cfg, W, step):
+    params = {k: v.clone().requires_grad_(True) for k, v in W.items()}
+    terms = []
+    for p, r, old, adv in zip(step["prompts"], step["responses"], step["old_logprobs"], step["advantages"]):
+        full = torch.tensor([p + r], dtype=torch.int64)
+        lp = forward(cfg, params, full, torch.float32)[0]
+        n = len(p)
+        idx = torch.arange(n - 1, n - 1 + len(r))
+        logp = lp[idx, torch.tensor(r)]
+        ratio = torch.exp(logp - torch.tensor(old, dtype=torch.float32))
+        a = torch.tensor(adv, dtype=torch.float32)
+        clipped = ratio.clamp(1 - step["clip_low"], 1 + step["clip_high"])
+        terms.append(torch.maximum(-a * ratio, -a * clipped))
+    loss = torch.cat(terms).mean()
+    loss.backward()
+    sq = sum((q.grad.double() ** 2).sum() for q in params.values() if q.grad is not None)
+    return {"loss": loss.item(), "grad_norm": math.sqrt(sq.item())}
+
+
 def main():
     d, batch = sys.argv[1], sys.argv[2]
+    if "--train" in sys.argv:
+        cfg = json.load(open(d + "/config.json"))
+        W = read_safetensors(d + "/model.safetensors")
+        print(json.dumps(train_step(cfg, W, json.load(open(batch)))))
+        return
     dt = torch.float64 if "--f64" in sys.argv else torch.float32
     cfg = json.load(open(d + "/config.json"))
     W = read_safetensors(d + "/model.safetensors")

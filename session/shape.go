@@ -24,6 +24,9 @@ type ShapeOutput struct {
 // config turns on a trainer reward term (train.overlong, train.kl_mode:
 // reward); LossCoef[t] = d policy_loss / d new_logprobs[t] and KLLossCoef[t]
 // = d kl_loss / d new_logprobs[t] come with policy_loss and kl_loss.
+// PGWeight and AbsKLCoef are the strategies' per-token actor-loss weights
+// (core.TokenLoss), present when a token-loss hook set them; loss_coef
+// includes them.
 type ShapeSeq struct {
 	RewardBonus    float64   `json:"reward_bonus"`
 	RewardPenalty  *float64  `json:"reward_penalty,omitempty"`
@@ -33,6 +36,8 @@ type ShapeSeq struct {
 	Returns        []float64 `json:"returns"`
 	LossCoef       []float64 `json:"loss_coef,omitempty"`
 	KLLossCoef     []float64 `json:"kl_loss_coef,omitempty"`
+	PGWeight       []float64 `json:"pg_weight,omitempty"`
+	AbsKLCoef      []float64 `json:"abs_kl_coef,omitempty"`
 }
 
 // Shape applies cfg's algorithm and strategies to a recorded batch r (read
@@ -44,7 +49,9 @@ type ShapeSeq struct {
 // (core.PolicyLoss with the train section's clip_low, clip_high,
 // clip_ratio_c, ratio_level and loss_agg_mode; KL and entropy excluded),
 // and, with ref_logprobs and train.kl_mode: loss and kl_coef > 0, the KL
-// term's aggregated estimate (before kl_coef) and its gradient.
+// term's aggregated estimate (before kl_coef) and its gradient. The
+// strategies' token-loss hooks run after the shaping (Trainer.ApplyTokenLoss)
+// and their per-token weights enter the policy loss and loss_coef.
 func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (ShapeOutput, error) {
 	var o ShapeOutput
 	algo, err := BuildAlgorithm(cfg)
@@ -95,12 +102,16 @@ func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (
 	if err := tr.Shape(info, r, m); err != nil {
 		return o, err
 	}
+	if _, err := tr.ApplyTokenLoss(info, r, m); err != nil {
+		return o, err
+	}
 	o.Metrics = m
 	penalties := cfg.Train.Overlong.Buffer > 0 || cfg.Train.KLMode == "reward" && cfg.Train.KLCoef > 0
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
 		out := ShapeSeq{RewardBonus: s.RewardBonus, ShapedReward: s.ShapedReward,
-			Advantages: s.Advantages, AdvantageBonus: s.AdvantageBonus, Returns: s.Returns}
+			Advantages: s.Advantages, AdvantageBonus: s.AdvantageBonus, Returns: s.Returns,
+			PGWeight: s.PGWeight, AbsKLCoef: s.AbsKLCoef}
 		if penalties {
 			p := s.RewardPenalty
 			out.RewardPenalty = &p
@@ -126,7 +137,8 @@ func shapeLoss(cfg *core.Config, r *core.Rollout, o *ShapeOutput) error {
 	seqs := make([]core.LossSeq, len(r.Seqs))
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
-		seqs[i] = core.LossSeq{OldLogProbs: s.LogProbs, NewLogProbs: r.File.NewLogProbs[i], Advantages: s.Advantages}
+		seqs[i] = core.LossSeq{OldLogProbs: s.LogProbs, NewLogProbs: r.File.NewLogProbs[i], Advantages: s.Advantages,
+			PGWeight: s.PGWeight, AbsKLCoef: s.AbsKLCoef}
 		if withKL {
 			seqs[i].RefLogProbs = s.RefLogProbs
 		}

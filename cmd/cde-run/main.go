@@ -11,6 +11,7 @@
 //	cde-run verify
 //	cde-run score     --model DIR
 //	cde-run export    --run DIR --out HFDIR
+//	cde-run generate  --model DIR
 //
 // Every command has --help.
 package main
@@ -33,6 +34,7 @@ Commands:
   verify     check {"response", "answer"} lines with the math verifier
   score      log-probs of {"prompt", "response"} lines under a Hugging Face model
   export     write a run's Hugging Face policy as a model directory (safetensors)
+  generate   sample completions of a Hugging Face model
 
 Run "cde-run COMMAND --help" for a command's flags.
 `
@@ -53,6 +55,7 @@ func main() {
 		"verify":   cmdVerify,
 		"score":    cmdScore,
 		"export":   cmdExport,
+		"generate": cmdGenerate,
 	}
 	name := os.Args[1]
 	if name == "-h" || name == "--help" || name == "help" {

@@ -134,3 +134,49 @@ func equalIDs(a, b []int32) bool {
 	}
 	return true
 }
+
+// cde-run generate samples n completions per prompt, each ending at EOS or
+// the token limit, deterministic under its seed.
+func TestGenerate(t *testing.T) {
+	dir := tinyQwen3Dir(t)
+	in := "\"<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n\"\n\"2+2=\"\n"
+	var out1, out2 string
+	for _, out := range []*string{&out1, &out2} {
+		code := withStdin(t, in, func() int {
+			var c int
+			*out, c = captureStdout(t, func() int {
+				return cmdGenerate([]string{"--model", dir, "--n", "3", "--max-tokens", "5", "--engine", "cpu", "--seed", "4"})
+			})
+			return c
+		})
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	}
+	if out1 != out2 {
+		t.Fatal("not deterministic under --seed")
+	}
+	lines := strings.Split(strings.TrimSpace(out1), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines: %s", len(lines), out1)
+	}
+	var r struct {
+		Prompt      string
+		Completions []struct {
+			Text      string
+			Tokens    int
+			Truncated bool
+		}
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &r); err != nil || r.Prompt != "2+2=" || len(r.Completions) != 3 {
+		t.Fatalf("%v: %s", err, lines[1])
+	}
+	for _, c := range r.Completions {
+		if c.Tokens < 1 || c.Tokens > 5 || (c.Truncated && c.Tokens != 5) {
+			t.Fatalf("completion %+v", c)
+		}
+	}
+	if code := withStdin(t, "3\n", func() int { return cmdGenerate([]string{"--model", dir}) }); code != 1 {
+		t.Fatalf("non-string prompt: exit %d", code)
+	}
+}

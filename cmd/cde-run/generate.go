@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/cde-rl/cde/session"
+)
+
+const generateHelp = `usage: cde-run generate --model DIR [--n N] [--temperature T] [--max-tokens M] < prompts.jsonl
+
+Samples completions of a Hugging Face model (Llama, Qwen2, Qwen3, Mistral),
+for a quick look at a checkpoint. Each input line is a JSON string, the raw
+prompt (no special tokens are added: write the chat template's markup in
+it); each output line is {"prompt": ..., "completions": [{"text", "tokens",
+"truncated"}, ...]}. Sampling stops at the model's eos_token.
+
+`
+
+func cmdGenerate(args []string) int {
+	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
+	o := session.GenerateOptions{}
+	fs.StringVar(&o.Model, "model", "", "Hugging Face model directory (required)")
+	fs.StringVar(&o.Engine, "engine", "auto", "compute engine: auto, cpu or go")
+	fs.IntVar(&o.N, "n", 1, "completions per prompt")
+	fs.Float64Var(&o.Temperature, "temperature", 1, "sampling temperature, in (0, 10]")
+	fs.IntVar(&o.MaxTokens, "max-tokens", 64, "new tokens per completion, at most")
+	fs.Uint64Var(&o.Seed, "seed", 1, "sampling seed")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), generateHelp); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if o.Model == "" || fs.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "cde-run generate: --model DIR is required and takes no arguments")
+		return 2
+	}
+	var prompts []string
+	dec := json.NewDecoder(os.Stdin)
+	for line := 1; dec.More(); line++ {
+		var p string
+		if err := dec.Decode(&p); err != nil {
+			fmt.Fprintf(os.Stderr, "cde-run generate: stdin value %d: want a JSON string: %v\n", line, err)
+			return 1
+		}
+		prompts = append(prompts, p)
+	}
+	outs, err := session.GenerateHF(o, prompts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cde-run generate:", err)
+		return 1
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	for i, p := range prompts {
+		enc.Encode(map[string]any{"prompt": p, "completions": outs[i]})
+	}
+	os.Stdout.Write(buf.Bytes())
+	return 0
+}

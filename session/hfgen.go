@@ -1,0 +1,99 @@
+package session
+
+import (
+	"fmt"
+
+	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tokenizer"
+)
+
+// GenerateOptions samples completions of a Hugging Face model directory
+// (`cde-run generate`).
+type GenerateOptions struct {
+	Model       string  // model directory (config.json, weights, tokenizer.json)
+	Engine      string  // backend.engine
+	N           int     // completions per prompt
+	Temperature float64 // sampling temperature, in (0, 10]
+	MaxTokens   int     // tokens per completion, at most
+	Seed        uint64
+}
+
+// Completion is one sampled completion.
+type Completion struct {
+	Text      string `json:"text"`
+	Tokens    int    `json:"tokens"`
+	Truncated bool   `json:"truncated"`
+}
+
+// GenerateHF samples o.N completions of each prompt (raw text, tokenized
+// with no special tokens added: write a chat template's markup yourself)
+// with the model's KV-cache sampler, stopping at its EOS token
+// (tokenizer_config.json's eos_token).
+func GenerateHF(o GenerateOptions, prompts []string) ([][]Completion, error) {
+	switch {
+	case o.N < 1:
+		return nil, fmt.Errorf("generate: n = %d: must be >= 1", o.N)
+	case !(o.Temperature > 0 && o.Temperature <= 10):
+		return nil, fmt.Errorf("generate: temperature = %v: must be in (0, 10]", o.Temperature)
+	case o.MaxTokens < 1:
+		return nil, fmt.Errorf("generate: max tokens = %d: must be >= 1", o.MaxTokens)
+	}
+	tok, err := tokenizer.Load(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	if tok.EOS() < 0 {
+		return nil, fmt.Errorf("generate: %s names no eos_token in tokenizer_config.json", o.Model)
+	}
+	hc, err := hf.LoadConfig(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	set, err := safetensors.OpenDir(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	var ids [][]int32
+	longest := 0
+	for i, p := range prompts {
+		e := tok.Encode(p)
+		if len(e) == 0 {
+			return nil, fmt.Errorf("generate: prompt %d gives no tokens", i+1)
+		}
+		for range o.N {
+			ids = append(ids, e)
+		}
+		longest = max(longest, len(e))
+	}
+	maxLen := (longest+3)/4*4 + o.MaxTokens
+	if maxLen > hc.MaxPositions {
+		return nil, fmt.Errorf("generate: %d prompt tokens + %d new ones exceed max_position_embeddings = %d", longest, o.MaxTokens, hc.MaxPositions)
+	}
+	pad := tok.PAD()
+	if pad < 0 {
+		pad = tok.EOS()
+	}
+	b, err := xla.New(xla.Options{Engine: o.Engine, Policy: xla.HFModelConfig(hc, maxLen), Seed: o.Seed, ActorLR: 1e-4,
+		PAD: pad, EOS: tok.EOS(), HFWeights: set})
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	gens, err := b.Generate(core.GenerateRequest{Prompts: ids, Temperature: o.Temperature, MaxTokens: o.MaxTokens, Seed: o.Seed})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]Completion, len(prompts))
+	for i, g := range gens {
+		toks := g.Tokens
+		if !g.Truncated {
+			toks = toks[:len(toks)-1] // the EOS
+		}
+		out[i/o.N] = append(out[i/o.N], Completion{Text: tok.Decode(toks), Tokens: len(g.Tokens), Truncated: g.Truncated})
+	}
+	return out, nil
+}

@@ -136,6 +136,74 @@ func checkHeadMasks(rows []int32, masks []float64, seqLens []int, k int) ([][][]
 	return out, nil
 }
 
+// checkTokenLoss checks a TokenLossResponse for sequences of seqLens
+// tokens: each present per-token array of sum(seqLens) entries, finite and
+// >= 0, and a finite entropy coefficient. The entry's weight w scales
+// AbsKLCoef and EntropyCoef (like LossTerms's coefficient); it does not
+// apply to PGWeight (a mask, like head masks).
+func checkTokenLoss(resp tokenLossWire, seqLens []int, w float64) (core.TokenLoss, error) {
+	if err := checkWeight(w); err != nil {
+		return core.TokenLoss{}, err
+	}
+	total := 0
+	for _, l := range seqLens {
+		total += l
+	}
+	var tl core.TokenLoss
+	unpack := func(name string, has bool, flat []float64) ([][]float64, error) {
+		if !has {
+			if len(flat) != 0 {
+				return nil, fmt.Errorf("%s: %d entries but has_%s is false", name, len(flat), name)
+			}
+			return nil, nil
+		}
+		if len(flat) != total {
+			return nil, fmt.Errorf("%s: %d entries for %d tokens", name, len(flat), total)
+		}
+		rows := make([][]float64, len(seqLens))
+		off := 0
+		for i, l := range seqLens {
+			rows[i] = flat[off : off+l : off+l]
+			off += l
+		}
+		return rows, nil
+	}
+	var err error
+	if tl.PGWeight, err = unpack("pg_weight", resp.hasPG, resp.pg); err != nil {
+		return core.TokenLoss{}, err
+	}
+	if tl.AbsKLCoef, err = unpack("abs_kl_coef", resp.hasKL, resp.kl); err != nil {
+		return core.TokenLoss{}, err
+	}
+	tl.EntropyCoef = resp.ent
+	if err := core.CheckTokenLoss(seqLens, tl); err != nil {
+		return core.TokenLoss{}, err
+	}
+	if w != 1 {
+		for i, row := range tl.AbsKLCoef {
+			for t, x := range row {
+				row[t] = w * x
+				if !finite(row[t]) {
+					return core.TokenLoss{}, fmt.Errorf("abs_kl_coef %v at sequence %d token %d times weight w_t = %v is not finite", x, i, t, w)
+				}
+			}
+		}
+		tl.EntropyCoef = w * resp.ent
+		if !finite(tl.EntropyCoef) {
+			return core.TokenLoss{}, fmt.Errorf("entropy coefficient %v times weight w_t = %v is not finite", resp.ent, w)
+		}
+	}
+	return tl, nil
+}
+
+// tokenLossWire is a TokenLossResponse's fields (so the check is a pure
+// function of plain values).
+type tokenLossWire struct {
+	hasPG, hasKL bool
+	pg, kl       []float64
+	ent          float64
+}
+
 // metricPrefix is the prefix of a plugin's metrics: explore/<name>/.
 func metricPrefix(name string) string { return "explore/" + name + "/" }
 

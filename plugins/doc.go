@@ -2,8 +2,10 @@
 // repository as separate executables, over hashicorp/go-plugin's gRPC
 // transport, and makes each look like an in-tree core.Strategy.
 //
-//   - proto/: the versioned protocol (cde.strategy.v1) and its generated Go
-//     code, committed; gen.sh regenerates it (protoc and pinned generators).
+//   - proto/: the versioned protocol (cde.strategy.v1, protocol versions 1
+//     and 2: 2 adds the TokenLoss hook; the host serves both) and its
+//     generated Go code, committed; gen.sh regenerates it (protoc and pinned
+//     generators).
 //   - Host side: Open starts a plugin (handshake with a magic cookie,
 //     protocol-version negotiation, AutoMTLS, start timeout, optional SHA-256
 //     pin, logs bridged into zerolog), configures it with the entry's params

@@ -78,6 +78,8 @@ type Plugin struct {
 	needs core.Needs
 	caps  capabilities
 	sdk   string
+	// version is the protocol version the plugin reported in Configure.
+	version int
 
 	mu     sync.Mutex
 	failed error
@@ -203,7 +205,7 @@ func start(cfg Config) (*Plugin, error) {
 	label := filepath.Base(cfg.Path)
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &GRPCPlugin{}}},
+		VersionedPlugins: hostVersions(),
 		// go-plugin fills spec with the environment (magic cookie, protocol
 		// versions, AutoMTLS client certificate); procRunner runs the plugin.
 		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
@@ -243,8 +245,8 @@ func start(cfg Config) (*Plugin, error) {
 			err = fmt.Errorf("plugin %s: failed to start: it printed %q on stdout before the handshake; print to stderr or use sdk.Logger() "+
 				"(the first line on stdout must be go-plugin's handshake line; a program that is not a plugin fails this way too)", cfg.Path, line)
 		case strings.Contains(strings.ToLower(msg), "incompatible api version"):
-			err = fmt.Errorf("plugin %s: protocol version mismatch: this cde-run speaks strategy protocol version %d; %s (rebuild the plugin against a matching plugins/sdk)",
-				cfg.Path, ProtocolVersion, firstLine(msg))
+			err = fmt.Errorf("plugin %s: protocol version mismatch: this cde-run speaks strategy protocol versions %d to %d; %s (rebuild the plugin against a matching plugins/sdk)",
+				cfg.Path, MinProtocolVersion, ProtocolVersion, firstLine(msg))
 		case strings.Contains(msg, "timeout while waiting for plugin to start"):
 			err = fmt.Errorf("plugin %s: did not complete the handshake within %s (start_timeout)", cfg.Path, cfg.StartTimeout)
 		default:
@@ -306,9 +308,16 @@ func (p *Plugin) configure() error {
 		}
 		return err
 	}
-	if d.ProtocolVersion != ProtocolVersion {
-		return p.broken(fmt.Errorf("Configure: the plugin reports protocol version %d, want %d", d.ProtocolVersion, ProtocolVersion))
+	if want := p.negotiated(); want != 0 && int(d.ProtocolVersion) != want {
+		return p.broken(fmt.Errorf("Configure: the plugin reports protocol version %d, but version %d was negotiated", d.ProtocolVersion, want))
 	}
+	if d.ProtocolVersion < MinProtocolVersion || d.ProtocolVersion > ProtocolVersion {
+		return p.broken(fmt.Errorf("Configure: the plugin reports protocol version %d, want %d to %d", d.ProtocolVersion, MinProtocolVersion, ProtocolVersion))
+	}
+	if d.ProtocolVersion < 2 && d.Capabilities != nil && d.Capabilities.TokenLoss {
+		return p.broken(fmt.Errorf("Configure: the plugin declares token_loss, which protocol version %d does not carry (2 does)", d.ProtocolVersion))
+	}
+	p.version = int(d.ProtocolVersion)
 	if d.Name == "" {
 		return p.broken(errors.New("Configure: the plugin reports an empty strategy name"))
 	}
@@ -552,6 +561,38 @@ func (p *Plugin) lossTerms(info core.StepInfo) (core.LossTerms, error) {
 	return core.LossTerms{EntropyCoef: coef}, nil
 }
 
+// negotiated is the protocol version go-plugin negotiated (0 for a
+// connection made by Connect, which negotiates nothing).
+func (p *Plugin) negotiated() int {
+	if p.client == nil {
+		return 0
+	}
+	return p.client.NegotiatedVersion()
+}
+
+// Version is the protocol version the plugin speaks (1 or 2).
+func (p *Plugin) Version() int { return p.version }
+
+func (p *Plugin) tokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss, error) {
+	b, err := p.batch("TokenLoss", info, r)
+	if err != nil {
+		return core.TokenLoss{}, err
+	}
+	var resp *pb.TokenLossResponse
+	if err := p.call("TokenLoss", func(ctx context.Context) (err error) {
+		resp, err = p.rpc.TokenLoss(ctx, b, callOptions()...)
+		return
+	}); err != nil {
+		return core.TokenLoss{}, err
+	}
+	out, err := checkTokenLoss(tokenLossWire{hasPG: resp.HasPgWeight, pg: resp.PgWeight, hasKL: resp.HasAbsKlCoef,
+		kl: resp.AbsKlCoef, ent: resp.EntropyCoef}, r.SeqLens(), p.weight(info))
+	if err != nil {
+		return core.TokenLoss{}, p.invalid("TokenLoss", "%v", err)
+	}
+	return out, nil
+}
+
 func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
 	b, err := p.batch("HeadMasks", info, r)
 	if err != nil {
@@ -635,7 +676,13 @@ type (
 	headMasker    struct{ p *Plugin }
 	observer      struct{ p *Plugin }
 	stateful      struct{ p *Plugin }
+	tokenLossHook struct{ p *Plugin }
 )
+
+// TokenLoss implements core.TokenLossHook over the plugin.
+func (h tokenLossHook) TokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss, error) {
+	return h.p.tokenLoss(info, r)
+}
 
 // RewardBonus implements core.RewardHook over the plugin.
 func (h rewardHook) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {

@@ -27,6 +27,10 @@ var inTree = []struct {
 	{"entropy", "grpo", map[string]any{"coef": 0.01}},
 	{"simhash", "grpo", map[string]any{"bits": 4}},
 	{"multihead", "ppo", map[string]any{"heads": 4}},
+	{"forking_tokens", "grpo", map[string]any{"rho": 0.3}},
+	{"clip_cov", "grpo", map[string]any{"ratio": 0.1, "cov_lb": 0}},
+	{"kl_cov", "rloo", map[string]any{"ratio": 0.1, "kl_coef": 0.5}},
+	{"adaptive_entropy", "grpo", map[string]any{"target": 1, "init": 0.01}},
 }
 
 func algorithm(t testing.TB, name string) core.Algorithm {
@@ -99,7 +103,7 @@ func TestInProcessEqualsInTree(t *testing.T) {
 			if local.Name() != remote.Name() || local.Needs() != remote.Needs() {
 				t.Fatalf("name/needs: %s %+v vs %s %+v", local.Name(), local.Needs(), remote.Name(), remote.Needs())
 			}
-			for _, hook := range []string{"RewardHook", "AdvantageHook", "LossHook", "HeadMasker", "Observer", "Stateful"} {
+			for _, hook := range []string{"RewardHook", "AdvantageHook", "LossHook", "HeadMasker", "Observer", "Stateful", "TokenLossHook"} {
 				if implements(local, hook) != implements(remote, hook) {
 					t.Errorf("%s: in-tree %v, plugin %v", hook, implements(local, hook), implements(remote, hook))
 				}
@@ -165,6 +169,8 @@ func implements(s core.Strategy, hook string) bool {
 		return is[core.Observer](s)
 	case "Stateful":
 		return is[core.Stateful](s)
+	case "TokenLossHook":
+		return is[core.TokenLossHook](s)
 	}
 	return false
 }

@@ -13,10 +13,25 @@ import (
 )
 
 // ProtocolVersion is the version of plugins/proto/cde_strategy.proto this
-// build speaks. It is negotiated through go-plugin's versioned plugin sets:
-// a plugin built against another version is refused at start with an error
-// naming both versions.
-const ProtocolVersion = 1
+// build speaks: 2 added the TokenLoss hook. It is negotiated through
+// go-plugin's versioned plugin sets: the host offers every version from
+// MinProtocolVersion to ProtocolVersion and go-plugin picks the highest the
+// plugin offers too; a plugin offering none of them is refused at start
+// with an error naming both sides' versions.
+const ProtocolVersion = 2
+
+// MinProtocolVersion is the oldest protocol version the host still serves
+// (version 1: every hook but TokenLoss).
+const MinProtocolVersion = 1
+
+// hostVersions are the versioned plugin sets the host offers.
+func hostVersions() map[int]plugin.PluginSet {
+	out := map[int]plugin.PluginSet{}
+	for v := MinProtocolVersion; v <= ProtocolVersion; v++ {
+		out[v] = plugin.PluginSet{PluginName: &GRPCPlugin{}}
+	}
+	return out
+}
 
 // PluginName is the name under which the strategy service is dispensed.
 const PluginName = "strategy"
@@ -104,6 +119,7 @@ const (
 	capHeadMasks
 	capObserve
 	capState
+	capTokenLoss // protocol version 2
 )
 
 func capsFromProto(c *pb.Capabilities) capabilities {
@@ -115,7 +131,7 @@ func capsFromProto(c *pb.Capabilities) capabilities {
 		on  bool
 		bit capabilities
 	}{{c.RewardBonus, capReward}, {c.AdvantageBonus, capAdvantage}, {c.LossTerms, capLoss},
-		{c.HeadMasks, capHeadMasks}, {c.Observe, capObserve}, {c.State, capState}} {
+		{c.HeadMasks, capHeadMasks}, {c.Observe, capObserve}, {c.State, capState}, {c.TokenLoss, capTokenLoss}} {
 		if x.on {
 			out |= x.bit
 		}
@@ -123,19 +139,23 @@ func capsFromProto(c *pb.Capabilities) capabilities {
 	return out
 }
 
-func capsOf(s core.Strategy) *pb.Capabilities {
+// capsOf lists the hooks s implements that protocol version v carries
+// (TokenLoss from version 2).
+func capsOf(s core.Strategy, v uint32) *pb.Capabilities {
 	_, r := s.(core.RewardHook)
 	_, a := s.(core.AdvantageHook)
 	_, l := s.(core.LossHook)
 	_, h := s.(core.HeadMasker)
 	_, o := s.(core.Observer)
 	_, st := s.(core.Stateful)
-	return &pb.Capabilities{RewardBonus: r, AdvantageBonus: a, LossTerms: l, HeadMasks: h, Observe: o, State: st}
+	_, tl := s.(core.TokenLossHook)
+	return &pb.Capabilities{RewardBonus: r, AdvantageBonus: a, LossTerms: l, HeadMasks: h, Observe: o, State: st,
+		TokenLoss: tl && v >= 2}
 }
 
 // String lists the hooks, e.g. "reward_bonus,observe".
 func (c capabilities) String() string {
-	names := []string{"reward_bonus", "advantage_bonus", "loss_terms", "head_masks", "observe", "state"}
+	names := []string{"reward_bonus", "advantage_bonus", "loss_terms", "head_masks", "observe", "state", "token_loss"}
 	s := ""
 	for i, n := range names {
 		if c&(1<<i) != 0 {

@@ -25,7 +25,8 @@ const SDKName = "cde-go-sdk/1"
 // ServeOptions tune Serve; the zero value is what plugin authors want.
 type ServeOptions struct {
 	// ProtocolVersion overrides the protocol version offered (tests of the
-	// version negotiation only).
+	// version negotiation only; 1 serves as a version-1 plugin would, without
+	// TokenLoss).
 	ProtocolVersion int
 	// Logger receives go-plugin's own logs (default: JSON on stderr, which
 	// the host bridges into its log).
@@ -91,7 +92,7 @@ type server struct {
 
 func (sv *server) describe() *pb.Description {
 	return &pb.Description{ProtocolVersion: sv.version, Name: sv.s.Name(), Needs: needsToProto(sv.s.Needs()),
-		Capabilities: capsOf(sv.s), Sdk: SDKName}
+		Capabilities: capsOf(sv.s, sv.version), Sdk: SDKName}
 }
 
 // Describe returns the configured strategy's description.
@@ -246,6 +247,42 @@ func (sv *server) LossTerms(_ context.Context, info *pb.StepInfo) (*pb.LossTerms
 		return nil, hookErr(err)
 	}
 	return &pb.LossTermsResponse{EntropyCoef: lt.EntropyCoef}, nil
+}
+
+// TokenLoss calls core.TokenLossHook (protocol version 2); per-token
+// weights are packed like the batch's signals.
+func (sv *server) TokenLoss(_ context.Context, b *pb.Batch) (*pb.TokenLossResponse, error) {
+	out := &pb.TokenLossResponse{}
+	if sv.version < 2 {
+		return nil, status.Errorf(codes.Unimplemented, "TokenLoss needs protocol version 2; this plugin serves version %d", sv.version)
+	}
+	err := sv.batchCall("TokenLoss", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
+		h, ok := s.(core.TokenLossHook)
+		if !ok {
+			return unimplemented("TokenLoss")
+		}
+		tl, err := h.TokenLoss(info, r)
+		if err != nil {
+			return err
+		}
+		// Packed, rows lose their lengths: check the shape here, with the
+		// checks the host applies again.
+		if err := core.CheckTokenLoss(r.SeqLens(), tl); err != nil {
+			return fmt.Errorf("token loss: %w", err)
+		}
+		pack := func(rows [][]float64) []float64 {
+			var flat []float64
+			for _, row := range rows {
+				flat = append(flat, row...)
+			}
+			return flat
+		}
+		out.HasPgWeight, out.PgWeight = tl.PGWeight != nil, pack(tl.PGWeight)
+		out.HasAbsKlCoef, out.AbsKlCoef = tl.AbsKLCoef != nil, pack(tl.AbsKLCoef)
+		out.EntropyCoef = tl.EntropyCoef
+		return nil
+	})
+	return out, err
 }
 
 // HeadMasks calls core.HeadMasker; masks are concatenated row-major.

@@ -452,6 +452,518 @@ type w63 struct {
 	stateful
 }
 
+type w64 struct {
+	*Plugin
+	tokenLossHook
+}
+
+type w65 struct {
+	*Plugin
+	rewardHook
+	tokenLossHook
+}
+
+type w66 struct {
+	*Plugin
+	advantageHook
+	tokenLossHook
+}
+
+type w67 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	tokenLossHook
+}
+
+type w68 struct {
+	*Plugin
+	lossHook
+	tokenLossHook
+}
+
+type w69 struct {
+	*Plugin
+	rewardHook
+	lossHook
+	tokenLossHook
+}
+
+type w70 struct {
+	*Plugin
+	advantageHook
+	lossHook
+	tokenLossHook
+}
+
+type w71 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	lossHook
+	tokenLossHook
+}
+
+type w72 struct {
+	*Plugin
+	headMasker
+	tokenLossHook
+}
+
+type w73 struct {
+	*Plugin
+	rewardHook
+	headMasker
+	tokenLossHook
+}
+
+type w74 struct {
+	*Plugin
+	advantageHook
+	headMasker
+	tokenLossHook
+}
+
+type w75 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	headMasker
+	tokenLossHook
+}
+
+type w76 struct {
+	*Plugin
+	lossHook
+	headMasker
+	tokenLossHook
+}
+
+type w77 struct {
+	*Plugin
+	rewardHook
+	lossHook
+	headMasker
+	tokenLossHook
+}
+
+type w78 struct {
+	*Plugin
+	advantageHook
+	lossHook
+	headMasker
+	tokenLossHook
+}
+
+type w79 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	lossHook
+	headMasker
+	tokenLossHook
+}
+
+type w80 struct {
+	*Plugin
+	observer
+	tokenLossHook
+}
+
+type w81 struct {
+	*Plugin
+	rewardHook
+	observer
+	tokenLossHook
+}
+
+type w82 struct {
+	*Plugin
+	advantageHook
+	observer
+	tokenLossHook
+}
+
+type w83 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	observer
+	tokenLossHook
+}
+
+type w84 struct {
+	*Plugin
+	lossHook
+	observer
+	tokenLossHook
+}
+
+type w85 struct {
+	*Plugin
+	rewardHook
+	lossHook
+	observer
+	tokenLossHook
+}
+
+type w86 struct {
+	*Plugin
+	advantageHook
+	lossHook
+	observer
+	tokenLossHook
+}
+
+type w87 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	lossHook
+	observer
+	tokenLossHook
+}
+
+type w88 struct {
+	*Plugin
+	headMasker
+	observer
+	tokenLossHook
+}
+
+type w89 struct {
+	*Plugin
+	rewardHook
+	headMasker
+	observer
+	tokenLossHook
+}
+
+type w90 struct {
+	*Plugin
+	advantageHook
+	headMasker
+	observer
+	tokenLossHook
+}
+
+type w91 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	headMasker
+	observer
+	tokenLossHook
+}
+
+type w92 struct {
+	*Plugin
+	lossHook
+	headMasker
+	observer
+	tokenLossHook
+}
+
+type w93 struct {
+	*Plugin
+	rewardHook
+	lossHook
+	headMasker
+	observer
+	tokenLossHook
+}
+
+type w94 struct {
+	*Plugin
+	advantageHook
+	lossHook
+	headMasker
+	observer
+	tokenLossHook
+}
+
+type w95 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	lossHook
+	headMasker
+	observer
+	tokenLossHook
+}
+
+type w96 struct {
+	*Plugin
+	stateful
+	tokenLossHook
+}
+
+type w97 struct {
+	*Plugin
+	rewardHook
+	stateful
+	tokenLossHook
+}
+
+type w98 struct {
+	*Plugin
+	advantageHook
+	stateful
+	tokenLossHook
+}
+
+type w99 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	stateful
+	tokenLossHook
+}
+
+type w100 struct {
+	*Plugin
+	lossHook
+	stateful
+	tokenLossHook
+}
+
+type w101 struct {
+	*Plugin
+	rewardHook
+	lossHook
+	stateful
+	tokenLossHook
+}
+
+type w102 struct {
+	*Plugin
+	advantageHook
+	lossHook
+	stateful
+	tokenLossHook
+}
+
+type w103 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	lossHook
+	stateful
+	tokenLossHook
+}
+
+type w104 struct {
+	*Plugin
+	headMasker
+	stateful
+	tokenLossHook
+}
+
+type w105 struct {
+	*Plugin
+	rewardHook
+	headMasker
+	stateful
+	tokenLossHook
+}
+
+type w106 struct {
+	*Plugin
+	advantageHook
+	headMasker
+	stateful
+	tokenLossHook
+}
+
+type w107 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	headMasker
+	stateful
+	tokenLossHook
+}
+
+type w108 struct {
+	*Plugin
+	lossHook
+	headMasker
+	stateful
+	tokenLossHook
+}
+
+type w109 struct {
+	*Plugin
+	rewardHook
+	lossHook
+	headMasker
+	stateful
+	tokenLossHook
+}
+
+type w110 struct {
+	*Plugin
+	advantageHook
+	lossHook
+	headMasker
+	stateful
+	tokenLossHook
+}
+
+type w111 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	lossHook
+	headMasker
+	stateful
+	tokenLossHook
+}
+
+type w112 struct {
+	*Plugin
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w113 struct {
+	*Plugin
+	rewardHook
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w114 struct {
+	*Plugin
+	advantageHook
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w115 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w116 struct {
+	*Plugin
+	lossHook
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w117 struct {
+	*Plugin
+	rewardHook
+	lossHook
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w118 struct {
+	*Plugin
+	advantageHook
+	lossHook
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w119 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	lossHook
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w120 struct {
+	*Plugin
+	headMasker
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w121 struct {
+	*Plugin
+	rewardHook
+	headMasker
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w122 struct {
+	*Plugin
+	advantageHook
+	headMasker
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w123 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	headMasker
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w124 struct {
+	*Plugin
+	lossHook
+	headMasker
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w125 struct {
+	*Plugin
+	rewardHook
+	lossHook
+	headMasker
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w126 struct {
+	*Plugin
+	advantageHook
+	lossHook
+	headMasker
+	observer
+	stateful
+	tokenLossHook
+}
+
+type w127 struct {
+	*Plugin
+	rewardHook
+	advantageHook
+	lossHook
+	headMasker
+	observer
+	stateful
+	tokenLossHook
+}
+
 // wrap returns p as a core.Strategy implementing exactly the hooks in caps.
 func wrap(p *Plugin, caps capabilities) core.Strategy {
 	switch caps {
@@ -583,6 +1095,134 @@ func wrap(p *Plugin, caps capabilities) core.Strategy {
 		return w62{p, advantageHook{p}, lossHook{p}, headMasker{p}, observer{p}, stateful{p}}
 	case 63:
 		return w63{p, rewardHook{p}, advantageHook{p}, lossHook{p}, headMasker{p}, observer{p}, stateful{p}}
+	case 64:
+		return w64{p, tokenLossHook{p}}
+	case 65:
+		return w65{p, rewardHook{p}, tokenLossHook{p}}
+	case 66:
+		return w66{p, advantageHook{p}, tokenLossHook{p}}
+	case 67:
+		return w67{p, rewardHook{p}, advantageHook{p}, tokenLossHook{p}}
+	case 68:
+		return w68{p, lossHook{p}, tokenLossHook{p}}
+	case 69:
+		return w69{p, rewardHook{p}, lossHook{p}, tokenLossHook{p}}
+	case 70:
+		return w70{p, advantageHook{p}, lossHook{p}, tokenLossHook{p}}
+	case 71:
+		return w71{p, rewardHook{p}, advantageHook{p}, lossHook{p}, tokenLossHook{p}}
+	case 72:
+		return w72{p, headMasker{p}, tokenLossHook{p}}
+	case 73:
+		return w73{p, rewardHook{p}, headMasker{p}, tokenLossHook{p}}
+	case 74:
+		return w74{p, advantageHook{p}, headMasker{p}, tokenLossHook{p}}
+	case 75:
+		return w75{p, rewardHook{p}, advantageHook{p}, headMasker{p}, tokenLossHook{p}}
+	case 76:
+		return w76{p, lossHook{p}, headMasker{p}, tokenLossHook{p}}
+	case 77:
+		return w77{p, rewardHook{p}, lossHook{p}, headMasker{p}, tokenLossHook{p}}
+	case 78:
+		return w78{p, advantageHook{p}, lossHook{p}, headMasker{p}, tokenLossHook{p}}
+	case 79:
+		return w79{p, rewardHook{p}, advantageHook{p}, lossHook{p}, headMasker{p}, tokenLossHook{p}}
+	case 80:
+		return w80{p, observer{p}, tokenLossHook{p}}
+	case 81:
+		return w81{p, rewardHook{p}, observer{p}, tokenLossHook{p}}
+	case 82:
+		return w82{p, advantageHook{p}, observer{p}, tokenLossHook{p}}
+	case 83:
+		return w83{p, rewardHook{p}, advantageHook{p}, observer{p}, tokenLossHook{p}}
+	case 84:
+		return w84{p, lossHook{p}, observer{p}, tokenLossHook{p}}
+	case 85:
+		return w85{p, rewardHook{p}, lossHook{p}, observer{p}, tokenLossHook{p}}
+	case 86:
+		return w86{p, advantageHook{p}, lossHook{p}, observer{p}, tokenLossHook{p}}
+	case 87:
+		return w87{p, rewardHook{p}, advantageHook{p}, lossHook{p}, observer{p}, tokenLossHook{p}}
+	case 88:
+		return w88{p, headMasker{p}, observer{p}, tokenLossHook{p}}
+	case 89:
+		return w89{p, rewardHook{p}, headMasker{p}, observer{p}, tokenLossHook{p}}
+	case 90:
+		return w90{p, advantageHook{p}, headMasker{p}, observer{p}, tokenLossHook{p}}
+	case 91:
+		return w91{p, rewardHook{p}, advantageHook{p}, headMasker{p}, observer{p}, tokenLossHook{p}}
+	case 92:
+		return w92{p, lossHook{p}, headMasker{p}, observer{p}, tokenLossHook{p}}
+	case 93:
+		return w93{p, rewardHook{p}, lossHook{p}, headMasker{p}, observer{p}, tokenLossHook{p}}
+	case 94:
+		return w94{p, advantageHook{p}, lossHook{p}, headMasker{p}, observer{p}, tokenLossHook{p}}
+	case 95:
+		return w95{p, rewardHook{p}, advantageHook{p}, lossHook{p}, headMasker{p}, observer{p}, tokenLossHook{p}}
+	case 96:
+		return w96{p, stateful{p}, tokenLossHook{p}}
+	case 97:
+		return w97{p, rewardHook{p}, stateful{p}, tokenLossHook{p}}
+	case 98:
+		return w98{p, advantageHook{p}, stateful{p}, tokenLossHook{p}}
+	case 99:
+		return w99{p, rewardHook{p}, advantageHook{p}, stateful{p}, tokenLossHook{p}}
+	case 100:
+		return w100{p, lossHook{p}, stateful{p}, tokenLossHook{p}}
+	case 101:
+		return w101{p, rewardHook{p}, lossHook{p}, stateful{p}, tokenLossHook{p}}
+	case 102:
+		return w102{p, advantageHook{p}, lossHook{p}, stateful{p}, tokenLossHook{p}}
+	case 103:
+		return w103{p, rewardHook{p}, advantageHook{p}, lossHook{p}, stateful{p}, tokenLossHook{p}}
+	case 104:
+		return w104{p, headMasker{p}, stateful{p}, tokenLossHook{p}}
+	case 105:
+		return w105{p, rewardHook{p}, headMasker{p}, stateful{p}, tokenLossHook{p}}
+	case 106:
+		return w106{p, advantageHook{p}, headMasker{p}, stateful{p}, tokenLossHook{p}}
+	case 107:
+		return w107{p, rewardHook{p}, advantageHook{p}, headMasker{p}, stateful{p}, tokenLossHook{p}}
+	case 108:
+		return w108{p, lossHook{p}, headMasker{p}, stateful{p}, tokenLossHook{p}}
+	case 109:
+		return w109{p, rewardHook{p}, lossHook{p}, headMasker{p}, stateful{p}, tokenLossHook{p}}
+	case 110:
+		return w110{p, advantageHook{p}, lossHook{p}, headMasker{p}, stateful{p}, tokenLossHook{p}}
+	case 111:
+		return w111{p, rewardHook{p}, advantageHook{p}, lossHook{p}, headMasker{p}, stateful{p}, tokenLossHook{p}}
+	case 112:
+		return w112{p, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 113:
+		return w113{p, rewardHook{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 114:
+		return w114{p, advantageHook{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 115:
+		return w115{p, rewardHook{p}, advantageHook{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 116:
+		return w116{p, lossHook{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 117:
+		return w117{p, rewardHook{p}, lossHook{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 118:
+		return w118{p, advantageHook{p}, lossHook{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 119:
+		return w119{p, rewardHook{p}, advantageHook{p}, lossHook{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 120:
+		return w120{p, headMasker{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 121:
+		return w121{p, rewardHook{p}, headMasker{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 122:
+		return w122{p, advantageHook{p}, headMasker{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 123:
+		return w123{p, rewardHook{p}, advantageHook{p}, headMasker{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 124:
+		return w124{p, lossHook{p}, headMasker{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 125:
+		return w125{p, rewardHook{p}, lossHook{p}, headMasker{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 126:
+		return w126{p, advantageHook{p}, lossHook{p}, headMasker{p}, observer{p}, stateful{p}, tokenLossHook{p}}
+	case 127:
+		return w127{p, rewardHook{p}, advantageHook{p}, lossHook{p}, headMasker{p}, observer{p}, stateful{p}, tokenLossHook{p}}
 	}
 	panic("plugins: capabilities out of range")
 }

@@ -1,11 +1,17 @@
-// The cde exploration-strategy plugin protocol, version 1.
+// The cde exploration-strategy plugin protocol, version 2.
 //
 // A plugin is a separate executable started by cde-run through
 // hashicorp/go-plugin (gRPC transport, AutoMTLS). After the handshake the
 // host calls Configure once, then the hooks the plugin declared in its
 // Capabilities, once per training step, in the trainer's order:
-// RewardBonus, AdvantageBonus, LossTerms, HeadMasks, Observe; SaveState and
-// LoadState around checkpoints.
+// RewardBonus, AdvantageBonus, LossTerms, TokenLoss, HeadMasks, Observe;
+// SaveState and LoadState around checkpoints.
+//
+// Versions: 2 adds the TokenLoss hook (core.TokenLossHook, per-token
+// actor-loss weights) and Capabilities.token_loss; everything else is as in
+// version 1. The host negotiates the highest version both sides offer and
+// still serves version-1 plugins (they cannot declare token_loss, and the
+// host never calls TokenLoss on them).
 //
 // Batches are columnar: per-sequence scalars are parallel arrays of length
 // N (the number of sequences) and per-token signals are packed arrays of
@@ -129,6 +135,7 @@ type Capabilities struct {
 	HeadMasks      bool                   `protobuf:"varint,4,opt,name=head_masks,json=headMasks,proto3" json:"head_masks,omitempty"`                // core.HeadMasker
 	Observe        bool                   `protobuf:"varint,5,opt,name=observe,proto3" json:"observe,omitempty"`                                     // core.Observer
 	State          bool                   `protobuf:"varint,6,opt,name=state,proto3" json:"state,omitempty"`                                         // core.Stateful
+	TokenLoss      bool                   `protobuf:"varint,7,opt,name=token_loss,json=tokenLoss,proto3" json:"token_loss,omitempty"`                // core.TokenLossHook (version 2)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -205,6 +212,13 @@ func (x *Capabilities) GetState() bool {
 	return false
 }
 
+func (x *Capabilities) GetTokenLoss() bool {
+	if x != nil {
+		return x.TokenLoss
+	}
+	return false
+}
+
 type DescribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -243,7 +257,7 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 
 type Description struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The protocol version the plugin speaks (1).
+	// The protocol version the plugin speaks (1 or 2; the negotiated one).
 	ProtocolVersion uint32 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// The strategy name (metrics explore/<name>/...).
 	Name         string        `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -858,6 +872,86 @@ func (x *LossTermsResponse) GetEntropyCoef() float64 {
 	return 0
 }
 
+// TokenLossResponse mirrors core.TokenLoss. Per-token arrays are packed
+// like the Batch's (sum T_i entries, sequence after sequence); has_* says
+// whether the field is set (absent = nil: 1 for pg_weight, 0 for
+// abs_kl_coef everywhere).
+type TokenLossResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	HasPgWeight   bool                   `protobuf:"varint,1,opt,name=has_pg_weight,json=hasPgWeight,proto3" json:"has_pg_weight,omitempty"`
+	PgWeight      []float64              `protobuf:"fixed64,2,rep,packed,name=pg_weight,json=pgWeight,proto3" json:"pg_weight,omitempty"`
+	HasAbsKlCoef  bool                   `protobuf:"varint,3,opt,name=has_abs_kl_coef,json=hasAbsKlCoef,proto3" json:"has_abs_kl_coef,omitempty"`
+	AbsKlCoef     []float64              `protobuf:"fixed64,4,rep,packed,name=abs_kl_coef,json=absKlCoef,proto3" json:"abs_kl_coef,omitempty"`
+	EntropyCoef   float64                `protobuf:"fixed64,5,opt,name=entropy_coef,json=entropyCoef,proto3" json:"entropy_coef,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenLossResponse) Reset() {
+	*x = TokenLossResponse{}
+	mi := &file_cde_strategy_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenLossResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenLossResponse) ProtoMessage() {}
+
+func (x *TokenLossResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_cde_strategy_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenLossResponse.ProtoReflect.Descriptor instead.
+func (*TokenLossResponse) Descriptor() ([]byte, []int) {
+	return file_cde_strategy_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TokenLossResponse) GetHasPgWeight() bool {
+	if x != nil {
+		return x.HasPgWeight
+	}
+	return false
+}
+
+func (x *TokenLossResponse) GetPgWeight() []float64 {
+	if x != nil {
+		return x.PgWeight
+	}
+	return nil
+}
+
+func (x *TokenLossResponse) GetHasAbsKlCoef() bool {
+	if x != nil {
+		return x.HasAbsKlCoef
+	}
+	return false
+}
+
+func (x *TokenLossResponse) GetAbsKlCoef() []float64 {
+	if x != nil {
+		return x.AbsKlCoef
+	}
+	return nil
+}
+
+func (x *TokenLossResponse) GetEntropyCoef() float64 {
+	if x != nil {
+		return x.EntropyCoef
+	}
+	return 0
+}
+
 type HeadMasksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Rows of each sequence's mask: 0 for a nil mask (every head sees every
@@ -870,7 +964,7 @@ type HeadMasksResponse struct {
 
 func (x *HeadMasksResponse) Reset() {
 	*x = HeadMasksResponse{}
-	mi := &file_cde_strategy_proto_msgTypes[10]
+	mi := &file_cde_strategy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +976,7 @@ func (x *HeadMasksResponse) String() string {
 func (*HeadMasksResponse) ProtoMessage() {}
 
 func (x *HeadMasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cde_strategy_proto_msgTypes[10]
+	mi := &file_cde_strategy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +989,7 @@ func (x *HeadMasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeadMasksResponse.ProtoReflect.Descriptor instead.
 func (*HeadMasksResponse) Descriptor() ([]byte, []int) {
-	return file_cde_strategy_proto_rawDescGZIP(), []int{10}
+	return file_cde_strategy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HeadMasksResponse) GetRows() []int32 {
@@ -921,7 +1015,7 @@ type ObserveResponse struct {
 
 func (x *ObserveResponse) Reset() {
 	*x = ObserveResponse{}
-	mi := &file_cde_strategy_proto_msgTypes[11]
+	mi := &file_cde_strategy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1027,7 @@ func (x *ObserveResponse) String() string {
 func (*ObserveResponse) ProtoMessage() {}
 
 func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cde_strategy_proto_msgTypes[11]
+	mi := &file_cde_strategy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1040,7 @@ func (x *ObserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveResponse.ProtoReflect.Descriptor instead.
 func (*ObserveResponse) Descriptor() ([]byte, []int) {
-	return file_cde_strategy_proto_rawDescGZIP(), []int{11}
+	return file_cde_strategy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ObserveResponse) GetMetrics() map[string]float64 {
@@ -964,7 +1058,7 @@ type SaveStateRequest struct {
 
 func (x *SaveStateRequest) Reset() {
 	*x = SaveStateRequest{}
-	mi := &file_cde_strategy_proto_msgTypes[12]
+	mi := &file_cde_strategy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1070,7 @@ func (x *SaveStateRequest) String() string {
 func (*SaveStateRequest) ProtoMessage() {}
 
 func (x *SaveStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_cde_strategy_proto_msgTypes[12]
+	mi := &file_cde_strategy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1083,7 @@ func (x *SaveStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveStateRequest.ProtoReflect.Descriptor instead.
 func (*SaveStateRequest) Descriptor() ([]byte, []int) {
-	return file_cde_strategy_proto_rawDescGZIP(), []int{12}
+	return file_cde_strategy_proto_rawDescGZIP(), []int{13}
 }
 
 // State is the strategy's opaque checkpoint state.
@@ -1002,7 +1096,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_cde_strategy_proto_msgTypes[13]
+	mi := &file_cde_strategy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1108,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_cde_strategy_proto_msgTypes[13]
+	mi := &file_cde_strategy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1121,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_cde_strategy_proto_rawDescGZIP(), []int{13}
+	return file_cde_strategy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *State) GetData() []byte {
@@ -1045,7 +1139,7 @@ type LoadStateResponse struct {
 
 func (x *LoadStateResponse) Reset() {
 	*x = LoadStateResponse{}
-	mi := &file_cde_strategy_proto_msgTypes[14]
+	mi := &file_cde_strategy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1151,7 @@ func (x *LoadStateResponse) String() string {
 func (*LoadStateResponse) ProtoMessage() {}
 
 func (x *LoadStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_cde_strategy_proto_msgTypes[14]
+	mi := &file_cde_strategy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1164,7 @@ func (x *LoadStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadStateResponse.ProtoReflect.Descriptor instead.
 func (*LoadStateResponse) Descriptor() ([]byte, []int) {
-	return file_cde_strategy_proto_rawDescGZIP(), []int{14}
+	return file_cde_strategy_proto_rawDescGZIP(), []int{15}
 }
 
 var File_cde_strategy_proto protoreflect.FileDescriptor
@@ -1085,7 +1179,7 @@ const file_cde_strategy_proto_rawDesc = "" +
 	"\vvalue_heads\x18\x04 \x01(\x05R\n" +
 	"valueHeads\x12\x1d\n" +
 	"\n" +
-	"head_masks\x18\x05 \x01(\bR\theadMasks\"\xc8\x01\n" +
+	"head_masks\x18\x05 \x01(\bR\theadMasks\"\xe7\x01\n" +
 	"\fCapabilities\x12!\n" +
 	"\freward_bonus\x18\x01 \x01(\bR\vrewardBonus\x12'\n" +
 	"\x0fadvantage_bonus\x18\x02 \x01(\bR\x0eadvantageBonus\x12\x1d\n" +
@@ -1094,7 +1188,9 @@ const file_cde_strategy_proto_rawDesc = "" +
 	"\n" +
 	"head_masks\x18\x04 \x01(\bR\theadMasks\x12\x18\n" +
 	"\aobserve\x18\x05 \x01(\bR\aobserve\x12\x14\n" +
-	"\x05state\x18\x06 \x01(\bR\x05state\"\x11\n" +
+	"\x05state\x18\x06 \x01(\bR\x05state\x12\x1d\n" +
+	"\n" +
+	"token_loss\x18\a \x01(\bR\ttokenLoss\"\x11\n" +
 	"\x0fDescribeRequest\"\xcf\x01\n" +
 	"\vDescription\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x12\n" +
@@ -1153,7 +1249,13 @@ const file_cde_strategy_proto_rawDesc = "" +
 	"\alengths\x18\x01 \x03(\x05R\alengths\x12\x14\n" +
 	"\x05bonus\x18\x02 \x03(\x01R\x05bonus\"6\n" +
 	"\x11LossTermsResponse\x12!\n" +
-	"\fentropy_coef\x18\x01 \x01(\x01R\ventropyCoef\"=\n" +
+	"\fentropy_coef\x18\x01 \x01(\x01R\ventropyCoef\"\xbe\x01\n" +
+	"\x11TokenLossResponse\x12\"\n" +
+	"\rhas_pg_weight\x18\x01 \x01(\bR\vhasPgWeight\x12\x1b\n" +
+	"\tpg_weight\x18\x02 \x03(\x01R\bpgWeight\x12%\n" +
+	"\x0fhas_abs_kl_coef\x18\x03 \x01(\bR\fhasAbsKlCoef\x12\x1e\n" +
+	"\vabs_kl_coef\x18\x04 \x03(\x01R\tabsKlCoef\x12!\n" +
+	"\fentropy_coef\x18\x05 \x01(\x01R\ventropyCoef\"=\n" +
 	"\x11HeadMasksResponse\x12\x12\n" +
 	"\x04rows\x18\x01 \x03(\x05R\x04rows\x12\x14\n" +
 	"\x05masks\x18\x02 \x03(\x01R\x05masks\"\x96\x01\n" +
@@ -1165,13 +1267,14 @@ const file_cde_strategy_proto_rawDesc = "" +
 	"\x10SaveStateRequest\"\x1b\n" +
 	"\x05State\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\x13\n" +
-	"\x11LoadStateResponse2\xaf\x05\n" +
+	"\x11LoadStateResponse2\xf8\x05\n" +
 	"\bStrategy\x12J\n" +
 	"\bDescribe\x12 .cde.strategy.v1.DescribeRequest\x1a\x1c.cde.strategy.v1.Description\x12L\n" +
 	"\tConfigure\x12!.cde.strategy.v1.ConfigureRequest\x1a\x1c.cde.strategy.v1.Description\x12K\n" +
 	"\vRewardBonus\x12\x16.cde.strategy.v1.Batch\x1a$.cde.strategy.v1.RewardBonusResponse\x12Q\n" +
 	"\x0eAdvantageBonus\x12\x16.cde.strategy.v1.Batch\x1a'.cde.strategy.v1.AdvantageBonusResponse\x12J\n" +
 	"\tLossTerms\x12\x19.cde.strategy.v1.StepInfo\x1a\".cde.strategy.v1.LossTermsResponse\x12G\n" +
+	"\tTokenLoss\x12\x16.cde.strategy.v1.Batch\x1a\".cde.strategy.v1.TokenLossResponse\x12G\n" +
 	"\tHeadMasks\x12\x16.cde.strategy.v1.Batch\x1a\".cde.strategy.v1.HeadMasksResponse\x12C\n" +
 	"\aObserve\x12\x16.cde.strategy.v1.Batch\x1a .cde.strategy.v1.ObserveResponse\x12F\n" +
 	"\tSaveState\x12!.cde.strategy.v1.SaveStateRequest\x1a\x16.cde.strategy.v1.State\x12G\n" +
@@ -1189,7 +1292,7 @@ func file_cde_strategy_proto_rawDescGZIP() []byte {
 	return file_cde_strategy_proto_rawDescData
 }
 
-var file_cde_strategy_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_cde_strategy_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_cde_strategy_proto_goTypes = []any{
 	(*Needs)(nil),                  // 0: cde.strategy.v1.Needs
 	(*Capabilities)(nil),           // 1: cde.strategy.v1.Capabilities
@@ -1201,38 +1304,41 @@ var file_cde_strategy_proto_goTypes = []any{
 	(*RewardBonusResponse)(nil),    // 7: cde.strategy.v1.RewardBonusResponse
 	(*AdvantageBonusResponse)(nil), // 8: cde.strategy.v1.AdvantageBonusResponse
 	(*LossTermsResponse)(nil),      // 9: cde.strategy.v1.LossTermsResponse
-	(*HeadMasksResponse)(nil),      // 10: cde.strategy.v1.HeadMasksResponse
-	(*ObserveResponse)(nil),        // 11: cde.strategy.v1.ObserveResponse
-	(*SaveStateRequest)(nil),       // 12: cde.strategy.v1.SaveStateRequest
-	(*State)(nil),                  // 13: cde.strategy.v1.State
-	(*LoadStateResponse)(nil),      // 14: cde.strategy.v1.LoadStateResponse
-	nil,                            // 15: cde.strategy.v1.ObserveResponse.MetricsEntry
+	(*TokenLossResponse)(nil),      // 10: cde.strategy.v1.TokenLossResponse
+	(*HeadMasksResponse)(nil),      // 11: cde.strategy.v1.HeadMasksResponse
+	(*ObserveResponse)(nil),        // 12: cde.strategy.v1.ObserveResponse
+	(*SaveStateRequest)(nil),       // 13: cde.strategy.v1.SaveStateRequest
+	(*State)(nil),                  // 14: cde.strategy.v1.State
+	(*LoadStateResponse)(nil),      // 15: cde.strategy.v1.LoadStateResponse
+	nil,                            // 16: cde.strategy.v1.ObserveResponse.MetricsEntry
 }
 var file_cde_strategy_proto_depIdxs = []int32{
 	0,  // 0: cde.strategy.v1.Description.needs:type_name -> cde.strategy.v1.Needs
 	1,  // 1: cde.strategy.v1.Description.capabilities:type_name -> cde.strategy.v1.Capabilities
 	5,  // 2: cde.strategy.v1.Batch.info:type_name -> cde.strategy.v1.StepInfo
-	15, // 3: cde.strategy.v1.ObserveResponse.metrics:type_name -> cde.strategy.v1.ObserveResponse.MetricsEntry
+	16, // 3: cde.strategy.v1.ObserveResponse.metrics:type_name -> cde.strategy.v1.ObserveResponse.MetricsEntry
 	2,  // 4: cde.strategy.v1.Strategy.Describe:input_type -> cde.strategy.v1.DescribeRequest
 	4,  // 5: cde.strategy.v1.Strategy.Configure:input_type -> cde.strategy.v1.ConfigureRequest
 	6,  // 6: cde.strategy.v1.Strategy.RewardBonus:input_type -> cde.strategy.v1.Batch
 	6,  // 7: cde.strategy.v1.Strategy.AdvantageBonus:input_type -> cde.strategy.v1.Batch
 	5,  // 8: cde.strategy.v1.Strategy.LossTerms:input_type -> cde.strategy.v1.StepInfo
-	6,  // 9: cde.strategy.v1.Strategy.HeadMasks:input_type -> cde.strategy.v1.Batch
-	6,  // 10: cde.strategy.v1.Strategy.Observe:input_type -> cde.strategy.v1.Batch
-	12, // 11: cde.strategy.v1.Strategy.SaveState:input_type -> cde.strategy.v1.SaveStateRequest
-	13, // 12: cde.strategy.v1.Strategy.LoadState:input_type -> cde.strategy.v1.State
-	3,  // 13: cde.strategy.v1.Strategy.Describe:output_type -> cde.strategy.v1.Description
-	3,  // 14: cde.strategy.v1.Strategy.Configure:output_type -> cde.strategy.v1.Description
-	7,  // 15: cde.strategy.v1.Strategy.RewardBonus:output_type -> cde.strategy.v1.RewardBonusResponse
-	8,  // 16: cde.strategy.v1.Strategy.AdvantageBonus:output_type -> cde.strategy.v1.AdvantageBonusResponse
-	9,  // 17: cde.strategy.v1.Strategy.LossTerms:output_type -> cde.strategy.v1.LossTermsResponse
-	10, // 18: cde.strategy.v1.Strategy.HeadMasks:output_type -> cde.strategy.v1.HeadMasksResponse
-	11, // 19: cde.strategy.v1.Strategy.Observe:output_type -> cde.strategy.v1.ObserveResponse
-	13, // 20: cde.strategy.v1.Strategy.SaveState:output_type -> cde.strategy.v1.State
-	14, // 21: cde.strategy.v1.Strategy.LoadState:output_type -> cde.strategy.v1.LoadStateResponse
-	13, // [13:22] is the sub-list for method output_type
-	4,  // [4:13] is the sub-list for method input_type
+	6,  // 9: cde.strategy.v1.Strategy.TokenLoss:input_type -> cde.strategy.v1.Batch
+	6,  // 10: cde.strategy.v1.Strategy.HeadMasks:input_type -> cde.strategy.v1.Batch
+	6,  // 11: cde.strategy.v1.Strategy.Observe:input_type -> cde.strategy.v1.Batch
+	13, // 12: cde.strategy.v1.Strategy.SaveState:input_type -> cde.strategy.v1.SaveStateRequest
+	14, // 13: cde.strategy.v1.Strategy.LoadState:input_type -> cde.strategy.v1.State
+	3,  // 14: cde.strategy.v1.Strategy.Describe:output_type -> cde.strategy.v1.Description
+	3,  // 15: cde.strategy.v1.Strategy.Configure:output_type -> cde.strategy.v1.Description
+	7,  // 16: cde.strategy.v1.Strategy.RewardBonus:output_type -> cde.strategy.v1.RewardBonusResponse
+	8,  // 17: cde.strategy.v1.Strategy.AdvantageBonus:output_type -> cde.strategy.v1.AdvantageBonusResponse
+	9,  // 18: cde.strategy.v1.Strategy.LossTerms:output_type -> cde.strategy.v1.LossTermsResponse
+	10, // 19: cde.strategy.v1.Strategy.TokenLoss:output_type -> cde.strategy.v1.TokenLossResponse
+	11, // 20: cde.strategy.v1.Strategy.HeadMasks:output_type -> cde.strategy.v1.HeadMasksResponse
+	12, // 21: cde.strategy.v1.Strategy.Observe:output_type -> cde.strategy.v1.ObserveResponse
+	14, // 22: cde.strategy.v1.Strategy.SaveState:output_type -> cde.strategy.v1.State
+	15, // 23: cde.strategy.v1.Strategy.LoadState:output_type -> cde.strategy.v1.LoadStateResponse
+	14, // [14:24] is the sub-list for method output_type
+	4,  // [4:14] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1249,7 +1355,7 @@ func file_cde_strategy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cde_strategy_proto_rawDesc), len(file_cde_strategy_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

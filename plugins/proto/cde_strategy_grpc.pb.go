@@ -1,11 +1,17 @@
-// The cde exploration-strategy plugin protocol, version 1.
+// The cde exploration-strategy plugin protocol, version 2.
 //
 // A plugin is a separate executable started by cde-run through
 // hashicorp/go-plugin (gRPC transport, AutoMTLS). After the handshake the
 // host calls Configure once, then the hooks the plugin declared in its
 // Capabilities, once per training step, in the trainer's order:
-// RewardBonus, AdvantageBonus, LossTerms, HeadMasks, Observe; SaveState and
-// LoadState around checkpoints.
+// RewardBonus, AdvantageBonus, LossTerms, TokenLoss, HeadMasks, Observe;
+// SaveState and LoadState around checkpoints.
+//
+// Versions: 2 adds the TokenLoss hook (core.TokenLossHook, per-token
+// actor-loss weights) and Capabilities.token_loss; everything else is as in
+// version 1. The host negotiates the highest version both sides offer and
+// still serves version-1 plugins (they cannot declare token_loss, and the
+// host never calls TokenLoss on them).
 //
 // Batches are columnar: per-sequence scalars are parallel arrays of length
 // N (the number of sequences) and per-token signals are packed arrays of
@@ -43,6 +49,7 @@ const (
 	Strategy_RewardBonus_FullMethodName    = "/cde.strategy.v1.Strategy/RewardBonus"
 	Strategy_AdvantageBonus_FullMethodName = "/cde.strategy.v1.Strategy/AdvantageBonus"
 	Strategy_LossTerms_FullMethodName      = "/cde.strategy.v1.Strategy/LossTerms"
+	Strategy_TokenLoss_FullMethodName      = "/cde.strategy.v1.Strategy/TokenLoss"
 	Strategy_HeadMasks_FullMethodName      = "/cde.strategy.v1.Strategy/HeadMasks"
 	Strategy_Observe_FullMethodName        = "/cde.strategy.v1.Strategy/Observe"
 	Strategy_SaveState_FullMethodName      = "/cde.strategy.v1.Strategy/SaveState"
@@ -61,6 +68,9 @@ type StrategyClient interface {
 	RewardBonus(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*RewardBonusResponse, error)
 	AdvantageBonus(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*AdvantageBonusResponse, error)
 	LossTerms(ctx context.Context, in *StepInfo, opts ...grpc.CallOption) (*LossTermsResponse, error)
+	// TokenLoss (version 2): called with the shaped batch (final advantages)
+	// just before the actor update.
+	TokenLoss(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*TokenLossResponse, error)
 	HeadMasks(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*HeadMasksResponse, error)
 	Observe(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*ObserveResponse, error)
 	SaveState(ctx context.Context, in *SaveStateRequest, opts ...grpc.CallOption) (*State, error)
@@ -125,6 +135,16 @@ func (c *strategyClient) LossTerms(ctx context.Context, in *StepInfo, opts ...gr
 	return out, nil
 }
 
+func (c *strategyClient) TokenLoss(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*TokenLossResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TokenLossResponse)
+	err := c.cc.Invoke(ctx, Strategy_TokenLoss_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *strategyClient) HeadMasks(ctx context.Context, in *Batch, opts ...grpc.CallOption) (*HeadMasksResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HeadMasksResponse)
@@ -177,6 +197,9 @@ type StrategyServer interface {
 	RewardBonus(context.Context, *Batch) (*RewardBonusResponse, error)
 	AdvantageBonus(context.Context, *Batch) (*AdvantageBonusResponse, error)
 	LossTerms(context.Context, *StepInfo) (*LossTermsResponse, error)
+	// TokenLoss (version 2): called with the shaped batch (final advantages)
+	// just before the actor update.
+	TokenLoss(context.Context, *Batch) (*TokenLossResponse, error)
 	HeadMasks(context.Context, *Batch) (*HeadMasksResponse, error)
 	Observe(context.Context, *Batch) (*ObserveResponse, error)
 	SaveState(context.Context, *SaveStateRequest) (*State, error)
@@ -205,6 +228,9 @@ func (UnimplementedStrategyServer) AdvantageBonus(context.Context, *Batch) (*Adv
 }
 func (UnimplementedStrategyServer) LossTerms(context.Context, *StepInfo) (*LossTermsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LossTerms not implemented")
+}
+func (UnimplementedStrategyServer) TokenLoss(context.Context, *Batch) (*TokenLossResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TokenLoss not implemented")
 }
 func (UnimplementedStrategyServer) HeadMasks(context.Context, *Batch) (*HeadMasksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method HeadMasks not implemented")
@@ -329,6 +355,24 @@ func _Strategy_LossTerms_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Strategy_TokenLoss_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Batch)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StrategyServer).TokenLoss(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Strategy_TokenLoss_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StrategyServer).TokenLoss(ctx, req.(*Batch))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Strategy_HeadMasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(Batch)
 	if err := dec(in); err != nil {
@@ -427,6 +471,10 @@ var Strategy_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LossTerms",
 			Handler:    _Strategy_LossTerms_Handler,
+		},
+		{
+			MethodName: "TokenLoss",
+			Handler:    _Strategy_TokenLoss_Handler,
 		},
 		{
 			MethodName: "HeadMasks",

@@ -17,6 +17,7 @@ var hooks = []struct{ bit, field string }{
 	{"capHeadMasks", "headMasker"},
 	{"capObserve", "observer"},
 	{"capState", "stateful"},
+	{"capTokenLoss", "tokenLossHook"},
 }
 
 func main() {

@@ -120,7 +120,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 3 || recs[1][0] != "grpo_simhash" || recs[2][0] != "ppo_mh_ppl" {
+	if len(recs) != 4 || recs[1][0] != "grpo_simhash" || recs[2][0] != "ppo_mh_ppl" || recs[3][0] != "grpo_tokenloss" {
 		t.Fatalf("results.csv: want a header and one row per arm, got %v", recs)
 	}
 	for _, col := range []string{"val/l1/avg@2_mean", "val/l2/pass@2_std", "val/ood/avg@2_mean", "val/mean/avg@2_mean", "train/acc_mean", "wall_s_mean"} {
@@ -139,13 +139,24 @@ func TestSmoke(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "runs", "ppo_mh_ppl", "seed-1", HeadStdFile)); err != nil {
 		t.Errorf("no critic head std measurement for the multi-head arm: %v", err)
 	}
+	// The token-loss arm trained with every token-loss strategy's weights.
+	tl, err := os.ReadFile(filepath.Join(out, "runs", "grpo_tokenloss", "seed-1", "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"explore/forking_tokens/pg_weight_mean"`, `"explore/clip_cov/pg_weight_mean"`,
+		`"explore/kl_cov/abs_kl_coef_mean"`, `"explore/adaptive_entropy/entropy_coef"`} {
+		if !strings.Contains(string(tl), want) {
+			t.Errorf("grpo_tokenloss metrics lack %s", want)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(out, "runs", "grpo_simhash", "seed-1", HeadStdFile)); err == nil {
 		t.Errorf("critic head std measured for an arm without a critic")
 	}
 
 	// A second run reruns nothing.
 	done := map[string]time.Time{}
-	for _, arm := range []string{"grpo_simhash", "ppo_mh_ppl"} {
+	for _, arm := range []string{"grpo_simhash", "ppo_mh_ppl", "grpo_tokenloss"} {
 		st, err := os.Stat(filepath.Join(out, "runs", arm, "seed-1", DoneFile))
 		if err != nil {
 			t.Fatal(err)
@@ -153,8 +164,8 @@ func TestSmoke(t *testing.T) {
 		done[arm] = st.ModTime()
 	}
 	log = bench(Options{})
-	if strings.Count(log, "done, skipping") != 2 || strings.Contains(log, "starting") {
-		t.Fatalf("second bench run did not skip both finished arm-seeds:\n%s", log)
+	if strings.Count(log, "done, skipping") != 3 || strings.Contains(log, "starting") {
+		t.Fatalf("second bench run did not skip every finished arm-seed:\n%s", log)
 	}
 	for arm, mt := range done {
 		st, _ := os.Stat(filepath.Join(out, "runs", arm, "seed-1", DoneFile))

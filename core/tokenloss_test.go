@@ -97,6 +97,15 @@ func TestStepTokenLoss(t *testing.T) {
 	if _, ok := m["explore/a/abs_kl_coef_mean"]; ok {
 		t.Errorf("explore/a/abs_kl_coef_mean reported for a hook without AbsKLCoef")
 	}
+	// A zero entropy coefficient is not logged.
+	a.ent = 0
+	m = map[string]float64{}
+	if err := tr.Step(0, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["explore/a/entropy_coef"]; ok {
+		t.Errorf("explore/a/entropy_coef reported for a zero coefficient")
+	}
 	// A second step starts from nil weights again (no hook: nil stays).
 	tr.Strategies = []Strategy{masker}
 	if err := tr.Step(0, map[string]float64{}); err != nil {

@@ -499,8 +499,9 @@ func (t *Trainer) Shape(info StepInfo, r *Rollout, m map[string]float64) error {
 // Sequence.PGWeight (rows multiplied) and Sequence.AbsKLCoef (rows added);
 // both stay nil when no hook set them. It returns the sum of the hooks'
 // entropy coefficients (added to the actor loss's) and adds, per hook,
-// explore/<name>/pg_weight_mean (the mean PGWeight over valid tokens),
-// explore/<name>/abs_kl_coef_mean and explore/<name>/entropy_coef to m.
+// explore/<name>/pg_weight_mean (the mean PGWeight over valid tokens) and
+// explore/<name>/abs_kl_coef_mean when the hook set those rows, and
+// explore/<name>/entropy_coef when its coefficient is not 0, to m.
 // Step calls it after Shape; `cde-run shape` calls it too.
 func (t *Trainer) ApplyTokenLoss(info StepInfo, r *Rollout, m map[string]float64) (float64, error) {
 	for i := range r.Seqs {
@@ -553,7 +554,9 @@ func (t *Trainer) ApplyTokenLoss(info StepInfo, r *Rollout, m map[string]float64
 			}
 			m[prefix+"abs_kl_coef_mean"] = sum / float64(max(r.NumTokens(), 1))
 		}
-		m[prefix+"entropy_coef"] = tl.EntropyCoef
+		if tl.EntropyCoef != 0 {
+			m[prefix+"entropy_coef"] = tl.EntropyCoef
+		}
 		entCoef += tl.EntropyCoef
 	}
 	return entCoef, nil

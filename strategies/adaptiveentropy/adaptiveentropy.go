@@ -27,6 +27,10 @@
 // (under rollout.temperature) and e_k is measured on the step's own batch
 // before its update.
 //
+// Metrics: explore/adaptive_entropy/entropy_coef (alpha_k, when not 0, by
+// the trainer), explore/adaptive_entropy/next_coef and batch_entropy
+// (Observe).
+//
 // Config keys: target (number > 0, default 0.2), delta (number > 0, default
 // 0.005), init (number, default 0), min_coef (number >= 0, default 0),
 // max_coef (number >= min_coef, default 0.05); init must lie in
@@ -46,7 +50,8 @@ func init() {
 }
 
 // Adaptive is the entropy controller. It is Stateful (the coefficient c
-// and the step it was last updated for). Not safe for concurrent use.
+// and the step it was last updated for) and an Observer. Not safe for
+// concurrent use.
 type Adaptive struct {
 	Target, Delta, Init, MinCoef, MaxCoef float64
 
@@ -121,6 +126,25 @@ func (s *Adaptive) TokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLos
 	}
 	s.state = state{Coef: math.Min(math.Max(next, s.MinCoef), s.MaxCoef), Prev: c, Step: info.Step}
 	return core.TokenLoss{EntropyCoef: alpha}, nil
+}
+
+// Observe reports the controller after the step:
+// explore/adaptive_entropy/next_coef (c for the next step) and
+// explore/adaptive_entropy/batch_entropy (e_k, the step's mean token
+// entropy, when the batch has tokens with entropies).
+func (s *Adaptive) Observe(_ core.StepInfo, r *core.Rollout) (map[string]float64, error) {
+	m := map[string]float64{"explore/adaptive_entropy/next_coef": s.state.Coef}
+	sum, n := 0.0, 0
+	for i := range r.Seqs {
+		for _, h := range r.Seqs[i].Entropies {
+			sum += h
+			n++
+		}
+	}
+	if n > 0 {
+		m["explore/adaptive_entropy/batch_entropy"] = sum / float64(n)
+	}
+	return m, nil
 }
 
 // SaveState returns the controller's state as JSON.

@@ -70,6 +70,10 @@ func TestInitAndState(t *testing.T) {
 	if tl.EntropyCoef != 0.01 || math.Abs(s.Coef()-0.011) > 1e-12 {
 		t.Fatalf("alpha %v c %v, want 0.01 and 0.011", tl.EntropyCoef, s.Coef())
 	}
+	m, err := s.Observe(core.StepInfo{Step: 0}, batch(0.5))
+	if err != nil || math.Abs(m["explore/adaptive_entropy/next_coef"]-0.011) > 1e-12 || m["explore/adaptive_entropy/batch_entropy"] != 0.5 {
+		t.Fatalf("observe %v %v", m, err)
+	}
 	data, err := s.SaveState()
 	if err != nil {
 		t.Fatal(err)

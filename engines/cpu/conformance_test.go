@@ -1605,6 +1605,16 @@ func TestConformanceDot(t *testing.T) {
 			t.Run(name, func(t *testing.T) { checkBuilder(t, []arr{x, y}, tolFor(dt, k), fn) })
 		}
 	}
+	// A few rows against a matrix stored [n, k] (HF's [out, in] weights
+	// in a decode step): gemvTransB, large enough to leave smallDot.
+	for _, m := range []int{1, 2, 3, 4, 5} {
+		x, y := rng.arr(f32, dUnit, m, 301), rng.arr(f32, dUnit, 257, 301)
+		t.Run(fmt.Sprintf("DotGeneral/f32/rows%dxTransB", m), func(t *testing.T) {
+			checkGraph(t, []arr{x, y}, tolFor(f32, 301), func(g *Graph, xs []*Node) []*Node {
+				return one(DotGeneral(xs[0], []int{1}, nil, xs[1], []int{1}, nil))
+			})
+		})
+	}
 	for _, c := range []struct{ l, r []int }{
 		{[]int{5, 7}, []int{7, 3}},
 		{[]int{2, 5, 7}, []int{2, 7, 3}},

@@ -124,6 +124,14 @@ func matmulF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 			gemvRowParallel(ci, ai, bi, n, k)
 			return
 		}
+		if m <= gemvTransBRows && transB && !transA {
+			// A few rows against a matrix stored [n, k] (Hugging Face's
+			// [out, in] weights in a decode step): one dot product per
+			// output, parallel over n, reading each row of B once in
+			// place; gemm would first pack (copy) all of B.
+			gemvTransB(ci, ai, bi, m, n, k)
+			return
+		}
 		if serial {
 			gemm.SgemmTSerial(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
 		} else {
@@ -181,6 +189,23 @@ func smallDotRow(c, a, b []float32, n, k int, transB bool) {
 
 // gemvRowParallel computes c[1×n] = a[1×k]·B[k×n] splitting columns (a
 // transposed 1-row A is the same memory).
+// gemvTransBRows is the most rows of A that gemvTransB takes: below it,
+// gemm's packing of B costs more than it saves.
+const gemvTransBRows = 4
+
+// gemvTransB computes c[i, j] = Σ_p a[i, p] b[j, p] for m rows (b stored
+// [n, k]), parallel over j; each row of b is read once for all m rows.
+func gemvTransB(c, a, b []float32, m, n, k int) {
+	parallelRange(n, max(16, elemGrain/max(1, k*m)), func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			row := b[j*k : (j+1)*k]
+			for i := range m {
+				c[i*n+j] = dotF32(a[i*k:(i+1)*k], row)
+			}
+		}
+	})
+}
+
 func gemvRowParallel(c, a, b []float32, n, k int) {
 	parallelRange(n, max(16, elemGrain/max(1, k)), func(lo, hi int) {
 		cc := c[lo:hi]

@@ -194,3 +194,16 @@ eval: {every: 0, k: 1}
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Every config under examples/ loads (keys and values checked).
+func TestExamplesLoad(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "examples", "*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no examples")
+	}
+	for _, f := range files {
+		if _, err := core.LoadConfig(core.LoadOptions{File: f, Env: []string{}}); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

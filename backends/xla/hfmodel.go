@@ -313,3 +313,7 @@ func (a *hfArch) logits(ctx *context.Context, h *graph.Node) *graph.Node {
 func (a *hfArch) hidden(ctx *context.Context, tokens *graph.Node) *graph.Node {
 	return fullStates(ctx, a, tokens)
 }
+
+// HFParamShapes lists every weight of a Hugging Face policy with its shape
+// (for sizing and benchmarks).
+func HFParamShapes(c *hf.Config) map[string][]int { return hfParamShapes(c, true) }

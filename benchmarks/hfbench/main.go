@@ -1,0 +1,255 @@
+// Command hfbench times a Hugging Face architecture at LLM shape on cde's
+// cpu engine and on PyTorch (torch_hf.py beside this file), one after the
+// other in one run: a forward with per-token log-probs of B x T tokens, one
+// PPO actor step (forward, backward, Adam) on the same batch, and KV-cache
+// decoding at batch 1 and 32. Weights are random (the shape is what costs).
+// It also measures this machine's memory read bandwidth, to say how close
+// batch-1 decoding (which reads every weight once per token) comes to it.
+//
+//	go run ./benchmarks/hfbench                       # Qwen3-0.6B shape
+//	go run ./benchmarks/hfbench --layers 4 --only go  # a quick look
+//
+// Peak memory is the process's VmHWM after each phase.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/core"
+)
+
+func main() {
+	layers := flag.Int("layers", 28, "layers (Qwen3-0.6B: 28)")
+	batch := flag.Int("batch", 8, "sequences in the forward and the train step")
+	seqLen := flag.Int("seq", 256, "tokens per sequence (prompt 64 + response)")
+	decodeTokens := flag.Int("decode", 32, "tokens decoded per decode measurement")
+	only := flag.String("only", "", "go or torch: run one side only")
+	skipTrain := flag.Bool("skip-train", false, "skip the train step (memory)")
+	flag.Parse()
+	cfg := fmt.Sprintf(`{"architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
+		"head_dim": 128, "num_hidden_layers": %d, "num_attention_heads": 16, "num_key_value_heads": 8, "rms_norm_eps": 1e-6,
+		"max_position_embeddings": 40960, "rope_theta": 1000000.0, "tie_word_embeddings": true}`, *layers)
+	hc, err := hf.ParseConfig([]byte(cfg))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("shape: Qwen3-0.6B-like, %d layers, d 1024, 16/8 heads x 128, ff 3072, vocab 151936; batch %d x %d tokens; decode %d tokens\n",
+		*layers, *batch, *seqLen, *decodeTokens)
+	bw := bandwidth()
+	fmt.Printf("memory read bandwidth (2 goroutines summing 1 GiB with 8 partial sums each, best of 5): %.1f GB/s\n", bw)
+	res := map[string]map[string]float64{}
+	if *only != "torch" {
+		res["go"] = runGo(hc, *batch, *seqLen, *decodeTokens, *skipTrain)
+		debug.FreeOSMemory() // before PyTorch loads its copy
+	}
+	if *only != "go" {
+		res["torch"] = runTorch(cfg, *batch, *seqLen, *decodeTokens, *skipTrain)
+	}
+	b, _ := json.MarshalIndent(res, "", "  ")
+	fmt.Println(string(b))
+	if g, t := res["go"], res["torch"]; g != nil && t != nil {
+		for _, k := range []string{"forward_s", "train_s", "decode1_s", "decode32_s"} {
+			if g[k] > 0 && t[k] > 0 {
+				fmt.Printf("%-11s cpu %8.2f s  torch %8.2f s  ratio %.2f\n", k, g[k], t[k], g[k]/t[k])
+			}
+		}
+	}
+	if g := res["go"]; g != nil && g["decode1_s"] > 0 {
+		weights := g["weight_bytes"]
+		tps := float64(*decodeTokens) / g["decode1_s"]
+		fmt.Printf("cpu decode at batch 1: %.2f tokens/s, reading %.2f GB of weights per token = %.1f GB/s (%.0f%% of the measured %.1f GB/s)\n",
+			tps, weights/1e9, tps*weights/1e9, 100*tps*weights/1e9/bw, bw)
+	}
+}
+
+// bandwidth sums a 1 GiB float64 array with 2 goroutines and returns GB/s.
+func bandwidth() float64 {
+	n := 1 << 27
+	a := make([]float64, n)
+	for i := range a {
+		a[i] = float64(i & 7)
+	}
+	best := 0.0
+	for range 5 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		sums := make([]float64, 2)
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var s [8]float64 // independent sums, so the loads, not the adds, bound it
+				part := a[w*n/2 : (w+1)*n/2]
+				for i := 0; i+8 <= len(part); i += 8 {
+					s[0] += part[i]
+					s[1] += part[i+1]
+					s[2] += part[i+2]
+					s[3] += part[i+3]
+					s[4] += part[i+4]
+					s[5] += part[i+5]
+					s[6] += part[i+6]
+					s[7] += part[i+7]
+				}
+				sums[w] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7]
+			}()
+		}
+		wg.Wait()
+		best = max(best, float64(8*n)/time.Since(start).Seconds()/1e9)
+	}
+	return best
+}
+
+func peakRSS() float64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), "%f", &kb)
+			return kb / 1024 / 1024
+		}
+	}
+	return 0
+}
+
+func runGo(hc *hf.Config, batch, seqLen, decode int, skipTrain bool) map[string]float64 {
+	out := map[string]float64{}
+	b, err := xla.New(xla.Options{Engine: "cpu", Policy: xla.HFModelConfig(hc, seqLen+decode+64), Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	params := 0.0
+	for _, shape := range xla.HFParamShapes(hc) {
+		n := 1.0
+		for _, d := range shape {
+			n *= float64(d)
+		}
+		params += n
+	}
+	out["params"] = params
+	out["weight_bytes"] = 4 * params
+	rng := rand.New(rand.NewPCG(1, 2))
+	r := &core.Rollout{}
+	prompt := 64
+	for i := range batch {
+		p := make([]int32, prompt)
+		resp := make([]int32, seqLen-prompt)
+		for j := range p {
+			p[j] = int32(rng.IntN(150000))
+		}
+		for j := range resp {
+			resp[j] = int32(rng.IntN(150000))
+		}
+		lp := make([]float64, len(resp))
+		adv := make([]float64, len(resp))
+		for j := range lp {
+			lp[j], adv[j] = -12, float64(i%2*2-1)
+		}
+		r.Seqs = append(r.Seqs, core.Sequence{Group: i / 2, Prompt: p, Response: resp, LogProbs: lp, Advantages: adv, Returns: adv})
+	}
+	seqs := make([]*core.Sequence, len(r.Seqs))
+	for i := range r.Seqs {
+		seqs[i] = &r.Seqs[i]
+	}
+	timeIt := func(name string, reps int, f func()) {
+		f() // compile and warm up
+		start := time.Now()
+		for range reps {
+			f()
+		}
+		out[name] = time.Since(start).Seconds() / float64(reps)
+		out["peak_gib_after_"+strings.TrimSuffix(name, "_s")] = peakRSS()
+		fmt.Fprintf(os.Stderr, "go %s: %.2f s (peak %.1f GiB)\n", name, out[name], peakRSS())
+	}
+	timeIt("forward_s", 1, func() {
+		if _, _, err := b.ScoreLogProbs(seqs, 1); err != nil {
+			panic(err)
+		}
+	})
+	if !skipTrain {
+		timeIt("train_s", 1, func() {
+			if _, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.2, Temperature: 1}); err != nil {
+				panic(err)
+			}
+		})
+	}
+	for _, nb := range []int{1, 32} {
+		prompts := make([][]int32, nb)
+		for i := range prompts {
+			prompts[i] = make([]int32, 16)
+			for j := range prompts[i] {
+				prompts[i][j] = int32(rng.IntN(150000))
+			}
+		}
+		// Decode time per token: (time for decode tokens - time for 1, the
+		// prefill and first token) / (tokens generated - 1), median of 3.
+		gen := func(n int) (float64, int) {
+			start := time.Now()
+			g, err := b.Generate(core.GenerateRequest{Prompts: prompts, Temperature: 1, MaxTokens: n, Seed: 3})
+			if err != nil {
+				panic(err)
+			}
+			return time.Since(start).Seconds(), len(g[0].Tokens)
+		}
+		gen(2)
+		var per []float64
+		for range 3 {
+			one, _ := gen(1)
+			all, got := gen(decode)
+			if got < 2 {
+				panic("decode stopped at EOS")
+			}
+			per = append(per, (all-one)/float64(got-1))
+		}
+		slices.Sort(per)
+		out[fmt.Sprintf("decode%d_s", nb)] = per[1] * float64(decode)
+		fmt.Fprintf(os.Stderr, "go decode batch %d: %.3f s per token (%v)\n", nb, per[1], per)
+	}
+	out["peak_gib"] = peakRSS()
+	runtime.GC()
+	return out
+}
+
+func runTorch(cfg string, batch, seqLen, decode int, skipTrain bool) map[string]float64 {
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "torch_hf.py")
+	dir, _ := os.MkdirTemp("", "hfbench")
+	defer os.RemoveAll(dir)
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644)
+	args := []string{script, dir, fmt.Sprint(batch), fmt.Sprint(seqLen), fmt.Sprint(decode)}
+	if skipTrain {
+		args = append(args, "--skip-train")
+	}
+	cmd := exec.Command("/usr/bin/python3", args...)
+	cmd.Stderr = os.Stderr
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		panic(err)
+	}
+	var out map[string]float64
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if err := json.Unmarshal(sc.Bytes(), &out); err != nil {
+			fmt.Fprintln(os.Stderr, sc.Text())
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		panic(err)
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""PyTorch side of hfbench: the Qwen3 forward of backends/xla/testdata/hf_ref.py
+with random weights, timed at the same shapes with 2 threads.
+
+    torch_hf.py DIR BATCH SEQ DECODE [--skip-train]
+
+Prints one JSON object: forward_s, train_s (forward, backward, Adam),
+decode1_s and decode32_s (DECODE tokens with a KV cache and Gumbel-max
+sampling, prefill excluded),
+peak_gib (ru_maxrss).
+"""
+import json
+import math
+import resource
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, __file__.rsplit("/", 3)[0] + "/backends/xla/testdata")
+from hf_ref import forward, inv_freq, rms, rot_half  # noqa: E402
+
+torch.set_num_threads(2)
+
+
+def main():
+    d, B, T, D = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    cfg = json.load(open(d + "/config.json"))
+    V, H, L, F = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    g = torch.Generator().manual_seed(1)
+    W = {"model.embed_tokens.weight": torch.randn(V, H, generator=g) * 0.02, "model.norm.weight": torch.ones(H)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        W[p + "input_layernorm.weight"] = torch.ones(H)
+        W[p + "post_attention_layernorm.weight"] = torch.ones(H)
+        for n, shape in [("self_attn.q_proj", (nh * hd, H)), ("self_attn.k_proj", (nkv * hd, H)), ("self_attn.v_proj", (nkv * hd, H)),
+                         ("self_attn.o_proj", (H, nh * hd)), ("mlp.gate_proj", (F, H)), ("mlp.up_proj", (F, H)), ("mlp.down_proj", (H, F))]:
+            W[p + n + ".weight"] = torch.randn(*shape, generator=g) * 0.02
+        W[p + "self_attn.q_norm.weight"] = torch.ones(hd)
+        W[p + "self_attn.k_norm.weight"] = torch.ones(hd)
+    out = {}
+    tokens = torch.randint(0, 150000, (B, T), generator=g)
+    targets = torch.randint(0, 150000, (B, T), generator=g)
+    with torch.no_grad():
+        forward(cfg, W, tokens[:, :8], torch.float32)
+        t0 = time.perf_counter()
+        lp = forward(cfg, W, tokens, torch.float32).gather(-1, targets.unsqueeze(-1))
+        out["forward_s"] = time.perf_counter() - t0
+    print(f"torch forward_s: {out['forward_s']:.2f}", file=sys.stderr)
+    if "--skip-train" not in sys.argv:
+        P = {k: v.clone().requires_grad_(True) for k, v in W.items()}
+        opt = torch.optim.Adam(P.values(), lr=1e-6)
+        old = torch.full((B, T - 64), -12.0)
+        adv = torch.tensor([(i % 2) * 2 - 1.0 for i in range(B)]).unsqueeze(1)
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        lp = forward(cfg, P, tokens, torch.float32)[:, 63:T - 1].gather(-1, targets[:, 64:].unsqueeze(-1)).squeeze(-1)
+        ratio = torch.exp(lp - old)
+        loss = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2)).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(P.values(), 1.0)
+        opt.step()
+        out["train_s"] = time.perf_counter() - t0
+        print(f"torch train_s: {out['train_s']:.2f}", file=sys.stderr)
+        del P, opt
+    inv = inv_freq(cfg, hd)
+    eps = cfg["rms_norm_eps"]
+    with torch.no_grad():
+        for nb in (1, 32):
+            x0 = torch.randint(0, 150000, (nb, 16), generator=g)
+            # prefill: build the caches
+            cache = []
+            pos = torch.arange(16, dtype=torch.float32)
+
+            def layer(x, l, pos, cache_l):
+                p = f"model.layers.{l}."
+                b, t, _ = x.shape
+                ang = torch.outer(pos, inv)
+                cos = torch.cat((ang.cos(), ang.cos()), -1)
+                sin = torch.cat((ang.sin(), ang.sin()), -1)
+                h = rms(x, W[p + "input_layernorm.weight"], eps)
+                q = (h @ W[p + "self_attn.q_proj.weight"].T).view(b, t, nh, hd)
+                k = (h @ W[p + "self_attn.k_proj.weight"].T).view(b, t, nkv, hd)
+                v = (h @ W[p + "self_attn.v_proj.weight"].T).view(b, t, nkv, hd)
+                q = rms(q, W[p + "self_attn.q_norm.weight"], eps).transpose(1, 2)
+                k = rms(k, W[p + "self_attn.k_norm.weight"], eps).transpose(1, 2)
+                v = v.transpose(1, 2)
+                q = q * cos + rot_half(q) * sin
+                k = k * cos + rot_half(k) * sin
+                if cache_l is not None:
+                    k = torch.cat((cache_l[0], k), 2)
+                    v = torch.cat((cache_l[1], v), 2)
+                kk, vv = k.repeat_interleave(nh // nkv, 1), v.repeat_interleave(nh // nkv, 1)
+                s = q @ kk.transpose(-1, -2) / math.sqrt(hd)
+                if t > 1:
+                    s = s + torch.full((t, t), float("-inf")).triu(1)
+                a = (torch.softmax(s, -1) @ vv).transpose(1, 2).reshape(b, t, nh * hd)
+                x = x + a @ W[p + "self_attn.o_proj.weight"].T
+                h = rms(x, W[p + "post_attention_layernorm.weight"], eps)
+                x = x + (torch.nn.functional.silu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+                return x, (k, v)
+
+            x = W["model.embed_tokens.weight"][x0]
+            for l in range(L):
+                x, kv = layer(x, l, pos, None)
+                cache.append(kv)
+            tok = torch.argmax(rms(x[:, -1:], W["model.norm.weight"], eps) @ W["model.embed_tokens.weight"].T, -1)
+            t0 = time.perf_counter()
+            for step in range(D):
+                x = W["model.embed_tokens.weight"][tok]
+                p = torch.tensor([16.0 + step])
+                for l in range(L):
+                    x, cache[l] = layer(x, l, p, cache[l])
+                logits = rms(x, W["model.norm.weight"], eps) @ W["model.embed_tokens.weight"].T
+                # Gumbel-max sampling, as cde's sampler does (noise drawn each step).
+                u = torch.rand(logits.shape, generator=g).clamp_min(1e-20)
+                tok = torch.argmax(torch.log_softmax(logits, -1) - torch.log(-torch.log(u)), -1)
+            out[f"decode{nb}_s"] = time.perf_counter() - t0
+            print(f"torch decode{nb}_s: {out[f'decode{nb}_s']:.2f}", file=sys.stderr)
+    out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
+    out["threads"] = torch.get_num_threads()
+    out["blas"] = 1.0 if "openblas" in torch.__config__.show().lower() else 0.0
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

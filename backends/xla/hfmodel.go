@@ -37,22 +37,23 @@ const hfScope = "hf"
 // RMSNorm(x) = x / sqrt(mean(x^2) + eps) * weight. Everything is float32.
 type hfArch struct {
 	c *hf.Config
-	// cos and sin are the rotary tables [maxLen, head_dim/2], computed on
-	// the host in float32 as transformers does (angle = float32(pos) *
-	// inv_freq in float32, then cos and sin of that float32 angle).
+	// cos and sin are the rotary tables [maxLen, head_dim] (each angle
+	// twice), computed on the host in float32 as transformers does (angle =
+	// float32(pos) * inv_freq in float32, then cos and sin of that angle).
 	cos, sin []float32
 	maxLen   int
 }
 
 func newHFArch(c *hf.Config, maxLen int) *hfArch {
-	half := c.HeadDim / 2
+	half, dh := c.HeadDim/2, c.HeadDim
 	inv := c.RopeInvFreq()
-	a := &hfArch{c: c, maxLen: maxLen, cos: make([]float32, maxLen*half), sin: make([]float32, maxLen*half)}
+	a := &hfArch{c: c, maxLen: maxLen, cos: make([]float32, maxLen*dh), sin: make([]float32, maxLen*dh)}
 	for p := range maxLen {
 		for i := range half {
 			angle := float32(p) * float32(inv[i])
-			a.cos[p*half+i] = float32(math.Cos(float64(angle)))
-			a.sin[p*half+i] = float32(math.Sin(float64(angle)))
+			cs, sn := float32(math.Cos(float64(angle))), float32(math.Sin(float64(angle)))
+			a.cos[p*dh+i], a.cos[p*dh+half+i] = cs, cs
+			a.sin[p*dh+i], a.sin[p*dh+half+i] = sn, sn
 		}
 	}
 	return a
@@ -212,27 +213,30 @@ func silu(x *graph.Node) *graph.Node {
 
 // rope rotates x [B, H, T, dh] by the angles of its positions: with x1, x2
 // the two halves of the last axis, (x1 cos - x2 sin, x2 cos + x1 sin), which
-// is transformers' x*cos + rotate_half(x)*sin. cos, sin: [B, 1, T, dh/2].
+// is transformers' x*cos + rotate_half(x)*sin; cos, sin: [B, 1, T, dh]
+// (each angle twice, as transformers builds them). rotate_half(x) = (-x2,
+// x1) is a contraction of the pair axis with [[0, 1], [-1, 0]]: no Slice,
+// whose gradient (Pad) GoMLX's own engine lacks.
 func rope(x, cos, sin *graph.Node) *graph.Node {
-	dh := x.Shape().Dimensions[3]
-	x1 := graph.Slice(x, graph.AxisRange(), graph.AxisRange(), graph.AxisRange(), graph.AxisRange(0, dh/2))
-	x2 := graph.Slice(x, graph.AxisRange(), graph.AxisRange(), graph.AxisRange(), graph.AxisRange(dh/2, dh))
-	return graph.Concatenate([]*graph.Node{
-		graph.Sub(graph.Mul(x1, cos), graph.Mul(x2, sin)),
-		graph.Add(graph.Mul(x2, cos), graph.Mul(x1, sin)),
-	}, 3)
+	d := x.Shape().Dimensions
+	half := d[3] / 2
+	pairs := graph.Reshape(x, d[0], d[1], d[2], 2, half)
+	r := graph.Const(x.Graph(), [][]float32{{0, 1}, {-1, 0}})
+	rot := graph.DotGeneral(pairs, []int{3}, nil, r, []int{0}, nil) // [B,H,T,half,2]
+	rot = graph.Reshape(graph.TransposeAllAxes(rot, 0, 1, 2, 4, 3), d...)
+	return graph.Add(graph.Mul(x, cos), graph.Mul(rot, sin))
 }
 
 // ropeTables gathers the cos and sin rows of positions pos int32 [B, T],
-// as [B, 1, T, dh/2].
+// as [B, 1, T, dh].
 func (a *hfArch) ropeTables(pos *graph.Node) (cos, sin *graph.Node) {
 	g := pos.Graph()
-	half := a.c.HeadDim / 2
+	dh := a.c.HeadDim
 	b, t := pos.Shape().Dimensions[0], pos.Shape().Dimensions[1]
 	idx := graph.Reshape(pos, b, t, 1)
-	cosT := graph.Const(g, tensors.FromFlatDataAndDimensions(a.cos, a.maxLen, half))
-	sinT := graph.Const(g, tensors.FromFlatDataAndDimensions(a.sin, a.maxLen, half))
-	return graph.Reshape(graph.Gather(cosT, idx), b, 1, t, half), graph.Reshape(graph.Gather(sinT, idx), b, 1, t, half)
+	cosT := graph.Const(g, tensors.FromFlatDataAndDimensions(a.cos, a.maxLen, dh))
+	sinT := graph.Const(g, tensors.FromFlatDataAndDimensions(a.sin, a.maxLen, dh))
+	return graph.Reshape(graph.Gather(cosT, idx), b, 1, t, dh), graph.Reshape(graph.Gather(sinT, idx), b, 1, t, dh)
 }
 
 // embed returns embed_tokens[tokens], [B, T, d].

@@ -55,7 +55,9 @@ func writeTinyHF(t testing.TB, name string, dt safetensors.DType, seed uint64) (
 	}
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var ts []safetensors.Tensor
-	for n, shape := range hfParamShapes(c, true) {
+	shapes := hfParamShapes(c, true)
+	for _, n := range slices.Sorted(mapsKeys(shapes)) { // sorted: the same weights every run
+		shape := shapes[n]
 		size := 1
 		for _, d := range shape {
 			size *= d
@@ -465,6 +467,63 @@ func TestHFActorStepMatchesTorch(t *testing.T) {
 			t.Logf("loss %.6g vs PyTorch %.6g; grad norm %.6g vs %.6g", m["actor/loss"], want.Loss, m["actor/grad_norm"], want.GradNorm)
 			if math.Abs(m["actor/loss"]-want.Loss) > 1e-5 || math.Abs(m["actor/grad_norm"]/want.GradNorm-1) > 1e-4 {
 				t.Fatalf("loss %v vs %v, grad norm %v vs %v", m["actor/loss"], want.Loss, m["actor/grad_norm"], want.GradNorm)
+			}
+		})
+	}
+}
+
+// The whole train step of each architecture (forward, backward, Adam)
+// agrees between the cpu engine and GoMLX's go engine: loss, gradient norm
+// and the log-probs after the update.
+func TestHFTrainStepEngines(t *testing.T) {
+	for _, name := range slices.Sorted(mapsKeys(tinyHFConfigs)) {
+		t.Run(name, func(t *testing.T) {
+			dir, c := writeTinyHF(t, name, safetensors.F32, 41)
+			set, err := safetensors.OpenDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer set.Close()
+			rng := rand.New(rand.NewPCG(3, 3))
+			r := &core.Rollout{}
+			for i := range 3 {
+				p, resp := randTokens(rng, 1, 4, c.Vocab)[0], randTokens(rng, 1, 5, c.Vocab)[0]
+				lp, adv := make([]float64, 5), make([]float64, 5)
+				for j := range lp {
+					lp[j], adv[j] = -4+rng.NormFloat64(), float64(i-1)
+				}
+				r.Seqs = append(r.Seqs, core.Sequence{Prompt: p, Response: resp, LogProbs: lp, Advantages: adv, Returns: adv})
+			}
+			var metrics []map[string]float64
+			var after [][][]float64
+			for _, eng := range []string{"cpu", "go"} {
+				b, err := New(Options{Engine: eng, Policy: HFModelConfig(c, 32), Seed: 1, ActorLR: 1e-2, PAD: 0, EOS: 2, HFWeights: set})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.28, EntropyCoef: 0.01, Temperature: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs := []*core.Sequence{&r.Seqs[0], &r.Seqs[1], &r.Seqs[2]}
+				lps, _, err := b.ScoreLogProbs(seqs, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.Close()
+				metrics, after = append(metrics, m), append(after, lps)
+			}
+			for _, k := range []string{"actor/loss", "actor/grad_norm", "actor/entropy"} {
+				if d := math.Abs(metrics[0][k] - metrics[1][k]); d > 1e-4*math.Max(1, math.Abs(metrics[1][k])) {
+					t.Fatalf("%s: cpu %v, go %v", k, metrics[0][k], metrics[1][k])
+				}
+			}
+			for i := range after[0] {
+				for j := range after[0][i] {
+					if d := math.Abs(after[0][i][j] - after[1][i][j]); d > 1e-4 {
+						t.Fatalf("after the step, seq %d token %d: cpu %v, go %v", i, j, after[0][i][j], after[1][i][j])
+					}
+				}
 			}
 		})
 	}

@@ -2,7 +2,7 @@
 """PyTorch side of hfbench: the Qwen3 forward of backends/xla/testdata/hf_ref.py
 with random weights, timed at the same shapes with 2 threads.
 
-    torch_hf.py DIR BATCH SEQ DECODE [--skip-train]
+    torch_hf.py DIR BATCH SEQ DECODE TRAIN_BATCH [--skip-train]
 
 Prints one JSON object: forward_s, train_s (forward, backward, Adam),
 decode1_s and decode32_s (DECODE tokens with a KV cache and Gumbel-max
@@ -11,7 +11,6 @@ peak_gib (ru_maxrss).
 """
 import json
 import math
-import resource
 import sys
 import time
 
@@ -25,6 +24,7 @@ torch.set_num_threads(2)
 
 def main():
     d, B, T, D = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    TB = int(sys.argv[5]) or B
     cfg = json.load(open(d + "/config.json"))
     V, H, L, F = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
     nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
@@ -51,11 +51,11 @@ def main():
     if "--skip-train" not in sys.argv:
         P = {k: v.clone().requires_grad_(True) for k, v in W.items()}
         opt = torch.optim.Adam(P.values(), lr=1e-6)
-        old = torch.full((B, T - 64), -12.0)
-        adv = torch.tensor([(i % 2) * 2 - 1.0 for i in range(B)]).unsqueeze(1)
+        old = torch.full((TB, T - 64), -12.0)
+        adv = torch.tensor([(i % 2) * 2 - 1.0 for i in range(TB)]).unsqueeze(1)
         t0 = time.perf_counter()
         opt.zero_grad()
-        lp = forward(cfg, P, tokens, torch.float32)[:, 63:T - 1].gather(-1, targets[:, 64:].unsqueeze(-1)).squeeze(-1)
+        lp = forward(cfg, P, tokens[:TB], torch.float32)[:, 63:T - 1].gather(-1, targets[:TB, 64:].unsqueeze(-1)).squeeze(-1)
         ratio = torch.exp(lp - old)
         loss = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2)).mean()
         loss.backward()
@@ -118,7 +118,19 @@ def main():
                 tok = torch.argmax(torch.log_softmax(logits, -1) - torch.log(-torch.log(u)), -1)
             out[f"decode{nb}_s"] = time.perf_counter() - t0
             print(f"torch decode{nb}_s: {out[f'decode{nb}_s']:.2f}", file=sys.stderr)
-    out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
+    # Memory read bandwidth as PyTorch's vectorised reduction sees it (1 GiB).
+    big = torch.ones(1 << 28)
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        big.sum()
+        best = max(best, (1 << 30) / (time.perf_counter() - t0) / 1e9)
+    out["bandwidth_gbs"] = best
+    del big
+    # VmHWM: ru_maxrss would carry the Go parent's peak across fork and exec.
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            out["peak_gib"] = int(line.split()[1]) / 1024 / 1024
     out["threads"] = torch.get_num_threads()
     out["blas"] = 1.0 if "openblas" in torch.__config__.show().lower() else 0.0
     print(json.dumps(out))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,59 +13,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/backends/xla/hftest"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
 )
 
-// tinyQwen3 writes a random two-layer Qwen3-architecture checkpoint (the
-// real vocabulary of 151,936 rows, width 16) with the real Qwen3 tokenizer
-// and chat template files.
+// tinyQwen3 writes a random two-layer Qwen3-architecture checkpoint with
+// the real Qwen3 tokenizer and chat template files.
 func tinyQwen3(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	src := filepath.Join("..", "tokenizer", "testdata", "qwen3")
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(dir, f), b, 0o644)
-	}
-	cfg := `{"architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 16, "intermediate_size": 32, "head_dim": 8,
-		"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-6,
-		"max_position_embeddings": 512, "rope_theta": 1000000.0, "tie_word_embeddings": true, "eos_token_id": 151645}`
-	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644)
-	rng := rand.New(rand.NewPCG(5, 6))
-	var ts []safetensors.Tensor
-	add := func(name string, mean float64, shape ...int) {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(mean + rng.NormFloat64()*0.2)
-		}
-		ts = append(ts, safetensors.BF16Tensor(name, shape, v))
-	}
-	add("model.embed_tokens.weight", 0, 151936, 16)
-	add("model.norm.weight", 1, 16)
-	for l := range 2 {
-		p := "model.layers." + string(rune('0'+l)) + "."
-		add(p+"input_layernorm.weight", 1, 16)
-		add(p+"post_attention_layernorm.weight", 1, 16)
-		add(p+"self_attn.q_proj.weight", 0, 16, 16)
-		add(p+"self_attn.k_proj.weight", 0, 8, 16)
-		add(p+"self_attn.v_proj.weight", 0, 8, 16)
-		add(p+"self_attn.o_proj.weight", 0, 16, 16)
-		add(p+"self_attn.q_norm.weight", 1, 8)
-		add(p+"self_attn.k_norm.weight", 1, 8)
-		add(p+"mlp.gate_proj.weight", 0, 32, 16)
-		add(p+"mlp.up_proj.weight", 0, 32, 16)
-		add(p+"mlp.down_proj.weight", 0, 16, 32)
-	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+	if err := hftest.WriteTinyQwen3(dir, filepath.Join("..", "tokenizer", "testdata", "qwen3"), 2, 5); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -126,37 +126,9 @@ func NewArith(p *core.Params) (*Arith, error) {
 	a.EvalN = p.Int("eval_n", 128)
 	p.Check(a.EvalN >= 1, "eval_n", "must be >= 1, got %d", a.EvalN)
 	a.verifier = readRewards(p)
-	subs, set := readMaps(p, "eval_sets")
-	if err := p.Err(); err != nil {
+	var err error
+	if a.Specs, err = readLevelSets(p, "eval_sets", MinArithLevel, MaxArithLevel, DefaultArithEvalSets); err != nil {
 		return nil, err
-	}
-	if !set {
-		a.Specs = append([]ArithEvalSpec(nil), DefaultArithEvalSets...)
-	}
-	seen := map[string]bool{}
-	for _, sp := range subs {
-		s := ArithEvalSpec{
-			Name:  sp.String("name", ""),
-			Level: sp.Int("level", 0),
-		}
-		switch sp.OneOf("split", "val", "val", "test") {
-		case "test":
-			s.Split = SplitTest
-		default:
-			s.Split = SplitVal
-		}
-		sp.Check(s.Name != "", "name", "required")
-		sp.Check(!seen[s.Name], "name", "duplicate eval set name %q", s.Name)
-		seen[s.Name] = true
-		if !sp.Has("level") {
-			sp.Fail("level", "required")
-		}
-		sp.Check(s.Level >= MinArithLevel && s.Level <= MaxArithLevel, "level",
-			"level %d out of range %d..%d", s.Level, MinArithLevel, MaxArithLevel)
-		if err := sp.Finish(); err != nil {
-			return nil, err
-		}
-		a.Specs = append(a.Specs, s)
 	}
 	for _, s := range a.Specs {
 		a.evals = append(a.evals, core.EvalSet{Name: s.Name, Problems: a.heldOut(s.Level, s.Split, a.EvalN)})

@@ -100,33 +100,9 @@ func NewCountdown(p *core.Params) (*Countdown, error) {
 	p.Check(c.EvalN >= 1, "eval_n", "must be >= 1, got %d", c.EvalN)
 	rw := readRewards(p)
 	c.verifier = CountdownVerifier{CorrectReward: rw.CorrectReward, IncorrectReward: rw.IncorrectReward}
-	subs, set := readMaps(p, "eval_sets")
-	if err := p.Err(); err != nil {
+	var err error
+	if c.Specs, err = readLevelSets(p, "eval_sets", MinCountdownLevel, MaxCountdownLevel, DefaultCountdownEvalSets); err != nil {
 		return nil, err
-	}
-	if !set {
-		c.Specs = append([]ArithEvalSpec(nil), DefaultCountdownEvalSets...)
-	}
-	seen := map[string]bool{}
-	for _, sp := range subs {
-		s := ArithEvalSpec{Name: sp.String("name", ""), Level: sp.Int("level", 0)}
-		if sp.OneOf("split", "val", "val", "test") == "test" {
-			s.Split = SplitTest
-		} else {
-			s.Split = SplitVal
-		}
-		sp.Check(s.Name != "", "name", "required")
-		sp.Check(!seen[s.Name], "name", "duplicate eval set name %q", s.Name)
-		seen[s.Name] = true
-		if !sp.Has("level") {
-			sp.Fail("level", "required")
-		}
-		sp.Check(s.Level >= MinCountdownLevel && s.Level <= MaxCountdownLevel, "level",
-			"level %d out of range %d..%d", s.Level, MinCountdownLevel, MaxCountdownLevel)
-		if err := sp.Finish(); err != nil {
-			return nil, err
-		}
-		c.Specs = append(c.Specs, s)
 	}
 	for _, s := range c.Specs {
 		probs := c.heldOut(s.Level, s.Split, c.EvalN)

@@ -277,9 +277,5 @@ func (t *JSONL) EvalSets() []core.EvalSet { return t.evals }
 
 // SampleTrain draws n training problems uniformly (with replacement).
 func (t *JSONL) SampleTrain(rng *rand.Rand, n int) []core.Problem {
-	out := make([]core.Problem, 0, max(n, 0))
-	for range n {
-		out = append(out, t.Train[rng.IntN(len(t.Train))])
-	}
-	return out
+	return sampleUniform(rng, t.Train, n)
 }

@@ -231,9 +231,5 @@ func (t *Math) TrainProblems() []core.Problem { return t.Train }
 
 // SampleTrain draws n training problems uniformly (with replacement).
 func (t *Math) SampleTrain(rng *rand.Rand, n int) []core.Problem {
-	out := make([]core.Problem, 0, max(n, 0))
-	for range n {
-		out = append(out, t.Train[rng.IntN(len(t.Train))])
-	}
-	return out
+	return sampleUniform(rng, t.Train, n)
 }

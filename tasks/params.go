@@ -3,6 +3,7 @@ package tasks
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"github.com/cde-rl/cde/core"
 )
@@ -73,4 +74,47 @@ func readMaps(p *core.Params, k string) ([]*core.Params, bool) {
 		out = append(out, core.NewParams(fmt.Sprintf("%s[%d]", keyPath(p, k), i), m))
 	}
 	return out, true
+}
+
+// readLevelSets reads a list of {name, level, split} eval-set mappings
+// (arith's and countdown's eval_sets): name required and unique, level
+// required in lo..hi, split val (default) or test. It returns def when the
+// key is absent.
+func readLevelSets(p *core.Params, key string, lo, hi int, def []ArithEvalSpec) ([]ArithEvalSpec, error) {
+	subs, set := readMaps(p, key)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	if !set {
+		return append([]ArithEvalSpec(nil), def...), nil
+	}
+	var out []ArithEvalSpec
+	seen := map[string]bool{}
+	for _, sp := range subs {
+		s := ArithEvalSpec{Name: sp.String("name", ""), Level: sp.Int("level", 0), Split: SplitVal}
+		if sp.OneOf("split", "val", "val", "test") == "test" {
+			s.Split = SplitTest
+		}
+		sp.Check(s.Name != "", "name", "required")
+		sp.Check(!seen[s.Name], "name", "duplicate eval set name %q", s.Name)
+		seen[s.Name] = true
+		if !sp.Has("level") {
+			sp.Fail("level", "required")
+		}
+		sp.Check(s.Level >= lo && s.Level <= hi, "level", "level %d out of range %d..%d", s.Level, lo, hi)
+		if err := sp.Finish(); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// sampleUniform draws n items of list uniformly, with replacement.
+func sampleUniform(rng *rand.Rand, list []core.Problem, n int) []core.Problem {
+	out := make([]core.Problem, 0, max(n, 0))
+	for range n {
+		out = append(out, list[rng.IntN(len(list))])
+	}
+	return out
 }

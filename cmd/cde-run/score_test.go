@@ -4,58 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cde-rl/cde/backends/xla"
-	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/backends/xla/hftest"
 	"github.com/cde-rl/cde/tokenizer"
 )
 
 // tinyQwen3Dir writes a random one-layer Qwen3 checkpoint with the real
-// Qwen3 tokenizer files (vocabulary 151,936 rows, width 16).
+// Qwen3 tokenizer files.
 func tinyQwen3Dir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		b, err := os.ReadFile(filepath.Join(qwen3Dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(dir, f), b, 0o644)
-	}
-	cfg := `{"architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 16, "intermediate_size": 32, "head_dim": 8,
-		"num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-6,
-		"max_position_embeddings": 256, "rope_theta": 1000000.0, "tie_word_embeddings": true, "eos_token_id": 151645}`
-	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644)
-	rng := rand.New(rand.NewPCG(1, 2))
-	randn := func(n int, mean float64) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(mean + rng.NormFloat64()*0.3)
-		}
-		return v
-	}
-	p := "model.layers.0."
-	ts := []safetensors.Tensor{
-		safetensors.BF16Tensor("model.embed_tokens.weight", []int{151936, 16}, randn(151936*16, 0)),
-		safetensors.BF16Tensor("model.norm.weight", []int{16}, randn(16, 1)),
-		safetensors.BF16Tensor(p+"input_layernorm.weight", []int{16}, randn(16, 1)),
-		safetensors.BF16Tensor(p+"post_attention_layernorm.weight", []int{16}, randn(16, 1)),
-		safetensors.BF16Tensor(p+"self_attn.q_proj.weight", []int{16, 16}, randn(256, 0)),
-		safetensors.BF16Tensor(p+"self_attn.k_proj.weight", []int{8, 16}, randn(128, 0)),
-		safetensors.BF16Tensor(p+"self_attn.v_proj.weight", []int{8, 16}, randn(128, 0)),
-		safetensors.BF16Tensor(p+"self_attn.o_proj.weight", []int{16, 16}, randn(256, 0)),
-		safetensors.BF16Tensor(p+"self_attn.q_norm.weight", []int{8}, randn(8, 1)),
-		safetensors.BF16Tensor(p+"self_attn.k_norm.weight", []int{8}, randn(8, 1)),
-		safetensors.BF16Tensor(p+"mlp.gate_proj.weight", []int{32, 16}, randn(512, 0)),
-		safetensors.BF16Tensor(p+"mlp.up_proj.weight", []int{32, 16}, randn(512, 0)),
-		safetensors.BF16Tensor(p+"mlp.down_proj.weight", []int{16, 32}, randn(512, 0)),
-	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+	if err := hftest.WriteTinyQwen3(dir, qwen3Dir, 1, 2); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -46,8 +46,10 @@ type ModelConfig struct {
 	// HF is model.hf: a Hugging Face model directory (config.json,
 	// safetensors weights, tokenizer files) whose architecture replaces
 	// cde's own transformer; "" for none. Its config.json sizes the model,
-	// so layers, d_model, heads and ff must not be set with it.
-	HF string
+	// so layers, d_model, heads and ff must not be set with it. Omitted from
+	// JSON when empty, so the keys of bases made before it existed (the
+	// shipped one included) stay the same.
+	HF string `json:"HF,omitempty"`
 }
 
 // BackendConfig chooses the compute engine.

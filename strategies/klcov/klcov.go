@@ -29,9 +29,10 @@
 // first on-policy update: with train.minibatches = ppo_epochs = 1 KL-Cov
 // has no effect at all; it acts from the second minibatch or epoch on.
 //
-// Config keys: ratio (the fraction k/N, number in (0, 1], default 2e-3,
-// the paper's setting for its 7B model), kl_coef (number > 0, default 1,
-// the paper's beta).
+// Config keys: ratio (the fraction k/N, number in (0, 1], default 2e-4)
+// and kl_coef (number > 0, default 0.1): verl's defaults for its KL-Cov
+// loss (PolicyLossConfig kl_cov_ratio, ppo_kl_coef). The paper tunes both
+// per model; set them from its tables for a faithful reproduction.
 package klcov
 
 import (
@@ -57,7 +58,7 @@ type KLCov struct {
 
 // New builds KLCov from a `strategies:` entry; it works with any algorithm.
 func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
-	s := &KLCov{Ratio: p.Float("ratio", 2e-3), KLCoef: p.Float("kl_coef", 1)}
+	s := &KLCov{Ratio: p.Float("ratio", 2e-4), KLCoef: p.Float("kl_coef", 0.1)}
 	p.Check(s.Ratio > 0 && s.Ratio <= 1, "ratio", "must be in (0, 1], got %v", s.Ratio)
 	p.Check(s.KLCoef > 0, "kl_coef", "must be > 0, got %v", s.KLCoef)
 	if err := p.Err(); err != nil {

@@ -33,12 +33,12 @@ func TestPenalisesTopCovariance(t *testing.T) {
 		m    map[string]any
 		want [][]float64
 	}{
-		// ratio 0.4: k = floor(2) = 2: 4.8 (s1 t0) and 3.2 (s0 t0), coefficient 1.
-		{map[string]any{"ratio": 0.4}, [][]float64{{1, 0, 0}, {1, 0}}},
+		// ratio 0.4: k = floor(2) = 2: 4.8 (s1 t0) and 3.2 (s0 t0), default coefficient 0.1.
+		{map[string]any{"ratio": 0.4}, [][]float64{{0.1, 0, 0}, {0.1, 0}}},
 		// ratio 0.6, kl_coef 0.5: k = 3: 4.8, 3.2, 2.4.
 		{map[string]any{"ratio": 0.6, "kl_coef": 0.5}, [][]float64{{0.5, 0, 0}, {0.5, 0.5}}},
-		// Default ratio 2e-3: k = max(1, 0) = 1: 4.8 only.
-		{nil, [][]float64{{0, 0, 0}, {1, 0}}},
+		// Defaults ratio 2e-4, kl_coef 0.1: k = max(1, 0) = 1: 4.8 only, coefficient 0.1.
+		{nil, [][]float64{{0, 0, 0}, {0.1, 0}}},
 		// ratio 1: every token.
 		{map[string]any{"ratio": 1, "kl_coef": 2}, [][]float64{{2, 2, 2}, {2, 2}}},
 	}
@@ -70,7 +70,7 @@ func TestTiesInBatchOrder(t *testing.T) {
 		{Response: make([]int32, 1), LogProbs: []float64{-1}, Advantages: []float64{1}},
 		{Response: make([]int32, 1), LogProbs: []float64{-4}, Advantages: []float64{-2}},
 	}}
-	tl, err := build(t, map[string]any{"ratio": 0.7}).TokenLoss(core.StepInfo{}, r)
+	tl, err := build(t, map[string]any{"ratio": 0.7, "kl_coef": 1}).TokenLoss(core.StepInfo{}, r)
 	if err != nil {
 		t.Fatal(err)
 	}

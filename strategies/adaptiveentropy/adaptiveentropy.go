@@ -32,9 +32,12 @@
 // (Observe).
 //
 // Config keys: target (number > 0, default 0.2), delta (number > 0, default
-// 0.005), init (number, default 0), min_coef (number >= 0, default 0),
-// max_coef (number >= min_coef, default 0.05); init must lie in
-// [min_coef, max_coef].
+// 0.001), init (number, default 0.005), min_coef (number >= 0, default 0),
+// max_coef (number >= min_coef, default 0.5); init must lie in
+// [min_coef, max_coef]. The defaults are the values of the authors' own
+// 7B training script (SkyworkAI/Skywork-OR1, or1_script/train/run_ds_7b.sh:
+// adaptive_entropy target_entropy 0.2, delta_ent_coef 0.001, min_ent_coef 0,
+// max_ent_coef 0.5, starting from entropy_coeff 0.005).
 package adaptiveentropy
 
 import (
@@ -69,8 +72,8 @@ type state struct {
 
 // New builds Adaptive from a `strategies:` entry; it works with any algorithm.
 func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
-	s := &Adaptive{Target: p.Float("target", 0.2), Delta: p.Float("delta", 0.005), Init: p.Float("init", 0),
-		MinCoef: p.Float("min_coef", 0), MaxCoef: p.Float("max_coef", 0.05)}
+	s := &Adaptive{Target: p.Float("target", 0.2), Delta: p.Float("delta", 0.001), Init: p.Float("init", 0.005),
+		MinCoef: p.Float("min_coef", 0), MaxCoef: p.Float("max_coef", 0.5)}
 	p.Check(s.Target > 0, "target", "must be > 0, got %v", s.Target)
 	p.Check(s.Delta > 0, "delta", "must be > 0, got %v", s.Delta)
 	p.Check(s.MinCoef >= 0, "min_coef", "must be >= 0, got %v", s.MinCoef)

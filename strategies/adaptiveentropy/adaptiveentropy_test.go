@@ -39,7 +39,7 @@ func batch(e float64) *core.Rollout {
 //	6     0.5     0.002  0                           0     (-0.003 clipped)
 //	7     0.125   0      0                           0.005
 func TestRule(t *testing.T) {
-	s := build(t, map[string]any{"target": 0.25, "max_coef": 0.012})
+	s := build(t, map[string]any{"target": 0.25, "delta": 0.005, "init": 0, "max_coef": 0.012})
 	for k, row := range []struct{ e, alpha, next float64 }{
 		{0.125, 0, 0.005}, {0.1875, 0.005, 0.010}, {0.125, 0.010, 0.012}, {0.25, 0.012, 0.012},
 		{0.5, 0, 0.007}, {0.5, 0, 0.002}, {0.5, 0, 0}, {0.125, 0, 0.005},
@@ -99,7 +99,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"delta": -1}, "config: strategies[0].delta: must be > 0"},
 		{map[string]any{"min_coef": -0.1}, "config: strategies[0].min_coef: must be >= 0"},
 		{map[string]any{"min_coef": 0.1, "max_coef": 0.05}, "config: strategies[0].max_coef: must be >= min_coef"},
-		{map[string]any{"init": 0.1}, "config: strategies[0].init: must be in [min_coef, max_coef]"},
+		{map[string]any{"init": 0.6}, "config: strategies[0].init: must be in [min_coef, max_coef]"},
 		{map[string]any{"tgt_ent": 0.2}, "config: strategies[0].tgt_ent: unknown key"},
 	} {
 		_, err := core.NewStrategy("adaptive_entropy", core.NewParams("strategies[0]", c.m), nil)
@@ -113,4 +113,12 @@ func TestConformance(t *testing.T) {
 	// The kit's entropies are Exp(1) draws (mean about 1): target 1 moves c
 	// both ways.
 	strategytest.Run(t, func() core.Strategy { return build(t, map[string]any{"target": 1, "init": 0.01}) }, strategytest.Options{Seed: 12, Steps: 5})
+}
+
+// The defaults are the Skywork-OR1 7B script's values.
+func TestDefaults(t *testing.T) {
+	s := build(t, nil)
+	if s.Target != 0.2 || s.Delta != 0.001 || s.Init != 0.005 || s.MinCoef != 0 || s.MaxCoef != 0.5 {
+		t.Fatalf("defaults %+v", s)
+	}
 }

@@ -16,7 +16,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
@@ -96,14 +98,37 @@ func (b *Backend) Close() error {
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 func gumbel(rng *rand.Rand, n int) []float32 {
-	out := make([]float32, n)
-	for i := range out {
-		u := rng.Float64()
-		for u == 0 {
-			u = rng.Float64()
+	// The uniforms are drawn in order from rng (the stream, and so the
+	// sampled tokens, stay what they were); the two logarithms, which cost
+	// far more than the draws, run on every core for large vocabularies.
+	u := make([]float64, n)
+	for i := range u {
+		u[i] = rng.Float64()
+		for u[i] == 0 {
+			u[i] = rng.Float64()
 		}
-		out[i] = float32(-math.Log(-math.Log(u)))
 	}
+	out := make([]float32, n)
+	transform := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i] = float32(-math.Log(-math.Log(u[i])))
+		}
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if n < 1<<15 || workers < 2 {
+		transform(0, n)
+		return out
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*n/workers, (w+1)*n/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			transform(lo, hi)
+		}()
+	}
+	wg.Wait()
 	return out
 }
 

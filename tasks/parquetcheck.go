@@ -223,10 +223,7 @@ func checkParquetMetadata(md *format.FileMetaData, size int64) error {
 			if m.NumValues < 0 || m.TotalCompressedSize < 0 || m.TotalCompressedSize > size || m.TotalUncompressedSize < 0 {
 				return fmt.Errorf("%s: %d values, %d bytes compressed, %d uncompressed", where, m.NumValues, m.TotalCompressedSize, m.TotalUncompressedSize)
 			}
-			start := m.DataPageOffset
-			if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < start {
-				start = m.DictionaryPageOffset
-			}
+			start := chunkStart(m)
 			if start < 4 || start > size-8-m.TotalCompressedSize {
 				return fmt.Errorf("%s: %d bytes at offset %d, outside the file's %d bytes", where, m.TotalCompressedSize, start, size)
 			}
@@ -260,10 +257,7 @@ func checkParquetPages(r io.ReaderAt, md *format.FileMetaData, schema *parquet.S
 	for g, rg := range md.RowGroups {
 		for c, cc := range rg.Columns {
 			m := cc.MetaData
-			start := m.DataPageOffset
-			if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < start {
-				start = m.DictionaryPageOffset
-			}
+			start := chunkStart(m)
 			buf := make([]byte, m.TotalCompressedSize)
 			if _, err := r.ReadAt(buf, start); err != nil {
 				return err
@@ -465,4 +459,13 @@ func checkRuns(b []byte, width, n int, what string) error {
 		i += int(size)
 	}
 	return nil
+}
+
+// chunkStart is the file offset of a column chunk's first page: its
+// dictionary page when it has one before the data pages.
+func chunkStart(m format.ColumnMetaData) int64 {
+	if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < m.DataPageOffset {
+		return m.DictionaryPageOffset
+	}
+	return m.DataPageOffset
 }

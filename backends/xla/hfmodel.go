@@ -2,6 +2,7 @@ package xla
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -117,7 +118,7 @@ func loadHFParams(ctx *context.Context, c *hf.Config, set *safetensors.Set, head
 		}
 		return fmt.Errorf("tensor %q is not a weight of %s as config.json describes it", name, c.Arch)
 	}
-	for _, name := range slices.Sorted(mapsKeys(want)) {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
 		shape := want[name]
 		info, ok := set.Info(name)
 		if !ok {
@@ -140,23 +141,13 @@ func loadHFParams(ctx *context.Context, c *hf.Config, set *safetensors.Set, head
 	return nil
 }
 
-func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // initHFParams creates random weights (N(0, std) matrices, unit norm
 // weights, N(0, std) biases) drawn on the host from seed: a random
 // checkpoint of the configured shape.
 func initHFParams(ctx *context.Context, c *hf.Config, seed uint64, std float64, head bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x4f))
 	shapes := hfParamShapes(c, head)
-	for _, name := range slices.Sorted(mapsKeys(shapes)) {
+	for _, name := range slices.Sorted(maps.Keys(shapes)) {
 		dims := shapes[name]
 		n := 1
 		for _, d := range dims {

@@ -3,6 +3,7 @@ package xla
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -56,7 +57,7 @@ func writeTinyHF(t testing.TB, name string, dt safetensors.DType, seed uint64) (
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var ts []safetensors.Tensor
 	shapes := hfParamShapes(c, true)
-	for _, n := range slices.Sorted(mapsKeys(shapes)) { // sorted: the same weights every run
+	for _, n := range slices.Sorted(maps.Keys(shapes)) { // sorted: the same weights every run
 		shape := shapes[n]
 		size := 1
 		for _, d := range shape {
@@ -159,7 +160,7 @@ func randTokens(rng *rand.Rand, b, t, vocab int) [][]int32 {
 // Per-token log-probs of each architecture agree with the independent
 // PyTorch forward to 1e-4, from bf16 and f32 checkpoints.
 func TestHFForwardMatchesTorch(t *testing.T) {
-	for _, name := range slices.Sorted(mapsKeys(tinyHFConfigs)) {
+	for _, name := range slices.Sorted(maps.Keys(tinyHFConfigs)) {
 		for _, dt := range []safetensors.DType{safetensors.F32, safetensors.BF16} {
 			t.Run(fmt.Sprintf("%s/%s", name, dt), func(t *testing.T) {
 				dir, c := writeTinyHF(t, name, dt, 11)
@@ -256,7 +257,7 @@ func TestLoadHFErrors(t *testing.T) {
 // The whole forward graph of each architecture gives the same log-probs on
 // cde's cpu engine and on GoMLX's own pure-Go engine.
 func TestHFForwardEngines(t *testing.T) {
-	for _, name := range slices.Sorted(mapsKeys(tinyHFConfigs)) {
+	for _, name := range slices.Sorted(maps.Keys(tinyHFConfigs)) {
 		dir, c := writeTinyHF(t, name, safetensors.F32, 21)
 		rng := rand.New(rand.NewPCG(8, 9))
 		tokens, targets := randTokens(rng, 2, 40, c.Vocab), randTokens(rng, 2, 40, c.Vocab)
@@ -407,7 +408,7 @@ func TestHFActorStepMatchesTorch(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
 		t.Skip("PyTorch is not installed (apt-get install python3-torch): the independent reference is optional")
 	}
-	for _, name := range slices.Sorted(mapsKeys(tinyHFConfigs)) {
+	for _, name := range slices.Sorted(maps.Keys(tinyHFConfigs)) {
 		t.Run(name, func(t *testing.T) {
 			dir, c := writeTinyHF(t, name, safetensors.F32, 31)
 			set, err := safetensors.OpenDir(dir)
@@ -476,7 +477,7 @@ func TestHFActorStepMatchesTorch(t *testing.T) {
 // agrees between the cpu engine and GoMLX's go engine: loss, gradient norm
 // and the log-probs after the update.
 func TestHFTrainStepEngines(t *testing.T) {
-	for _, name := range slices.Sorted(mapsKeys(tinyHFConfigs)) {
+	for _, name := range slices.Sorted(maps.Keys(tinyHFConfigs)) {
 		t.Run(name, func(t *testing.T) {
 			dir, c := writeTinyHF(t, name, safetensors.F32, 41)
 			set, err := safetensors.OpenDir(dir)

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -464,13 +465,7 @@ func OpenDir(dir string) (*Set, error) {
 		s.Close()
 		return nil, err
 	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range idx.WeightMap {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(idx.WeightMap)) {
 		shard := idx.WeightMap[name]
 		if shard == "" || filepath.Base(shard) != shard {
 			return fail(fmt.Errorf("%s: tensor %q: shard %q is not a file name in the directory", indexPath, name, shard))

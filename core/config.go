@@ -54,7 +54,11 @@ type ModelConfig struct {
 
 // BackendConfig chooses the compute engine.
 type BackendConfig struct {
-	Engine string // backend.engine: auto | cpu | go | xla:cpu | xla:cuda (auto)
+	Engine string // backend.engine: auto | cpu | go | xla:cpu | xla:cuda | xla:tpu (auto)
+	// PJRTPlugin is the PJRT plugin library the xla:* engines load
+	// (backend.pjrt_plugin, "" = PJRT_PLUGIN_LIBRARY_PATH, then the standard
+	// install locations); cde never downloads one.
+	PJRTPlugin string
 }
 
 // RolloutConfig controls sampling.
@@ -150,7 +154,7 @@ const DefaultConfigYAML = `
 seed: 1
 task: {name: arith}
 model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: ""}
-backend: {engine: auto}
+backend: {engine: auto, pjrt_plugin: ""}
 rollout: {n: 8, temperature: 1.0, max_response_tokens: 48}
 train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         ppo_epochs: 1, minibatches: 1, clip_low: 0.2, clip_high: 0.2,
@@ -411,7 +415,8 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	}
 
 	b := p.Sub("backend")
-	c.Backend.Engine = b.OneOf("engine", "auto", "auto", "cpu", "go", "xla:cpu", "xla:cuda")
+	c.Backend.Engine = b.OneOf("engine", "auto", "auto", "cpu", "go", "xla:cpu", "xla:cuda", "xla:tpu")
+	c.Backend.PJRTPlugin = b.String("pjrt_plugin", "")
 
 	r := p.Sub("rollout")
 	c.Rollout = RolloutConfig{N: r.Int("n", 8), Temperature: r.Float("temperature", 1), MaxResponseTokens: r.Int("max_response_tokens", 48)}

@@ -91,7 +91,7 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 		}
 	}
 	s.Backend, err = xla.New(xla.Options{
-		Engine: cfg.Backend.Engine, Policy: policy, HFWeights: weights,
+		Engine: cfg.Backend.Engine, PJRTPlugin: cfg.Backend.PJRTPlugin, Policy: policy, HFWeights: weights,
 		ValueHeads: needs.ValueHeads, Seed: cfg.Seed, ActorLR: cfg.Train.ActorLR, CriticLR: cfg.Train.CriticLR,
 		MaxGradNorm: cfg.Train.MaxGradNorm, PAD: tok.PAD(), EOS: tok.EOS(),
 	})

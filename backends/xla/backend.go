@@ -30,8 +30,11 @@ import (
 
 // Options configures a Backend.
 type Options struct {
-	Engine string // auto | go | xla:cpu | xla:cuda
-	Policy ModelConfig
+	Engine string // auto | cpu | go | xla:cpu | xla:cuda | xla:tpu
+	// PJRTPlugin is backend.pjrt_plugin: the PJRT plugin library of the
+	// xla:* engines ("" = PJRT_PLUGIN_LIBRARY_PATH, then standard places).
+	PJRTPlugin string
+	Policy     ModelConfig
 	// ValueHeads K > 0 builds a critic (same sizes as the policy, own
 	// parameters); 0 builds none.
 	ValueHeads  int
@@ -68,7 +71,7 @@ func New(opts Options) (*Backend, error) {
 	if opts.MaxGradNorm == 0 {
 		opts.MaxGradNorm = 1
 	}
-	eng, err := NewEngine(opts.Engine)
+	eng, err := NewEngine(opts.Engine, opts.PJRTPlugin)
 	if err != nil {
 		return nil, err
 	}

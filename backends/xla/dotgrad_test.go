@@ -12,7 +12,7 @@ import (
 
 func testBackend(t testing.TB) backends.Backend {
 	t.Helper()
-	b, err := NewEngine("go")
+	b, err := NewEngine("go", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // Engines accepted by backend.engine.
-var Engines = []string{"auto", "cpu", "go", "xla:cpu", "xla:cuda"}
+var Engines = []string{"auto", "cpu", "go", "xla:cpu", "xla:cuda", "xla:tpu"}
 
 // xlaAvailable would report whether a PJRT plugin for the given device is
 // already installed, without downloading. Nothing sets it yet (the XLA
@@ -33,7 +33,8 @@ var xlaAvailable func(device string) bool
 //
 // GOMLX_NO_AUTO_INSTALL is always set: GoMLX would otherwise try to download
 // a PJRT plugin with no timeout.
-func NewEngine(engine string) (backends.Backend, error) {
+func NewEngine(engine, pjrtPlugin string) (backends.Backend, error) {
+	_ = pjrtPlugin // read by the XLA build (engine_xla.go)
 	os.Setenv("GOMLX_NO_AUTO_INSTALL", "1")
 	installFastDotGrad()
 	switch engine {
@@ -48,7 +49,7 @@ func NewEngine(engine string) (backends.Backend, error) {
 		return cpu.New("")
 	case "go":
 		return newGo()
-	case "xla:cpu", "xla:cuda":
+	case "xla:cpu", "xla:cuda", "xla:tpu":
 		if xlaAvailable == nil {
 			return nil, fmt.Errorf("backend.engine %q: cde has no XLA build yet (use cpu or go)", engine)
 		}

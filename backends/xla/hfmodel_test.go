@@ -100,7 +100,7 @@ func hfLogProbsOn(t testing.TB, engine, dir string, c *hf.Config, tokens, target
 	if err := loadHFParams(ctx, c, set, true); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := NewEngine(engine)
+	eng, err := NewEngine(engine, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func LoadHF(dir, engine string) (*HFModel, error) {
 	if err := loadHFParams(ctx, c, set, true); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	eng, err := NewEngine(engine)
+	eng, err := NewEngine(engine, "")
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ import (
 func TestActorLossMatchesReference(t *testing.T) {
 	for _, engine := range []string{"go", "cpu"} {
 		t.Run(engine, func(t *testing.T) {
-			be, err := NewEngine(engine)
+			be, err := NewEngine(engine, "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,9 @@ type GenerateRequest struct {
 	// Seed fixes the sampling noise: the same request and weights give the
 	// same tokens.
 	Seed uint64
+	// StopTokens end a row as EOS does: a row stops after it samples any
+	// of these ids (kept as its last token, Truncated false). Nil: EOS only.
+	StopTokens []int32
 	// Pooling, when set, asks for pooled last-layer embeddings.
 	Pooling string
 }

@@ -137,7 +137,7 @@ func gumbel(rng *rand.Rand, n int) []float32 {
 
 // Generate samples one response per prompt with a KV cache: one prefill
 // graph for the (padded) prompts, then one decode graph per token, until
-// every row emitted EOS or MaxTokens. Sampling is Gumbel-max with noise drawn
+// every row emitted EOS (or one of req.StopTokens) or MaxTokens. Sampling is Gumbel-max with noise drawn
 // on the host from req.Seed, so the same request and weights give the same
 // tokens on any engine.
 func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) {
@@ -214,7 +214,7 @@ func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) 
 			if h != nil {
 				hidden[i] = append(hidden[i], h[i*c.DModel:(i+1)*c.DModel])
 			}
-			if tok[i] == b.opts.EOS {
+			if tok[i] == b.opts.EOS || slices.Contains(req.StopTokens, tok[i]) {
 				done[i] = true
 			} else if len(g.Tokens) >= req.MaxTokens {
 				done[i] = true

@@ -30,7 +30,7 @@ var inTree = []struct {
 	{"forking_tokens", "grpo", map[string]any{"rho": 0.3}},
 	{"clip_cov", "grpo", map[string]any{"ratio": 0.1, "cov_lb": 0}},
 	{"kl_cov", "rloo", map[string]any{"ratio": 0.1, "kl_coef": 0.5}},
-	{"adaptive_entropy", "grpo", map[string]any{"target": 1, "init": 0.01}},
+	{"adaptive_entropy", "grpo", map[string]any{"target": 1, "init": 0.01, "max_coef": 0.5}},
 }
 
 func algorithm(t testing.TB, name string) core.Algorithm {

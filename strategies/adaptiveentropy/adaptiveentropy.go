@@ -2,42 +2,54 @@
 // target entropy, registered as strategy "adaptive_entropy" (Skywork-OR1:
 // He et al. 2025, "Skywork Open Reasoner 1 Technical Report", arXiv
 // 2505.22312, section on adaptive entropy control): the entropy bonus's
-// coefficient follows the batch's entropy, rising while the policy's
-// entropy is below the target and falling while it is above, and the
-// bonus is on only while the entropy is at or below the target.
+// coefficient follows the policy's entropy, rising while it is below the
+// target and falling while it is above, and the bonus is on only while the
+// entropy is below the target.
 //
-// The rule, at step k, with e_k the batch's mean token entropy (over every
-// valid token, Sequence.Entropies) and c_k the controller's coefficient
-// (c_0 = init):
+// The rule, with e_k the mean token entropy of step k's batch (over every
+// valid token, Sequence.Entropies: the sampling distribution's, under
+// rollout.temperature, before the step's update) and c_k the controller's
+// coefficient (c_0 = init). With gate: current (the default):
 //
 //	alpha_k = c_k if e_k <= target, else 0     (this step's coefficient)
 //	c_{k+1} = clip(c_k + delta, min_coef, max_coef)   if e_k < target
 //	c_{k+1} = clip(c_k - delta, min_coef, max_coef)   if e_k > target
 //	c_{k+1} = c_k                                     if e_k = target
 //
-// and the token-loss hook returns EntropyCoef = alpha_k (core.TokenLoss),
-// added to train.entropy_coef: the actor loss gets -alpha_k times the
-// aggregated entropy. c is saved in checkpoints (core.Stateful). Calling the
-// hook twice for one step gives the same answer and updates c once.
+// With gate: previous, the rule of the authors' released trainer
+// (SkyworkAI/Skywork-OR1, verl/trainer/ppo/core_algos.py EntController and
+// its use in ray_trainer.py): the controller is updated after each step's
+// actor update with the entropy measured there, so step k's gate is the
+// previous step's measurement:
 //
-// We state the rule as implemented; the paper's defaults as we read them
-// are target 0.2, delta 0.005 and c_0 = 0. The bounds min_coef = 0 and
-// max_coef = 0.05 are our choice (the paper clips c at 0 and names no upper
-// bound we could confirm). The entropy is the sampling distribution's
-// (under rollout.temperature) and e_k is measured on the step's own batch
-// before its update.
+//	alpha_k = c_k if e_{k-1} < target, else 0   (alpha_0 = c_0)
+//	c_{k+1} = clip(c_k + delta, min_coef, max_coef)   if e_k < target
+//	c_{k+1} = clip(c_k - delta, min_coef, max_coef)   otherwise
+//
+// The c sequences of the two gates agree except when some e_k equals the
+// target exactly. (The authors' trainer measures e during the actor update,
+// token-mean over the batch; at the first, on-policy minibatch that is the
+// batch's sampling entropy, which cde uses.)
+//
+// The token-loss hook returns EntropyCoef = alpha_k (core.TokenLoss),
+// added to train.entropy_coef: the actor loss gets -alpha_k times the
+// aggregated entropy. The state is saved in checkpoints (core.Stateful).
+// Calling the hook twice for one step gives the same answer and updates c
+// once.
 //
 // Metrics: explore/adaptive_entropy/entropy_coef (alpha_k, when not 0, by
 // the trainer), explore/adaptive_entropy/next_coef and batch_entropy
 // (Observe).
 //
 // Config keys: target (number > 0, default 0.2), delta (number > 0, default
-// 0.001), init (number, default 0.005), min_coef (number >= 0, default 0),
-// max_coef (number >= min_coef, default 0.5); init must lie in
-// [min_coef, max_coef]. The defaults are the values of the authors' own
-// 7B training script (SkyworkAI/Skywork-OR1, or1_script/train/run_ds_7b.sh:
-// adaptive_entropy target_entropy 0.2, delta_ent_coef 0.001, min_ent_coef 0,
-// max_ent_coef 0.5, starting from entropy_coeff 0.005).
+// 0.0001), init (number, default 0), min_coef (number >= 0, default 0),
+// max_coef (number >= min_coef, default 0.005), gate (current | previous,
+// default current); init must lie in [min_coef, max_coef]. The defaults
+// are the values of every training script in the authors' repository
+// (or1_scripts/train/{7b,32b}_{8k,16k,32k}.sh: TGT_ENTROPY 0.2,
+// DELTA_ENT_COEF 0.0001, ENTROPY_COEFF 0.0, MIN_ENT_COEF 0, MAX_ENT_COEF
+// 0.005). An earlier 7B script there (or1_script/train/run_ds_7b.sh, April
+// 2025) used delta 0.001, init 0.005 and max 0.5.
 package adaptiveentropy
 
 import (
@@ -57,6 +69,8 @@ func init() {
 // concurrent use.
 type Adaptive struct {
 	Target, Delta, Init, MinCoef, MaxCoef float64
+	// Previous selects gate: previous (the authors' trainer's timing).
+	Previous bool
 
 	state state
 }
@@ -64,16 +78,21 @@ type Adaptive struct {
 type state struct {
 	// Coef is c for the next step not yet seen; Prev and Step are c before
 	// the last update and the step of that update (-1: none), so a repeated
-	// call for that step recomputes from Prev.
-	Coef float64 `json:"coef"`
-	Prev float64 `json:"prev"`
-	Step int     `json:"step"`
+	// call for that step recomputes from Prev. Off is gate: previous's
+	// switch for the next step (the last e was >= target); PrevOff is Off
+	// before the last update. Both are false at the start.
+	Coef    float64 `json:"coef"`
+	Prev    float64 `json:"prev"`
+	Step    int     `json:"step"`
+	Off     bool    `json:"off,omitempty"`
+	PrevOff bool    `json:"prev_off,omitempty"`
 }
 
 // New builds Adaptive from a `strategies:` entry; it works with any algorithm.
 func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
-	s := &Adaptive{Target: p.Float("target", 0.2), Delta: p.Float("delta", 0.001), Init: p.Float("init", 0.005),
-		MinCoef: p.Float("min_coef", 0), MaxCoef: p.Float("max_coef", 0.5)}
+	s := &Adaptive{Target: p.Float("target", 0.2), Delta: p.Float("delta", 0.0001), Init: p.Float("init", 0),
+		MinCoef: p.Float("min_coef", 0), MaxCoef: p.Float("max_coef", 0.005),
+		Previous: p.OneOf("gate", "current", "current", "previous") == "previous"}
 	p.Check(s.Target > 0, "target", "must be > 0, got %v", s.Target)
 	p.Check(s.Delta > 0, "delta", "must be > 0, got %v", s.Delta)
 	p.Check(s.MinCoef >= 0, "min_coef", "must be >= 0, got %v", s.MinCoef)
@@ -112,22 +131,23 @@ func (s *Adaptive) TokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLos
 		return core.TokenLoss{}, fmt.Errorf("no tokens: the batch's entropy is undefined")
 	}
 	e := sum / float64(n)
-	c := s.state.Coef
+	c, off := s.state.Coef, s.state.Off
 	if info.Step == s.state.Step {
-		c = s.state.Prev // a repeated call for the step just updated
+		c, off = s.state.Prev, s.state.PrevOff // a repeated call for the step just updated
 	}
 	alpha := 0.0
-	if e <= s.Target {
+	if s.Previous && !off || !s.Previous && e <= s.Target {
 		alpha = c
 	}
 	next := c
 	switch {
 	case e < s.Target:
 		next = c + s.Delta
-	case e > s.Target:
+	case e > s.Target || s.Previous:
 		next = c - s.Delta
 	}
-	s.state = state{Coef: math.Min(math.Max(next, s.MinCoef), s.MaxCoef), Prev: c, Step: info.Step}
+	s.state = state{Coef: math.Min(math.Max(next, s.MinCoef), s.MaxCoef), Prev: c, Step: info.Step,
+		Off: s.Previous && e >= s.Target, PrevOff: off}
 	return core.TokenLoss{EntropyCoef: alpha}, nil
 }
 

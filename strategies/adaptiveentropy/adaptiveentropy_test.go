@@ -62,10 +62,70 @@ func TestRule(t *testing.T) {
 	}
 }
 
+// gate: previous, the authors' trainer's timing: target 0.25, delta 0.005,
+// init 0, bounds [0, 0.012], worked by hand (off_k: e_{k-1} >= 0.25; at the
+// start, on; e = target lowers c and switches the bonus off):
+//
+//	step  e       c_k    off_k  alpha_k  c_{k+1}
+//	0     0.125   0      no     0        0.005
+//	1     0.1875  0.005  no     0.005    0.010
+//	2     0.125   0.010  no     0.010    0.012 (0.015 clipped)
+//	3     0.25    0.012  no     0.012    0.007 (e = target: lowered)
+//	4     0.5     0.007  yes    0        0.002
+//	5     0.125   0.002  yes    0        0.007
+//	6     0.5     0.007  no     0.007    0.002
+//	7     0.5     0.002  yes    0        0     (-0.003 clipped)
+func TestRulePrevious(t *testing.T) {
+	s := build(t, map[string]any{"target": 0.25, "delta": 0.005, "init": 0, "max_coef": 0.012, "gate": "previous"})
+	rows := []struct{ e, alpha, next float64 }{
+		{0.125, 0, 0.005}, {0.1875, 0.005, 0.010}, {0.125, 0.010, 0.012}, {0.25, 0.012, 0.007},
+		{0.5, 0, 0.002}, {0.125, 0, 0.007}, {0.5, 0.007, 0.002}, {0.5, 0, 0},
+	}
+	for k, row := range rows {
+		tl, err := s.TokenLoss(core.StepInfo{Step: k}, batch(row.e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(tl.EntropyCoef-row.alpha) > 1e-12 || math.Abs(s.Coef()-row.next) > 1e-12 {
+			t.Fatalf("step %d (e = %v): alpha %v, next c %v; want %v, %v", k, row.e, tl.EntropyCoef, s.Coef(), row.alpha, row.next)
+		}
+		again, _ := s.TokenLoss(core.StepInfo{Step: k}, batch(row.e))
+		if again.EntropyCoef != tl.EntropyCoef || math.Abs(s.Coef()-row.next) > 1e-12 {
+			t.Fatalf("step %d repeated: alpha %v, c %v", k, again.EntropyCoef, s.Coef())
+		}
+		// The switch survives a checkpoint: a controller restored after
+		// step 3 (off for step 4) gives step 4's answer.
+		if k == 3 {
+			data, err := s.SaveState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := build(t, map[string]any{"target": 0.25, "delta": 0.005, "init": 0, "max_coef": 0.012, "gate": "previous"})
+			if err := r.LoadState(data); err != nil {
+				t.Fatal(err)
+			}
+			if tl, _ := r.TokenLoss(core.StepInfo{Step: 4}, batch(rows[4].e)); tl.EntropyCoef != 0 || math.Abs(r.Coef()-rows[4].next) > 1e-12 {
+				t.Fatalf("restored after step 3: alpha %v c %v", tl.EntropyCoef, r.Coef())
+			}
+		}
+	}
+	// At the start the bonus is on whatever the first batch's entropy: the
+	// two gates differ there.
+	for _, c := range []struct {
+		gate  string
+		alpha float64
+	}{{"previous", 0.004}, {"current", 0}} {
+		s := build(t, map[string]any{"target": 0.25, "init": 0.004, "max_coef": 0.01, "gate": c.gate})
+		if tl, _ := s.TokenLoss(core.StepInfo{Step: 0}, batch(0.5)); tl.EntropyCoef != c.alpha {
+			t.Errorf("gate %s, e_0 above target: alpha_0 %v, want %v", c.gate, tl.EntropyCoef, c.alpha)
+		}
+	}
+}
+
 // init inside the bounds starts the controller there; the state survives a
 // save and load.
 func TestInitAndState(t *testing.T) {
-	s := build(t, map[string]any{"init": 0.01, "target": 1, "delta": 0.001})
+	s := build(t, map[string]any{"init": 0.01, "target": 1, "delta": 0.001, "max_coef": 0.5})
 	tl, _ := s.TokenLoss(core.StepInfo{Step: 0}, batch(0.5))
 	if tl.EntropyCoef != 0.01 || math.Abs(s.Coef()-0.011) > 1e-12 {
 		t.Fatalf("alpha %v c %v, want 0.01 and 0.011", tl.EntropyCoef, s.Coef())
@@ -78,7 +138,7 @@ func TestInitAndState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := build(t, map[string]any{"init": 0.01, "target": 1, "delta": 0.001})
+	r := build(t, map[string]any{"init": 0.01, "target": 1, "delta": 0.001, "max_coef": 0.5})
 	if err := r.LoadState(data); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +159,8 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"delta": -1}, "config: strategies[0].delta: must be > 0"},
 		{map[string]any{"min_coef": -0.1}, "config: strategies[0].min_coef: must be >= 0"},
 		{map[string]any{"min_coef": 0.1, "max_coef": 0.05}, "config: strategies[0].max_coef: must be >= min_coef"},
-		{map[string]any{"init": 0.6}, "config: strategies[0].init: must be in [min_coef, max_coef]"},
+		{map[string]any{"init": 0.006}, "config: strategies[0].init: must be in [min_coef, max_coef]"},
+		{map[string]any{"gate": "next"}, `config: strategies[0].gate: unknown value "next" (known: current, previous)`},
 		{map[string]any{"tgt_ent": 0.2}, "config: strategies[0].tgt_ent: unknown key"},
 	} {
 		_, err := core.NewStrategy("adaptive_entropy", core.NewParams("strategies[0]", c.m), nil)
@@ -112,13 +173,17 @@ func TestConfigErrors(t *testing.T) {
 func TestConformance(t *testing.T) {
 	// The kit's entropies are Exp(1) draws (mean about 1): target 1 moves c
 	// both ways.
-	strategytest.Run(t, func() core.Strategy { return build(t, map[string]any{"target": 1, "init": 0.01}) }, strategytest.Options{Seed: 12, Steps: 5})
+	for _, gate := range []string{"current", "previous"} {
+		strategytest.Run(t, func() core.Strategy {
+			return build(t, map[string]any{"target": 1, "init": 0.01, "delta": 0.001, "max_coef": 0.5, "gate": gate})
+		}, strategytest.Options{Seed: 12, Steps: 5})
+	}
 }
 
-// The defaults are the Skywork-OR1 7B script's values.
+// The defaults are the Skywork-OR1 training scripts' values.
 func TestDefaults(t *testing.T) {
 	s := build(t, nil)
-	if s.Target != 0.2 || s.Delta != 0.001 || s.Init != 0.005 || s.MinCoef != 0 || s.MaxCoef != 0.5 {
+	if s.Target != 0.2 || s.Delta != 0.0001 || s.Init != 0 || s.MinCoef != 0 || s.MaxCoef != 0.005 || s.Previous {
 		t.Fatalf("defaults %+v", s)
 	}
 }

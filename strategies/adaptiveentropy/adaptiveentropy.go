@@ -9,14 +9,15 @@
 // The rule, with e_k the mean token entropy of step k's batch (over every
 // valid token, Sequence.Entropies: the sampling distribution's, under
 // rollout.temperature, before the step's update) and c_k the controller's
-// coefficient (c_0 = init). With gate: current (the default):
+// coefficient (c_0 = init). With gate: current, the gate reads the step's
+// own batch:
 //
 //	alpha_k = c_k if e_k <= target, else 0     (this step's coefficient)
 //	c_{k+1} = clip(c_k + delta, min_coef, max_coef)   if e_k < target
 //	c_{k+1} = clip(c_k - delta, min_coef, max_coef)   if e_k > target
 //	c_{k+1} = c_k                                     if e_k = target
 //
-// With gate: previous, the rule of the authors' released trainer
+// With gate: previous (the default), the rule of the authors' released trainer
 // (SkyworkAI/Skywork-OR1, verl/trainer/ppo/core_algos.py EntController and
 // its use in ray_trainer.py): the controller is updated after each step's
 // actor update with the entropy measured there, so step k's gate is the
@@ -43,8 +44,8 @@
 //
 // Config keys: target (number > 0, default 0.2), delta (number > 0, default
 // 0.0001), init (number, default 0), min_coef (number >= 0, default 0),
-// max_coef (number >= min_coef, default 0.005), gate (current | previous,
-// default current); init must lie in [min_coef, max_coef]. The defaults
+// max_coef (number >= min_coef, default 0.005), gate (previous | current,
+// default previous); init must lie in [min_coef, max_coef]. The defaults
 // are the values of every training script in the authors' repository
 // (or1_scripts/train/{7b,32b}_{8k,16k,32k}.sh: TGT_ENTROPY 0.2,
 // DELTA_ENT_COEF 0.0001, ENTROPY_COEFF 0.0, MIN_ENT_COEF 0, MAX_ENT_COEF
@@ -92,7 +93,7 @@ type state struct {
 func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	s := &Adaptive{Target: p.Float("target", 0.2), Delta: p.Float("delta", 0.0001), Init: p.Float("init", 0),
 		MinCoef: p.Float("min_coef", 0), MaxCoef: p.Float("max_coef", 0.005),
-		Previous: p.OneOf("gate", "current", "current", "previous") == "previous"}
+		Previous: p.OneOf("gate", "previous", "previous", "current") == "previous"}
 	p.Check(s.Target > 0, "target", "must be > 0, got %v", s.Target)
 	p.Check(s.Delta > 0, "delta", "must be > 0, got %v", s.Delta)
 	p.Check(s.MinCoef >= 0, "min_coef", "must be >= 0, got %v", s.MinCoef)

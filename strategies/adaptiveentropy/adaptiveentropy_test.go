@@ -27,7 +27,8 @@ func batch(e float64) *core.Rollout {
 	}}
 }
 
-// target 0.25, delta 0.005, init 0, bounds [0, 0.012], worked by hand:
+// gate: current, target 0.25, delta 0.005, init 0, bounds [0, 0.012],
+// worked by hand:
 //
 //	step  e       c_k    alpha_k (c_k if e <= 0.25)  c_{k+1}
 //	0     0.125   0      0                           0.005
@@ -39,7 +40,7 @@ func batch(e float64) *core.Rollout {
 //	6     0.5     0.002  0                           0     (-0.003 clipped)
 //	7     0.125   0      0                           0.005
 func TestRule(t *testing.T) {
-	s := build(t, map[string]any{"target": 0.25, "delta": 0.005, "init": 0, "max_coef": 0.012})
+	s := build(t, map[string]any{"target": 0.25, "delta": 0.005, "init": 0, "max_coef": 0.012, "gate": "current"})
 	for k, row := range []struct{ e, alpha, next float64 }{
 		{0.125, 0, 0.005}, {0.1875, 0.005, 0.010}, {0.125, 0.010, 0.012}, {0.25, 0.012, 0.012},
 		{0.5, 0, 0.007}, {0.5, 0, 0.002}, {0.5, 0, 0}, {0.125, 0, 0.005},
@@ -62,7 +63,7 @@ func TestRule(t *testing.T) {
 	}
 }
 
-// gate: previous, the authors' trainer's timing: target 0.25, delta 0.005,
+// gate: previous (the default), the authors' trainer's timing: target 0.25, delta 0.005,
 // init 0, bounds [0, 0.012], worked by hand (off_k: e_{k-1} >= 0.25; at the
 // start, on; e = target lowers c and switches the bonus off):
 //
@@ -76,7 +77,7 @@ func TestRule(t *testing.T) {
 //	6     0.5     0.007  no     0.007    0.002
 //	7     0.5     0.002  yes    0        0     (-0.003 clipped)
 func TestRulePrevious(t *testing.T) {
-	s := build(t, map[string]any{"target": 0.25, "delta": 0.005, "init": 0, "max_coef": 0.012, "gate": "previous"})
+	s := build(t, map[string]any{"target": 0.25, "delta": 0.005, "init": 0, "max_coef": 0.012})
 	rows := []struct{ e, alpha, next float64 }{
 		{0.125, 0, 0.005}, {0.1875, 0.005, 0.010}, {0.125, 0.010, 0.012}, {0.25, 0.012, 0.007},
 		{0.5, 0, 0.002}, {0.125, 0, 0.007}, {0.5, 0.007, 0.002}, {0.5, 0, 0},
@@ -160,7 +161,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"min_coef": -0.1}, "config: strategies[0].min_coef: must be >= 0"},
 		{map[string]any{"min_coef": 0.1, "max_coef": 0.05}, "config: strategies[0].max_coef: must be >= min_coef"},
 		{map[string]any{"init": 0.006}, "config: strategies[0].init: must be in [min_coef, max_coef]"},
-		{map[string]any{"gate": "next"}, `config: strategies[0].gate: unknown value "next" (known: current, previous)`},
+		{map[string]any{"gate": "next"}, `config: strategies[0].gate: unknown value "next" (known: previous, current)`},
 		{map[string]any{"tgt_ent": 0.2}, "config: strategies[0].tgt_ent: unknown key"},
 	} {
 		_, err := core.NewStrategy("adaptive_entropy", core.NewParams("strategies[0]", c.m), nil)
@@ -183,7 +184,7 @@ func TestConformance(t *testing.T) {
 // The defaults are the Skywork-OR1 training scripts' values.
 func TestDefaults(t *testing.T) {
 	s := build(t, nil)
-	if s.Target != 0.2 || s.Delta != 0.0001 || s.Init != 0 || s.MinCoef != 0 || s.MaxCoef != 0.005 || s.Previous {
+	if s.Target != 0.2 || s.Delta != 0.0001 || s.Init != 0 || s.MinCoef != 0 || s.MaxCoef != 0.005 || !s.Previous {
 		t.Fatalf("defaults %+v", s)
 	}
 }

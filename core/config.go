@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
@@ -66,6 +67,22 @@ type RolloutConfig struct {
 	N                 int     // rollout.n: responses per prompt (8)
 	Temperature       float64 // rollout.temperature (1.0)
 	MaxResponseTokens int     // rollout.max_response_tokens (48)
+	// Servers are the base URLs of OpenAI-compatible completions servers
+	// (vLLM, SGLang, cde-run serve) that generate the training batches
+	// (rollout.servers, [] = in-process; see package rollout).
+	Servers []string
+	// ServerModel is the "model" field of each request (rollout.server_model,
+	// "" = omitted: the server's own).
+	ServerModel string
+	// ServerTimeout bounds one request (rollout.server_timeout, 120s);
+	// ServerRetries is how many times a failed request is retried on the
+	// same server before the server is dropped (rollout.server_retries, 2).
+	ServerTimeout time.Duration
+	ServerRetries int
+	WeightSync    WeightSyncConfig // rollout.weight_sync
+	// TISCap is the truncated importance-sampling cap C (rollout.tis_cap,
+	// 0 = off, else > 1; see TISWeights).
+	TISCap float64
 }
 
 // TrainConfig controls the RL loop.
@@ -155,7 +172,10 @@ seed: 1
 task: {name: arith}
 model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: ""}
 backend: {engine: auto, pjrt_plugin: ""}
-rollout: {n: 8, temperature: 1.0, max_response_tokens: 48}
+rollout: {n: 8, temperature: 1.0, max_response_tokens: 48,
+          servers: [], server_model: "", server_timeout: 120s, server_retries: 2,
+          weight_sync: {dir: "", every: 1, endpoint: /update_weights_from_disk, token_env: CDE_SERVE_TOKEN},
+          tis_cap: 0.0}
 train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         ppo_epochs: 1, minibatches: 1, clip_low: 0.2, clip_high: 0.2,
         entropy_coef: 0.0, kl_coef: 0.0, kl_estimator: k3, kl_mode: loss,
@@ -424,6 +444,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	r.Check(c.Rollout.Temperature > 0 && c.Rollout.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Rollout.Temperature)
 	r.Check(c.Rollout.MaxResponseTokens >= 1, "max_response_tokens", "must be >= 1, got %d", c.Rollout.MaxResponseTokens)
 	r.Check(c.Rollout.MaxResponseTokens < c.Model.MaxLen, "max_response_tokens", "must be < model.max_len = %d", c.Model.MaxLen)
+	decodeRolloutServers(r, &c.Rollout)
 
 	t := p.Sub("train")
 	c.Train = TrainConfig{

@@ -38,6 +38,12 @@ type Sequence struct {
 	// policy, at the sampling temperature; set only when train.kl_mode is
 	// reward (nil otherwise).
 	RefLogProbs []float64
+	// RolloutLogProbs[t] is the log-prob the generation server reported for
+	// token t (rollout.servers), at the sampling temperature, which LogProbs
+	// (recomputed by the trainer) may differ from; NaN where the server gave
+	// none (a stop token it stripped and the client put back). nil with
+	// in-process generation.
+	RolloutLogProbs []float64
 	// HeadMask[t][k] = 1 when the (state, return) pair of token t is in head
 	// k's bootstrap subset for this update; nil means every head sees every pair.
 	HeadMask [][]float64

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 )
@@ -19,8 +20,9 @@ type RolloutFile struct {
 }
 
 // RolloutSeq is one response. LogProbs has one entry per response token;
-// Entropies, Values (T x K), Embedding, RefLogProbs and NewLogProbs are
-// optional. Correct is the verifier's verdict (read by grpo_passk); Text is
+// Entropies, Values (T x K), Embedding, RefLogProbs, NewLogProbs and
+// RolloutLogProbs are optional. RolloutLogProbs are the generation server's
+// log-probs (Sequence.RolloutLogProbs), null where the server gave none. Correct is the verifier's verdict (read by grpo_passk); Text is
 // informational.
 type RolloutSeq struct {
 	Group       int         `json:"group"`
@@ -31,8 +33,10 @@ type RolloutSeq struct {
 	Embedding   []float64   `json:"embedding,omitempty"`
 	RefLogProbs []float64   `json:"ref_logprobs,omitempty"`
 	NewLogProbs []float64   `json:"new_logprobs,omitempty"`
-	Correct     *bool       `json:"correct,omitempty"`
-	Text        string      `json:"text,omitempty"`
+	// RolloutLogProbs holds null for NaN (JSON has no NaN).
+	RolloutLogProbs []*float64 `json:"rollout_logprobs,omitempty"`
+	Correct         *bool      `json:"correct,omitempty"`
+	Text            string     `json:"text,omitempty"`
 }
 
 // RolloutFileExtras is what a rollout file says beyond the Rollout it
@@ -66,7 +70,7 @@ func MarshalRollout(r *Rollout) ([]byte, error) {
 		c := s.Correct
 		seq := RolloutSeq{Group: s.Group, Reward: s.Reward, LogProbs: s.LogProbs,
 			Entropies: s.Entropies, Values: s.Values, Embedding: s.Embedding, RefLogProbs: s.RefLogProbs,
-			Correct: &c, Text: s.Text}
+			RolloutLogProbs: nullNaN(s.RolloutLogProbs), Correct: &c, Text: s.Text}
 		if r.File != nil { // a batch read from a file: write back what it said
 			if i < len(r.File.HasCorrect) && !r.File.HasCorrect[i] {
 				seq.Correct = nil
@@ -107,12 +111,15 @@ func ReadRolloutFile(path string) (*Rollout, error) {
 //   - ref_logprobs (the frozen reference policy's log-probs) and
 //     new_logprobs (the current policy's) are optional, T numbers each, and
 //     each is given for every sequence or for none;
+//   - rollout_logprobs (the generation server's log-probs, rollout.servers)
+//     are optional, T entries; null there is an unknown log-prob (NaN);
 //   - a null where a number is required is an error, never a 0;
 //   - correct (a boolean) and text (a string) are optional; other fields
 //     are ignored.
 //
 // Response tokens are not stored; Response is filled with zeros of the right
-// length so lengths are known. ref_logprobs go to Sequence.RefLogProbs;
+// length so lengths are known. ref_logprobs go to Sequence.RefLogProbs,
+// rollout_logprobs to Sequence.RolloutLogProbs;
 // new_logprobs and whether each sequence gave correct go to Rollout.File.
 func ReadRollout(r io.Reader, name string) (*Rollout, error) {
 	data, err := io.ReadAll(r)
@@ -145,6 +152,7 @@ type seqFields struct {
 	Embedding *[]*float64  `json:"embedding"`
 	RefLP     []*float64   `json:"ref_logprobs"`
 	NewLP     []*float64   `json:"new_logprobs"`
+	RolloutLP []*float64   `json:"rollout_logprobs"`
 	Correct   *bool        `json:"correct"`
 	Text      *string      `json:"text"`
 }
@@ -301,6 +309,18 @@ func decodeSeq(raw json.RawMessage, k, dim *int) (Sequence, []float64, bool, err
 			return Sequence{}, nil, false, err
 		}
 	}
+	if s.RolloutLP != nil {
+		if len(s.RolloutLP) != T {
+			return Sequence{}, nil, false, fieldError{"rollout_logprobs", fmt.Sprintf("%d entries for %d tokens", len(s.RolloutLP), T)}
+		}
+		seq.RolloutLogProbs = make([]float64, T)
+		for i, x := range s.RolloutLP {
+			seq.RolloutLogProbs[i] = math.NaN() // null: the server gave none
+			if x != nil {
+				seq.RolloutLogProbs[i] = *x
+			}
+		}
+	}
 	if s.Correct != nil {
 		seq.Correct = *s.Correct
 	}
@@ -308,6 +328,20 @@ func decodeSeq(raw json.RawMessage, k, dim *int) (Sequence, []float64, bool, err
 		seq.Text = *s.Text
 	}
 	return seq, newLP, s.Correct != nil, nil
+}
+
+// nullNaN returns xs with NaN entries as nil (JSON null); nil for nil.
+func nullNaN(xs []float64) []*float64 {
+	if xs == nil {
+		return nil
+	}
+	out := make([]*float64, len(xs))
+	for i := range xs {
+		if !math.IsNaN(xs[i]) {
+			out[i] = &xs[i]
+		}
+	}
+	return out
 }
 
 // numbers converts a decoded list, refusing null entries.

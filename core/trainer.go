@@ -38,9 +38,18 @@ type Trainer struct {
 	// DumpRollouts, when set, receives each step's batch as
 	// rollout-<step>.json (DESIGN section 4).
 	DumpRollouts string
+	// Gen generates the training batches; nil is the Backend (in-process).
+	// With another Generator (remote servers, package rollout) the trainer
+	// recomputes old log-probs and entropies with the Backend (Rescorer),
+	// keeps the generator's log-probs as Sequence.RolloutLogProbs, applies
+	// rollout.tis_cap, and, for a ServerGenerator, syncs weights
+	// (rollout.weight_sync). Eval always generates in-process.
+	Gen Generator
 
 	needs   Needs
 	metrics *os.File
+	// synced is set once the servers were given the policy in this Run.
+	synced bool
 }
 
 // Mix derives a 64-bit seed from a run seed and labels (SplitMix64 over the
@@ -94,6 +103,12 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 	if t.needs, err = t.Needs(); err != nil {
 		return err
 	}
+	if t.Gen != nil {
+		if err := CheckRemoteNeeds(t.Strategies); err != nil {
+			return err
+		}
+	}
+	t.synced = false
 	if err := t.openMetrics(start); err != nil {
 		return err
 	}
@@ -188,7 +203,7 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*Rollout, time.Durati
 		}
 		rng := rand.New(rand.NewPCG(Mix(c.Seed, append([]uint64{seedProblems}, labels...)...), 0))
 		problems := t.Task.SampleTrain(rng, c.Train.PromptsPerStep)
-		return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, append([]uint64{seedGenerate}, labels...)...), t.needs)
+		return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, append([]uint64{seedGenerate}, labels...)...), t.needs, t.Gen)
 	}
 	first, genTime, err := draw(0)
 	if err != nil || !c.Train.DynamicSampling.Enabled {
@@ -250,7 +265,11 @@ func EncodePrompt(tok Tokenizer, prompt string) []int32 {
 	return append([]int32{tok.BOS()}, tok.Encode(prompt)...)
 }
 
-func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, seed uint64, needs Needs) (*Rollout, time.Duration, error) {
+// rollout samples n responses to each problem with gen (nil: the Backend,
+// in-process) and verifies them. A batch from another generator is
+// rescored with the Backend (see Trainer.Gen); the rescoring is not in the
+// returned generation time.
+func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, seed uint64, needs Needs, gen Generator) (*Rollout, time.Duration, error) {
 	tok := t.Task.Tokenizer()
 	ver := t.Task.Verifier()
 	var prompts [][]int32
@@ -265,21 +284,85 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 			r.Seqs = append(r.Seqs, Sequence{Group: gi, ProblemID: p.ID, Prompt: enc})
 		}
 	}
+	remote := gen != nil
+	if !remote {
+		gen = t.Backend
+	}
 	start := time.Now()
-	gens, err := t.Backend.Generate(GenerateRequest{Prompts: prompts, Temperature: temp,
+	gens, err := gen.Generate(GenerateRequest{Prompts: prompts, Temperature: temp,
 		MaxTokens: t.Cfg.Rollout.MaxResponseTokens, Seed: seed, Pooling: needs.Pooling})
 	if err != nil {
 		return nil, 0, err
 	}
 	genTime := time.Since(start)
+	if len(gens) != len(prompts) {
+		return nil, 0, fmt.Errorf("generate: %d generations for %d prompts", len(gens), len(prompts))
+	}
 	for i, g := range gens {
 		s := &r.Seqs[i]
 		s.Response, s.Truncated = g.Tokens, g.Truncated
 		s.LogProbs, s.Entropies, s.Embedding = g.LogProbs, g.Entropies, g.Embedding
+		if remote {
+			s.LogProbs, s.Entropies, s.Embedding, s.RolloutLogProbs = nil, nil, nil, g.LogProbs
+			if len(g.LogProbs) != len(g.Tokens) || len(g.Tokens) == 0 {
+				return nil, 0, fmt.Errorf("generate: sequence %d: %d log-probs for %d tokens (want equal, >= 1)", i, len(g.LogProbs), len(g.Tokens))
+			}
+		}
 		s.Text = tok.Decode(g.Tokens)
 		s.Reward, s.Correct = ver.Verify(problems[s.Group], s.Text)
 	}
+	if remote {
+		if err := t.rescore(r, temp); err != nil {
+			return nil, 0, err
+		}
+	}
 	return r, genTime, nil
+}
+
+// rescore sets each sequence's LogProbs and Entropies from the Backend's
+// current policy (the old policy of the actor loss) after remote
+// generation.
+func (t *Trainer) rescore(r *Rollout, temp float64) error {
+	rs, ok := t.Backend.(Rescorer)
+	if !ok {
+		return fmt.Errorf("config: rollout.servers: the backend (%s) cannot recompute log-probs (core.Rescorer), which remote generation needs", t.Backend.Engine())
+	}
+	seqs := make([]*Sequence, len(r.Seqs))
+	for i := range r.Seqs {
+		seqs[i] = &r.Seqs[i]
+	}
+	lps, ents, err := rs.ScoreLogProbs(seqs, temp)
+	if err != nil {
+		return fmt.Errorf("rescoring the servers' responses: %w", err)
+	}
+	if len(lps) != len(seqs) || len(ents) != len(seqs) {
+		return fmt.Errorf("rescoring: %d log-prob rows and %d entropy rows for %d sequences", len(lps), len(ents), len(seqs))
+	}
+	for i, s := range seqs {
+		if len(lps[i]) != s.Len() || len(ents[i]) != s.Len() {
+			return fmt.Errorf("rescoring: sequence %d: %d log-probs and %d entropies for %d tokens", i, len(lps[i]), len(ents[i]), s.Len())
+		}
+		s.LogProbs, s.Entropies = lps[i], ents[i]
+	}
+	return nil
+}
+
+// syncWeights gives the servers of a ServerGenerator the trainer's policy
+// and adds perf/sync_s (summed over the step's syncs) and
+// rollout/servers_live to m. Other generators have nothing to sync.
+func (t *Trainer) syncWeights(m map[string]float64) error {
+	sg, ok := t.Gen.(ServerGenerator)
+	if !ok || t.Cfg.Rollout.WeightSync.Every == 0 {
+		return nil
+	}
+	start := time.Now()
+	if err := sg.SyncWeights(); err != nil {
+		return fmt.Errorf("weight sync: %w", err)
+	}
+	m["perf/sync_s"] += time.Since(start).Seconds()
+	m["rollout/servers_live"] = float64(sg.LiveServers())
+	t.synced = true
+	return nil
 }
 
 // Step runs one training step and adds its metrics to m.
@@ -287,9 +370,19 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	stepStart := time.Now()
 	c := t.Cfg
 	info := t.info(step)
+	if !t.synced {
+		// Once before the first generation of this Run, so the servers
+		// hold the trainer's policy from the start, and after a resume.
+		if err := t.syncWeights(m); err != nil {
+			return err
+		}
+	}
 	r, genTime, err := t.Collect(step, m)
 	if err != nil {
 		return err
+	}
+	if sg, ok := t.Gen.(ServerGenerator); ok {
+		m["rollout/servers_live"] = float64(sg.LiveServers())
 	}
 	if t.needs.ValueHeads > 0 {
 		if err := t.Backend.ScoreValues(r); err != nil {
@@ -330,6 +423,11 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 		return err
 	}
 	lossTerms.EntropyCoef += tokenEntCoef
+	if t.Gen != nil {
+		if err := applyTIS(r, c.Rollout.TISCap, m); err != nil {
+			return err
+		}
+	}
 	if t.DumpRollouts != "" {
 		if err := WriteRolloutFile(filepath.Join(t.DumpRollouts, fmt.Sprintf("rollout-%06d.json", step)), r); err != nil {
 			return err
@@ -398,7 +496,33 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 		m["perf/gen_tokens_per_s"] = float64(r.NumTokens()) / genTime.Seconds()
 	}
 	m["perf/update_s"] = time.Since(updStart).Seconds()
+	if every := c.Rollout.WeightSync.Every; every > 0 && (step+1)%every == 0 && step+1 < c.Train.Steps {
+		if err := t.syncWeights(m); err != nil {
+			return err
+		}
+	}
 	m["perf/step_s"] = time.Since(stepStart).Seconds()
+	return nil
+}
+
+// applyTIS multiplies each token's PGWeight (the strategies' combined
+// weight, nil = 1) by its truncated importance-sampling weight (TISWeights)
+// when capC > 0, and adds the mismatch metrics to m either way.
+func applyTIS(r *Rollout, capC float64, m map[string]float64) error {
+	w, err := TISWeights(r, capC, m)
+	if err != nil || w == nil {
+		return err
+	}
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		if s.PGWeight == nil {
+			s.PGWeight = w[i]
+			continue
+		}
+		for t := range s.PGWeight {
+			s.PGWeight[t] *= w[i][t]
+		}
+	}
 	return nil
 }
 
@@ -683,7 +807,7 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		if len(problems) == 0 {
 			continue
 		}
-		r, _, err := t.rollout(step, problems, k, c.Eval.Temperature, Mix(c.Seed, seedEval, uint64(step), uint64(si)), Needs{})
+		r, _, err := t.rollout(step, problems, k, c.Eval.Temperature, Mix(c.Seed, seedEval, uint64(step), uint64(si)), Needs{}, nil)
 		if err != nil {
 			return fmt.Errorf("eval %s: %w", set.Name, err)
 		}

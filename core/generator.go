@@ -1,0 +1,206 @@
+package core
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Generator samples responses for the trainer. The Backend is one
+// (in-process generation, Trainer.Gen nil); package rollout's client of
+// OpenAI-compatible completions servers (vLLM, SGLang, `cde-run serve`) is
+// the other. A remote Generator returns the servers' log-probs in
+// Generation.LogProbs (NaN where a server gave none) and no entropies or
+// embeddings: the trainer recomputes those with its own weights (Rescorer).
+type Generator interface {
+	Generate(req GenerateRequest) ([]Generation, error)
+}
+
+// Rescorer is the Backend capability the trainer needs after remote
+// generation: each sequence's per-token log-probs and entropies under the
+// trainer's current policy at temperature temp (the old log-probs of the
+// actor loss). backends/xla's Backend has it.
+type Rescorer interface {
+	ScoreLogProbs(seqs []*Sequence, temp float64) (lps, ents [][]float64, err error)
+}
+
+// ServerGenerator is a Generator backed by servers that hold their own copy
+// of the policy (package rollout). The trainer calls SyncWeights after an
+// actor update (rollout.weight_sync) and reports LiveServers as
+// rollout/servers_live.
+type ServerGenerator interface {
+	Generator
+	// SyncWeights writes the trainer's policy where the servers read it
+	// and has every live server reload it; a server that fails is dropped.
+	SyncWeights() error
+	// LiveServers is the number of servers not dropped.
+	LiveServers() int
+}
+
+// WeightSyncConfig is rollout.weight_sync: how the trainer's policy reaches
+// the generation servers.
+type WeightSyncConfig struct {
+	// Dir is where the policy is written for the servers to reload
+	// (rollout.weight_sync.dir; required with servers and every > 0).
+	Dir string
+	// Every syncs after every Every-th actor update (rollout.weight_sync.every,
+	// 1; 0 = never, the servers keep the weights they have).
+	Every int
+	// Endpoint is the servers' reload route (rollout.weight_sync.endpoint,
+	// /update_weights_from_disk: SGLang's name, which `cde-run serve` serves).
+	Endpoint string
+	// TokenEnv names the environment variable holding the bearer token sent
+	// with each reload (rollout.weight_sync.token_env, CDE_SERVE_TOKEN); an
+	// empty variable sends no Authorization header.
+	TokenEnv string
+}
+
+// decodeRolloutServers reads the remote-generation keys of the rollout
+// section into c: servers, server_model, server_timeout, server_retries,
+// weight_sync and tis_cap.
+func decodeRolloutServers(r *Params, c *RolloutConfig) {
+	if raw, ok := r.Raw("servers"); ok && raw != nil {
+		list, isList := raw.([]any)
+		if !isList {
+			r.Fail("servers", "want a list of server URLs, got %v (%T)", raw, raw)
+		}
+		for i, item := range list {
+			key := fmt.Sprintf("servers[%d]", i)
+			s, isStr := item.(string)
+			if !isStr {
+				r.Fail(key, "want a URL such as http://127.0.0.1:8000, got %v (%T)", item, item)
+				break
+			}
+			u, err := url.Parse(s)
+			if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+				r.Fail(key, "want an http or https URL with a host, such as http://127.0.0.1:8000, got %q", s)
+				break
+			}
+			c.Servers = append(c.Servers, strings.TrimRight(s, "/"))
+		}
+	}
+	c.ServerModel = r.String("server_model", "")
+	c.ServerTimeout = durationKey(r, "server_timeout", 120*time.Second)
+	c.ServerRetries = r.Int("server_retries", 2)
+	r.Check(c.ServerRetries >= 0, "server_retries", "must be >= 0, got %d", c.ServerRetries)
+	ws := r.Sub("weight_sync")
+	c.WeightSync = WeightSyncConfig{Dir: ws.String("dir", ""), Every: ws.Int("every", 1),
+		Endpoint: ws.String("endpoint", "/update_weights_from_disk"), TokenEnv: ws.String("token_env", "CDE_SERVE_TOKEN")}
+	ws.Check(c.WeightSync.Every >= 0, "every", "must be >= 0 (0 = never), got %d", c.WeightSync.Every)
+	ws.Check(len(c.Servers) == 0 || c.WeightSync.Every == 0 || c.WeightSync.Dir != "", "dir",
+		"required with rollout.servers and rollout.weight_sync.every > 0: the directory the trainer writes its policy into and the servers reload from")
+	ws.Check(strings.HasPrefix(c.WeightSync.Endpoint, "/"), "endpoint", "want a path starting with /, got %q", c.WeightSync.Endpoint)
+	c.TISCap = r.Float("tis_cap", 0)
+	r.Check(c.TISCap == 0 || c.TISCap > 1, "tis_cap", "must be 0 (off) or > 1, got %v", c.TISCap)
+	r.Check(c.TISCap == 0 || len(c.Servers) > 0, "tis_cap",
+		"needs rollout.servers: in-process generation samples with the trainer's own weights, so there is no mismatch to correct")
+}
+
+// durationKey reads a Go duration string ("120s") or a number of seconds,
+// which must be > 0.
+func durationKey(p *Params, key string, def time.Duration) time.Duration {
+	v, ok := p.Raw(key)
+	if !ok {
+		return def
+	}
+	var d time.Duration
+	if s, isStr := v.(string); isStr {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			p.Fail(key, "want a duration such as 120s, got %q", s)
+			return def
+		}
+	} else if f, isNum := ToFloat(v); isNum {
+		d = time.Duration(f * float64(time.Second))
+	} else {
+		p.Fail(key, "want a duration such as 120s, got %v (%T)", v, v)
+		return def
+	}
+	p.Check(d > 0, key, "must be > 0, got %s", d)
+	return d
+}
+
+// CheckRemoteNeeds refuses remote generation for strategies that need
+// pooled last-layer states (Needs.Pooling, e.g. simhash): the servers
+// return none, and the trainer's rescoring computes log-probs and
+// entropies only.
+func CheckRemoteNeeds(strategies []Strategy) error {
+	for i, s := range strategies {
+		if p := s.Needs().Pooling; p != "" {
+			return fmt.Errorf("config: rollout.servers and strategies[%d] (%s): the strategy needs pooled last-layer states (pooling %s), which remote generation does not give; generate in-process (rollout.servers: []) or drop the strategy",
+				i, s.Name(), p)
+		}
+	}
+	return nil
+}
+
+// TISWeights computes truncated importance-sampling weights for a batch
+// generated remotely: per token, w = min(exp(old - rollout), capC) with old
+// = Sequence.LogProbs (the trainer's recomputation, pi_old) and rollout =
+// Sequence.RolloutLogProbs (the server's, pi_rollout); w = 1 where the
+// rollout log-prob is unknown (NaN). The weight is a constant of the loss
+// (no gradient) multiplying the token's policy-gradient term, so the update
+// follows pi_old's gradient from pi_rollout's samples, with the variance
+// bounded by the cap. This is the truncation of verl's rollout importance
+// sampling (its token-level "truncate" mode) and of OpenRLHF's TIS
+// (Yao et al. 2025, "Your efficient RL framework secretly brings you
+// off-policy RL training"). capC <= 0 returns nil weights and only the
+// mismatch metrics.
+//
+// It returns the weights (one row per sequence, nil when capC <= 0) and
+// adds to m: rollout/logprob_abs_diff, the mean |old - rollout| over tokens
+// with a known rollout log-prob, and with capC > 0 rollout/tis_weight_mean
+// (over all tokens) and rollout/tis_clipfrac (the fraction of tokens whose
+// exp(old - rollout) exceeded capC).
+func TISWeights(r *Rollout, capC float64, m map[string]float64) ([][]float64, error) {
+	var weights [][]float64
+	if capC > 0 {
+		weights = make([][]float64, len(r.Seqs))
+	}
+	var diff, wsum, clipped float64
+	known, n := 0, 0
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		if len(s.RolloutLogProbs) != len(s.LogProbs) {
+			return nil, fmt.Errorf("rollout: sequence %d: %d rollout log-probs for %d tokens", i, len(s.RolloutLogProbs), len(s.LogProbs))
+		}
+		var row []float64
+		if capC > 0 {
+			row = make([]float64, len(s.LogProbs))
+		}
+		for t, old := range s.LogProbs {
+			n++
+			ro := s.RolloutLogProbs[t]
+			w := 1.0
+			if !math.IsNaN(ro) {
+				diff += math.Abs(old - ro)
+				known++
+				// The log-ratio is clamped as the actor's ratios are, so a
+				// wild server log-prob cannot overflow exp.
+				lr, _ := clampLogRatio(old - ro)
+				w = math.Exp(lr)
+			}
+			if capC > 0 {
+				if w > capC {
+					w = capC
+					clipped++
+				}
+				row[t] = w
+				wsum += w
+			}
+		}
+		if capC > 0 {
+			weights[i] = row
+		}
+	}
+	if known > 0 {
+		m["rollout/logprob_abs_diff"] = diff / float64(known)
+	}
+	if capC > 0 && n > 0 {
+		m["rollout/tis_weight_mean"] = wsum / float64(n)
+		m["rollout/tis_clipfrac"] = clipped / float64(n)
+	}
+	return weights, nil
+}

@@ -14,11 +14,11 @@ import (
 // Engines accepted by backend.engine.
 var Engines = []string{"auto", "cpu", "go", "xla:cpu", "xla:cuda", "xla:tpu"}
 
-// xlaAvailable would report whether a PJRT plugin for the given device is
-// already installed, without downloading. Nothing sets it yet (the XLA
-// build is future work), so the xla:* engines always fail with the error
-// below and auto always picks cpu.
-var xlaAvailable func(device string) bool
+// openXLA opens GoMLX's XLA engine on device ("cpu", "cuda" or "tpu") with
+// the PJRT plugin that findPJRTPlugin picks from backend.pjrt_plugin. Only
+// the build with the tag xla sets it (engine_xla.go): GoMLX's XLA backend
+// needs cgo, and the default build stays pure Go.
+var openXLA func(device, pjrtPlugin string) (backends.Backend, error)
 
 // NewEngine returns the GoMLX backend for backend.engine:
 //
@@ -27,37 +27,37 @@ var xlaAvailable func(device string) bool
 //	go        GoMLX's pure-Go engine, with sequential op scheduling (its
 //	          parallel op mode deadlocks on our train step; matmuls still use
 //	          every core inside an op)
-//	xla:cpu   the XLA PJRT engine: not built yet (an error in every build)
-//	xla:cuda
-//	auto      cpu (xla:cpu once the XLA build sets xlaAvailable)
+//	xla:cpu   GoMLX's XLA engine through a PJRT plugin, in a build with
+//	xla:cuda  -tags xla (an error naming the tag in the default build);
+//	xla:tpu   pjrtPlugin is backend.pjrt_plugin (see findPJRTPlugin)
+//	auto      cpu, in every build
 //
-// GOMLX_NO_AUTO_INSTALL is always set: GoMLX would otherwise try to download
-// a PJRT plugin with no timeout.
+// auto never picks XLA, even where a plugin is installed: cde's cpu engine is
+// the one its reproducibility claims are tested on (bit-identical reruns,
+// kill-and-resume), and whether XLA's CPU plugin is faster on cde's graphs
+// has not been measured; a run's numerics should not change with what
+// happens to be installed on the machine. XLA is chosen by name.
+//
+// GOMLX_NO_AUTO_INSTALL is always set (and the XLA build also switches
+// GoMLX's auto-install off and only ever passes it an absolute plugin path):
+// GoMLX would otherwise try to download a PJRT plugin, with no timeout.
 func NewEngine(engine, pjrtPlugin string) (backends.Backend, error) {
-	_ = pjrtPlugin // read by the XLA build (engine_xla.go)
 	os.Setenv("GOMLX_NO_AUTO_INSTALL", "1")
 	installFastDotGrad()
 	switch engine {
-	case "", "auto":
-		if xlaAvailable != nil && xlaAvailable("cpu") {
-			if b, err := backends.NewWithConfig("xla:cpu"); err == nil {
-				return b, nil
-			}
-		}
-		return cpu.New("")
-	case "cpu":
+	case "", "auto", "cpu":
 		return cpu.New("")
 	case "go":
 		return newGo()
 	case "xla:cpu", "xla:cuda", "xla:tpu":
-		if xlaAvailable == nil {
-			return nil, fmt.Errorf("backend.engine %q: cde has no XLA build yet (use cpu or go)", engine)
+		if openXLA == nil {
+			return nil, fmt.Errorf("backend.engine %q: this cde-run was built without XLA; rebuild with `go build -tags xla ./cmd/cde-run` (needs cgo and a C compiler), or use engine cpu or go", engine)
 		}
-		dev := strings.TrimPrefix(engine, "xla:")
-		if !xlaAvailable(dev) {
-			return nil, fmt.Errorf("backend.engine %q: no PJRT plugin for %q is installed (cde never downloads one; install it, or use engine go)", engine, dev)
+		b, err := openXLA(strings.TrimPrefix(engine, "xla:"), pjrtPlugin)
+		if err != nil {
+			return nil, fmt.Errorf("backend.engine %q: %w", engine, err)
 		}
-		return backends.NewWithConfig(engine)
+		return b, nil
 	default:
 		return nil, fmt.Errorf("config: backend.engine: unknown engine %q (known: %s)", engine, strings.Join(Engines, ", "))
 	}

@@ -10,6 +10,7 @@ package session
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/plugins"
+	"github.com/cde-rl/cde/rollout"
 	_ "github.com/cde-rl/cde/strategies/all" // every in-tree strategy
 	"github.com/cde-rl/cde/tasks"
 )
@@ -102,8 +104,35 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 	if err := core.CheckPromptLengths(task, s.Backend, cfg.Rollout.MaxResponseTokens, false); err != nil {
 		return nil, err
 	}
+	if len(cfg.Rollout.Servers) > 0 {
+		if s.Trainer.Gen, err = remoteGenerator(cfg, s.Backend, strats, policy.Vocab, tok.EOS(), log); err != nil {
+			return nil, err
+		}
+	}
 	log.Info().Str("engine", s.Backend.Engine()).Int("value_heads", needs.ValueHeads).Msg("backend")
 	return s, nil
+}
+
+// remoteGenerator builds the client of rollout.servers: requests carry the
+// model's EOS among their stop ids, returned ids are checked against the
+// vocabulary, and weight sync writes the backend's policy into
+// rollout.weight_sync.dir (WriteServeWeights) and sends the token read from
+// the variable rollout.weight_sync.token_env with each reload.
+func remoteGenerator(cfg *core.Config, b *xla.Backend, strats []core.Strategy, vocab int, eos int32, log zerolog.Logger) (core.Generator, error) {
+	if err := core.CheckRemoteNeeds(strats); err != nil {
+		return nil, err
+	}
+	rc := cfg.Rollout
+	ws := rc.WeightSync
+	token := os.Getenv(ws.TokenEnv)
+	if token == "" && ws.Every > 0 {
+		log.Warn().Str("variable", ws.TokenEnv).Msg("rollout.weight_sync.token_env: the variable is empty; reloads carry no Authorization header")
+	}
+	log.Info().Strs("servers", rc.Servers).Str("weight_sync_dir", ws.Dir).Int("weight_sync_every", ws.Every).
+		Float64("tis_cap", rc.TISCap).Msg("remote generation")
+	return rollout.New(rollout.Options{Servers: rc.Servers, Model: rc.ServerModel, Timeout: rc.ServerTimeout,
+		Retries: rc.ServerRetries, EOS: eos, Vocab: vocab, SyncDir: ws.Dir, SyncEndpoint: ws.Endpoint, SyncToken: token,
+		Export: func(dir string) error { return b.WriteServeWeights(dir, cfg.Model.HF) }, Log: log})
 }
 
 // Close stops the plugin processes and releases the backend.

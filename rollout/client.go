@@ -19,6 +19,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -252,7 +253,7 @@ func (c *Client) Generate(req core.GenerateRequest) ([]core.Generation, error) {
 	}
 	cs := chunks(us, per, req.Seed)
 	out := make([]core.Generation, len(req.Prompts))
-	stop := c.stopIDs()
+	stop := c.stopIDs(req.StopTokens)
 
 	var (
 		mu      sync.Mutex
@@ -332,14 +333,15 @@ func (c *Client) Generate(req core.GenerateRequest) ([]core.Generation, error) {
 	return out, nil
 }
 
-// stopIDs is the stop set: EOS and StopTokens.
-func (c *Client) stopIDs() []int32 {
+// stopIDs is the stop set: EOS, Options.StopTokens and the request's
+// StopTokens, each once.
+func (c *Client) stopIDs(req []int32) []int32 {
 	var ids []int32
 	if c.o.EOS >= 0 {
 		ids = append(ids, c.o.EOS)
 	}
-	for _, id := range c.o.StopTokens {
-		if id != c.o.EOS {
+	for _, id := range append(slices.Clone(c.o.StopTokens), req...) {
+		if !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
@@ -527,7 +529,7 @@ func (c *Client) parseChoice(ch *choice, maxTokens int, stop []int32) (core.Gene
 	case "length":
 		g.Truncated = true
 	case "stop":
-		if n := len(g.Tokens); n == 0 || !contains(stop, g.Tokens[n-1]) {
+		if n := len(g.Tokens); n == 0 || !slices.Contains(stop, g.Tokens[n-1]) {
 			id := c.o.EOS
 			var sr int64
 			if len(ch.StopReason) > 0 && json.Unmarshal(ch.StopReason, &sr) == nil {
@@ -546,15 +548,6 @@ func (c *Client) parseChoice(ch *choice, maxTokens int, stop []int32) (core.Gene
 		return g, fmt.Errorf("%d tokens: want 1..max_tokens = %d", len(g.Tokens), maxTokens)
 	}
 	return g, nil
-}
-
-func contains(ids []int32, id int32) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // tokenID parses vLLM's "token_id:N" form.

@@ -254,7 +254,7 @@ func TestGenerateUnevenRuns(t *testing.T) {
 	var log logBuf
 	c := newClient(t, &log, a)
 	c.o.ChunkPrompts = 1
-	req := core.GenerateRequest{Prompts: append(prompts(2, 5, 6), prompts(3, 7)...), Temperature: 1, MaxTokens: 3}
+	req := core.GenerateRequest{Prompts: append(prompts(2, 5, 6), prompts(3, 7)...), Temperature: 1, MaxTokens: 3, StopTokens: []int32{0, 9}}
 	got, err := c.Generate(req)
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +264,9 @@ func TestGenerateUnevenRuns(t *testing.T) {
 	var ns []int
 	for _, r := range a.requests() {
 		ns = append(ns, r.N)
+		if !slices.Equal(r.StopTokenIDs, []int32{0, 9}) {
+			t.Errorf("stop_token_ids %v, want [0 9] (EOS once, then the request's)", r.StopTokenIDs)
+		}
 	}
 	slices.Sort(ns)
 	if fmt.Sprint(ns) != "[2 2 3]" {

@@ -1,0 +1,211 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/tasks"
+	"github.com/cde-rl/cde/tokenizer"
+)
+
+// LoadOptions names the model to serve: a Hugging Face model directory
+// (Model) or a cde checkpoint (Checkpoint), exactly one of them.
+type LoadOptions struct {
+	// Model is a Hugging Face model directory: config.json, the
+	// safetensors weights, tokenizer.json and tokenizer_config.json (its
+	// eos_token is where sampling stops).
+	Model string
+	// Checkpoint is one of
+	//   - a run directory (config.yaml, checkpoints/step-N/): its newest
+	//     complete checkpoint, or step Step;
+	//   - a checkpoint directory of a run (RUN/checkpoints/step-N, holding
+	//     policy.gob), read with RUN/config.yaml;
+	//   - any directory holding a policy.gob of cde's own transformer
+	//     (a pretrained base, say): the sizes are those recorded in the
+	//     file, the tokenizer is the character tokenizer.
+	Checkpoint string
+	Step       int    // with a run directory: the checkpoint step (< 0: the newest)
+	Engine     string // backend.engine: auto, cpu, go, xla:...
+	// MaxLen, for Model, is the longest prompt + completion served (0:
+	// max_position_embeddings, at most 8192).
+	MaxLen int
+}
+
+// Load builds the model o names.
+func Load(o LoadOptions) (*Model, error) {
+	if (o.Model == "") == (o.Checkpoint == "") {
+		return nil, errors.New("serve: give exactly one of --model DIR (Hugging Face) and --checkpoint DIR (cde)")
+	}
+	if o.Model != "" {
+		if o.Step >= 0 {
+			return nil, errors.New("serve: --step applies to --checkpoint RUN_DIR")
+		}
+		return loadHF(o)
+	}
+	return loadCheckpoint(o)
+}
+
+// loadHF builds a Hugging Face model directory's policy with its weights.
+func loadHF(o LoadOptions) (*Model, error) {
+	tok, err := tokenizer.Load(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	if tok.EOS() < 0 {
+		return nil, fmt.Errorf("serve: %s names no eos_token in tokenizer_config.json", o.Model)
+	}
+	hc, err := hf.LoadConfig(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	maxLen := o.MaxLen
+	if maxLen == 0 {
+		maxLen = min(hc.MaxPositions, 8192)
+	}
+	pc := xla.HFModelConfig(hc, maxLen)
+	if err := pc.Validate(); err != nil {
+		return nil, fmt.Errorf("serve: --max-len: %w", err)
+	}
+	set, err := safetensors.OpenDir(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	pad := tok.PAD()
+	if pad < 0 {
+		pad = tok.EOS()
+	}
+	b, err := xla.New(xla.Options{Engine: o.Engine, Policy: pc, Seed: 1, PAD: pad, EOS: tok.EOS(), HFWeights: set})
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Engine: b, Tokenizer: tok, Vocab: hc.Vocab, MaxLen: maxLen, EOS: tok.EOS(),
+		ExtraEOS: extraEOS(hc, tok.EOS()), Close: b.Close}, nil
+}
+
+// extraEOS are the config's eos ids (config.json, generation_config.json)
+// other than the tokenizer's, which also end a completion, as in vLLM.
+func extraEOS(hc *hf.Config, eos int32) []int32 {
+	var out []int32
+	for _, id := range hc.EOS {
+		if int32(id) != eos && id >= 0 && id < hc.Vocab && !slices.Contains(out, int32(id)) {
+			out = append(out, int32(id))
+		}
+	}
+	return out
+}
+
+// loadCheckpoint resolves o.Checkpoint (see LoadOptions) and loads it.
+func loadCheckpoint(o LoadOptions) (*Model, error) {
+	dir := o.Checkpoint
+	if _, err := os.Stat(filepath.Join(dir, "config.yaml")); err == nil {
+		cfg, err := session.ResumeConfig(dir, nil)
+		if err != nil {
+			return nil, err
+		}
+		ckpt := ""
+		if o.Step < 0 {
+			if ckpt, err = core.LatestCheckpoint(dir); err != nil {
+				return nil, err
+			}
+			if ckpt == "" {
+				return nil, fmt.Errorf("serve: %s has no complete checkpoint", dir)
+			}
+		} else {
+			ckpt = filepath.Join(dir, "checkpoints", fmt.Sprintf("step-%06d", o.Step))
+		}
+		if err := core.VerifyCheckpoint(ckpt); err != nil {
+			return nil, err
+		}
+		return FromConfig(cfg, o.Engine, ckpt)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err != nil {
+		return nil, fmt.Errorf("serve: --checkpoint %s: neither a run directory (config.yaml) nor a checkpoint (policy.gob)", dir)
+	}
+	if o.Step >= 0 {
+		return nil, fmt.Errorf("serve: --step applies to a run directory; %s is one checkpoint", dir)
+	}
+	if err := core.VerifyIfManifest(dir); err != nil {
+		return nil, err
+	}
+	run := filepath.Dir(filepath.Dir(filepath.Clean(dir)))
+	if filepath.Base(filepath.Dir(filepath.Clean(dir))) == "checkpoints" {
+		if _, err := os.Stat(filepath.Join(run, "config.yaml")); err == nil {
+			cfg, err := session.ResumeConfig(run, nil)
+			if err != nil {
+				return nil, err
+			}
+			return FromConfig(cfg, o.Engine, dir)
+		}
+	}
+	pc, err := xla.ReadPolicyConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	if pc.HF != nil {
+		return nil, fmt.Errorf("serve: %s/policy.gob is a Hugging Face model's: give its run directory (whose config.yaml names the tokenizer) or an exported model directory with --model", dir)
+	}
+	tok := tasks.NewCharTokenizer()
+	if pc.Vocab != tok.VocabSize() {
+		return nil, fmt.Errorf("serve: %s/policy.gob has a vocabulary of %d, the character tokenizer %d: give its run directory", dir, pc.Vocab, tok.VocabSize())
+	}
+	b, err := xla.New(xla.Options{Engine: o.Engine, Policy: pc, Seed: 1, PAD: tok.PAD(), EOS: tok.EOS()})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.LoadPolicyWeights(dir); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return &Model{Engine: b, Tokenizer: tok, Vocab: pc.Vocab, MaxLen: pc.MaxLen, EOS: tok.EOS(), Close: b.Close}, nil
+}
+
+// FromConfig builds the policy a run config describes (model.*, the task's
+// tokenizer, model.hf's architecture) on engine, and loads the weights of
+// checkpoint ckpt (policy.gob) into it; ckpt "" keeps the random initial
+// weights drawn from cfg.seed (tests).
+func FromConfig(cfg *core.Config, engine, ckpt string) (*Model, error) {
+	task, err := tasks.New(core.NewParams("task", cfg.Task))
+	if err != nil {
+		return nil, err
+	}
+	tok := task.Tokenizer()
+	pc := xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
+		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
+	var extra []int32
+	if cfg.Model.HF != "" {
+		hc, err := hf.LoadConfig(cfg.Model.HF)
+		if err != nil {
+			return nil, fmt.Errorf("config: model.hf: %w", err)
+		}
+		pc = xla.HFModelConfig(hc, cfg.Model.MaxLen)
+		extra = extraEOS(hc, tok.EOS())
+	}
+	if err := pc.Validate(); err != nil {
+		return nil, err
+	}
+	pad := tok.PAD()
+	if pad < 0 {
+		pad = tok.EOS()
+	}
+	b, err := xla.New(xla.Options{Engine: engine, PJRTPlugin: cfg.Backend.PJRTPlugin, Policy: pc, Seed: cfg.Seed,
+		PAD: pad, EOS: tok.EOS()})
+	if err != nil {
+		return nil, err
+	}
+	if ckpt != "" {
+		if err := b.LoadPolicyWeights(ckpt); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	return &Model{Engine: b, Tokenizer: tok, Vocab: pc.Vocab, MaxLen: pc.MaxLen, EOS: tok.EOS(), ExtraEOS: extra, Close: b.Close}, nil
+}

@@ -179,9 +179,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		method string
 		h      func(http.ResponseWriter, *http.Request)
 	}{
-		"/v1/completions":          {http.MethodPost, s.completions},
-		"/health":                  {http.MethodGet, s.health},
-		"/v1/models":               {http.MethodGet, s.models},
+		"/v1/completions":           {http.MethodPost, s.completions},
+		"/health":                   {http.MethodGet, s.health},
+		"/v1/models":                {http.MethodGet, s.models},
 		"/update_weights_from_disk": {http.MethodPost, s.updateWeights},
 	}
 	rt, ok := routes[r.URL.Path]

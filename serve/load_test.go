@@ -1,0 +1,141 @@
+package serve
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cde-rl/cde/backends/xla/hftest"
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
+)
+
+// sameWeights fails unless got scores a fixed sequence as want does.
+func sameWeights(t *testing.T, what string, got, want *Model) {
+	t.Helper()
+	seq := []*core.Sequence{{Prompt: []int32{1, 20, 11, 21, 3}, Response: []int32{22, 30, 2}}}
+	a, _, err := backendOf(got).ScoreLogProbs(seq, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := backendOf(want).ScoreLogProbs(seq, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range a[0] {
+		if math.Abs(a[0][j]-b[0][j]) > 1e-6 {
+			t.Fatalf("%s: log-probs %v, want %v", what, a[0], b[0])
+		}
+	}
+}
+
+// --checkpoint takes a run directory (newest complete checkpoint, or
+// --step), one of its checkpoint directories, or a bare directory holding
+// a policy.gob; anything else is an error naming what is wrong.
+func TestLoadCheckpointLayouts(t *testing.T) {
+	m1, m2 := charModel(t, 11), charModel(t, 12)
+	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: []string{`model.checkpoint=""`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := t.TempDir()
+	if err := session.WriteResolvedConfig(run, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for step, m := range map[int]*Model{1: m1, 2: m2} {
+		dir := filepath.Join(run, "checkpoints", fmt.Sprintf("step-%06d", step))
+		if err := backendOf(m).Save(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := core.WriteManifest(dir, step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bare := t.TempDir()
+	if err := backendOf(m1).Save(bare); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		o    LoadOptions
+		want *Model
+	}{
+		{"run, newest", LoadOptions{Checkpoint: run, Step: -1}, m2},
+		{"run, --step 1", LoadOptions{Checkpoint: run, Step: 1}, m1},
+		{"checkpoint dir", LoadOptions{Checkpoint: filepath.Join(run, "checkpoints", "step-000001"), Step: -1}, m1},
+		{"bare policy.gob", LoadOptions{Checkpoint: bare, Step: -1}, m1},
+	} {
+		c.o.Engine = "cpu"
+		m, err := Load(c.o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		sameWeights(t, c.name, m, c.want)
+		if m.MaxLen != 64 || m.Vocab != 101 || m.EOS != 2 {
+			t.Fatalf("%s: max len %d, vocab %d, EOS %d", c.name, m.MaxLen, m.Vocab, m.EOS)
+		}
+		m.Close()
+	}
+	for _, c := range []struct {
+		name string
+		o    LoadOptions
+		want string
+	}{
+		{"neither", LoadOptions{Step: -1}, "exactly one"},
+		{"both", LoadOptions{Model: bare, Checkpoint: bare, Step: -1}, "exactly one"},
+		{"empty dir", LoadOptions{Checkpoint: t.TempDir(), Step: -1}, "neither a run directory (config.yaml) nor a checkpoint (policy.gob)"},
+		{"--step on a checkpoint", LoadOptions{Checkpoint: bare, Step: 3}, "--step applies to a run directory"},
+		{"missing step", LoadOptions{Checkpoint: run, Step: 7}, "step-000007"},
+	} {
+		c.o.Engine = "cpu"
+		if _, err := Load(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: err = %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// --model serves a Hugging Face model directory (a tiny random Qwen3 with
+// the real tokenizer): a completion's log-probs are the backend's scoring,
+// and the text is the tokenizer's decoding.
+func TestLoadHFModel(t *testing.T) {
+	dir := t.TempDir()
+	if err := hftest.WriteTinyQwen3(dir, filepath.Join("..", "tokenizer", "testdata", "qwen3"), 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(LoadOptions{Model: dir, Engine: "cpu", Step: -1, MaxLen: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Vocab != hftest.Qwen3Vocab || m.EOS != 151645 || m.MaxLen != 64 {
+		t.Fatalf("vocab %d, EOS %d, max len %d", m.Vocab, m.EOS, m.MaxLen)
+	}
+	ts := newTestServer(t, m, Options{Name: filepath.Base(dir)})
+	prompt := m.Tokenizer.Encode("Hello, world")
+	body := fmt.Sprintf(`{"prompt": [%s], "max_tokens": 5, "temperature": 0.7, "logprobs": 1, "return_tokens_as_token_ids": true, "seed": 1}`,
+		strings.Join(strings.Fields(fmt.Sprint(prompt)), ","))
+	r := complete(t, ts.URL, body)
+	toks := ids(t, r.Choices[0])
+	lps, _, err := backendOf(m).ScoreLogProbs([]*core.Sequence{{Prompt: prompt, Response: toks}}, 0.7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, lp := range r.Choices[0].Logprobs.TokenLogprobs {
+		if math.Abs(lp-lps[0][j]) > 1e-4 {
+			t.Fatalf("token %d: served %v, scorer %v", j, lp, lps[0][j])
+		}
+	}
+	text := toks
+	if r.Choices[0].FinishReason == "stop" {
+		text = toks[:len(toks)-1]
+	}
+	if r.Choices[0].Text != m.Tokenizer.Decode(text) || r.Model != filepath.Base(dir) {
+		t.Fatalf("text %q, want %q; model %q", r.Choices[0].Text, m.Tokenizer.Decode(text), r.Model)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -343,44 +343,6 @@ func TestMeanStd(t *testing.T) {
 	}
 }
 
-func TestJudgeClaim(t *testing.T) {
-	// a = [0.5 0.6 0.7], b = [0.2 0.3 0.4]: means 0.6, 0.3; sample stds 0.1;
-	// d = 0.3; SE = sqrt(0.01/3 + 0.01/3) = 0.08165; 2 SE = 0.1633 < d.
-	r := judgeClaim([]float64{0.5, 0.6, 0.7}, []float64{0.2, 0.3, 0.4}, false)
-	if r.Verdict != verdictHeld || math.Abs(r.Diff-0.3) > 1e-12 || math.Abs(r.SE-math.Sqrt(0.02/3)) > 1e-12 {
-		t.Errorf("clear win: %+v", r)
-	}
-	// b = [0.4 0.5 0.6]: d = 0.1 < 2 SE = 0.1633: inconclusive.
-	if r := judgeClaim([]float64{0.5, 0.6, 0.7}, []float64{0.4, 0.5, 0.6}, false); r.Verdict != verdictInconclusive {
-		t.Errorf("within spread: %+v", r)
-	}
-	// Reversed: b better by 0.3 > 2 SE.
-	if r := judgeClaim([]float64{0.2, 0.3, 0.4}, []float64{0.5, 0.6, 0.7}, false); r.Verdict != verdictNotHeld || !strings.Contains(r.Why, "other arm") {
-		t.Errorf("reversed: %+v", r)
-	}
-	// Slightly worse, within noise: still did not hold (no improvement).
-	if r := judgeClaim([]float64{0.45, 0.55, 0.65}, []float64{0.5, 0.6, 0.7}, false); r.Verdict != verdictNotHeld || r.Why != "no improvement" {
-		t.Errorf("slightly worse: %+v", r)
-	}
-	// Lower is better: perplexities 2, 3, 4 vs 5, 6, 7: d = 3 > 2 SE = 2*sqrt(2/3) = 1.633.
-	if r := judgeClaim([]float64{2, 3, 4}, []float64{5, 6, 7}, true); r.Verdict != verdictHeld || math.Abs(r.Diff-3) > 1e-12 {
-		t.Errorf("lower is better: %+v", r)
-	}
-	if r := judgeClaim([]float64{5, 6, 7}, []float64{2, 3, 4}, true); r.Verdict != verdictNotHeld {
-		t.Errorf("lower is better, reversed: %+v", r)
-	}
-	// One seed: a win is inconclusive, a loss did not hold.
-	if r := judgeClaim([]float64{0.9}, []float64{0.1}, false); r.Verdict != verdictInconclusive {
-		t.Errorf("one seed win: %+v", r)
-	}
-	if r := judgeClaim([]float64{0.1}, []float64{0.9}, false); r.Verdict != verdictNotHeld {
-		t.Errorf("one seed loss: %+v", r)
-	}
-	if r := judgeClaim(nil, []float64{0.9, 0.8}, false); r.Verdict != verdictInconclusive || !strings.Contains(r.Why, "missing") {
-		t.Errorf("missing metric: %+v", r)
-	}
-}
-
 // levelTask is a task of another kind whose training problems are level 5.
 type levelTask struct{ core.Task }
 

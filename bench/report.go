@@ -106,58 +106,6 @@ func meanStd(xs []float64) (mean, std float64) {
 	return core.Mean(xs), core.SampleStd(xs)
 }
 
-// Claim verdicts.
-const (
-	verdictHeld         = "held"
-	verdictNotHeld      = "did not hold"
-	verdictInconclusive = "inconclusive"
-)
-
-// claimResult is a claim evaluated on the final values of its metric.
-type claimResult struct {
-	MeanA, StdA  float64 // the arm claimed better
-	MeanB, StdB  float64 // the arm it is compared with
-	NA, NB       int
-	Diff         float64 // improvement of A over B (B - A when lower is better)
-	SE           float64 // sqrt(stdA^2/nA + stdB^2/nB)
-	Verdict, Why string
-}
-
-// judgeClaim applies the claim rule (docs/bench.md): with d the
-// improvement of the better arm's mean over the other's and SE the
-// standard error of that difference, the claim held when d > 2 SE (both
-// arms with at least 2 seeds), did not hold when d <= 0, and is
-// inconclusive otherwise (0 < d <= 2 SE, or a single seed).
-func judgeClaim(a, b []float64, lowerIsBetter bool) claimResult {
-	var r claimResult
-	r.NA, r.NB = len(a), len(b)
-	r.MeanA, r.StdA = meanStd(a)
-	r.MeanB, r.StdB = meanStd(b)
-	if r.NA == 0 || r.NB == 0 {
-		r.Diff, r.SE = math.NaN(), math.NaN()
-		r.Verdict, r.Why = verdictInconclusive, "the metric is missing from an arm's finished runs"
-		return r
-	}
-	r.Diff = r.MeanA - r.MeanB
-	if lowerIsBetter {
-		r.Diff = -r.Diff
-	}
-	r.SE = math.Sqrt(r.StdA*r.StdA/float64(r.NA) + r.StdB*r.StdB/float64(r.NB))
-	switch {
-	case r.Diff <= 0 && r.NA >= 2 && r.NB >= 2 && -r.Diff > 2*r.SE:
-		r.Verdict, r.Why = verdictNotHeld, "the other arm is better by more than 2 SE"
-	case r.Diff <= 0:
-		r.Verdict, r.Why = verdictNotHeld, "no improvement"
-	case r.NA < 2 || r.NB < 2:
-		r.Verdict, r.Why = verdictInconclusive, "better, but with a single seed there is no spread to compare against"
-	case r.Diff > 2*r.SE:
-		r.Verdict, r.Why = verdictHeld, "better by more than 2 SE"
-	default:
-		r.Verdict, r.Why = verdictInconclusive, "better, but within 2 SE (the seeds' spread)"
-	}
-	return r
-}
-
 var valKeyRE = regexp.MustCompile(`^val/([^/]+)/(avg|pass)@(\d+)$`)
 
 // resultColumns are the val/<set>/{avg,pass}@k metrics present at the
@@ -350,7 +298,9 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 	}
 
 	writeHeadStdSection(&b, spec, runs, arms)
-	writeClaimsSection(&b, spec, runs)
+	if err := writeClaimsSection(&b, spec, dir, runs); err != nil {
+		return err
+	}
 
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644); err != nil {
 		return err
@@ -446,36 +396,6 @@ func writeHeadStdSection(b *strings.Builder, spec *Spec, runs map[string][]*armR
 	if len(notMeasured) > 0 {
 		fmt.Fprintf(b, "\nNot measured (no critic, or a single head whose spread is 0 by construction): %s.\n", strings.Join(notMeasured, ", "))
 	}
-}
-
-func writeClaimsSection(b *strings.Builder, spec *Spec, runs map[string][]*armRun) {
-	b.WriteString("\n## Claims\n\n")
-	if len(spec.Claims) == 0 {
-		b.WriteString("The bench file lists no claims.\n")
-		return
-	}
-	b.WriteString("Each claim compares the final value of a metric (its last value in metrics.jsonl) between two arms over their finished seeds. " +
-		"With d the improvement of the claimed-better arm's mean over the other's (sign flipped for lower-is-better metrics) and " +
-		"SE = sqrt(s_a²/n_a + s_b²/n_b) the standard error of that difference (sample stds s, seeds n): " +
-		"**held** if d > 2·SE with at least 2 seeds per arm; **did not hold** if d ≤ 0; **inconclusive** otherwise " +
-		"(0 < d ≤ 2·SE: the gap is within the seeds' spread; or a single seed). " +
-		"This is a rough two-standard-error rule, not a significance test: with 3 seeds a t-test would ask for more.\n\n")
-	b.WriteString("| claim | metric | better arm | than arm | d | 2·SE | verdict |\n|---|---|---|---|---|---|---|\n")
-	var details strings.Builder
-	for _, c := range spec.Claims {
-		ra, rb := runs[c.Better], runs[c.Than]
-		a, bb := finals(ra, c.Metric), finals(rb, c.Metric)
-		res := judgeClaim(a, bb, c.LowerIsBetter)
-		metric := c.Metric
-		if c.LowerIsBetter {
-			metric += " (lower is better)"
-		}
-		fmt.Fprintf(b, "| %s | %s | %s: %s (n=%d) | %s: %s (n=%d) | %s | %s | **%s** |\n", c.Name, metric,
-			c.Better, fmtPMRaw(a), res.NA, c.Than, fmtPMRaw(bb), res.NB, fmtNum(res.Diff), fmtNum(2*res.SE), res.Verdict)
-		fmt.Fprintf(&details, "- **%s**: %s — %s. Per seed: %s = %s; %s = %s.\n", c.Name, res.Verdict, res.Why,
-			c.Better, perSeed(ra, c.Metric), c.Than, perSeed(rb, c.Metric))
-	}
-	b.WriteString("\n" + details.String())
 }
 
 func fmtPMRaw(xs []float64) string {

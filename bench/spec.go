@@ -42,12 +42,15 @@ type Arm struct {
 	Overlay []byte // YAML document (empty for none)
 }
 
-// Claim says arm Better beats arm Than on the final value of Metric.
+// Claim says arm Better beats arm Than on the final value of Metric (or,
+// with Window > 1, the mean of its last Window values: for noisy training
+// metrics).
 type Claim struct {
 	Name          string
 	Better, Than  string
 	Metric        string
 	LowerIsBetter bool
+	Window        int
 }
 
 var armNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
@@ -150,7 +153,7 @@ func ParseSpec(data []byte, name string) (*Spec, error) {
 
 	if v, ok := top["claims"]; ok && v != nil {
 		claims, ok := v.([]any)
-		p.Check(ok, "claims", "want a list of {name, better, than, metric, lower_is_better}")
+		p.Check(ok, "claims", "want a list of {name, better, than, metric, lower_is_better, window}")
 		for i, c := range claims {
 			cl, err := parseClaim(c, fmt.Sprintf("claims[%d]", i), names)
 			if err != nil {
@@ -196,7 +199,7 @@ func parseClaim(v any, key string, names map[string]bool) (Claim, error) {
 		return Claim{}, fmt.Errorf("config: %s: want a mapping, got %v", key, v)
 	}
 	p := core.NewParams(key, m)
-	if err := finishKnown(p, "name", "better", "than", "metric", "lower_is_better"); err != nil {
+	if err := finishKnown(p, "name", "better", "than", "metric", "lower_is_better", "window"); err != nil {
 		return Claim{}, err
 	}
 	var cl Claim
@@ -213,6 +216,8 @@ func parseClaim(v any, key string, names map[string]bool) (Claim, error) {
 		p.Check(cl.Better != cl.Than, "than", "compares arm %q with itself", cl.Than)
 	}
 	cl.LowerIsBetter = p.Bool("lower_is_better", false)
+	cl.Window = p.Int("window", 1)
+	p.Check(cl.Window >= 1, "window", "must be >= 1, got %d", cl.Window)
 	return cl, p.Finish()
 }
 

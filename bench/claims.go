@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cde-rl/cde/core"
+)
+
+// Bootstrap settings of the claim rule.
+const (
+	claimReps  = 10000
+	claimLevel = 0.95
+	// VerdictsFile is the claims' machine-readable verdicts in the results
+	// directory.
+	VerdictsFile = "verdicts.json"
+)
+
+// ClaimVerdict is one entry of verdicts.json.
+type ClaimVerdict struct {
+	Claim     string   `json:"claim"`
+	Metric    string   `json:"metric"`
+	Arms      []string `json:"arms"` // [better, than]
+	Seeds     []uint64 `json:"seeds"`
+	DeltaMean *float64 `json:"delta_mean"`
+	CILow     *float64 `json:"ci_low"`
+	CIHigh    *float64 `json:"ci_high"`
+	Verdict   string   `json:"verdict"`
+	// Units is what the bootstrap resampled within a seed: "problems"
+	// (per-problem eval results of both arms) or "none" (one value per
+	// seed: seeds only).
+	Units string `json:"units"`
+	// PerSeed is the effect of each seed, in Seeds order.
+	PerSeed []float64 `json:"per_seed"`
+	Note    string    `json:"note,omitempty"`
+}
+
+// claimValue is a seed's value of a claim's metric with no units: the
+// final value, or the mean of the last Window values.
+func claimValue(r *armRun, c Claim) (float64, bool) {
+	w := max(c.Window, 1)
+	var xs []float64
+	for i := len(r.Rows) - 1; i >= 0 && len(xs) < w; i-- {
+		if v, ok := r.Rows[i][c.Metric]; ok {
+			xs = append(xs, v)
+		}
+	}
+	if len(xs) == 0 {
+		return 0, false
+	}
+	return core.Mean(xs), true
+}
+
+// problemUnits are a run's per-problem values of an eval metric
+// val/<set>/(avg|pass)@k at its last evaluation: one slice per set (all
+// sets for "mean"), with the problems' ids, or ok = false when the run has
+// no eval details for that evaluation.
+func problemUnits(run string, r *armRun, metric string) (vals [][]float64, ids [][]string, ok bool) {
+	m := valKeyRE.FindStringSubmatch(metric)
+	if m == nil {
+		return nil, nil, false
+	}
+	set, kind := m[1], m[2]
+	k, _ := strconv.Atoi(m[3])
+	step := -1
+	for i := len(r.Rows) - 1; i >= 0; i-- {
+		if _, has := r.Rows[i][metric]; has {
+			step = int(r.Rows[i]["step"])
+			break
+		}
+	}
+	if step < 0 {
+		return nil, nil, false
+	}
+	var sets []string
+	if set == "mean" {
+		entries, err := os.ReadDir(filepath.Join(run, "evals"))
+		if err != nil {
+			return nil, nil, false
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				if _, err := os.Stat(core.EvalDetailPath(run, e.Name(), step)); err == nil {
+					sets = append(sets, e.Name())
+				}
+			}
+		}
+	} else {
+		sets = []string{set}
+	}
+	if len(sets) == 0 {
+		return nil, nil, false
+	}
+	for _, s := range sets {
+		d, err := core.ReadEvalDetail(core.EvalDetailPath(run, s, step))
+		if err != nil || k > d.N {
+			return nil, nil, false
+		}
+		xs := make([]float64, len(d.Correct))
+		for i, c := range d.Correct {
+			if kind == "avg" {
+				xs[i] = float64(c) / float64(d.N)
+			} else {
+				xs[i], _ = core.PassAtK(d.N, c, k)
+			}
+		}
+		vals, ids = append(vals, xs), append(ids, d.Problems)
+	}
+	return vals, ids, true
+}
+
+func claimSeed(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// judgeClaimPaired applies the claim rule (docs/bench.md) to claim c: the
+// effect of Better over Than per seed, paired on the seeds both finished,
+// with a two-level bootstrap interval (PairedBootstrap) over seeds and, for
+// eval metrics whose runs kept per-problem results, over problems.
+func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdict {
+	v := ClaimVerdict{Claim: c.Name, Metric: c.Metric, Arms: []string{c.Better, c.Than}, Units: "problems"}
+	than := map[uint64]*armRun{}
+	for _, r := range runs[c.Than] {
+		than[r.Seed] = r
+	}
+	sign := 1.0
+	if c.LowerIsBetter {
+		sign = -1
+	}
+	var seeds []PairedSeed
+	var notes []string
+	for _, ra := range runs[c.Better] {
+		rb, ok := than[ra.Seed]
+		if !ok {
+			continue
+		}
+		var ps PairedSeed
+		ps.Seed = ra.Seed
+		va, ia, okA := problemUnits(RunDir(dir, c.Better, ra.Seed), ra, c.Metric)
+		vb, ib, okB := problemUnits(RunDir(dir, c.Than, ra.Seed), rb, c.Metric)
+		if okA && okB && slices.EqualFunc(ia, ib, slices.Equal) && c.Window <= 1 {
+			ps.A, ps.B = va, vb
+		} else {
+			a, okA := claimValue(ra, c)
+			b, okB := claimValue(rb, c)
+			if !okA || !okB {
+				notes = append(notes, fmt.Sprintf("seed %d: metric missing", ra.Seed))
+				continue
+			}
+			ps.A, ps.B = [][]float64{{a}}, [][]float64{{b}}
+			v.Units = "none"
+		}
+		for _, sets := range [][][]float64{ps.A, ps.B} {
+			for _, xs := range sets {
+				for i := range xs {
+					xs[i] *= sign
+				}
+			}
+		}
+		seeds = append(seeds, ps)
+		v.Seeds = append(v.Seeds, ps.Seed)
+	}
+	if len(seeds) < 2 {
+		v.Verdict = "inconclusive"
+		v.Note = strings.Join(append(notes, fmt.Sprintf("%d paired seed(s): at least 2 are needed for a verdict", len(seeds))), "; ")
+		if len(seeds) == 0 {
+			v.Units = "none"
+			return v
+		}
+	}
+	iv, err := PairedBootstrap(seeds, claimReps, claimLevel, rand.New(rand.NewPCG(claimSeed(c.Name), 0x5eed)))
+	if err != nil {
+		v.Verdict, v.Note = "inconclusive", err.Error()
+		return v
+	}
+	v.DeltaMean, v.CILow, v.CIHigh, v.PerSeed = &iv.Delta, &iv.Low, &iv.High, iv.PerSeed
+	if len(seeds) >= 2 {
+		v.Verdict = Verdict(iv.Low, iv.High)
+		if len(notes) > 0 {
+			v.Note = strings.Join(notes, "; ")
+		}
+	}
+	return v
+}
+
+func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[string][]*armRun) error {
+	b.WriteString("\n## Claims\n\n")
+	if len(spec.Claims) == 0 {
+		b.WriteString("The bench file lists no claims.\n")
+		return nil
+	}
+	fmt.Fprintf(b, "Each claim is judged on the seeds both arms finished, paired by seed (arms share a seed's base policy, training problems and eval draws). "+
+		"The effect d is the mean over seeds of (claimed-better arm - other arm) of the metric's final value (or the mean of its last `window` values), "+
+		"sign flipped for lower-is-better metrics. Its 95%% interval is a percentile bootstrap (%d resamples): seeds drawn with replacement and, "+
+		"for eval metrics whose runs kept per-problem results, each seed's held-out problems drawn with replacement, the same problems for both arms. "+
+		"**held**: the interval is above 0; **not held**: at or below 0; **inconclusive**: it contains 0, or fewer than 2 paired seeds. "+
+		"The same verdicts are in `%s`.\n\n", claimReps, VerdictsFile)
+	b.WriteString("| claim | metric | better arm | than arm | seeds | resampled | d | 95% interval | verdict |\n|---|---|---|---|---|---|---|---|---|\n")
+	var details strings.Builder
+	var out []ClaimVerdict
+	for _, c := range spec.Claims {
+		v := judgeClaimPaired(c, dir, runs)
+		out = append(out, v)
+		metric := c.Metric
+		if c.Window > 1 {
+			metric += fmt.Sprintf(" (mean of last %d)", c.Window)
+		}
+		if c.LowerIsBetter {
+			metric += " (lower is better)"
+		}
+		res := "seeds"
+		if v.Units == "problems" {
+			res = "seeds, problems"
+		}
+		d, ci := "missing", "missing"
+		if v.DeltaMean != nil {
+			d, ci = fmtNum(*v.DeltaMean), fmt.Sprintf("[%s, %s]", fmtNum(*v.CILow), fmtNum(*v.CIHigh))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %s | %s | **%s** |\n", c.Name, metric, c.Better, c.Than, len(v.Seeds), res, d, ci, v.Verdict)
+		var per []string
+		for i, s := range v.Seeds {
+			per = append(per, fmt.Sprintf("seed %d: %s", s, fmtNum(v.PerSeed[i])))
+		}
+		fmt.Fprintf(&details, "- **%s**: %s. Effect per seed: [%s]; %s = %s; %s = %s.", c.Name, v.Verdict, strings.Join(per, ", "),
+			c.Better, perSeed(runs[c.Better], c.Metric), c.Than, perSeed(runs[c.Than], c.Metric))
+		if v.Note != "" {
+			fmt.Fprintf(&details, " Note: %s.", v.Note)
+		}
+		details.WriteString("\n")
+	}
+	b.WriteString("\n" + details.String())
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, VerdictsFile), append(data, '\n'), 0o644)
+}

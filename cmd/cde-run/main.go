@@ -12,6 +12,7 @@
 //	cde-run score     --model DIR
 //	cde-run export    --run DIR --out HFDIR
 //	cde-run generate  --model DIR
+//	cde-run serve     (--model DIR | --checkpoint DIR) [--addr HOST:PORT] [--reload-dir DIR]
 //
 // Every command has --help.
 package main
@@ -35,6 +36,7 @@ Commands:
   score      log-probs of {"prompt", "response"} lines under a Hugging Face model
   export     write a run's Hugging Face policy as a model directory (safetensors)
   generate   sample completions of a Hugging Face model
+  serve      serve a policy over HTTP (OpenAI-compatible completions, weight reload)
 
 Run "cde-run COMMAND --help" for a command's flags.
 `
@@ -56,6 +58,7 @@ func main() {
 		"score":    cmdScore,
 		"export":   cmdExport,
 		"generate": cmdGenerate,
+		"serve":    cmdServe,
 	}
 	name := os.Args[1]
 	if name == "-h" || name == "--help" || name == "help" {

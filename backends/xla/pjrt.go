@@ -113,8 +113,10 @@ var (
 )
 
 // ldConfDirs appends the directories named in an ld.so.conf file, expanding
-// its "include GLOB" lines in place. An unreadable file adds nothing (as in
-// go-xla); depth stops include cycles.
+// its "include GLOB" lines in place (a relative GLOB against the including
+// file's directory, as ldconfig reads it; go-xla would use the working
+// directory, which Debian's absolute include never meets). An unreadable
+// file adds nothing (as in go-xla); depth stops include cycles.
 func ldConfDirs(dirs []string, file string, depth int) []string {
 	if depth > 8 {
 		return dirs
@@ -191,7 +193,7 @@ func findPJRTPlugin(device string, l pjrtLookup) (string, error) {
 		return "", notFound(device, "backend.pjrt_plugin", []string{p}, names)
 	}
 	dirs, from := l.Standard, "the standard install locations"
-	if env := absOrKeep(l.EnvPath); len(env) > 0 {
+	if env := envDirs(l.EnvPath); len(env) > 0 {
 		dirs, from = env, pjrtPluginPathEnv
 	}
 	if f, ok := firstPlugin(dirs, names); ok {
@@ -200,10 +202,10 @@ func findPJRTPlugin(device string, l pjrtLookup) (string, error) {
 	return "", notFound(device, from, dirs, names)
 }
 
-// absOrKeep splits PJRT_PLUGIN_LIBRARY_PATH, dropping empty entries (go-xla
+// envDirs splits PJRT_PLUGIN_LIBRARY_PATH, dropping empty entries (go-xla
 // does the same) and making relative ones absolute against the working
 // directory (GoMLX would take a relative path for a plugin name).
-func absOrKeep(list string) []string {
+func envDirs(list string) []string {
 	var out []string
 	for _, p := range strings.Split(list, ":") {
 		if p == "" {

@@ -160,8 +160,10 @@ func errorBody(status int, msg string) map[string]any {
 	switch {
 	case status >= 500:
 		typ = "server_error"
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case status == http.StatusUnauthorized:
 		typ = "authentication_error"
+	case status == http.StatusForbidden:
+		typ = "permission_error"
 	case status == http.StatusNotFound:
 		typ = "not_found_error"
 	}

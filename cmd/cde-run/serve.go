@@ -99,7 +99,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		log.Info().Str("model", o.Name).Str("engine", lo.Engine).Bool("reload", s.ReloadEnabled()).Msg("serving")
 		fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
-		return serve.Serve(ctx, ln, s, time.Minute)
+		err = serve.Serve(ctx, ln, s, time.Minute)
+		log.Info().Msg("stopped")
+		return err
 	}()
 	if err != nil {
 		fmt.Fprintln(stderr, "cde-run serve:", err)

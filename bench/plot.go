@@ -7,7 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -17,52 +20,389 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/cde-rl/cde/session"
 )
 
-// curve is the mean over an arm's seeds of a metric at each step where
-// any seed has it.
-func curve(rs []*armRun, metric string) plotter.XYs {
-	sum := map[int]float64{}
-	cnt := map[int]int{}
+// band is an arm's metric over steps: the mean over its seeds and the
+// range (min, max) over them, at every step where any seed has a value.
+type band struct {
+	X, Mean, Lo, Hi []float64
+}
+
+// smoothSeries is the centred moving average of ys over a window of w
+// points (shorter at the ends); w <= 1 returns ys.
+func smoothSeries(ys []float64, w int) []float64 {
+	if w <= 1 {
+		return ys
+	}
+	out := make([]float64, len(ys))
+	for i := range ys {
+		lo, hi := max(0, i-w/2), min(len(ys), i+w/2+1)
+		s := 0.0
+		for _, y := range ys[lo:hi] {
+			s += y
+		}
+		out[i] = s / float64(hi-lo)
+	}
+	return out
+}
+
+// seedBand is the band of metric over rs, each seed's series first
+// smoothed over smooth points.
+func seedBand(rs []*armRun, metric string, smooth int) band {
+	vals := map[int][]float64{}
 	for _, r := range rs {
+		var steps []int
+		var ys []float64
 		for _, row := range r.Rows {
 			v, ok := row[metric]
 			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
-			s := int(row["step"])
-			sum[s] += v
-			cnt[s]++
+			steps = append(steps, int(row["step"]))
+			ys = append(ys, v)
+		}
+		for i, y := range smoothSeries(ys, smooth) {
+			vals[steps[i]] = append(vals[steps[i]], y)
 		}
 	}
-	var steps []int
-	for s := range sum {
-		steps = append(steps, s)
+	var b band
+	for _, s := range slices.Sorted(func(yield func(int) bool) {
+		for s := range vals {
+			if !yield(s) {
+				return
+			}
+		}
+	}) {
+		v := vals[s]
+		b.X = append(b.X, float64(s))
+		b.Mean = append(b.Mean, mean(v))
+		b.Lo = append(b.Lo, slices.Min(v))
+		b.Hi = append(b.Hi, slices.Max(v))
 	}
-	sort.Ints(steps)
-	xy := make(plotter.XYs, 0, len(steps))
-	for _, s := range steps {
-		xy = append(xy, plotter.XY{X: float64(s), Y: sum[s] / float64(cnt[s])})
+	return b
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// curve is the mean over an arm's seeds of a metric at each step where
+// any seed has it.
+func curve(rs []*armRun, metric string) plotter.XYs {
+	b := seedBand(rs, metric, 1)
+	xy := make(plotter.XYs, len(b.X))
+	for i := range b.X {
+		xy[i] = plotter.XY{X: b.X[i], Y: b.Mean[i]}
 	}
 	return xy
 }
 
-// panel is one plot of a figure: one metric, one line per arm.
-type panel struct {
-	Title, YLabel, Metric string
+// readableTicks are gonum's default tick positions with labels written
+// with as many decimals as the spacing of the major ticks needs, and more
+// until no two labels are equal (gonum's own labels can read "1.1, 1, 1").
+type readableTicks struct{}
+
+func (readableTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	var major []float64
+	for _, t := range ts {
+		if t.Label != "" {
+			major = append(major, t.Value)
+		}
+	}
+	dec := 0
+	if len(major) > 1 {
+		dec = max(0, int(math.Ceil(-math.Log10(major[1]-major[0])-1e-9)))
+	}
+	for ; dec < 8; dec++ {
+		seen := map[string]bool{}
+		dup := false
+		for _, v := range major {
+			l := strconv.FormatFloat(v, 'f', dec, 64)
+			dup = dup || seen[l]
+			seen[l] = true
+		}
+		if !dup {
+			break
+		}
+	}
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', dec, 64)
+		}
+	}
+	return ts
 }
 
-// figure is a row of panels saved as NAME.png and NAME.svg.
-type figure struct {
+// logTicks mark a log axis at 1, 2 and 5 times the powers of ten in
+// range, labelled readably.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if v >= lo*0.9999 && v <= hi*1.0001 {
+				ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', max(0, int(-e)), 64)})
+			}
+		}
+	}
+	return ts
+}
+
+// spiky reports whether positive values span more than a factor of 30, when
+// a log scale shows them better (a single spike otherwise flattens the rest).
+func spiky(ys []float64) bool {
+	lo, hi := math.Inf(1), 0.0
+	for _, y := range ys {
+		if y <= 0 {
+			return false
+		}
+		lo, hi = min(lo, y), max(hi, y)
+	}
+	return hi > 30*lo
+}
+
+// family is a group of arms drawn in one panel.
+type family struct {
+	Name string
+	Arms []string
+}
+
+// series is one line of a panel.
+type series struct {
+	Arm    string
+	Metric string
+	Dashed bool // the second metric of a two-metric panel
+}
+
+// panelSpec is one plot: lines with seed bands.
+type panelSpec struct {
+	Title, XLabel, YLabel string
+	Lines                 []series
+	Smooth                int
+	// PassK draws pass@k vs k at the final evaluation instead of metric vs
+	// step (Metric is then a val/<set>/pass@ prefix).
+	PassK bool
+}
+
+// plotStyle gives each arm its colour and dash pattern over the whole
+// report.
+type plotStyle map[string]int
+
+// palette is 14 distinct colours, so dashes can mean something else (the
+// second metric of a panel) for up to 14 arms.
+var palette = append(slices.Clone(plotutil.SoftColors), plotutil.DarkColors...)
+
+func (st plotStyle) color(arm string) color.Color {
+	if arm == "base" {
+		return color.Black
+	}
+	return palette[st[arm]%len(palette)]
+}
+
+func (st plotStyle) dashes(arm string) []vg.Length {
+	return plotutil.Dashes(st[arm] / len(palette))
+}
+
+var passKeyRE = regexp.MustCompile(`^val/mean/pass@(\d+)$`)
+
+// passCurve is pass@k vs k at the final evaluation of each run of an arm:
+// the mean and range over seeds for every k all its runs report.
+func passCurve(rs []*armRun, step func(*armRun) (map[string]float64, bool)) band {
+	byK := map[int][]float64{}
+	n := 0
+	for _, r := range rs {
+		row, ok := step(r)
+		if !ok {
+			continue
+		}
+		n++
+		for key, v := range row {
+			if m := passKeyRE.FindStringSubmatch(key); m != nil {
+				k, _ := strconv.Atoi(m[1])
+				byK[k] = append(byK[k], v)
+			}
+		}
+	}
+	var b band
+	var ks []int
+	for k, v := range byK {
+		if len(v) == n {
+			ks = append(ks, k)
+		}
+	}
+	sort.Ints(ks)
+	for _, k := range ks {
+		v := byK[k]
+		b.X = append(b.X, float64(k))
+		b.Mean = append(b.Mean, mean(v))
+		b.Lo = append(b.Lo, slices.Min(v))
+		b.Hi = append(b.Hi, slices.Max(v))
+	}
+	return b
+}
+
+// lastEval is the last row of r with a val/mean/pass@ key; firstEval the
+// first (the evaluation before training, when the run made one).
+func lastEval(r *armRun) (map[string]float64, bool) {
+	for i := len(r.Rows) - 1; i >= 0; i-- {
+		for k := range r.Rows[i] {
+			if passKeyRE.MatchString(k) {
+				return r.Rows[i], true
+			}
+		}
+	}
+	return nil, false
+}
+
+func firstEval(r *armRun) (map[string]float64, bool) {
+	for _, row := range r.Rows {
+		if row["step"] != 0 {
+			continue
+		}
+		for k := range row {
+			if passKeyRE.MatchString(k) {
+				return row, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// drawPanel builds one plot; it reports whether any line had data.
+func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map[string]plot.Thumbnailer) (*plot.Plot, bool, error) {
+	p := plot.New()
+	p.Title.Text = ps.Title
+	p.X.Label.Text, p.Y.Label.Text = ps.XLabel, ps.YLabel
+	p.Add(plotter.NewGrid())
+	p.X.Tick.Marker, p.Y.Tick.Marker = readableTicks{}, readableTicks{}
+	var all []float64
+	drawn := false
+	for _, s := range ps.Lines {
+		var b band
+		switch {
+		case ps.PassK && s.Arm == "base":
+			var rs []*armRun
+			for _, r := range runs {
+				rs = append(rs, r...)
+			}
+			// The base row: the step-0 evaluation, the same policy and
+			// eval draws in every arm of a seed; one run per seed.
+			seen := map[uint64]bool{}
+			var per []*armRun
+			for _, r := range rs {
+				if _, ok := firstEval(r); ok && !seen[r.Seed] {
+					seen[r.Seed] = true
+					per = append(per, r)
+				}
+			}
+			b = passCurve(per, firstEval)
+		case ps.PassK:
+			b = passCurve(runs[s.Arm], lastEval)
+		default:
+			b = seedBand(runs[s.Arm], s.Metric, ps.Smooth)
+		}
+		if len(b.X) == 0 || ps.PassK && len(b.X) < 2 {
+			continue
+		}
+		drawn = true
+		all = append(all, b.Lo...)
+		all = append(all, b.Hi...)
+		c := st.color(s.Arm)
+		if len(b.X) > 1 {
+			poly := make(plotter.XYs, 0, 2*len(b.X))
+			for i := range b.X {
+				poly = append(poly, plotter.XY{X: b.X[i], Y: b.Hi[i]})
+			}
+			for i := len(b.X) - 1; i >= 0; i-- {
+				poly = append(poly, plotter.XY{X: b.X[i], Y: b.Lo[i]})
+			}
+			pg, err := plotter.NewPolygon(poly)
+			if err != nil {
+				return nil, false, err
+			}
+			r, g, bl, _ := c.RGBA()
+			pg.Color = color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(bl >> 8), A: 45}
+			pg.LineStyle.Width = 0
+			p.Add(pg)
+		}
+		xy := make(plotter.XYs, len(b.X))
+		for i := range b.X {
+			xy[i] = plotter.XY{X: b.X[i], Y: b.Mean[i]}
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return nil, false, err
+		}
+		l.Color, l.Width = c, vg.Points(1.5)
+		l.Dashes = st.dashes(s.Arm)
+		if s.Dashed {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		p.Add(l)
+		if len(xy) < 8 {
+			sc, err := plotter.NewScatter(xy)
+			if err != nil {
+				return nil, false, err
+			}
+			sc.Color, sc.Shape, sc.Radius = c, draw.CircleGlyph{}, vg.Points(2)
+			p.Add(sc)
+		}
+		if !s.Dashed {
+			if _, ok := legend[s.Arm]; !ok {
+				legend[s.Arm] = l
+			}
+		}
+	}
+	if ps.PassK {
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, powersOfTwo{}
+	}
+	if spiky(all) {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+		p.Y.Label.Text += " (log scale)"
+	}
+	return p, drawn, nil
+}
+
+// powersOfTwo ticks a log2 k axis: 1, 2, 4, ...
+type powersOfTwo struct{}
+
+func (powersOfTwo) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for k := 1.0; k <= hi*1.0001; k *= 2 {
+		if k >= lo*0.9999 {
+			ts = append(ts, plot.Tick{Value: k, Label: strconv.Itoa(int(k))})
+		}
+	}
+	return ts
+}
+
+// figureSpec is one image: panels side by side and one legend beside them.
+type figureSpec struct {
 	Name, Caption string
-	Panels        []panel
+	Panels        []panelSpec
 }
 
-// writePlots draws the report's figures into dir and returns the
-// markdown lines that show (or explain the absence of) each.
-func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, dir string) ([]string, error) {
+// writePlots draws the report's figures into dir and returns the markdown
+// lines that show (or explain the absence of) each. families split the
+// arms into panels (critic-free and critic-based arms apart); every line
+// is the mean over an arm's finished seeds with the range over seeds
+// shaded.
+func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families []family, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	st := plotStyle{}
+	for i, a := range arms {
+		st[a] = i
 	}
 	valKey := ""
 	for _, arm := range arms {
@@ -76,18 +416,45 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, dir string
 			}
 		}
 	}
-	figs := []figure{
-		{"heldout_accuracy", "Held-out accuracy (" + valKey + ", mean over eval sets) vs step",
-			[]panel{{"held-out accuracy", valKey, valKey}}},
-		{"entropy", "Policy entropy of the rollouts (rollout/entropy, nats per token) vs step",
-			[]panel{{"policy entropy", "rollout/entropy", "rollout/entropy"}}},
-		{"calibration", "Calibration: mean response perplexity of correct (left) and incorrect (right) rollouts vs step",
-			[]panel{{"perplexity of correct responses", "calib/ppl_correct", "calib/ppl_correct"},
-				{"perplexity of incorrect responses", "calib/ppl_incorrect", "calib/ppl_incorrect"}}},
-		{"critic_head_std", "Critic head std on the training batch (critic/head_std) vs step, arms with a critic",
-			[]panel{{"critic head std", "critic/head_std", "critic/head_std"}}},
-		{"simhash_cells", "SimHash occupied cells (simhash/occupied_cells) vs step, arms with SimHash",
-			[]panel{{"SimHash occupied cells", "simhash/occupied_cells", "simhash/occupied_cells"}}},
+	perFamily := func(title, ylabel string, smooth int, metrics ...string) []panelSpec {
+		var ps []panelSpec
+		for _, f := range families {
+			pn := panelSpec{Title: title, XLabel: "step", YLabel: ylabel, Smooth: smooth}
+			if len(families) > 1 {
+				pn.Title = f.Name + ": " + title
+			}
+			for _, a := range f.Arms {
+				for i, m := range metrics {
+					pn.Lines = append(pn.Lines, series{Arm: a, Metric: m, Dashed: i > 0})
+				}
+			}
+			ps = append(ps, pn)
+		}
+		return ps
+	}
+	passPanels := func() []panelSpec {
+		var ps []panelSpec
+		for _, f := range families {
+			pn := panelSpec{Title: "pass@k at the end of training", XLabel: "k (log scale)", YLabel: "pass@k (mean over eval sets)", PassK: true}
+			if len(families) > 1 {
+				pn.Title = f.Name + ": " + pn.Title
+			}
+			pn.Lines = append(pn.Lines, series{Arm: "base"})
+			for _, a := range f.Arms {
+				pn.Lines = append(pn.Lines, series{Arm: a})
+			}
+			ps = append(ps, pn)
+		}
+		return ps
+	}
+	figs := []figureSpec{
+		{"heldout_accuracy", "Held-out accuracy (" + valKey + ", mean over eval sets) vs step", perFamily("held-out accuracy", valKey, 1, valKey)},
+		{"passk", "pass@k vs k at the final evaluation (unbiased from the eval's n samples per problem), with the base policy (the step-0 evaluation) in black", passPanels()},
+		{"entropy", "Policy entropy of the rollouts (rollout/entropy, nats per token) vs step, each seed smoothed over 5 logged steps", perFamily("policy entropy", "rollout/entropy", 5, "rollout/entropy")},
+		{"calibration", "Calibration: mean perplexity of correct (solid) and incorrect (dashed) rollouts vs step, on the same axes, each seed smoothed over 5 logged steps", perFamily("response perplexity", "calib/ppl_correct, calib/ppl_incorrect", 5, "calib/ppl_correct", "calib/ppl_incorrect")},
+		{"auroc", "Calibration AUROC (calib/auroc: perplexity separating correct from incorrect rollouts) vs step, each seed smoothed over 5 logged steps", perFamily("PPL AUROC", "calib/auroc", 5, "calib/auroc")},
+		{"critic_head_std", "Critic head std on the training batch (critic/head_std, B_critic) vs step, arms with a critic", perFamily("critic head std", "critic/head_std", 5, "critic/head_std")},
+		{"simhash_cells", "SimHash occupied cells (simhash/occupied_cells) vs step, arms with SimHash", perFamily("SimHash occupied cells", "simhash/occupied_cells", 1, "simhash/occupied_cells")},
 	}
 	var notes []string
 	for _, f := range figs {
@@ -95,49 +462,41 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, dir string
 			notes = append(notes, "- Held-out accuracy: no evaluation in any finished run.")
 			continue
 		}
+		legend := map[string]plot.Thumbnailer{}
 		var plots []*plot.Plot
-		lines := 0
-		for _, pn := range f.Panels {
-			p := plot.New()
-			p.Title.Text = pn.Title
-			p.X.Label.Text = "step"
-			p.Y.Label.Text = pn.YLabel
-			p.Add(plotter.NewGrid())
-			p.Legend.Top, p.Legend.Left = true, true
-			p.Legend.TextStyle.Font.Size = vg.Points(8)
-			for i, arm := range arms {
-				xy := curve(runs[arm], pn.Metric)
-				if len(xy) == 0 {
-					continue
-				}
-				l, err := plotter.NewLine(xy)
-				if err != nil {
-					return nil, err
-				}
-				l.Color = armColor(i)
-				l.Dashes = plotutil.Dashes(i / len(plotutil.SoftColors))
-				l.Width = vg.Points(1.5)
-				p.Add(l)
-				if len(xy) < 8 {
-					sc, err := plotter.NewScatter(xy)
-					if err != nil {
-						return nil, err
-					}
-					sc.Color = l.Color
-					sc.Shape = draw.CircleGlyph{}
-					sc.Radius = vg.Points(2)
-					p.Add(sc)
-				}
-				p.Legend.Add(arm, l)
-				lines++
+		for _, ps := range f.Panels {
+			p, ok, err := drawPanel(ps, runs, st, legend)
+			if err != nil {
+				return nil, err
 			}
-			plots = append(plots, p)
+			if ok {
+				plots = append(plots, p)
+			}
 		}
-		if lines == 0 {
-			notes = append(notes, fmt.Sprintf("- %s: no finished arm reports %s; not plotted.", f.Caption, f.Panels[0].Metric))
+		if len(plots) == 0 {
+			what := "the metric"
+			if len(f.Panels) > 0 && len(f.Panels[0].Lines) > 0 && f.Panels[0].Lines[0].Metric != "" {
+				what = f.Panels[0].Lines[0].Metric
+			}
+			if f.Name == "passk" {
+				what = "val/mean/pass@k for two or more k"
+			}
+			notes = append(notes, fmt.Sprintf("- %s: no finished arm reports %s; not plotted.", f.Caption, what))
 			continue
 		}
-		if err := savePanels(plots, filepath.Join(dir, f.Name)); err != nil {
+		leg := plot.NewLegend()
+		leg.TextStyle.Font.Size = vg.Points(9)
+		leg.Top, leg.Left = true, true
+		for _, a := range append([]string{"base"}, arms...) {
+			if th, ok := legend[a]; ok {
+				name := a
+				if a == "base" {
+					name = "base policy (step 0)"
+				}
+				leg.Add(name, th)
+			}
+		}
+		if err := savePanels(plots, &leg, filepath.Join(dir, f.Name)); err != nil {
 			return nil, err
 		}
 		notes = append(notes, fmt.Sprintf("**%s** (plots/%s.svg)\n\n![%s](plots/%s.png)\n", f.Caption, f.Name, f.Name, f.Name))
@@ -145,22 +504,23 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, dir string
 	return notes, nil
 }
 
-func armColor(i int) color.Color {
-	return plotutil.SoftColors[i%len(plotutil.SoftColors)]
-}
-
-// savePanels draws plots side by side into base.png and base.svg.
-func savePanels(plots []*plot.Plot, base string) error {
-	w := vg.Length(len(plots)) * 6 * vg.Inch
+// savePanels draws plots side by side, and the legend in a strip to their
+// right (off the data), into base.png and base.svg.
+func savePanels(plots []*plot.Plot, legend *plot.Legend, base string) error {
+	legendW := 2.3 * vg.Inch
+	w := vg.Length(len(plots))*5.5*vg.Inch + legendW
 	h := 4.5 * vg.Inch
 	draws := func(c vg.CanvasSizer) {
 		dc := draw.New(c)
-		tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2,
+		main := draw.Crop(dc, 0, -legendW, 0, 0)
+		tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Millimeter * 6, PadTop: vg.Millimeter * 2,
 			PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-		canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
+		canvases := plot.Align([][]*plot.Plot{plots}, tiles, main)
 		for j, p := range plots {
 			p.Draw(canvases[0][j])
 		}
+		side := draw.Crop(dc, w-legendW+vg.Millimeter*2, 0, 0, -vg.Millimeter*8)
+		legend.Draw(side)
 	}
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
 	// A white background (vgimg starts transparent).
@@ -195,4 +555,38 @@ func writeCanvas(path string, c io.WriterTo) error {
 		return err
 	}
 	return f.Close()
+}
+
+// armFamilies splits arms into the critic-free (GRPO-like) and the
+// critic-based (PPO-like) family, each drawn in its own panel; one family
+// when every arm is of one kind.
+func armFamilies(spec *Spec, dir string, arms []string) ([]family, error) {
+	free := family{Name: "critic-free (GRPO family)"}
+	critic := family{Name: "with a critic (PPO family)"}
+	for _, name := range arms {
+		i := slices.IndexFunc(spec.Arms, func(a Arm) bool { return a.Name == name })
+		if i < 0 || len(spec.Seeds) == 0 {
+			return nil, fmt.Errorf("plots: no arm %q in the bench file", name)
+		}
+		cfg, err := spec.ArmConfig(dir, spec.Arms[i], spec.Seeds[0])
+		if err != nil {
+			return nil, err
+		}
+		algo, err := session.BuildAlgorithm(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("plots: arm %s: %w", name, err)
+		}
+		if algo.NeedsCritic() {
+			critic.Arms = append(critic.Arms, name)
+		} else {
+			free.Arms = append(free.Arms, name)
+		}
+	}
+	var out []family
+	for _, f := range []family{free, critic} {
+		if len(f.Arms) > 0 {
+			out = append(out, f)
+		}
+	}
+	return out, nil
 }

@@ -240,7 +240,11 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 	}
 
 	// plots
-	plotNotes, err := writePlots(spec, runs, arms, filepath.Join(dir, "plots"))
+	families, err := armFamilies(spec, dir, arms)
+	if err != nil {
+		return err
+	}
+	plotNotes, err := writePlots(spec, runs, arms, families, filepath.Join(dir, "plots"))
 	if err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
@@ -292,7 +296,7 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		fmt.Fprintf(&b, "\nNot finished (not in the table): %s.\n", strings.Join(missing, ", "))
 	}
 
-	b.WriteString("\n## Plots\n\nOne line per arm, the mean over its finished seeds. Each plot is also in SVG next to the PNG.\n\n")
+	b.WriteString("\n## Plots\n\nOne line per arm, the mean over its finished seeds, with the range over seeds (min to max) shaded; critic-free and critic-based arms in separate panels; a y axis turns logarithmic when its values span more than a factor of 30. Each plot is also in SVG next to the PNG.\n\n")
 	for _, n := range plotNotes {
 		b.WriteString(n + "\n")
 	}

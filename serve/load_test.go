@@ -16,6 +16,15 @@ import (
 // sameWeights fails unless got scores a fixed sequence as want does.
 func sameWeights(t *testing.T, what string, got, want *Model) {
 	t.Helper()
+	if !scoresEqual(t, got, want) {
+		t.Fatalf("%s: the served model scores a fixed sequence differently from the expected weights", what)
+	}
+}
+
+// scoresEqual reports whether a and b give a fixed sequence the same
+// log-probs (to 1e-6).
+func scoresEqual(t *testing.T, got, want *Model) bool {
+	t.Helper()
 	seq := []*core.Sequence{{Prompt: []int32{1, 20, 11, 21, 3}, Response: []int32{22, 30, 2}}}
 	a, _, err := backendOf(got).ScoreLogProbs(seq, 1)
 	if err != nil {
@@ -27,9 +36,10 @@ func sameWeights(t *testing.T, what string, got, want *Model) {
 	}
 	for j := range a[0] {
 		if math.Abs(a[0][j]-b[0][j]) > 1e-6 {
-			t.Fatalf("%s: log-probs %v, want %v", what, a[0], b[0])
+			return false
 		}
 	}
+	return true
 }
 
 // --checkpoint takes a run directory (newest complete checkpoint, or
@@ -138,4 +148,74 @@ func TestLoadHFModel(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// --checkpoint RUN_DIR of a run that trained a Hugging Face model: the
+// architecture comes from model.hf, the tokenizer from the task, the
+// weights from the checkpoint's policy.gob; a reload from safetensors then
+// replaces them.
+func TestLoadHFRun(t *testing.T) {
+	model := t.TempDir()
+	if err := hftest.WriteTinyQwen3(model, filepath.Join("..", "tokenizer", "testdata", "qwen3"), 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	for f, q := range map[string]string{"train.jsonl": "2+2", "test.jsonl": "3+3"} {
+		if err := os.WriteFile(filepath.Join(data, f), []byte(`{"question": "What is `+q+`?", "answer": "#### 4"}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yaml := `seed: 4
+task: {name: math, train: ` + filepath.Join(data, "train.jsonl") + `, eval: [{name: t, path: ` + filepath.Join(data, "test.jsonl") + `}], tokenizer: ` + model + `}
+model: {hf: ` + model + `, max_len: 64, checkpoint: ""}
+`
+	file := filepath.Join(t.TempDir(), "hf.yaml")
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := core.LoadConfig(core.LoadOptions{File: file, Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The "trained" weights: random ones from seed 5, neither the model
+	// directory's nor those the run's config (seed 4) draws before loading.
+	seed5 := *cfg
+	seed5.Seed = 5
+	trained, err := FromConfig(&seed5, "cpu", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trained.Close()
+	run := t.TempDir()
+	if err := session.WriteResolvedConfig(run, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ckpt := filepath.Join(run, "checkpoints", "step-000003")
+	if err := backendOf(trained).Save(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.WriteManifest(ckpt, 3); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(LoadOptions{Checkpoint: run, Step: -1, Engine: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Vocab != hftest.Qwen3Vocab || m.EOS != 151645 || m.MaxLen != 64 {
+		t.Fatalf("vocab %d, EOS %d, max len %d", m.Vocab, m.EOS, m.MaxLen)
+	}
+	sameWeights(t, "HF run checkpoint", m, trained)
+	hfDir, err := Load(LoadOptions{Model: model, Engine: "cpu", Step: -1, MaxLen: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hfDir.Close()
+	if scoresEqual(t, m, hfDir) {
+		t.Fatal("the checkpoint and the model directory hold the same weights: the reload check proves nothing")
+	}
+	if err := m.Engine.LoadPolicyWeights(model); err != nil {
+		t.Fatal(err)
+	}
+	sameWeights(t, "reloaded from model.safetensors", m, hfDir)
 }

@@ -558,3 +558,95 @@ func TestListenLoopback(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Completions and reloads sent at once are served one at a time: every
+// answer is wholly the old weights' or wholly the new ones' (its
+// log-probs are one model's scoring of its tokens), and once a reload has
+// answered, later completions use the new weights.
+func TestConcurrentCompletionsAndReload(t *testing.T) {
+	f := newReloadFixture(t, Options{Token: "set", ReloadDir: "set"})
+	const body = `{"prompt": [[1, 20, 21], [1, 30]], "n": 2, "max_tokens": 6, "logprobs": 1, "return_tokens_as_token_ids": true, "seed": 3}`
+	scoredBy := func(r wantResponse, m *Model) bool {
+		for i, c := range r.Choices {
+			prompt := [][]int32{{1, 20, 21}, {1, 30}}[i/2]
+			lps, _, err := backendOf(m).ScoreLogProbs([]*core.Sequence{{Prompt: prompt, Response: ids(t, c)}}, 1)
+			if err != nil {
+				t.Error(err)
+				return false
+			}
+			for j, lp := range c.Logprobs.TokenLogprobs {
+				if math.Abs(lp-lps[0][j]) > 1e-4 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	type result struct {
+		r   wantResponse
+		err string
+	}
+	results := make(chan result, 12)
+	reloads := make(chan int, 2)
+	for i := range 12 {
+		go func() {
+			if i == 5 || i == 9 {
+				status, _ := postNoFatal(f.url, "/update_weights_from_disk", `{"model_path": "`+f.dir+`"}`, "Bearer "+f.token)
+				reloads <- status
+			}
+			status, out := postNoFatal(f.url, "/v1/completions", body, "")
+			var r wantResponse
+			if status != 200 || json.Unmarshal(out, &r) != nil {
+				results <- result{err: fmt.Sprintf("status %d: %s", status, out)}
+				return
+			}
+			results <- result{r: r}
+		}()
+	}
+	for range 2 {
+		if s := <-reloads; s != 200 {
+			t.Fatalf("reload: status %d", s)
+		}
+	}
+	var answers []wantResponse
+	for range 12 {
+		res := <-results
+		if res.err != "" {
+			t.Fatal(res.err)
+		}
+		answers = append(answers, res.r)
+	}
+	// Scored once every request is done (the backends are not safe for
+	// concurrent use), the old weights by a fresh copy: the served model
+	// now holds the new ones.
+	old := charModel(t, 1)
+	sawOld, sawNew := false, false
+	for _, r := range answers {
+		o, n := scoredBy(r, old), scoredBy(r, f.next)
+		if !o && !n {
+			t.Fatal("an answer's log-probs are neither the old weights' nor the new ones'")
+		}
+		sawOld, sawNew = sawOld || o, sawNew || n
+	}
+	t.Logf("answers from the old weights: %v, from the new: %v", sawOld, sawNew)
+	lpsOf(t, f.url, f.next)
+}
+
+// postNoFatal is post for goroutines other than the test's: errors come
+// back as status 0.
+func postNoFatal(url, path, body, auth string) (int, []byte) {
+	req, err := http.NewRequest(http.MethodPost, url+path, strings.NewReader(body))
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}

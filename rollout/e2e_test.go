@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cde-rl/cde/backends/xla/hftest"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/rollout/localserve"
 	"github.com/cde-rl/cde/session"
@@ -69,53 +71,85 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-// Three training steps of cde's character model on the arith task against
-// two local `cde-run serve` processes, with weight sync into their reload
-// directory after every update and truncated importance sampling; one
-// server is killed after the first step. The run finishes, the live-server
-// count drops from 2 to 1, the client warned naming the dead server, and the
-// servers' log-probs agree with the trainer's recomputation at every step
-// (so each step's reload gave them the trainer's weights: with
-// weight_sync.every 0 the difference is far above the bound).
+// Three training steps against two local `cde-run serve` processes, with
+// weight sync into their reload directory after every update and truncated
+// importance sampling; one server is killed after the first step. The run
+// finishes, the live-server count drops from 2 to 1, the client warned
+// naming the dead server, and the servers' log-probs agree with the
+// trainer's recomputation at every step (so each step's reload gave them
+// the trainer's weights: with weight_sync.every 0 the difference is far
+// above the bound). Two models: cde's character transformer on arith
+// (policy.gob reloads) and a tiny random Qwen3-architecture checkpoint with
+// the real Qwen3 tokenizer on GSM8K-style prompts (model.safetensors
+// reloads).
 func TestTrainAgainstTwoServers(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds cde-run and starts two servers (about a minute)")
+		t.Skip("builds cde-run and starts servers (about a minute)")
 	}
 	bin := buildCDERun(t)
-	reload := t.TempDir()
 	const token = "e2e-token-not-logged"
 	t.Setenv("CDE_SERVE_TOKEN", token)
-	base := []string{`model.checkpoint=""`, "train.steps=3", "train.prompts_per_step=4", "rollout.n=4",
-		"rollout.max_response_tokens=8", "eval.every=0", "eval.k=1", "eval.max_problems=4", "train.checkpoint_every=10",
-		// A random policy is never right, so every advantage is 0: the
-		// entropy bonus and a large step make each update move the weights.
-		"train.entropy_coef=0.5", "train.actor_lr=0.05"}
-	// The servers start from other weights (seed 7); the trainer's first
-	// sync replaces them with its own.
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: append(base, "seed=7")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := session.New(cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Backend.WriteServeWeights(reload, ""); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	t.Run("char", func(t *testing.T) {
+		reload := t.TempDir()
+		base := []string{`model.checkpoint=""`, "rollout.max_response_tokens=8", "eval.max_problems=4",
+			// A random policy is never right, so every advantage is 0: the
+			// entropy bonus and a large step make each update move the weights.
+			"train.entropy_coef=0.5", "train.actor_lr=0.05"}
+		// The servers start from other weights (seed 7); the trainer's
+		// first sync replaces them with its own.
+		cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: append(base, "seed=7")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := session.New(cfg, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Backend.WriteServeWeights(reload, ""); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		trainAgainstServers(t, bin, reload, token, base, "--checkpoint", reload)
+	})
+	t.Run("qwen3", func(t *testing.T) {
+		model := t.TempDir()
+		if err := hftest.WriteTinyQwen3(model, filepath.Join("..", "tokenizer", "testdata", "qwen3"), 2, 5); err != nil {
+			t.Fatal(err)
+		}
+		data := t.TempDir()
+		// GSM8K training questions (MIT licence, ../shared/data/gsm8k).
+		train := `{"question": "Joy can read 8 pages of a book in 20 minutes. How many hours will it take her to read 120 pages?", "answer": "#### 5"}
+{"question": "Herbert is 10 years younger than Kris. If Kris is 24 years old now, how old will Herbert be next year?", "answer": "#### 15"}
+`
+		os.WriteFile(filepath.Join(data, "train.jsonl"), []byte(train), 0o644)
+		os.WriteFile(filepath.Join(data, "test.jsonl"), []byte(`{"question": "A box holds 12 eggs. How many eggs are in 4 boxes?", "answer": "#### 48"}`+"\n"), 0o644)
+		task := fmt.Sprintf(`task={name: math, train: %s, eval: [{name: t, path: %s}], tokenizer: %s}`,
+			filepath.Join(data, "train.jsonl"), filepath.Join(data, "test.jsonl"), model)
+		base := []string{task, "model.hf=" + model, "model.max_len=128", "rollout.max_response_tokens=8", "eval.max_problems=1",
+			"train.entropy_coef=0.5", "train.actor_lr=0.01"}
+		// The servers start from the checkpoint itself, as the trainer does.
+		trainAgainstServers(t, bin, t.TempDir(), token, base, "--model", model, "--max-len", "128")
+	})
+}
+
+// trainAgainstServers starts two servers with serveArgs, trains 3 steps
+// with the config sets plus the servers and sync keys, killing the first
+// server after step 1 of 3, and checks the run (see TestTrainAgainstTwoServers).
+func trainAgainstServers(t *testing.T, bin, reload, token string, sets []string, serveArgs ...string) {
 	var procs []*localserve.Proc
 	for range 2 {
-		p, err := localserve.Start(bin, 2*time.Minute, "serve", "--checkpoint", reload, "--addr", "127.0.0.1:0", "--reload-dir", reload)
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--reload-dir", reload}, serveArgs...)
+		p, err := localserve.Start(bin, 2*time.Minute, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Kill() })
 		procs = append(procs, p)
 	}
-	sets := append(base, fmt.Sprintf(`rollout.servers=[%q, %q]`, procs[0].URL, procs[1].URL),
+	sets = append(slices.Clone(sets), "train.steps=3", "train.prompts_per_step=2", "rollout.n=4", "eval.every=0", "eval.k=1",
+		"train.checkpoint_every=10", fmt.Sprintf(`rollout.servers=[%q, %q]`, procs[0].URL, procs[1].URL),
 		"rollout.weight_sync.dir="+reload, "rollout.tis_cap=2", "rollout.server_retries=1", "rollout.server_timeout=60s")
-	cfg, err = core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: sets})
+	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: sets})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -557,6 +557,22 @@ func TestListenLoopback(t *testing.T) {
 	if _, err := Listen("no-port", nopLog); err == nil || !strings.Contains(err.Error(), "HOST:PORT") {
 		t.Fatalf("err = %v", err)
 	}
+	// Every interface only when named, and with a warning; none for
+	// loopback names.
+	for _, c := range []struct {
+		addr string
+		warn bool
+	}{{"0.0.0.0:0", true}, {"localhost:0", false}, {"127.0.0.1:0", false}} {
+		var logs bytes.Buffer
+		ln, err := Listen(c.addr, zerolog.New(&logs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Close()
+		if got := strings.Contains(logs.String(), "listening beyond loopback"); got != c.warn {
+			t.Fatalf("Listen(%q): warning %v, want %v: %s", c.addr, got, c.warn, logs.String())
+		}
+	}
 }
 
 // Completions and reloads sent at once are served one at a time: every

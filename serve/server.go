@@ -12,9 +12,12 @@
 //	POST /update_weights_from_disk reload the weights from the fixed directory (token)
 //
 // The backend is not safe for concurrent use: requests are handled
-// concurrently but run on the model one at a time, in arrival order of
-// the lock. A reload takes the same lock, so a completion in progress
-// finishes on the old weights and the next one samples from the new.
+// concurrently but run on the model one at a time, each as one Generate
+// call of its prompts x n rows. Requests are not merged into one batch:
+// the sampling noise of a row depends on the batch it is drawn in, so a
+// request's seed would no longer fix its tokens. A reload takes the same
+// lock, so a completion in progress finishes on the old weights and the
+// next one samples from the new.
 package serve
 
 import (
@@ -241,13 +244,18 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	gr.StopTokens = append(append([]int32{}, req.stop...), s.m.ExtraEOS...)
 	start := time.Now()
-	s.mu.Lock()
-	if err := r.Context().Err(); err != nil {
-		s.mu.Unlock()
-		return // the client is gone; do not spend the model on it
+	var gens []core.Generation
+	err := s.locked(func() error {
+		if err := r.Context().Err(); err != nil {
+			return err // the client is gone; do not spend the model on it
+		}
+		var err error
+		gens, err = s.m.Engine.Generate(gr)
+		return err
+	})
+	if r.Context().Err() != nil {
+		return
 	}
-	gens, err := s.m.Engine.Generate(gr)
-	s.mu.Unlock()
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "generate: "+err.Error())
 		return
@@ -256,6 +264,19 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	s.o.Log.Info().Int("prompts", len(req.prompts)).Int("n", req.n).Int("completion_tokens", resp.Usage.CompletionTokens).
 		Dur("took", time.Since(start)).Msg("completions")
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// locked runs f alone on the model. A panic in the engine becomes an
+// error (the request answers 500) instead of leaving the lock held.
+func (s *Server) locked(f func() error) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("engine panic: %v", p)
+		}
+	}()
+	return f()
 }
 
 // The response, field for field as vLLM writes it.
@@ -396,9 +417,7 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 		dir = s.reloadReal
 	}
 	start := time.Now()
-	s.mu.Lock()
-	err := s.m.Engine.LoadPolicyWeights(dir)
-	s.mu.Unlock()
+	err := s.locked(func() error { return s.m.Engine.LoadPolicyWeights(dir) })
 	if err != nil {
 		s.o.Log.Error().Err(err).Msg("reload failed; the old weights keep serving")
 		fail(http.StatusInternalServerError, err.Error()+" (the old weights keep serving)")

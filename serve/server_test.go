@@ -666,3 +666,21 @@ func postNoFatal(url, path, body, auth string) (int, []byte) {
 	out, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, out
 }
+
+// panicEngine panics on every call, as an engine may on a bug.
+type panicEngine struct{}
+
+func (panicEngine) Generate(core.GenerateRequest) ([]core.Generation, error) { panic("boom") }
+func (panicEngine) LoadPolicyWeights(string) error                           { panic("boom") }
+
+// An engine panic answers 500 and releases the model: the next request is
+// served (here, answered 500 again) rather than waiting forever.
+func TestEnginePanic(t *testing.T) {
+	m := &Model{Engine: panicEngine{}, Tokenizer: tasks.NewCharTokenizer(), Vocab: 101, MaxLen: 64, EOS: tasks.EosID}
+	ts := newTestServer(t, m, Options{})
+	for range 2 {
+		if status, out := post(t, ts.URL, "/v1/completions", `{"prompt": [[1, 5]]}`); status != 500 || !bytes.Contains(out, []byte("engine panic: boom")) {
+			t.Fatalf("status %d: %s", status, out)
+		}
+	}
+}

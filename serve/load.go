@@ -42,11 +42,11 @@ type LoadOptions struct {
 // Load builds the model o names.
 func Load(o LoadOptions) (*Model, error) {
 	if (o.Model == "") == (o.Checkpoint == "") {
-		return nil, errors.New("serve: give exactly one of --model DIR (Hugging Face) and --checkpoint DIR (cde)")
+		return nil, errors.New("give exactly one of --model DIR (Hugging Face) and --checkpoint DIR (cde)")
 	}
 	if o.Model != "" {
 		if o.Step >= 0 {
-			return nil, errors.New("serve: --step applies to --checkpoint RUN_DIR")
+			return nil, errors.New("--step applies to --checkpoint RUN_DIR")
 		}
 		return loadHF(o)
 	}
@@ -60,7 +60,7 @@ func loadHF(o LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	if tok.EOS() < 0 {
-		return nil, fmt.Errorf("serve: %s names no eos_token in tokenizer_config.json", o.Model)
+		return nil, fmt.Errorf("%s names no eos_token in tokenizer_config.json", o.Model)
 	}
 	hc, err := hf.LoadConfig(o.Model)
 	if err != nil {
@@ -72,7 +72,7 @@ func loadHF(o LoadOptions) (*Model, error) {
 	}
 	pc := xla.HFModelConfig(hc, maxLen)
 	if err := pc.Validate(); err != nil {
-		return nil, fmt.Errorf("serve: --max-len: %w", err)
+		return nil, fmt.Errorf("--max-len: %w", err)
 	}
 	set, err := safetensors.OpenDir(o.Model)
 	if err != nil {
@@ -117,7 +117,7 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 				return nil, err
 			}
 			if ckpt == "" {
-				return nil, fmt.Errorf("serve: %s has no complete checkpoint", dir)
+				return nil, fmt.Errorf("%s has no complete checkpoint", dir)
 			}
 		} else {
 			ckpt = filepath.Join(dir, "checkpoints", fmt.Sprintf("step-%06d", o.Step))
@@ -128,10 +128,10 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 		return FromConfig(cfg, o.Engine, ckpt)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err != nil {
-		return nil, fmt.Errorf("serve: --checkpoint %s: neither a run directory (config.yaml) nor a checkpoint (policy.gob)", dir)
+		return nil, fmt.Errorf("--checkpoint %s: neither a run directory (config.yaml) nor a checkpoint (policy.gob)", dir)
 	}
 	if o.Step >= 0 {
-		return nil, fmt.Errorf("serve: --step applies to a run directory; %s is one checkpoint", dir)
+		return nil, fmt.Errorf("--step applies to a run directory; %s is one checkpoint", dir)
 	}
 	if err := core.VerifyIfManifest(dir); err != nil {
 		return nil, err
@@ -151,11 +151,11 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	if pc.HF != nil {
-		return nil, fmt.Errorf("serve: %s/policy.gob is a Hugging Face model's: give its run directory (whose config.yaml names the tokenizer) or an exported model directory with --model", dir)
+		return nil, fmt.Errorf("%s/policy.gob is a Hugging Face model's: give its run directory (whose config.yaml names the tokenizer) or an exported model directory with --model", dir)
 	}
 	tok := tasks.NewCharTokenizer()
 	if pc.Vocab != tok.VocabSize() {
-		return nil, fmt.Errorf("serve: %s/policy.gob has a vocabulary of %d, the character tokenizer %d: give its run directory", dir, pc.Vocab, tok.VocabSize())
+		return nil, fmt.Errorf("%s/policy.gob has a vocabulary of %d, the character tokenizer %d: give its run directory", dir, pc.Vocab, tok.VocabSize())
 	}
 	b, err := xla.New(xla.Options{Engine: o.Engine, Policy: pc, Seed: 1, PAD: tok.PAD(), EOS: tok.EOS()})
 	if err != nil {

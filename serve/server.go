@@ -107,7 +107,7 @@ func New(m *Model, o Options) (*Server, error) {
 		o.MaxBody = 64 << 20
 	}
 	if o.MaxN < 1 || o.MaxRows < 1 || o.MaxBody < 1 {
-		return nil, fmt.Errorf("serve: max n %d, max rows %d and max body %d must be >= 1", o.MaxN, o.MaxRows, o.MaxBody)
+		return nil, fmt.Errorf("max n %d, max rows %d and max body %d must be >= 1", o.MaxN, o.MaxRows, o.MaxBody)
 	}
 	if o.Name == "" {
 		o.Name = "cde"
@@ -116,13 +116,13 @@ func New(m *Model, o Options) (*Server, error) {
 	if o.ReloadDir != "" {
 		abs, err := filepath.Abs(o.ReloadDir)
 		if err != nil {
-			return nil, fmt.Errorf("serve: reload dir %s: %w", o.ReloadDir, err)
+			return nil, fmt.Errorf("reload dir %s: %w", o.ReloadDir, err)
 		}
 		s.reload = filepath.Clean(abs)
 		if real, err := filepath.EvalSymlinks(s.reload); err == nil {
 			s.reloadReal = real
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("serve: reload dir: %w", err)
+			return nil, fmt.Errorf("reload dir: %w", err)
 		}
 	}
 	return s, nil
@@ -459,7 +459,7 @@ func Listen(addr string, log zerolog.Logger) (net.Listener, error) {
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("serve: --addr %q: want HOST:PORT: %w", addr, err)
+		return nil, fmt.Errorf("--addr %q: want HOST:PORT: %w", addr, err)
 	}
 	if host == "" {
 		host = "127.0.0.1"
@@ -467,11 +467,7 @@ func Listen(addr string, log zerolog.Logger) (net.Listener, error) {
 	if ip := net.ParseIP(host); !(host == "localhost" || (ip != nil && ip.IsLoopback())) {
 		log.Warn().Str("host", host).Msg("listening beyond loopback: anyone who can reach this port can sample from the model (reload still needs the token)")
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
-	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
-	}
-	return ln, nil
+	return net.Listen("tcp", net.JoinHostPort(host, port))
 }
 
 // Serve answers on ln until ctx is cancelled, then stops accepting and

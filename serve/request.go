@@ -9,6 +9,9 @@ import (
 	"strconv"
 )
 
+// minTemperature is the lowest temperature served.
+const minTemperature = 1e-6
+
 // completionRequest is a checked POST /v1/completions body.
 type completionRequest struct {
 	prompts     [][]int32
@@ -69,8 +72,10 @@ func parseCompletion(body []byte, m *Model, o Options) (*completionRequest, *api
 	if req.temperature, aerr = floatField(f, "temperature", 1); aerr != nil {
 		return nil, aerr
 	}
-	if !(req.temperature > 0 && req.temperature <= 10) {
-		return nil, badRequest("temperature = %v: must be in (0, 10] (greedy decoding is not supported)", req.temperature)
+	// Below minTemperature, 1/T in float32 overflows for tiny T and the
+	// log-probs become NaN; sampling there is argmax for any practical use.
+	if !(req.temperature >= minTemperature && req.temperature <= 10) {
+		return nil, badRequest("temperature = %v: must be in [%v, 10] (greedy decoding, 0, is not supported)", req.temperature, minTemperature)
 	}
 	mt, aerr := intField(f, "max_tokens", 16)
 	if aerr != nil {

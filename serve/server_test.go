@@ -159,6 +159,7 @@ func TestCompletionValidation(t *testing.T) {
 		{`{"prompt": [[1]], "temperature": 0}`, "temperature = 0"},
 		{`{"prompt": [[1]], "temperature": -1}`, "temperature = -1"},
 		{`{"prompt": [[1]], "temperature": 10.5}`, "temperature = 10.5"},
+		{`{"prompt": [[1]], "temperature": 1e-40}`, "temperature = 1e-40"},
 		{`{"prompt": [[1]], "temperature": "hot"}`, "temperature: want a number"},
 		{`{"prompt": [[1]], "max_tokens": 0}`, "max_tokens = 0"},
 		{`{"prompt": [[1]], "max_tokens": "8"}`, "max_tokens: want an integer"},

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,7 +46,17 @@ func main() {
 	maxTokens := flag.Int("max-tokens", 48, "new tokens per sample, at most")
 	reps := flag.Int("reps", 3, "timed requests per mode (median reported)")
 	engine := flag.String("engine", "auto", "compute engine of the in-process backend and the servers")
+	modes := flag.String("servers", "0,1,2", "modes to time: 0 is in-process, k > 0 is k local servers")
 	flag.Parse()
+	var ks []int
+	for _, f := range strings.Split(*modes, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 0 {
+			fmt.Fprintf(os.Stderr, "--servers: %q: want a list of counts >= 0 such as 0,1,2\n", *modes)
+			os.Exit(2)
+		}
+		ks = append(ks, k)
+	}
 	tmp, err := os.MkdirTemp("", "servebench-")
 	check(err)
 	defer os.RemoveAll(tmp)
@@ -83,9 +94,14 @@ func main() {
 			}
 		}
 		req.Temperature, req.MaxTokens, req.Seed = 1, *maxTokens, 1
-		row(m, "in-process", *reps, req, be)
+		if slices.Contains(ks, 0) {
+			row(m, "in-process", *reps, req, be)
+		}
 		be.Close()
-		for _, k := range []int{1, 2} {
+		for _, k := range ks {
+			if k == 0 {
+				continue
+			}
 			var procs []*localserve.Proc
 			var urls []string
 			for range k {

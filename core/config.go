@@ -115,6 +115,14 @@ type TrainConfig struct {
 	Overlong        OverlongConfig        // train.overlong
 	MaxGradNorm     float64               // train.max_grad_norm (1.0)
 	ValueHeads      int                   // train.value_heads: critic heads K (1; strategies may ask for more)
+	// CriticInit is train.critic_init: policy (the critic's trunk starts
+	// as the starting policy's, a fresh value head: verl's practice and the
+	// paper's) | random (its own random weights) (policy).
+	CriticInit string
+	// CriticWarmup is train.critic_warmup: the first this many steps
+	// update only the critic, not the actor (verl's trainer.critic_warmup;
+	// the paper uses 10) (0).
+	CriticWarmup int
 	CheckpointEvery int                   // train.checkpoint_every (10 steps)
 	KeepCheckpoints int                   // train.keep_checkpoints (2)
 }
@@ -144,6 +152,13 @@ type EvalConfig struct {
 	MaxProblems int     // eval.max_problems per set (0 = all)
 	// Sets names the task's eval sets to run (eval.sets, default all).
 	Sets []string
+	// AtStart is eval.at_start: evaluate before the first step (true).
+	// Benches whose arms share a base turn it off and evaluate the base
+	// once per seed.
+	AtStart bool
+	// Details is eval.details: write each evaluation's per-problem correct
+	// counts to RUN/evals/<set>/step-N.json (true).
+	Details bool
 }
 
 // PretrainConfig controls the supervised warm start (cde-run pretrain and
@@ -182,10 +197,11 @@ train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         loss_agg_mode: token-mean, clip_ratio_c: 0.0, ratio_level: token,
         dynamic_sampling: {enabled: false, max_extra_batches: 4},
         overlong: {buffer: 0, penalty: 1.0},
-        max_grad_norm: 1.0, value_heads: 1, checkpoint_every: 10, keep_checkpoints: 2}
+        max_grad_norm: 1.0, value_heads: 1, critic_init: policy, critic_warmup: 0,
+        checkpoint_every: 10, keep_checkpoints: 2}
 algorithm: {name: grpo}
 strategies: []
-eval: {every: 20, k: 4, temperature: 1.0, max_problems: 0, sets: []}
+eval: {every: 20, k: 4, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
 pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.35, eval_k: 2,
            eval_max_problems: 64, seed: 0, dir: runs/base}
 `
@@ -455,6 +471,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		EntropyCoef: t.Float("entropy_coef", 0), KLCoef: t.Float("kl_coef", 0),
 		MaxGradNorm: t.Float("max_grad_norm", 1), ValueHeads: t.Int("value_heads", 1),
 		CheckpointEvery: t.Int("checkpoint_every", 10), KeepCheckpoints: t.Int("keep_checkpoints", 2),
+		CriticInit: t.OneOf("critic_init", "policy", "policy", "random"), CriticWarmup: t.Int("critic_warmup", 0),
 		KLEstimator: t.OneOf("kl_estimator", "k3", KLEstimators...),
 		KLMode:      t.OneOf("kl_mode", "loss", "loss", "reward"),
 		LossAggMode: t.OneOf("loss_agg_mode", AggTokenMean, LossAggModes...),
@@ -486,6 +503,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	t.Check(tc.ValueHeads >= 1 && tc.ValueHeads <= 64, "value_heads", "must be in 1..64, got %d", tc.ValueHeads)
 	t.Check(tc.CheckpointEvery >= 1, "checkpoint_every", "must be >= 1, got %d", tc.CheckpointEvery)
 	t.Check(tc.KeepCheckpoints >= 1, "keep_checkpoints", "must be >= 1, got %d", tc.KeepCheckpoints)
+	t.Check(tc.CriticWarmup >= 0 && tc.CriticWarmup < tc.Steps, "critic_warmup", "must be in [0, train.steps), got %d", tc.CriticWarmup)
 
 	c.Algorithm = p.Map("algorithm")
 	if c.Algorithm == nil {
@@ -507,7 +525,8 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	}
 
 	e := p.Sub("eval")
-	c.Eval = EvalConfig{Every: e.Int("every", 20), K: e.Int("k", 4), Temperature: e.Float("temperature", 1), MaxProblems: e.Int("max_problems", 0)}
+	c.Eval = EvalConfig{Every: e.Int("every", 20), K: e.Int("k", 4), Temperature: e.Float("temperature", 1), MaxProblems: e.Int("max_problems", 0),
+		AtStart: e.Bool("at_start", true), Details: e.Bool("details", true)}
 	e.Check(c.Eval.Every >= 0, "every", "must be >= 0, got %d", c.Eval.Every)
 	e.Check(c.Eval.K >= 1, "k", "must be >= 1, got %d", c.Eval.K)
 	e.Check(c.Eval.Temperature > 0 && c.Eval.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Eval.Temperature)

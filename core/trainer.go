@@ -108,6 +108,9 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 			return err
 		}
 	}
+	if t.Cfg.Train.CriticWarmup > 0 && t.needs.ValueHeads == 0 {
+		return fmt.Errorf("config: train.critic_warmup = %d: the run has no critic (algorithm %s and its strategies need none)", t.Cfg.Train.CriticWarmup, t.Algo.Name())
+	}
 	t.synced = false
 	if err := t.openMetrics(start); err != nil {
 		return err
@@ -122,7 +125,7 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 			return t.interrupted(ctx, step)
 		}
 		m := map[string]float64{}
-		if t.Cfg.Eval.Every > 0 && step%t.Cfg.Eval.Every == 0 || step == 0 {
+		if t.Cfg.Eval.Every > 0 && step%t.Cfg.Eval.Every == 0 && (step > 0 || t.Cfg.Eval.AtStart) || step == 0 && t.Cfg.Eval.AtStart {
 			if err := t.Evaluate(step, m); err != nil {
 				return err
 			}
@@ -434,19 +437,26 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 		}
 	}
 	updStart := time.Now()
-	am, err := t.Backend.UpdateActor(r, ActorUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches,
-		ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, ClipRatioC: c.Train.ClipRatioC,
-		LossAggMode: c.Train.LossAggMode, RatioLevel: c.Train.RatioLevel, MaxResponseTokens: c.Rollout.MaxResponseTokens,
-		EntropyCoef: lossTerms.EntropyCoef, KLCoef: klCoef, KLEstimator: c.Train.KLEstimator,
-		Temperature: c.Rollout.Temperature, Seed: Mix(c.Seed, seedActor, uint64(step))})
-	if err != nil {
-		return err
-	}
-	if err := checkMetricsFinite(am, "actor/"); err != nil {
-		return err
-	}
-	for k, v := range am {
-		m[k] = v
+	// Critic warm-up: the first train.critic_warmup steps leave the actor
+	// as it is and only fit the critic (actor/updated 0).
+	if step >= c.Train.CriticWarmup {
+		am, err := t.Backend.UpdateActor(r, ActorUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches,
+			ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, ClipRatioC: c.Train.ClipRatioC,
+			LossAggMode: c.Train.LossAggMode, RatioLevel: c.Train.RatioLevel, MaxResponseTokens: c.Rollout.MaxResponseTokens,
+			EntropyCoef: lossTerms.EntropyCoef, KLCoef: klCoef, KLEstimator: c.Train.KLEstimator,
+			Temperature: c.Rollout.Temperature, Seed: Mix(c.Seed, seedActor, uint64(step))})
+		if err != nil {
+			return err
+		}
+		if err := checkMetricsFinite(am, "actor/"); err != nil {
+			return err
+		}
+		for k, v := range am {
+			m[k] = v
+		}
+		m["actor/updated"] = 1
+	} else {
+		m["actor/updated"] = 0
 	}
 	m["actor/entropy_coef"] = lossTerms.EntropyCoef
 	if t.needs.ValueHeads > 0 {
@@ -789,11 +799,15 @@ func (t *Trainer) EvalSets() ([]EvalSet, error) {
 }
 
 // Evaluate samples eval.k responses per held-out problem of every eval set
-// and adds val/<set>/avg@k and val/<set>/pass@k (and their mean over sets
-// as val/mean/...) to m.
+// and adds val/<set>/avg@k and val/<set>/pass@j for every j of the curve
+// CurveKs(k) (1, 2, 4, ..., k), and their means over sets as val/mean/...,
+// to m. With eval.details and a run directory it writes each set's
+// per-problem correct counts (WriteEvalDetail).
 func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 	c := t.Cfg
 	k := c.Eval.K
+	ks := CurveKs(k)
+	curves := make([][]float64, len(ks))
 	var avgs, passes []float64
 	sets, err := t.EvalSets()
 	if err != nil {
@@ -819,12 +833,44 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		if err != nil {
 			return fmt.Errorf("eval %s: %w", set.Name, err)
 		}
+		counts := make([]int, len(per))
+		ids := make([]string, len(per))
+		for i, samples := range per {
+			for _, ok := range samples {
+				if ok {
+					counts[i]++
+				}
+			}
+			ids[i] = problems[i].ID
+		}
+		curve, err := PassAtKCurve(k, counts, ks)
+		if err != nil {
+			return fmt.Errorf("eval %s: %w", set.Name, err)
+		}
+		for j, kj := range ks {
+			if kj != k {
+				m[fmt.Sprintf("val/%s/pass@%d", set.Name, kj)] = curve[j]
+			}
+			curves[j] = append(curves[j], curve[j])
+		}
 		m[fmt.Sprintf("val/%s/avg@%d", set.Name, k)] = avg
 		m[fmt.Sprintf("val/%s/pass@%d", set.Name, k)] = pass
 		avgs = append(avgs, avg)
 		passes = append(passes, pass)
+		if c.Eval.Details && t.RunDir != "" {
+			// Details serve the bench's statistics; failing to write them
+			// (a set name that is no file name) does not stop training.
+			if err := WriteEvalDetail(t.RunDir, EvalDetail{Step: step, Set: set.Name, N: k, Problems: ids, Correct: counts}); err != nil {
+				t.Log.Warn().Err(err).Str("set", set.Name).Msg("eval details not written")
+			}
+		}
 	}
 	if len(avgs) > 0 {
+		for j, kj := range ks {
+			if kj != k {
+				m[fmt.Sprintf("val/mean/pass@%d", kj)] = Mean(curves[j])
+			}
+		}
 		m[fmt.Sprintf("val/mean/avg@%d", k)] = Mean(avgs)
 		m[fmt.Sprintf("val/mean/pass@%d", k)] = Mean(passes)
 		t.Log.Info().Int("step", step).Float64("avg@k", Mean(avgs)).Float64("pass@k", Mean(passes)).Int("k", k).Msg("eval")

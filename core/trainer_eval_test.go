@@ -1,0 +1,140 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func metricRows(t *testing.T, run string) []map[string]float64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(run, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]float64
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var row map[string]float64
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// With eval.at_start false the run evaluates at every eval.every step but
+// not before its first step.
+func TestEvalAtStartOff(t *testing.T) {
+	cfg := fakeConfig(t, 4, 2)
+	cfg.Eval.Every, cfg.Eval.AtStart = 2, false
+	tr := fakeTrainer(t, cfg, &fakeBackend{})
+	if err := tr.Run(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	var evalSteps []int
+	for _, row := range metricRows(t, tr.RunDir) {
+		if _, ok := row["val/v/avg@4"]; ok {
+			evalSteps = append(evalSteps, int(row["step"]))
+		}
+	}
+	if len(evalSteps) != 2 || evalSteps[0] != 2 || evalSteps[1] != 4 {
+		t.Fatalf("evaluations at steps %v, want [2 4]", evalSteps)
+	}
+}
+
+func binom(n, k int) float64 {
+	if k < 0 || k > n {
+		return 0
+	}
+	r := 1.0
+	for i := 1; i <= k; i++ {
+		r = r * float64(n-k+i) / float64(i)
+	}
+	return r
+}
+
+// Evaluate reports pass@1, pass@2 and pass@4 of k = 4 samples, equal to
+// 1 - C(n-c, j)/C(n, j) from the correct count c it wrote to the details
+// file, and the mean over sets.
+func TestEvaluateCurveAndDetails(t *testing.T) {
+	cfg := fakeConfig(t, 1, 1)
+	cfg.Eval.K = 4
+	tr := fakeTrainer(t, cfg, &fakeBackend{})
+	for seed := range uint64(40) {
+		tr.Cfg.Seed = seed
+		m := map[string]float64{}
+		if err := tr.Evaluate(7, m); err != nil {
+			t.Fatal(err)
+		}
+		d, err := ReadEvalDetail(EvalDetailPath(tr.RunDir, "v", 7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.N != 4 || len(d.Correct) != 1 || d.Problems[0] != "a" {
+			t.Fatalf("details %+v", d)
+		}
+		c := d.Correct[0]
+		for _, j := range []int{1, 2, 4} {
+			want := 1 - binom(4-c, j)/binom(4, j)
+			for _, key := range []string{"val/v/pass@" + string(rune('0'+j)), "val/mean/pass@" + string(rune('0'+j))} {
+				if got, ok := m[key]; !ok || math.Abs(got-want) > 1e-12 {
+					t.Fatalf("seed %d, c = %d: %s = %v (present %v), want %v", seed, c, key, got, ok, want)
+				}
+			}
+		}
+		if m["val/v/avg@4"] != float64(c)/4 {
+			t.Fatalf("avg@4 %v with c = %d", m["val/v/avg@4"], c)
+		}
+		if c > 0 && c < 4 {
+			return // a case with 0 < c < n was seen: the curve is not trivial
+		}
+	}
+	t.Fatal("no seed gave 0 < c < 4: the test never checked a non-trivial curve")
+}
+
+// criticAlgo is meanAlgo with a critic.
+type criticAlgo struct{ meanAlgo }
+
+func (criticAlgo) NeedsCritic() bool { return true }
+
+// train.critic_warmup: 2 of 4 steps update only the critic.
+func TestCriticWarmup(t *testing.T) {
+	cfg := fakeConfig(t, 4, 4)
+	cfg.Train.CriticWarmup = 2
+	be := &fakeBackend{}
+	tr := fakeTrainer(t, cfg, be)
+	tr.Algo = criticAlgo{}
+	if err := tr.Run(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if be.updates != 2 {
+		t.Errorf("%d actor updates, want 2", be.updates)
+	}
+	critic := 0
+	for _, c := range be.calls {
+		if c == "critic" {
+			critic++
+		}
+	}
+	if critic != 4 {
+		t.Errorf("%d critic updates, want 4", critic)
+	}
+	for _, row := range metricRows(t, tr.RunDir) {
+		s := int(row["step"])
+		if s >= 4 {
+			continue
+		}
+		if want := map[bool]float64{true: 0, false: 1}[s < 2]; row["actor/updated"] != want {
+			t.Errorf("step %d: actor/updated %v, want %v", s, row["actor/updated"], want)
+		}
+	}
+	tr2 := fakeTrainer(t, cfg, &fakeBackend{})
+	if err := tr2.Run(context.Background(), 0); err == nil || !strings.Contains(err.Error(), "train.critic_warmup = 2: the run has no critic") {
+		t.Errorf("warm-up without a critic: %v", err)
+	}
+}

@@ -122,9 +122,9 @@ type TrainConfig struct {
 	// CriticWarmup is train.critic_warmup: the first this many steps
 	// update only the critic, not the actor (verl's trainer.critic_warmup;
 	// the paper uses 10) (0).
-	CriticWarmup int
-	CheckpointEvery int                   // train.checkpoint_every (10 steps)
-	KeepCheckpoints int                   // train.keep_checkpoints (2)
+	CriticWarmup    int
+	CheckpointEvery int // train.checkpoint_every (10 steps)
+	KeepCheckpoints int // train.keep_checkpoints (2)
 }
 
 // DynamicSamplingConfig is DAPO's dynamic sampling (Yu et al. 2025, arXiv

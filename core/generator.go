@@ -26,6 +26,14 @@ type Rescorer interface {
 	ScoreLogProbs(seqs []*Sequence, temp float64) (lps, ents [][]float64, err error)
 }
 
+// EmbeddingRescorer is Rescorer with each sequence's pooled last-layer
+// state (Needs.Pooling: "last", "second_last" or "mean"), which strategies
+// such as simhash read, when the responses were generated remotely.
+// backends/xla's Backend has it.
+type EmbeddingRescorer interface {
+	RescoreWithEmbeddings(seqs []*Sequence, temp float64, pooling string) (lps, ents, embs [][]float64, err error)
+}
+
 // ServerGenerator is a Generator backed by servers that hold their own copy
 // of the policy (package rollout). The trainer calls SyncWeights after an
 // actor update (rollout.weight_sync) and reports LiveServers as
@@ -122,15 +130,17 @@ func durationKey(p *Params, key string, def time.Duration) time.Duration {
 	return d
 }
 
-// CheckRemoteNeeds refuses remote generation for strategies that need
-// pooled last-layer states (Needs.Pooling, e.g. simhash): the servers
-// return none, and the trainer's rescoring computes log-probs and
-// entropies only.
-func CheckRemoteNeeds(strategies []Strategy) error {
+// CheckRemoteNeeds refuses remote generation when a strategy needs pooled
+// last-layer states (Needs.Pooling, e.g. simhash) and the backend cannot
+// recompute them (EmbeddingRescorer): the servers return none.
+func CheckRemoteNeeds(strategies []Strategy, b Backend) error {
+	if _, ok := b.(EmbeddingRescorer); ok {
+		return nil
+	}
 	for i, s := range strategies {
 		if p := s.Needs().Pooling; p != "" {
-			return fmt.Errorf("config: rollout.servers and strategies[%d] (%s): the strategy needs pooled last-layer states (pooling %s), which remote generation does not give; generate in-process (rollout.servers: []) or drop the strategy",
-				i, s.Name(), p)
+			return fmt.Errorf("config: rollout.servers and strategies[%d] (%s): the strategy needs pooled last-layer states (pooling %s), which remote servers do not return and the backend (%s) cannot recompute (core.EmbeddingRescorer); generate in-process (rollout.servers: []) or drop the strategy",
+				i, s.Name(), p, b.Engine())
 		}
 	}
 	return nil

@@ -163,11 +163,13 @@ func (b *rescoringBackend) UpdateActor(r *Rollout, u ActorUpdate) (map[string]fl
 // with server log-probs -0.5 and unknown (NaN), and records syncs in the
 // backend's call list.
 type fakeServers struct {
-	be   *fakeBackend
-	live int
+	be       *fakeBackend
+	live     int
+	poolings []string // each request's Pooling
 }
 
 func (f *fakeServers) Generate(req GenerateRequest) ([]Generation, error) {
+	f.poolings = append(f.poolings, req.Pooling)
 	gens, err := f.be.Generate(req)
 	f.be.calls[len(f.be.calls)-1] = "remote-generate"
 	for i := range gens {
@@ -226,9 +228,49 @@ func TestTrainerRemoteGeneration(t *testing.T) {
 
 	tr.Strategies = []Strategy{poolingStrategy{}}
 	err := tr.Run(context.Background(), 0)
-	if err == nil || !strings.Contains(err.Error(), "rollout.servers and strategies[0] (pooler)") {
+	if err == nil || !strings.Contains(err.Error(), "rollout.servers and strategies[0] (pooler): the strategy needs pooled last-layer states (pooling last), which remote servers do not return and the backend (fake) cannot recompute") {
 		t.Errorf("pooling strategy with servers: error %v", err)
 	}
+	// A backend that pools while rescoring: the servers are asked for no
+	// states, and the batch the actor sees carries the rescored ones.
+	eb := &embeddingBackend{rescoringBackend: &rescoringBackend{fakeBackend: &fakeBackend{}}}
+	servers := &fakeServers{be: eb.fakeBackend, live: 2}
+	tr = fakeTrainer(t, cfg, eb.fakeBackend)
+	tr.Backend, tr.Gen, tr.Strategies = eb, servers, []Strategy{poolingStrategy{}}
+	if err := tr.Run(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(eb.poolings, []string{"last", "last"}) || !slices.Equal(servers.poolings, []string{"", ""}) {
+		t.Errorf("rescored with poolings %v, servers asked for %v; want [last last] and two empty ones", eb.poolings, servers.poolings)
+	}
+	if eb.embeddingsSeen != 2*4 {
+		t.Errorf("the actor saw %d sequences with the rescored embedding, want 8", eb.embeddingsSeen)
+	}
+}
+
+// embeddingBackend pools [len(response), 1] for every sequence.
+type embeddingBackend struct {
+	*rescoringBackend
+	poolings       []string
+	embeddingsSeen int
+}
+
+func (b *embeddingBackend) RescoreWithEmbeddings(seqs []*Sequence, temp float64, pooling string) (lps, ents, embs [][]float64, err error) {
+	b.poolings = append(b.poolings, pooling)
+	lps, ents, err = b.ScoreLogProbs(seqs, temp)
+	for _, s := range seqs {
+		embs = append(embs, []float64{float64(s.Len()), 1})
+	}
+	return lps, ents, embs, err
+}
+
+func (b *embeddingBackend) UpdateActor(r *Rollout, u ActorUpdate) (map[string]float64, error) {
+	for _, s := range r.Seqs {
+		if slices.Equal(s.Embedding, []float64{float64(s.Len()), 1}) {
+			b.embeddingsSeen++
+		}
+	}
+	return b.rescoringBackend.UpdateActor(r, u)
 }
 
 // readMetrics reads RUN/metrics.jsonl, one map per line.

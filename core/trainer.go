@@ -104,7 +104,7 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 		return err
 	}
 	if t.Gen != nil {
-		if err := CheckRemoteNeeds(t.Strategies); err != nil {
+		if err := CheckRemoteNeeds(t.Strategies, t.Backend); err != nil {
 			return err
 		}
 	}
@@ -288,12 +288,15 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 		}
 	}
 	remote := gen != nil
+	pooling := needs.Pooling
 	if !remote {
 		gen = t.Backend
+	} else {
+		pooling = "" // servers give no states; rescore pools them
 	}
 	start := time.Now()
 	gens, err := gen.Generate(GenerateRequest{Prompts: prompts, Temperature: temp,
-		MaxTokens: t.Cfg.Rollout.MaxResponseTokens, Seed: seed, Pooling: needs.Pooling})
+		MaxTokens: t.Cfg.Rollout.MaxResponseTokens, Seed: seed, Pooling: pooling})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -315,26 +318,39 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 		s.Reward, s.Correct = ver.Verify(problems[s.Group], s.Text)
 	}
 	if remote {
-		if err := t.rescore(r, temp); err != nil {
+		if err := t.rescore(r, temp, needs.Pooling); err != nil {
 			return nil, 0, err
 		}
 	}
 	return r, genTime, nil
 }
 
-// rescore sets each sequence's LogProbs and Entropies from the Backend's
-// current policy (the old policy of the actor loss) after remote
-// generation.
-func (t *Trainer) rescore(r *Rollout, temp float64) error {
-	rs, ok := t.Backend.(Rescorer)
-	if !ok {
-		return fmt.Errorf("config: rollout.servers: the backend (%s) cannot recompute log-probs (core.Rescorer), which remote generation needs", t.Backend.Engine())
-	}
+// rescore sets each sequence's LogProbs and Entropies (and, with pooling,
+// Embedding) from the Backend's current policy (the old policy of the actor
+// loss) after remote generation.
+func (t *Trainer) rescore(r *Rollout, temp float64, pooling string) error {
 	seqs := make([]*Sequence, len(r.Seqs))
 	for i := range r.Seqs {
 		seqs[i] = &r.Seqs[i]
 	}
-	lps, ents, err := rs.ScoreLogProbs(seqs, temp)
+	var lps, ents, embs [][]float64
+	var err error
+	if pooling != "" {
+		er, ok := t.Backend.(EmbeddingRescorer)
+		if !ok {
+			return fmt.Errorf("config: rollout.servers: pooling %s: the backend (%s) cannot recompute pooled states (core.EmbeddingRescorer)", pooling, t.Backend.Engine())
+		}
+		lps, ents, embs, err = er.RescoreWithEmbeddings(seqs, temp, pooling)
+		if err == nil && len(embs) != len(seqs) {
+			err = fmt.Errorf("%d embeddings for %d sequences", len(embs), len(seqs))
+		}
+	} else {
+		rs, ok := t.Backend.(Rescorer)
+		if !ok {
+			return fmt.Errorf("config: rollout.servers: the backend (%s) cannot recompute log-probs (core.Rescorer), which remote generation needs", t.Backend.Engine())
+		}
+		lps, ents, err = rs.ScoreLogProbs(seqs, temp)
+	}
 	if err != nil {
 		return fmt.Errorf("rescoring the servers' responses: %w", err)
 	}
@@ -346,6 +362,9 @@ func (t *Trainer) rescore(r *Rollout, temp float64) error {
 			return fmt.Errorf("rescoring: sequence %d: %d log-probs and %d entropies for %d tokens", i, len(lps[i]), len(ents[i]), s.Len())
 		}
 		s.LogProbs, s.Entropies = lps[i], ents[i]
+		if embs != nil {
+			s.Embedding = embs[i]
+		}
 	}
 	return nil
 }

@@ -119,7 +119,7 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 // rollout.weight_sync.dir (WriteServeWeights) and sends the token read from
 // the variable rollout.weight_sync.token_env with each reload.
 func remoteGenerator(cfg *core.Config, b *xla.Backend, strats []core.Strategy, vocab int, eos int32, log zerolog.Logger) (core.Generator, error) {
-	if err := core.CheckRemoteNeeds(strats); err != nil {
+	if err := core.CheckRemoteNeeds(strats, b); err != nil {
 		return nil, err
 	}
 	rc := cfg.Rollout

@@ -1,0 +1,77 @@
+package xla
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/pkg/ml/context"
+
+	"github.com/cde-rl/cde/core"
+)
+
+var _ core.EmbeddingRescorer = (*Backend)(nil)
+
+// embedExecs holds, per policy net, the scoring graph that also returns
+// the last-layer states (built on first use; a net lives as long as its
+// Backend, and a process holds few).
+var (
+	embedMu    sync.Mutex
+	embedExecs = map[*net]*context.Exec{}
+)
+
+// RescoreWithEmbeddings is ScoreLogProbs plus each sequence's pooled
+// last-layer state (pooling "last", "second_last" or "mean", as Generate
+// pools: over the states that chose each response token), so strategies
+// that read Sequence.Embedding (simhash) work when the responses were
+// generated elsewhere (rollout.servers).
+func (b *Backend) RescoreWithEmbeddings(seqs []*core.Sequence, temp float64, pooling string) (lps, ents, embs [][]float64, err error) {
+	n := b.policy
+	bt, err := b.layout(seqs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	embedMu.Lock()
+	e, ok := embedExecs[n]
+	if !ok {
+		e, err = context.NewExec(n.backend, n.ctx, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+			h := fullStates(ctx, n.arch, in[0])
+			lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), in[2]), -1)
+			tlp, ent := tokenLogProbs(lp, in[1])
+			return []*graph.Node{tlp, ent, h}
+		})
+		if err == nil {
+			e.SetMaxCache(execCacheShapes)
+			embedExecs[n] = e
+		}
+	}
+	embedMu.Unlock()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	out, err := run(e, tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t), tensors.FromFlatDataAndDimensions(bt.targets, bt.b, bt.t), float32(1/temp))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("score: %w", err)
+	}
+	lp := tensors.MustCopyFlatData[float32](out[0])
+	en := tensors.MustCopyFlatData[float32](out[1])
+	h := tensors.MustCopyFlatData[float32](out[2])
+	for _, t := range out {
+		t.FinalizeAll()
+	}
+	d := n.cfg.DModel
+	lps = make([][]float64, len(seqs))
+	ents = make([][]float64, len(seqs))
+	embs = make([][]float64, len(seqs))
+	for i := range seqs {
+		var states [][]float32
+		for _, p := range bt.at[i] {
+			lps[i] = append(lps[i], float64(lp[p]))
+			ents[i] = append(ents[i], float64(en[p]))
+			states = append(states, h[p*d:(p+1)*d])
+		}
+		embs[i] = pool(states, pooling)
+	}
+	return lps, ents, embs, nil
+}

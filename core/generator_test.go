@@ -137,10 +137,12 @@ func (poolingStrategy) Needs() Needs { return Needs{Pooling: "last"} }
 type rescoringBackend struct {
 	*fakeBackend
 	pgWeights [][]float64
+	sizes     []int // sequences per ScoreLogProbs call
 }
 
 func (b *rescoringBackend) ScoreLogProbs(seqs []*Sequence, temp float64) (lps, ents [][]float64, err error) {
 	b.calls = append(b.calls, "rescore")
+	b.sizes = append(b.sizes, len(seqs))
 	for _, s := range seqs {
 		lp, en := make([]float64, s.Len()), make([]float64, s.Len())
 		for t := range lp {
@@ -226,11 +228,28 @@ func TestTrainerRemoteGeneration(t *testing.T) {
 		t.Errorf("step 1: servers_live %v, want 3 (no sync after the last update)", got)
 	}
 
+	if !slices.Equal(be.sizes, []int{4, 4}) {
+		t.Errorf("rescored %v sequences per call, want [4 4]", be.sizes)
+	}
+
 	tr.Strategies = []Strategy{poolingStrategy{}}
 	err := tr.Run(context.Background(), 0)
 	if err == nil || !strings.Contains(err.Error(), "rollout.servers and strategies[0] (pooler): the strategy needs pooled last-layer states (pooling last), which remote servers do not return and the backend (fake) cannot recompute") {
 		t.Errorf("pooling strategy with servers: error %v", err)
 	}
+	// Rescoring goes in parts of the actor's minibatch size.
+	cfg.Train.Minibatches = 2
+	be = &rescoringBackend{fakeBackend: &fakeBackend{}}
+	tr = fakeTrainer(t, cfg, be.fakeBackend)
+	tr.Backend, tr.Gen = be, &fakeServers{be: be.fakeBackend, live: 2}
+	if err := tr.Run(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(be.sizes, []int{2, 2, 2, 2}) {
+		t.Errorf("rescored %v sequences per call, want [2 2 2 2] (2 steps of 4 in minibatches of 2)", be.sizes)
+	}
+	cfg.Train.Minibatches = 1
+
 	// A backend that pools while rescoring: the servers are asked for no
 	// states, and the batch the actor sees carries the rescored ones.
 	eb := &embeddingBackend{rescoringBackend: &rescoringBackend{fakeBackend: &fakeBackend{}}}

@@ -327,11 +327,23 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 
 // rescore sets each sequence's LogProbs and Entropies (and, with pooling,
 // Embedding) from the Backend's current policy (the old policy of the actor
-// loss) after remote generation.
+// loss) after remote generation, in parts the size of the actor's
+// minibatches (train.minibatches), so it needs no more memory than an
+// update does.
 func (t *Trainer) rescore(r *Rollout, temp float64, pooling string) error {
-	seqs := make([]*Sequence, len(r.Seqs))
-	for i := range r.Seqs {
-		seqs[i] = &r.Seqs[i]
+	part := (len(r.Seqs) + t.Cfg.Train.Minibatches - 1) / max(t.Cfg.Train.Minibatches, 1)
+	for lo := 0; lo < len(r.Seqs); lo += part {
+		if err := t.rescorePart(r.Seqs[lo:min(lo+part, len(r.Seqs))], temp, pooling); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Trainer) rescorePart(part []Sequence, temp float64, pooling string) error {
+	seqs := make([]*Sequence, len(part))
+	for i := range part {
+		seqs[i] = &part[i]
 	}
 	var lps, ents, embs [][]float64
 	var err error

@@ -376,3 +376,87 @@ func TestTrainLevels(t *testing.T) {
 		t.Errorf("another task: levels %v, want [5]", got)
 	}
 }
+
+// TestBaseEval runs a base_eval bench: the base policy is evaluated once
+// per seed (pseudo-arm "base") and equals the step-0 evaluation of an arm
+// that evaluates at its start; arms with eval.at_start false skip it; the
+// report has the base row, the pass@k curve table and verdicts.json, and
+// claims may name the base.
+func TestBaseEval(t *testing.T) {
+	dir := t.TempDir()
+	spec, err := ParseSpec([]byte(`
+base_eval: true
+base:
+  seed: 1
+  task: {name: arith, levels: [1], eval_n: 6, eval_sets: [{name: l1, level: 1}, {name: l2, level: 2}]}
+  model: {layers: 1, d_model: 16, heads: 2, max_len: 48, checkpoint: auto}
+  backend: {engine: go}
+  rollout: {n: 4, max_response_tokens: 12}
+  train: {steps: 2, prompts_per_step: 2, checkpoint_every: 2}
+  eval: {every: 0, k: 4, at_start: false}
+  pretrain: {seed: 1, steps: 4, batch_size: 8, eval_every: 4, eval_k: 1, eval_max_problems: 4}
+seeds: [1, 2]
+arms:
+  - {name: grpo, config: {algorithm: {name: grpo}}}
+  - {name: grpo_start, config: {algorithm: {name: grpo}, eval: {at_start: true}}}
+claims:
+  - {name: "training beats the base", better: grpo, than: base, metric: val/mean/pass@4}
+`), "base.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log syncBuffer
+	if err := Run(context.Background(), spec, Options{Dir: dir, Exe: cdeRun, Output: &log, Log: zerolog.New(&log)}); err != nil {
+		t.Fatalf("bench: %v\n%s", err, log.String())
+	}
+	for _, seed := range []uint64{1, 2} {
+		base, err := readMetricRows(filepath.Join(RunDir(dir, BaseArm, seed), "metrics.jsonl"))
+		if err != nil || len(base) != 1 || base[0]["step"] != 0 {
+			t.Fatalf("seed %d base rows %v: %v", seed, base, err)
+		}
+		for _, k := range []string{"val/mean/pass@1", "val/mean/pass@2", "val/mean/pass@4", "val/l1/avg@4", "val/l2/pass@2"} {
+			if _, ok := base[0][k]; !ok {
+				t.Errorf("seed %d base lacks %s: %v", seed, k, base[0])
+			}
+		}
+		if _, err := core.ReadEvalDetail(core.EvalDetailPath(RunDir(dir, BaseArm, seed), "l2", 0)); err != nil {
+			t.Error(err)
+		}
+		// The arm that evaluates at its start saw exactly the base's
+		// numbers: same policy, same eval draws.
+		start, err := readMetricRows(filepath.Join(RunDir(dir, "grpo_start", seed), "metrics.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range base[0] {
+			if start[0][k] != v {
+				t.Errorf("seed %d %s: base %v, grpo_start step 0 %v", seed, k, v, start[0][k])
+			}
+		}
+		rows, _ := readMetricRows(filepath.Join(RunDir(dir, "grpo", seed), "metrics.jsonl"))
+		if _, ok := rows[0]["val/mean/pass@4"]; ok || rows[0]["step"] != 0 {
+			t.Errorf("seed %d: arm grpo evaluated at its start: %v", seed, rows[0])
+		}
+		if _, err := core.ReadEvalDetail(core.EvalDetailPath(RunDir(dir, "grpo", seed), "l1", 2)); err != nil {
+			t.Errorf("final eval details: %v", err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "results.md"))
+	for _, want := range []string{"| base | 2 |", "## pass@k curves", "| arm | pass@1 | pass@2 | pass@4 |", "| training beats the base | val/mean/pass@4 | grpo | base | 2 | seeds, problems |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, VerdictsFile)); err != nil {
+		t.Error(err)
+	}
+	// An arm from another base cannot share one base evaluation.
+	bad := *spec
+	bad.Arms = append(slices.Clone(spec.Arms), Arm{Name: "other", Overlay: []byte("pretrain: {seed: 2}\n")})
+	if err := bad.Validate(dir); err == nil || !strings.Contains(err.Error(), "arm other has another base policy") {
+		t.Errorf("another base: %v", err)
+	}
+	if _, err := ParseSpec([]byte("base_eval: true\nbase: {seed: 1}\nseeds: [1]\narms: [{name: base}]\n"), "b.yaml"); err == nil || !strings.Contains(err.Error(), "base_eval") {
+		t.Errorf("an arm named base: %v", err)
+	}
+}

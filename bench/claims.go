@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -243,4 +244,48 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, VerdictsFile), append(data, '\n'), 0o644)
+}
+
+// writePassCurveSection is the pass@k curve table: val/mean/pass@j at each
+// arm's final evaluation (the base row: its step-0 evaluation), in %, as
+// mean ± std over seeds, for every j all its runs report; nothing when no
+// run reports two or more j.
+func writePassCurveSection(b *strings.Builder, runs map[string][]*armRun, arms []string) {
+	ks := map[int]bool{}
+	for _, a := range arms {
+		for _, r := range runs[a] {
+			if row, ok := lastEval(r); ok {
+				for key := range row {
+					if m := passKeyRE.FindStringSubmatch(key); m != nil {
+						k, _ := strconv.Atoi(m[1])
+						ks[k] = true
+					}
+				}
+			}
+		}
+	}
+	if len(ks) < 2 {
+		return
+	}
+	order := slices.Sorted(maps.Keys(ks))
+	b.WriteString("\n## pass@k curves\n\nval/mean/pass@k in % (unbiased from each problem's n samples, mean over eval sets) at the final evaluation, mean ± std over seeds; `base` is the base policy before training.\n\n| arm |")
+	for _, k := range order {
+		fmt.Fprintf(b, " pass@%d |", k)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(order)) + "\n")
+	for _, a := range arms {
+		fmt.Fprintf(b, "| %s |", a)
+		for _, k := range order {
+			var xs []float64
+			for _, r := range runs[a] {
+				if row, ok := lastEval(r); ok {
+					if v, ok := row[fmt.Sprintf("val/mean/pass@%d", k)]; ok {
+						xs = append(xs, v)
+					}
+				}
+			}
+			fmt.Fprintf(b, " %s |", fmtPM(xs, 100, 1))
+		}
+		b.WriteString("\n")
+	}
 }

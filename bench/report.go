@@ -70,7 +70,11 @@ func readMetricRows(path string) ([]map[string]float64, error) {
 func loadRuns(spec *Spec, dir string) (map[string][]*armRun, []string, error) {
 	out := map[string][]*armRun{}
 	var missing []string
-	for _, arm := range spec.Arms {
+	names := spec.Arms
+	if spec.BaseEval {
+		names = append([]Arm{{Name: BaseArm}}, names...)
+	}
+	for _, arm := range names {
 		for _, seed := range spec.Seeds {
 			run := RunDir(dir, arm.Name, seed)
 			data, err := os.ReadFile(filepath.Join(run, DoneFile))
@@ -129,8 +133,19 @@ func resultColumns(runs map[string][]*armRun) []string {
 			}
 		}
 	}
+	// pass@j of the curve (eval.k's 1, 2, 4, ...) stays out of the table:
+	// a pass column only where the set has avg at the same k.
+	avgK := map[string]bool{}
+	for _, c := range seen {
+		if c.kind == "avg" {
+			avgK[fmt.Sprintf("%s@%d", c.set, c.k)] = true
+		}
+	}
 	var keys []string
-	for k := range seen {
+	for k, c := range seen {
+		if c.kind == "pass" && !avgK[fmt.Sprintf("%s@%d", c.set, c.k)] {
+			continue
+		}
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -203,6 +218,12 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 			arms = append(arms, a.Name)
 		}
 	}
+	// The results table starts with the base policy's evaluation when the
+	// bench made one (base_eval); plots take it from the runs directly.
+	tableArms := arms
+	if len(runs[BaseArm]) > 0 {
+		tableArms = append([]string{BaseArm}, arms...)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -216,7 +237,7 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		header = append(header, c+"_mean", c+"_std")
 	}
 	cw.Write(header)
-	for _, arm := range arms {
+	for _, arm := range tableArms {
 		rs := runs[arm]
 		rec := []string{arm, strconv.Itoa(len(rs))}
 		add := func(xs []float64) {
@@ -277,7 +298,7 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 	}
 	b.WriteString(" train acc | wall time (s) |\n|---|---|")
 	b.WriteString(strings.Repeat("---|", len(cols)+2) + "\n")
-	for _, arm := range arms {
+	for _, arm := range tableArms {
 		rs := runs[arm]
 		fmt.Fprintf(&b, "| %s | %d |", arm, len(rs))
 		for _, c := range cols {
@@ -301,6 +322,7 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		b.WriteString(n + "\n")
 	}
 
+	writePassCurveSection(&b, runs, tableArms)
 	writeHeadStdSection(&b, spec, runs, arms)
 	if err := writeClaimsSection(&b, spec, dir, runs); err != nil {
 		return err

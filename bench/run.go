@@ -181,6 +181,13 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 		}
 		todo = append(todo, j)
 	}
+	if spec.BaseEval {
+		for _, seed := range spec.Seeds {
+			if err := evalBase(ctx, spec, dir, seed, stderr, o.Log); err != nil {
+				return fmt.Errorf("bench: base evaluation, seed %d: %w", seed, err)
+			}
+		}
+	}
 	start := time.Now()
 	var mu sync.Mutex // guards the counters below and output lines
 	var durations []time.Duration

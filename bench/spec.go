@@ -34,6 +34,10 @@ type Spec struct {
 	Seeds       []uint64
 	Arms        []Arm
 	Claims      []Claim
+	// BaseEval (base_eval) evaluates the shared base policy once per seed
+	// as the pseudo-arm "base" (BaseArm); arms then usually set
+	// eval.at_start: false.
+	BaseEval bool
 }
 
 // Arm is one named overlay on the base config.
@@ -92,11 +96,11 @@ func ParseSpec(data []byte, name string) (*Spec, error) {
 		return nil, fmt.Errorf("bench %s: empty file", name)
 	}
 	p := core.NewParams("", top)
-	if err := finishKnown(p, "description", "base", "seeds", "arms", "claims"); err != nil {
+	if err := finishKnown(p, "description", "base", "seeds", "arms", "claims", "base_eval"); err != nil {
 		return nil, specErr(name, err)
 	}
 	spec := &Spec{File: name, Stem: strings.TrimSuffix(filepath.Base(name), filepath.Ext(name)),
-		Description: p.String("description", "")}
+		Description: p.String("description", ""), BaseEval: p.Bool("base_eval", false)}
 
 	switch b := top["base"].(type) {
 	case nil:
@@ -146,6 +150,12 @@ func ParseSpec(data []byte, name string) (*Spec, error) {
 			return nil, specErr(name, err)
 		}
 		spec.Arms = append(spec.Arms, arm)
+	}
+	if spec.BaseEval {
+		// "base" names the base policy's evaluation: claims may compare
+		// an arm with it, and no arm may take the name.
+		p.Check(!names[BaseArm], "base_eval", "an arm is named %q, the name of the base policy's evaluation", BaseArm)
+		names[BaseArm] = true
 	}
 	if err := p.Err(); err != nil {
 		return nil, specErr(name, err)
@@ -275,7 +285,7 @@ func (s *Spec) Validate(dir string, only ...string) error {
 			}
 		}
 	}
-	return nil
+	return s.checkSharedBase(dir)
 }
 
 // criticHeads builds the task, algorithm and strategies of cfg (no model)

@@ -144,6 +144,15 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 		s.Backend.ResetOptimizer()
 		log.Info().Str("base", base).Msg("loaded base policy")
 	}
+	if ckpt == "" && cfg.Train.CriticInit == "policy" && s.Backend.HasCritic() {
+		// A new run's critic starts from the starting policy's trunk
+		// (train.critic_init: policy); a resumed one restores its own.
+		n, err := s.Backend.InitCriticFromPolicy()
+		if err != nil {
+			return err
+		}
+		log.Info().Int("variables", n).Msg("critic trunk initialised from the policy")
+	}
 	if cfg.Train.KLCoef > 0 && ckpt == "" {
 		// The k3 KL term's reference is the starting policy; checkpoints
 		// carry it (reference.gob), so a resumed run restores it.

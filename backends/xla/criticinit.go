@@ -64,6 +64,9 @@ func (b *Backend) InitCriticFromPolicy() (int, error) {
 	return len(copies), nil
 }
 
+// HasCritic reports whether the backend was built with a critic.
+func (b *Backend) HasCritic() bool { return b.critic != nil }
+
 // zeroIfAdam zeroes v when it is an Adam moment (scope /adam/...).
 func zeroIfAdam(v *context.Variable) error {
 	if len(v.Scope()) < 5 || v.Scope()[:5] != "/adam" {

@@ -633,9 +633,22 @@ func (t *Trainer) Shape(info StepInfo, r *Rollout, m map[string]float64) error {
 	for i := range r.Seqs {
 		r.Seqs[i].AdvantageBonus = make([]float64, r.Seqs[i].Len())
 	}
+	if err := t.addAdvantageBonuses(info, r, m, false); err != nil {
+		return err
+	}
+	if err := t.Algo.Finalize(r); err != nil {
+		return err
+	}
+	return t.addAdvantageBonuses(info, r, m, true)
+}
+
+// addAdvantageBonuses adds the AdvantageHooks' bonuses, in config order:
+// those placed before the algorithm's Finalize (after = false) or those
+// placed after it (after = true, AfterFinalizer).
+func (t *Trainer) addAdvantageBonuses(info StepInfo, r *Rollout, m map[string]float64, after bool) error {
 	for i, s := range t.Strategies {
 		h, ok := s.(AdvantageHook)
-		if !ok {
+		if !ok || afterFinalize(s) != after {
 			continue
 		}
 		bonus, err := h.AdvantageBonus(info, r)
@@ -656,7 +669,7 @@ func (t *Trainer) Shape(info StepInfo, r *Rollout, m map[string]float64) error {
 		}
 		m["explore/"+s.Name()+"/bonus_mean"] = sum / float64(max(n, 1))
 	}
-	return t.Algo.Finalize(r)
+	return nil
 }
 
 // ApplyTokenLoss calls the strategies' TokenLossHooks on the shaped batch,

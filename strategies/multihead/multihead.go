@@ -10,10 +10,17 @@
 //	B_critic,T-1 = 0                         (the last token leads to a terminal state)
 //	bonus_t    = w_t * min(|A_t| / kappa, alpha * B_critic,t)
 //
-// with A_t the raw GAE advantage the algorithm computed (before any bonus and
-// before whitening) and w_t the weight schedule at the current step. The
-// trainer adds the bonus: A^_t = A_t + bonus_t. With w_t >= 0 the bonus is
-// nonnegative and never larger than w_t * |A_t| / kappa.
+// with w_t the weight schedule at the current step and A_t the advantage
+// the bonus is placed on. With placement: before_whitening (the default),
+// A_t is the raw GAE advantage the algorithm computed (before any bonus)
+// and the trainer adds the bonus before the algorithm's batch whitening,
+// which then rescales it with the advantages. With placement:
+// after_whitening, A_t is the whitened advantage and the bonus is added
+// after whitening, unscaled (core.AfterFinalizer): that is where a bonus
+// lands when it is added to the advantages verl's compute_advantage
+// returns, which GAE whitens. The paper states A^_t = A_t + bonus_t without
+// saying which; both are offered. With w_t >= 0 the bonus is nonnegative
+// and never larger than w_t * |A_t| / kappa.
 //
 // For the critic update the strategy draws bootstrap masks (Sequence.HeadMask):
 // D is the set of (state, return) pairs of the batch, one per valid token of
@@ -45,6 +52,8 @@
 //	alpha  (0.5)  scale of the head std; > 0.
 //	weight        the weight schedule w_t ({schedule, w0, w_end, stairs}, see
 //	              core.ParseSchedule); default constant w0 = 1.
+//	placement (before_whitening)  where the bonus enters: before_whitening
+//	              or after_whitening (see above).
 //
 // Metrics (Observe): critic/head_std, the mean over all tokens of the batch of
 // the population std over heads of Values[t] (the disagreement of the critic
@@ -88,12 +97,15 @@ type Strategy struct {
 	Kappa  float64
 	Alpha  float64
 	Weight core.Schedule
+	// AfterWhitening is placement: after_whitening (core.AfterFinalizer).
+	AfterWhitening bool
 }
 
 var (
-	_ core.AdvantageHook = (*Strategy)(nil)
-	_ core.HeadMasker    = (*Strategy)(nil)
-	_ core.Observer      = (*Strategy)(nil)
+	_ core.AdvantageHook  = (*Strategy)(nil)
+	_ core.HeadMasker     = (*Strategy)(nil)
+	_ core.Observer       = (*Strategy)(nil)
+	_ core.AfterFinalizer = (*Strategy)(nil)
 )
 
 // New builds the strategy from its config entry. algo must need a critic.
@@ -106,10 +118,11 @@ func New(p *core.Params, algo core.Algorithm) (core.Strategy, error) {
 		return nil, fmt.Errorf("config: %s: multihead needs a critic algorithm (algorithm.name: ppo), got %s", nameKey(p.Path), got)
 	}
 	s := &Strategy{
-		Heads: p.Int("heads", DefaultHeads),
-		Zeta:  p.Float("zeta", DefaultZeta),
-		Kappa: p.Float("kappa", DefaultKappa),
-		Alpha: p.Float("alpha", DefaultAlpha),
+		Heads:          p.Int("heads", DefaultHeads),
+		Zeta:           p.Float("zeta", DefaultZeta),
+		Kappa:          p.Float("kappa", DefaultKappa),
+		Alpha:          p.Float("alpha", DefaultAlpha),
+		AfterWhitening: p.OneOf("placement", "before_whitening", "before_whitening", "after_whitening") == "after_whitening",
 	}
 	p.Check(s.Heads >= 2 && s.Heads <= MaxHeads, "heads", "must be in 2..%d (the std over one head is always 0), got %d", MaxHeads, s.Heads)
 	p.Check(s.Zeta > 0 && s.Zeta <= 1, "zeta", "must be in (0, 1], got %v", s.Zeta)
@@ -132,6 +145,9 @@ func nameKey(path string) string {
 	}
 	return path + ".name"
 }
+
+// AfterFinalize reports placement: after_whitening.
+func (s *Strategy) AfterFinalize() bool { return s.AfterWhitening }
 
 // Name returns "multihead".
 func (s *Strategy) Name() string { return Name }

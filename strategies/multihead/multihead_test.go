@@ -404,3 +404,60 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// whitenByHand is (x - mean) / sqrt(sample variance + 1e-8), spelled out.
+func whitenByHand(xs []float64) []float64 {
+	m := 0.0
+	for _, x := range xs {
+		m += x / float64(len(xs))
+	}
+	v := 0.0
+	for _, x := range xs {
+		v += (x - m) * (x - m) / float64(len(xs)-1)
+	}
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = (x - m) / math.Sqrt(v+1e-8)
+	}
+	return out
+}
+
+// The two placements through PPO with whitening, from the raw GAE
+// advantages of TestThroughPPOShape, A = [0.7, 0.5, 0.5]:
+//
+//	before_whitening: whiten(A + bonus(A)) = whiten([0.7 + 0.7/3, 0.6, 0.5])
+//	after_whitening:  Aw = whiten(A) = [1.1547, -0.5774, -0.5774];
+//	                  bonus(Aw) = [min(1.1547/3, 0.25), min(0.5774/3, 0.1), 0]
+//	                            = [0.25, 0.1, 0];  A^ = Aw + [0.25, 0.1, 0]
+func TestPlacement(t *testing.T) {
+	for _, c := range []struct {
+		placement  string
+		bonus, adv []float64
+	}{
+		{"before_whitening", []float64{0.7 / 3, 0.1, 0}, whitenByHand([]float64{0.7 + 0.7/3, 0.6, 0.5})},
+		{"after_whitening", []float64{0.25, 0.1, 0}, func() []float64 {
+			w := whitenByHand([]float64{0.7, 0.5, 0.5})
+			return []float64{w[0] + 0.25, w[1] + 0.1, w[2]}
+		}()},
+	} {
+		ppo := algo(t, "ppo", nil) // whiten: true
+		st, err := core.NewStrategy(Name, core.NewParams("strategies[0]", map[string]any{"heads": 2, "placement": c.placement}), ppo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &core.Trainer{Algo: ppo, Strategies: []core.Strategy{st}}
+		r := &core.Rollout{TotalSteps: 10, Algorithm: "ppo", ValueHeads: 2, Seqs: []core.Sequence{handSeq()}}
+		if err := tr.Shape(core.StepInfo{TotalSteps: 10, Algorithm: "ppo"}, r, map[string]float64{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range c.adv {
+			if math.Abs(r.Seqs[0].Advantages[i]-c.adv[i]) > 1e-9 || math.Abs(r.Seqs[0].AdvantageBonus[i]-c.bonus[i]) > 1e-12 {
+				t.Fatalf("%s: advantages %v bonus %v, want %v and %v", c.placement, r.Seqs[0].Advantages, r.Seqs[0].AdvantageBonus, c.adv, c.bonus)
+			}
+		}
+	}
+	if _, err := core.NewStrategy(Name, core.NewParams("strategies[0]", map[string]any{"placement": "middle"}), algo(t, "ppo", nil)); err == nil ||
+		!strings.Contains(err.Error(), `strategies[0].placement: unknown value "middle"`) {
+		t.Errorf("bad placement: %v", err)
+	}
+}

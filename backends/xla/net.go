@@ -29,8 +29,11 @@ type net struct {
 	prefill map[int]*context.Exec // by total cache length
 	decode  *context.Exec
 	score   *context.Exec
-	train   *context.Exec
-	sft     *context.Exec
+	// embedScore is score that also returns the last-layer states
+	// (RescoreWithEmbeddings).
+	embedScore *context.Exec
+	train      *context.Exec
+	sft        *context.Exec
 }
 
 // Hyper-parameter slots of the train graphs' `hyper` input (one small

@@ -2,7 +2,6 @@ package xla
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/gomlx/gomlx/pkg/core/graph"
 	"github.com/gomlx/gomlx/pkg/core/tensors"
@@ -12,14 +11,6 @@ import (
 )
 
 var _ core.EmbeddingRescorer = (*Backend)(nil)
-
-// embedExecs holds, per policy net, the scoring graph that also returns
-// the last-layer states (built on first use; a net lives as long as its
-// Backend, and a process holds few).
-var (
-	embedMu    sync.Mutex
-	embedExecs = map[*net]*context.Exec{}
-)
 
 // RescoreWithEmbeddings is ScoreLogProbs plus each sequence's pooled
 // last-layer state (pooling "last", "second_last" or "mean", as Generate
@@ -32,21 +23,12 @@ func (b *Backend) RescoreWithEmbeddings(seqs []*core.Sequence, temp float64, poo
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	embedMu.Lock()
-	e, ok := embedExecs[n]
-	if !ok {
-		e, err = context.NewExec(n.backend, n.ctx, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-			h := fullStates(ctx, n.arch, in[0])
-			lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), in[2]), -1)
-			tlp, ent := tokenLogProbs(lp, in[1])
-			return []*graph.Node{tlp, ent, h}
-		})
-		if err == nil {
-			e.SetMaxCache(execCacheShapes)
-			embedExecs[n] = e
-		}
-	}
-	embedMu.Unlock()
+	e, err := n.exec(&n.embedScore, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+		h := fullStates(ctx, n.arch, in[0])
+		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), in[2]), -1)
+		tlp, ent := tokenLogProbs(lp, in[1])
+		return []*graph.Node{tlp, ent, h}
+	})
 	if err != nil {
 		return nil, nil, nil, err
 	}

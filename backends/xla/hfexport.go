@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 )
 
@@ -51,22 +49,9 @@ func (b *Backend) ExportHF(src, out string, dtype safetensors.DType) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	var ts []safetensors.Tensor
-	for v := range b.policy.ctx.IterVariables() {
-		if v.Scope() != "/"+hfScope {
-			continue
-		}
-		val, err := v.Value()
-		if err != nil {
-			return err
-		}
-		data := tensors.MustCopyFlatData[float32](val)
-		dims := val.Shape().Dimensions
-		if dtype == safetensors.BF16 {
-			ts = append(ts, safetensors.BF16Tensor(v.Name(), dims, data))
-		} else {
-			ts = append(ts, safetensors.F32Tensor(v.Name(), dims, data))
-		}
+	ts, err := b.hfTensors(dtype)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
 	}
 	if err := safetensors.WriteFile(filepath.Join(tmp, "model.safetensors"), ts, map[string]string{"format": "pt"}); err != nil {
 		return err

@@ -19,6 +19,14 @@ import (
 const (
 	claimReps  = 10000
 	claimLevel = 0.95
+	// minSeedsSeedOnly and minSeedsProblems are the paired seeds a verdict
+	// other than inconclusive needs when only seeds are resampled, and
+	// when problems are too. A percentile interval over n seeds alone
+	// excludes 0 whenever every seed's effect has the same sign, which
+	// happens by chance with probability 2^(1-n) when there is no effect:
+	// 1/4 with 3 seeds, 1/16 with 5.
+	minSeedsSeedOnly = 5
+	minSeedsProblems = 3
 	// VerdictsFile is the claims' machine-readable verdicts in the results
 	// directory.
 	VerdictsFile = "verdicts.json"
@@ -170,9 +178,14 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 		seeds = append(seeds, ps)
 		v.Seeds = append(v.Seeds, ps.Seed)
 	}
-	if len(seeds) < 2 {
+	need := minSeedsProblems
+	if v.Units == "none" {
+		need = minSeedsSeedOnly
+	}
+	if len(seeds) < need {
 		v.Verdict = "inconclusive"
-		v.Note = strings.Join(append(notes, fmt.Sprintf("%d paired seed(s): at least 2 are needed for a verdict", len(seeds))), "; ")
+		v.Note = strings.Join(append(notes, fmt.Sprintf("%d paired seed(s): a verdict needs at least %d when %s resampled", len(seeds), need,
+			map[bool]string{true: "only seeds are", false: "problems are"}[v.Units == "none"])), "; ")
 		if len(seeds) == 0 {
 			v.Units = "none"
 			return v
@@ -184,7 +197,7 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 		return v
 	}
 	v.DeltaMean, v.CILow, v.CIHigh, v.PerSeed = &iv.Delta, &iv.Low, &iv.High, iv.PerSeed
-	if len(seeds) >= 2 {
+	if len(seeds) >= need {
 		v.Verdict = Verdict(iv.Low, iv.High)
 		if len(notes) > 0 {
 			v.Note = strings.Join(notes, "; ")
@@ -203,7 +216,9 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		"The effect d is the mean over seeds of (claimed-better arm - other arm) of the metric's final value (or the mean of its last `window` values), "+
 		"sign flipped for lower-is-better metrics. Its 95%% interval is a percentile bootstrap (%d resamples): seeds drawn with replacement and, "+
 		"for eval metrics whose runs kept per-problem results, each seed's held-out problems drawn with replacement, the same problems for both arms. "+
-		"**held**: the interval is above 0; **not held**: at or below 0; **inconclusive**: it contains 0, or fewer than 2 paired seeds. "+
+		"**held**: the interval is above 0; **not held**: at or below 0; **inconclusive**: it contains 0, or too few paired seeds "+
+		"(a verdict needs 5 when only seeds are resampled: an interval over n seeds alone excludes 0 whenever all n effects share a sign, "+
+		"by chance 1 time in 2^(n-1) without any effect; 3 when problems are resampled too). "+
 		"The same verdicts are in `%s`.\n\n", claimReps, VerdictsFile)
 	b.WriteString("| claim | metric | better arm | than arm | seeds | resampled | d | 95% interval | verdict |\n|---|---|---|---|---|---|---|---|---|\n")
 	var details strings.Builder

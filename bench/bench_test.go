@@ -120,7 +120,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 4 || recs[1][0] != "grpo_simhash" || recs[2][0] != "ppo_mh_ppl" || recs[3][0] != "grpo_tokenloss" {
+	if len(recs) != 5 || recs[1][0] != "grpo_simhash" || recs[2][0] != "ppo_mh_ppl" || recs[3][0] != "grpo_tokenloss" || recs[4][0] != "rloo_options" {
 		t.Fatalf("results.csv: want a header and one row per arm, got %v", recs)
 	}
 	for _, col := range []string{"val/l1/avg@2_mean", "val/l2/pass@2_std", "val/ood/avg@2_mean", "val/mean/avg@2_mean", "train/acc_mean", "wall_s_mean"} {
@@ -156,7 +156,7 @@ func TestSmoke(t *testing.T) {
 
 	// A second run reruns nothing.
 	done := map[string]time.Time{}
-	for _, arm := range []string{"grpo_simhash", "ppo_mh_ppl", "grpo_tokenloss"} {
+	for _, arm := range []string{"grpo_simhash", "ppo_mh_ppl", "grpo_tokenloss", "rloo_options"} {
 		st, err := os.Stat(filepath.Join(out, "runs", arm, "seed-1", DoneFile))
 		if err != nil {
 			t.Fatal(err)
@@ -164,7 +164,7 @@ func TestSmoke(t *testing.T) {
 		done[arm] = st.ModTime()
 	}
 	log = bench(Options{})
-	if strings.Count(log, "done, skipping") != 3 || strings.Contains(log, "starting") {
+	if strings.Count(log, "done, skipping") != 4 || strings.Contains(log, "starting") {
 		t.Fatalf("second bench run did not skip every finished arm-seed:\n%s", log)
 	}
 	for arm, mt := range done {

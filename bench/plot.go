@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -172,8 +173,9 @@ func spiky(ys []float64) bool {
 
 // family is a group of arms drawn in one panel.
 type family struct {
-	Name string
-	Arms []string
+	Name   string
+	Critic bool
+	Arms   []string
 }
 
 // series is one line of a panel.
@@ -189,8 +191,9 @@ type panelSpec struct {
 	Lines                 []series
 	Smooth                int
 	// PassK draws pass@k vs k at the final evaluation instead of metric vs
-	// step (Metric is then a val/<set>/pass@ prefix).
+	// step, for eval set Set ("mean": the mean over sets).
 	PassK bool
+	Set   string
 }
 
 // plotStyle gives each arm its colour and dash pattern over the whole
@@ -214,9 +217,11 @@ func (st plotStyle) dashes(arm string) []vg.Length {
 
 var passKeyRE = regexp.MustCompile(`^val/mean/pass@(\d+)$`)
 
-// passCurve is pass@k vs k at the final evaluation of each run of an arm:
-// the mean and range over seeds for every k all its runs report.
-func passCurve(rs []*armRun, step func(*armRun) (map[string]float64, bool)) band {
+// passCurve is pass@k vs k of eval set set at the final evaluation of each
+// run of an arm: the mean and range over seeds for every k all its runs
+// report.
+func passCurve(rs []*armRun, set string, step func(*armRun) (map[string]float64, bool)) band {
+	re := regexp.MustCompile(`^val/` + regexp.QuoteMeta(set) + `/pass@(\d+)$`)
 	byK := map[int][]float64{}
 	n := 0
 	for _, r := range rs {
@@ -226,7 +231,7 @@ func passCurve(rs []*armRun, step func(*armRun) (map[string]float64, bool)) band
 		}
 		n++
 		for key, v := range row {
-			if m := passKeyRE.FindStringSubmatch(key); m != nil {
+			if m := re.FindStringSubmatch(key); m != nil {
 				k, _ := strconv.Atoi(m[1])
 				byK[k] = append(byK[k], v)
 			}
@@ -304,9 +309,9 @@ func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map
 					per = append(per, r)
 				}
 			}
-			b = passCurve(per, firstEval)
+			b = passCurve(per, ps.Set, firstEval)
 		case ps.PassK:
-			b = passCurve(runs[s.Arm], lastEval)
+			b = passCurve(runs[s.Arm], ps.Set, lastEval)
 		default:
 			b = seedBand(runs[s.Arm], s.Metric, ps.Smooth)
 		}
@@ -432,13 +437,28 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 		}
 		return ps
 	}
-	passPanels := func() []panelSpec {
-		var ps []panelSpec
-		for _, f := range families {
-			pn := panelSpec{Title: "pass@k at the end of training", XLabel: "k (log scale)", YLabel: "pass@k (mean over eval sets)", PassK: true}
-			if len(families) > 1 {
-				pn.Title = f.Name + ": " + pn.Title
+	// pass@k panels: one per eval set (the mean over sets first), per family.
+	sets := map[string]bool{}
+	for _, rs := range runs {
+		for _, r := range rs {
+			if row, ok := lastEval(r); ok {
+				for k := range row {
+					if m := valKeyRE.FindStringSubmatch(k); m != nil && m[2] == "pass" && m[1] != "mean" {
+						sets[m[1]] = true
+					}
+				}
 			}
+		}
+	}
+	passSets := append([]string{"mean"}, slices.Sorted(maps.Keys(sets))...)
+	passPanels := func(f family) []panelSpec {
+		var ps []panelSpec
+		for _, set := range passSets {
+			title, ylabel := "eval set "+set, "pass@k"
+			if set == "mean" {
+				title, ylabel = "mean over eval sets", "pass@k (mean over eval sets)"
+			}
+			pn := panelSpec{Title: title, XLabel: "k (log scale)", YLabel: ylabel, PassK: true, Set: set}
 			pn.Lines = append(pn.Lines, series{Arm: "base"})
 			for _, a := range f.Arms {
 				pn.Lines = append(pn.Lines, series{Arm: a})
@@ -449,12 +469,19 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 	}
 	figs := []figureSpec{
 		{"heldout_accuracy", "Held-out accuracy (" + valKey + ", mean over eval sets) vs step", perFamily("held-out accuracy", valKey, 1, valKey)},
-		{"passk", "pass@k vs k at the final evaluation (unbiased from the eval's n samples per problem), with the base policy (the step-0 evaluation) in black", passPanels()},
 		{"entropy", "Policy entropy of the rollouts (rollout/entropy, nats per token) vs step, each seed smoothed over 5 logged steps", perFamily("policy entropy", "rollout/entropy", 5, "rollout/entropy")},
 		{"calibration", "Calibration: mean perplexity of correct (solid) and incorrect (dashed) rollouts vs step, on the same axes, each seed smoothed over 5 logged steps", perFamily("response perplexity", "calib/ppl_correct, calib/ppl_incorrect", 5, "calib/ppl_correct", "calib/ppl_incorrect")},
 		{"auroc", "Calibration AUROC (calib/auroc: perplexity separating correct from incorrect rollouts) vs step, each seed smoothed over 5 logged steps", perFamily("PPL AUROC", "calib/auroc", 5, "calib/auroc")},
 		{"critic_head_std", "Critic head std on the training batch (critic/head_std, B_critic) vs step, arms with a critic", perFamily("critic head std", "critic/head_std", 5, "critic/head_std")},
 		{"simhash_cells", "SimHash occupied cells (simhash/occupied_cells) vs step, arms with SimHash", perFamily("SimHash occupied cells", "simhash/occupied_cells", 1, "simhash/occupied_cells")},
+	}
+	for _, f := range families {
+		name, caption := "passk", "pass@k vs k at the final evaluation, per eval set (unbiased from the eval's n samples per problem), with the base policy (the step-0 evaluation) in black"
+		if len(families) > 1 {
+			name = map[bool]string{true: "passk_critic", false: "passk_critic_free"}[f.Critic]
+			caption += ": " + f.Name
+		}
+		figs = append(figs, figureSpec{name, caption, passPanels(f)})
 	}
 	var notes []string
 	for _, f := range figs {
@@ -478,7 +505,7 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 			if len(f.Panels) > 0 && len(f.Panels[0].Lines) > 0 && f.Panels[0].Lines[0].Metric != "" {
 				what = f.Panels[0].Lines[0].Metric
 			}
-			if f.Name == "passk" {
+			if strings.HasPrefix(f.Name, "passk") {
 				what = "val/mean/pass@k for two or more k"
 			}
 			notes = append(notes, fmt.Sprintf("- %s: no finished arm reports %s; not plotted.", f.Caption, what))
@@ -562,7 +589,7 @@ func writeCanvas(path string, c io.WriterTo) error {
 // when every arm is of one kind.
 func armFamilies(spec *Spec, dir string, arms []string) ([]family, error) {
 	free := family{Name: "critic-free (GRPO family)"}
-	critic := family{Name: "with a critic (PPO family)"}
+	critic := family{Name: "with a critic (PPO family)", Critic: true}
 	for _, name := range arms {
 		i := slices.IndexFunc(spec.Arms, func(a Arm) bool { return a.Name == name })
 		if i < 0 || len(spec.Seeds) == 0 {

@@ -90,7 +90,7 @@ func decodeRolloutServers(r *Params, c *RolloutConfig) {
 		}
 	}
 	c.ServerModel = r.String("server_model", "")
-	c.ServerTimeout = durationKey(r, "server_timeout", 120*time.Second)
+	c.ServerTimeout = r.Duration("server_timeout", 120*time.Second)
 	c.ServerRetries = r.Int("server_retries", 2)
 	r.Check(c.ServerRetries >= 0, "server_retries", "must be >= 0, got %d", c.ServerRetries)
 	ws := r.Sub("weight_sync")
@@ -104,30 +104,6 @@ func decodeRolloutServers(r *Params, c *RolloutConfig) {
 	r.Check(c.TISCap == 0 || c.TISCap > 1, "tis_cap", "must be 0 (off) or > 1, got %v", c.TISCap)
 	r.Check(c.TISCap == 0 || len(c.Servers) > 0, "tis_cap",
 		"needs rollout.servers: in-process generation samples with the trainer's own weights, so there is no mismatch to correct")
-}
-
-// durationKey reads a Go duration string ("120s") or a number of seconds,
-// which must be > 0.
-func durationKey(p *Params, key string, def time.Duration) time.Duration {
-	v, ok := p.Raw(key)
-	if !ok {
-		return def
-	}
-	var d time.Duration
-	if s, isStr := v.(string); isStr {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			p.Fail(key, "want a duration such as 120s, got %q", s)
-			return def
-		}
-	} else if f, isNum := ToFloat(v); isNum {
-		d = time.Duration(f * float64(time.Second))
-	} else {
-		p.Fail(key, "want a duration such as 120s, got %v (%T)", v, v)
-		return def
-	}
-	p.Check(d > 0, key, "must be > 0, got %s", d)
-	return d
 }
 
 // CheckRemoteNeeds refuses remote generation when a strategy needs pooled

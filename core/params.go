@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Params reads a strategy's or algorithm's settings strictly: every read
@@ -123,6 +124,33 @@ func (p *Params) String(k string, def string) string {
 		return def
 	}
 	return s
+}
+
+// Duration reads a Go duration string ("30s") or a number of seconds,
+// which must be > 0 (def when absent).
+func (p *Params) Duration(k string, def time.Duration) time.Duration {
+	v, ok := p.Raw(k)
+	if !ok {
+		return def
+	}
+	var d time.Duration
+	if s, isStr := v.(string); isStr {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			p.Fail(k, "want a duration such as 30s, got %q", s)
+			return def
+		}
+	} else if f, isNum := ToFloat(v); isNum {
+		d = time.Duration(f * float64(time.Second))
+	} else {
+		p.Fail(k, "want a duration such as 30s, got %v (%T)", v, v)
+		return def
+	}
+	if d <= 0 {
+		p.Fail(k, "must be > 0, got %s", d)
+		return def
+	}
+	return d
 }
 
 // OneOf reads a string that must be one of choices.

@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -238,39 +237,13 @@ func PluginStrategy(entry map[string]any, index int, algo core.Algorithm, log ze
 		weight = core.ParseSchedule(p.Sub("weight"))
 	}
 	sum := p.String("sha256", "")
-	start := Duration(p, "start_timeout", plugins.DefaultStartTimeout)
-	call := Duration(p, "call_timeout", plugins.DefaultCallTimeout)
+	start := p.Duration("start_timeout", plugins.DefaultStartTimeout)
+	call := p.Duration("call_timeout", plugins.DefaultCallTimeout)
 	if err := p.Finish(); err != nil {
 		return nil, err
 	}
 	return plugins.Open(plugins.Config{Path: path, Params: params, ParamsPath: fmt.Sprintf("strategies[%d].params", index),
 		Algorithm: algo, SHA256: sum, StartTimeout: start, CallTimeout: call, Weight: weight, Log: log})
-}
-
-// Duration reads a Go duration string ("30s") or a number of seconds, > 0.
-func Duration(p *core.Params, key string, def time.Duration) time.Duration {
-	v, ok := p.Raw(key)
-	if !ok {
-		return def
-	}
-	var d time.Duration
-	if s, isStr := v.(string); isStr {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			p.Fail(key, "want a duration such as 30s, got %q", s)
-			return def
-		}
-	} else if f, isNum := core.ToFloat(v); isNum {
-		d = time.Duration(f * float64(time.Second))
-	} else {
-		p.Fail(key, "want a duration such as 30s, got %v (%T)", v, v)
-		return def
-	}
-	if d <= 0 {
-		p.Fail(key, "must be > 0, got %s", d)
-		return def
-	}
-	return d
 }
 
 // hfPolicy reads model.hf: the architecture from its config.json and, unless

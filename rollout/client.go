@@ -189,25 +189,13 @@ type chunk struct {
 func units(prompts [][]int32) []unit {
 	var out []unit
 	for i, p := range prompts {
-		if k := len(out) - 1; k >= 0 && equal(out[k].prompt, p) {
+		if k := len(out) - 1; k >= 0 && slices.Equal(out[k].prompt, p) {
 			out[k].n++
 			continue
 		}
 		out = append(out, unit{prompt: p, start: i, n: 1})
 	}
 	return out
-}
-
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // chunks groups consecutive units of the same n, at most per distinct

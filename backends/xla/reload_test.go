@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,22 +107,10 @@ func TestLoadPolicyWeightsGob(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range g1 {
-		if !equalInt32(g1[i].Tokens, g2[i].Tokens) {
+		if !slices.Equal(g1[i].Tokens, g2[i].Tokens) {
 			t.Fatalf("row %d: reloaded backend sampled %v, the saved one %v", i, g1[i].Tokens, g2[i].Tokens)
 		}
 	}
-}
-
-func equalInt32(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // A Hugging Face policy reloads from model.safetensors: the served

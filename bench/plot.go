@@ -22,6 +22,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
 )
 
@@ -69,28 +70,14 @@ func seedBand(rs []*armRun, metric string, smooth int) band {
 		}
 	}
 	var b band
-	for _, s := range slices.Sorted(func(yield func(int) bool) {
-		for s := range vals {
-			if !yield(s) {
-				return
-			}
-		}
-	}) {
+	for _, s := range slices.Sorted(maps.Keys(vals)) {
 		v := vals[s]
 		b.X = append(b.X, float64(s))
-		b.Mean = append(b.Mean, mean(v))
+		b.Mean = append(b.Mean, core.Mean(v))
 		b.Lo = append(b.Lo, slices.Min(v))
 		b.Hi = append(b.Hi, slices.Max(v))
 	}
 	return b
-}
-
-func mean(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
 }
 
 // curve is the mean over an arm's seeds of a metric at each step where
@@ -248,7 +235,7 @@ func passCurve(rs []*armRun, set string, step func(*armRun) (map[string]float64,
 	for _, k := range ks {
 		v := byK[k]
 		b.X = append(b.X, float64(k))
-		b.Mean = append(b.Mean, mean(v))
+		b.Mean = append(b.Mean, core.Mean(v))
 		b.Lo = append(b.Lo, slices.Min(v))
 		b.Hi = append(b.Hi, slices.Max(v))
 	}

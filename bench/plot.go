@@ -80,17 +80,6 @@ func seedBand(rs []*armRun, metric string, smooth int) band {
 	return b
 }
 
-// curve is the mean over an arm's seeds of a metric at each step where
-// any seed has it.
-func curve(rs []*armRun, metric string) plotter.XYs {
-	b := seedBand(rs, metric, 1)
-	xy := make(plotter.XYs, len(b.X))
-	for i := range b.X {
-		xy[i] = plotter.XY{X: b.X[i], Y: b.Mean[i]}
-	}
-	return xy
-}
-
 // readableTicks are gonum's default tick positions with labels written
 // with as many decimals as the spacing of the major ticks needs, and more
 // until no two labels are equal (gonum's own labels can read "1.1, 1, 1").

@@ -14,6 +14,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -23,14 +24,17 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/engines/cpu"
 )
 
 func main() {
@@ -42,7 +46,19 @@ func main() {
 	skipTrain := flag.Bool("skip-train", false, "skip the train step (memory)")
 	trainBatch := flag.Int("train-batch", 0, "sequences in the train step (default --batch)")
 	reps := flag.Int("reps", 3, "decode repetitions (median)")
+	skipForward := flag.Bool("skip-forward", false, "skip the forward measurement")
+	decodeBatches := flag.String("decode-batches", "1,32", "decode batch sizes, comma-separated")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the cpu engine's measurements to this file")
 	flag.Parse()
+	var nbs []int
+	for _, f := range strings.Split(*decodeBatches, ",") {
+		var nb int
+		if _, err := fmt.Sscan(f, &nb); err != nil || nb < 1 {
+			fmt.Fprintf(os.Stderr, "--decode-batches: %q is not a positive integer\n", f)
+			os.Exit(2)
+		}
+		nbs = append(nbs, nb)
+	}
 	cfg := fmt.Sprintf(`{"architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
 		"head_dim": 128, "num_hidden_layers": %d, "num_attention_heads": 16, "num_key_value_heads": 8, "rms_norm_eps": 1e-6,
 		"max_position_embeddings": 40960, "rope_theta": 1000000.0, "tie_word_embeddings": true}`, *layers)
@@ -52,11 +68,26 @@ func main() {
 	}
 	fmt.Printf("shape: Qwen3-0.6B-like, %d layers, d 1024, 16/8 heads x 128, ff 3072, vocab 151936; batch %d x %d tokens; decode %d tokens\n",
 		*layers, *batch, *seqLen, *decodeTokens)
-	bw := bandwidth()
-	fmt.Printf("memory read bandwidth (2 goroutines summing 1 GiB with 8 partial sums each, best of 5): %.1f GB/s\n", bw)
+	bwScalar, bwVector := bandwidth()
+	bw := max(bwScalar, bwVector)
+	fmt.Printf("memory read bandwidth, 1 GiB read by 2 goroutines, best of 5: %.1f GB/s scalar (8 float64 sums), %.1f GB/s vectorised (bytes.IndexByte); using %.1f\n",
+		bwScalar, bwVector, bw)
 	res := map[string]map[string]float64{}
 	if *only != "torch" {
-		res["go"] = runGo(hc, *batch, max(*trainBatch, 0), *seqLen, *decodeTokens, *reps, *skipTrain)
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				panic(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				panic(err)
+			}
+		}
+		res["go"] = runGo(hc, *batch, max(*trainBatch, 0), *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
+		pprof.StopCPUProfile()
+		if os.Getenv("CDE_CPU_OPSTATS") != "" {
+			cpu.WriteOpStats(os.Stderr, 25) // per-op times of every measurement above
+		}
 		debug.FreeOSMemory() // before PyTorch loads its copy
 	}
 	if *only != "go" {
@@ -83,41 +114,58 @@ func main() {
 	}
 }
 
-// bandwidth sums a 1 GiB float64 array with 2 goroutines and returns GB/s.
-func bandwidth() float64 {
+// bandwidth measures this machine's memory read bandwidth on a 1 GiB
+// array, 2 goroutines each reading half, best of 5, two ways: a scalar
+// loop with 8 independent float64 sums, and bytes.IndexByte looking for a
+// byte that is not there (the Go runtime's vectorised scan, which reads
+// at the rate the memory delivers). It returns both in GB/s; the larger is
+// the machine's figure.
+func bandwidth() (scalar, vector float64) {
 	n := 1 << 27
 	a := make([]float64, n)
 	for i := range a {
-		a[i] = float64(i & 7)
+		a[i] = float64(i & 7) // no byte of these values is 0xAB
 	}
-	best := 0.0
-	for range 5 {
-		start := time.Now()
-		var wg sync.WaitGroup
-		sums := make([]float64, 2)
-		for w := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var s [8]float64 // independent sums, so the loads, not the adds, bound it
-				part := a[w*n/2 : (w+1)*n/2]
-				for i := 0; i+8 <= len(part); i += 8 {
-					s[0] += part[i]
-					s[1] += part[i+1]
-					s[2] += part[i+2]
-					s[3] += part[i+3]
-					s[4] += part[i+4]
-					s[5] += part[i+5]
-					s[6] += part[i+6]
-					s[7] += part[i+7]
-				}
-				sums[w] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7]
-			}()
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 8*n)
+	best := func(read func(w int)) float64 {
+		b := 0.0
+		for range 5 {
+			start := time.Now()
+			var wg sync.WaitGroup
+			for w := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					read(w)
+				}()
+			}
+			wg.Wait()
+			b = max(b, float64(8*n)/time.Since(start).Seconds()/1e9)
 		}
-		wg.Wait()
-		best = max(best, float64(8*n)/time.Since(start).Seconds()/1e9)
+		return b
 	}
-	return best
+	sums := make([]float64, 2)
+	scalar = best(func(w int) {
+		var s [8]float64 // independent sums, so the loads, not the adds, bound it
+		part := a[w*n/2 : (w+1)*n/2]
+		for i := 0; i+8 <= len(part); i += 8 {
+			s[0] += part[i]
+			s[1] += part[i+1]
+			s[2] += part[i+2]
+			s[3] += part[i+3]
+			s[4] += part[i+4]
+			s[5] += part[i+5]
+			s[6] += part[i+6]
+			s[7] += part[i+7]
+		}
+		sums[w] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7]
+	})
+	vector = best(func(w int) {
+		if bytes.IndexByte(raw[w*len(raw)/2:(w+1)*len(raw)/2], 0xAB) >= 0 {
+			panic("bandwidth: unexpected byte")
+		}
+	})
+	return scalar, vector
 }
 
 func peakRSS() float64 {
@@ -132,7 +180,7 @@ func peakRSS() float64 {
 	return 0
 }
 
-func runGo(hc *hf.Config, batch, trainBatch, seqLen, decode, reps int, skipTrain bool) map[string]float64 {
+func runGo(hc *hf.Config, batch, trainBatch, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
 	out := map[string]float64{}
 	b, err := xla.New(xla.Options{Engine: "cpu", Policy: xla.HFModelConfig(hc, seqLen+decode+64), Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
 	if err != nil {
@@ -182,11 +230,13 @@ func runGo(hc *hf.Config, batch, trainBatch, seqLen, decode, reps int, skipTrain
 		out["peak_gib_after_"+strings.TrimSuffix(name, "_s")] = peakRSS()
 		fmt.Fprintf(os.Stderr, "go %s: %.2f s (peak %.1f GiB)\n", name, out[name], peakRSS())
 	}
-	timeIt("forward_s", 1, func() {
-		if _, _, err := b.ScoreLogProbs(seqs, 1); err != nil {
-			panic(err)
-		}
-	})
+	if !skipForward {
+		timeIt("forward_s", 1, func() {
+			if _, _, err := b.ScoreLogProbs(seqs, 1); err != nil {
+				panic(err)
+			}
+		})
+	}
 	if !skipTrain {
 		tr := r
 		if trainBatch > 0 && trainBatch < len(r.Seqs) {
@@ -198,7 +248,7 @@ func runGo(hc *hf.Config, batch, trainBatch, seqLen, decode, reps int, skipTrain
 			}
 		})
 	}
-	for _, nb := range []int{1, 32} {
+	for _, nb := range decodeBatches {
 		prompts := make([][]int32, nb)
 		for i := range prompts {
 			prompts[i] = make([]int32, 16)

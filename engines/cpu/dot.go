@@ -118,6 +118,17 @@ func matmulF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 			smallDot(ci, ai, bi, m, n, k, transA, transB)
 			return
 		}
+		if gemm.DotTiles(transA, transB, m, k) {
+			// A few rows against a matrix stored [n, k] (Hugging Face's
+			// [out, in] weights in a decode step): gemm's dot-product
+			// tiles read B in place.
+			if serial {
+				gemm.SgemmTSerial(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
+			} else {
+				gemm.SgemmT(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
+			}
+			return
+		}
 		if m == 1 && !transB && !serial {
 			// Vector-matrix products (decode steps): gemm with one row
 			// cannot split work; use a column-parallel loop.
@@ -125,10 +136,9 @@ func matmulF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 			return
 		}
 		if m <= gemvTransBRows && transB && !transA {
-			// A few rows against a matrix stored [n, k] (Hugging Face's
-			// [out, in] weights in a decode step): one dot product per
-			// output, parallel over n, reading each row of B once in
-			// place; gemm would first pack (copy) all of B.
+			// The same without AVX-512: one dot product per output,
+			// parallel over n, reading each row of B once in place; gemm
+			// would first pack (copy) all of B.
 			gemvTransB(ci, ai, bi, m, n, k)
 			return
 		}

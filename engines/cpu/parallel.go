@@ -2,7 +2,8 @@ package cpu
 
 import (
 	"runtime"
-	"sync"
+
+	"github.com/cde-rl/cde/engines/cpu/internal/workpool"
 )
 
 // parallelRange calls fn over [0, n) split into contiguous chunks, one per
@@ -23,20 +24,12 @@ func parallelRange(n, grain int, fn func(lo, hi int)) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(workers - 1)
 	per := (n + workers - 1) / workers
-	for w := 1; w < workers; w++ {
-		lo, hi := w*per, min(n, (w+1)*per)
-		go func() {
-			defer wg.Done()
-			if lo < hi {
-				fn(lo, hi)
-			}
-		}()
-	}
-	fn(0, min(n, per))
-	wg.Wait()
+	workpool.Run(workers, func(w int) {
+		if lo, hi := w*per, min(n, (w+1)*per); lo < hi {
+			fn(lo, hi)
+		}
+	})
 }
 
 // elemGrain is the number of elementwise operations below which splitting

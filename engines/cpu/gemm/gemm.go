@@ -21,6 +21,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cde-rl/cde/engines/cpu/internal/workpool"
 )
 
 // Blocking parameters (Goto/BLIS scheme). The micro-kernel computes an
@@ -165,6 +167,13 @@ func roundUp(x, m int) int { return (x + m - 1) / m * m }
 func (g *gemmArgs) run() {
 	workers := runtime.GOMAXPROCS(0)
 	if g.serial || int64(g.m)*int64(g.n)*int64(g.k) < minParallelFlops {
+		workers = 1
+	}
+	if g.useDotTiles() {
+		g.runDotTiles(workers)
+		return
+	}
+	if workers == 1 {
 		g.runSerial()
 		return
 	}
@@ -256,8 +265,7 @@ func parallelFor(workers, items int, f func(worker, item int)) {
 		return
 	}
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	work := func(w int) {
+	workpool.Run(workers, func(w int) {
 		for {
 			i := int(next.Add(1) - 1)
 			if i >= items {
@@ -265,16 +273,7 @@ func parallelFor(workers, items int, f func(worker, item int)) {
 			}
 			f(w, i)
 		}
-	}
-	wg.Add(workers - 1)
-	for w := 1; w < workers; w++ {
-		go func() {
-			defer wg.Done()
-			work(w)
-		}()
-	}
-	work(0)
-	wg.Wait()
+	})
 }
 
 // block packs rows [ic, ic+mc) × depth [pc, pc+kc) of op(A) and multiplies

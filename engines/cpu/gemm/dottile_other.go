@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package gemm
+
+const dotTilesAVX512 = false
+
+var dotTileFns [9][7]dotTileFn

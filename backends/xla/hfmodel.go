@@ -236,17 +236,28 @@ func (a *hfArch) embed(ctx *context.Context, tokens *graph.Node) *graph.Node {
 	return graph.Gather(a.w(ctx, tokens.Graph(), "model.embed_tokens.weight"), graph.Reshape(tokens, b, t, 1))
 }
 
-// expandKV repeats each key/value head H/KV times: [B, KV, T, dh] to
-// [B, H, T, dh], query head i reading key/value head i / (H/KV).
-func (a *hfArch) expandKV(x *graph.Node) *graph.Node {
+// attend is grouped-query attention: q [B, H, Tq, dh] against k, v
+// [B, KV, Tk, dh], query head i reading key/value head i / (H/KV); bias
+// broadcasts to [B, H, Tq, Tk]. The H/KV query heads of a group are one
+// product against their shared K and V (batch axes B and KV), so K and V
+// are never repeated per query head: in a decode step that copy of the
+// whole cache cost as much as the attention itself.
+func (a *hfArch) attend(q, k, v, bias *graph.Node) *graph.Node {
 	rep := a.c.Heads / a.c.KVHeads
 	if rep == 1 {
-		return x
+		return attend(q, k, v, bias)
 	}
-	d := x.Shape().Dimensions
-	x = graph.Reshape(x, d[0], d[1], 1, d[2], d[3])
-	x = graph.BroadcastToDims(x, d[0], d[1], rep, d[2], d[3])
-	return graph.Reshape(x, d[0], d[1]*rep, d[2], d[3])
+	d := q.Shape().Dimensions
+	b, h, tq, dh := d[0], d[1], d[2], d[3]
+	kv, tk := k.Shape().Dimensions[1], k.Shape().Dimensions[2]
+	q5 := graph.Reshape(q, b, kv, rep, tq, dh)
+	scores := graph.DotGeneral(q5, []int{4}, []int{0, 1}, k, []int{3}, []int{0, 1}) // [B,KV,rep,Tq,Tk]
+	scores = graph.Reshape(scores, b, h, tq, tk)
+	scores = graph.MulScalar(scores, 1/math.Sqrt(float64(dh)))
+	probs := graph.Softmax(graph.Add(scores, bias), -1)
+	probs = graph.Reshape(probs, b, kv, rep*tq, tk)
+	out := graph.DotGeneral(probs, []int{3}, []int{0, 1}, v, []int{2}, []int{0, 1}) // [B,KV,rep·Tq,dh]
+	return graph.Reshape(out, b, h, tq, dh)
 }
 
 // block runs layer l on x [B, T, d] at positions pos [B, T]. kvFn, when
@@ -280,7 +291,7 @@ func (a *hfArch) block(ctx *context.Context, l int, x, cos, sin, bias *graph.Nod
 	if kvFn != nil {
 		k, v = kvFn(k, v)
 	}
-	att := mergeHeads(attend(q, a.expandKV(k), a.expandKV(v), bias)) // [B,T,H*dh]
+	att := mergeHeads(a.attend(q, k, v, bias)) // [B,T,H*dh]
 	x = graph.Add(x, linearT(att, a.w(ctx, g, p+"self_attn.o_proj.weight"), opt("self_attn.o_proj.bias")))
 	h = rmsNorm(x, a.w(ctx, g, p+"post_attention_layernorm.weight"), c.RMSNormEps)
 	gate := silu(linearT(h, a.w(ctx, g, p+"mlp.gate_proj.weight"), nil))

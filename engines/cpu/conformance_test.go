@@ -1403,6 +1403,7 @@ func dotCases() []dotCase {
 		{1, 300, 130}, {300, 1, 130}, // vector-matrix (column-parallel path), matrix-vector
 		{193, 40, 20}, {30, 2049, 3}, // blockM and blockN boundaries
 		{64, 64, 64}, {65, 65, 65}, // around the parallel threshold
+		{5000, 2, 2}, {33, 4, 3}, {40000, 2, 2}, // many rows times a tiny matrix (tinyDot, serial and parallel)
 	} {
 		cs = append(cs, matmulCases(mnk[0], mnk[1], mnk[2])...)
 	}
@@ -1449,6 +1450,10 @@ func dotCases() []dotCase {
 		dotCase{"attention/QK", []int{2, 4, 9, 16}, []int{2, 4, 11, 16}, []int{3}, []int{0, 1}, []int{3}, []int{0, 1}},
 		dotCase{"attention/AV", []int{2, 4, 9, 11}, []int{2, 4, 11, 16}, []int{3}, []int{0, 1}, []int{2}, []int{0, 1}},
 		dotCase{"attention/[b,t,h,d]x[b,s,h,d]", []int{2, 9, 4, 16}, []int{2, 11, 4, 16}, []int{3}, []int{0, 2}, []int{3}, []int{0, 2}},
+		// RoPE's pair rotation and grouped-query attention (HF models).
+		dotCase{"rope/[b,h,t,2,half]x[2,2]", []int{2, 3, 5, 2, 8}, []int{2, 2}, []int{3}, nil, []int{0}, nil},
+		dotCase{"gqa/QK/[b,kv,rep,t,d]x[b,kv,s,d]", []int{2, 2, 3, 5, 16}, []int{2, 2, 7, 16}, []int{4}, []int{0, 1}, []int{3}, []int{0, 1}},
+		dotCase{"gqa/AV/[b,kv,rep*t,s]x[b,kv,s,d]", []int{2, 2, 15, 7}, []int{2, 2, 7, 16}, []int{3}, []int{0, 1}, []int{2}, []int{0, 1}},
 	)
 	return cs
 }

@@ -114,6 +114,13 @@ func matmulF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 		ci := c[i*m*n : (i+1)*m*n]
 		ai := a[i*m*k : (i+1)*m*k]
 		bi := b[i*k*n : (i+1)*k*n]
+		if n <= 4 && k <= 4 && !transA && !transB {
+			// Many rows times a tiny matrix (RoPE's pair rotation,
+			// [[0, 1], [-1, 0]]): direct loops, parallel over rows;
+			// gemm would pack for a 2-wide product.
+			tinyDot(ci, ai, bi, m, n, k, serial)
+			return
+		}
 		if m*n*k <= smallDotMACs || m < 4 && serial {
 			smallDot(ci, ai, bi, m, n, k, transA, transB)
 			return
@@ -195,6 +202,29 @@ func smallDotRow(c, a, b []float32, n, k int, transB bool) {
 	for p, av := range a[:k] {
 		axpyF32(c, av, b[p*n:(p+1)*n])
 	}
+}
+
+// tinyDot computes c[m×n] = a[m×k]·b[k×n] for n, k <= 4, summing over p
+// in order from zero (as smallDotRow does), parallel over rows unless
+// serial.
+func tinyDot(c, a, b []float32, m, n, k int, serial bool) {
+	rows := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			ar, cr := a[i*k:(i+1)*k], c[i*n:(i+1)*n]
+			for j := range cr {
+				var s float32
+				for p, av := range ar {
+					s += av * b[p*n+j]
+				}
+				cr[j] = s
+			}
+		}
+	}
+	if serial {
+		rows(0, m)
+		return
+	}
+	parallelRange(m, elemGrain/max(1, n*k), rows)
 }
 
 // gemvRowParallel computes c[1×n] = a[1×k]·B[k×n] splitting columns (a

@@ -471,7 +471,11 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 			return nil, err
 		}
 	}
-	e, err := b.policy.exec(&b.policy.train, b.policy.buildActorTrain())
+	slot, entGrad := &b.policy.train, u.EntropyCoef != 0
+	if !entGrad {
+		slot = &b.policy.trainNoEnt
+	}
+	e, err := b.policy.exec(slot, b.policy.buildActorTrain(entGrad))
 	if err != nil {
 		return nil, err
 	}

@@ -157,3 +157,36 @@ func TestSupervisedStepLearns(t *testing.T) {
 		t.Fatalf("NLL %v -> %v: want > 2 falling below 0.3", first, last)
 	}
 }
+
+// With entropy coefficient 0 the actor step runs the graph without the
+// entropy term's backward (trainNoEnt); its update and metrics must be
+// those of the full graph, bit for bit.
+func TestActorStepWithoutEntropyGradient(t *testing.T) {
+	step := func(full bool) (map[string]float64, map[string]checkpoint) {
+		b := tinyBackend(t, 0)
+		if full {
+			e, err := b.policy.exec(&b.policy.train, b.policy.buildActorTrain(true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.policy.trainNoEnt = e // coefficient 0 now runs the full graph
+		}
+		r := confRollout(t, b, 6)
+		m, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 2, ClipLow: 0.2, ClipHigh: 0.28, Temperature: 0.9, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if full == (b.policy.trainNoEnt != b.policy.train) {
+			t.Fatalf("full=%v: the update ran the wrong graph", full)
+		}
+		return m, snapshots(t, b)
+	}
+	mFull, wFull := step(true)
+	mCut, wCut := step(false)
+	checkIdentical(t, "after one step", wFull, wCut)
+	for k, v := range mFull {
+		if mCut[k] != v {
+			t.Errorf("metric %s: %v with the entropy gradient, %v without", k, v, mCut[k])
+		}
+	}
+}

@@ -33,6 +33,11 @@ type net struct {
 	// (RescoreWithEmbeddings).
 	embedScore *context.Exec
 	train      *context.Exec
+	// trainNoEnt is train with the entropy term out of the gradient, for
+	// updates whose entropy coefficient is 0 (the default): the term's
+	// backward holds several [tokens, vocab] tensors, 1.2 GB each for
+	// 2048 tokens of a 150k vocabulary, to add zeros.
+	trainNoEnt *context.Exec
 	sft        *context.Exec
 }
 
@@ -118,18 +123,31 @@ func (n *net) trainable() []*context.Variable {
 
 // sampleFromLogProbs picks argmax(lp + gumbel) for lp [B, V] and returns
 // the token, its log-prob and the distribution's entropy -sum p log p.
-// The log-prob is gathered (lp viewed as [B·V], index b·V + token): the
-// same value as a one-hot product, without B·V-sized temporaries, which
-// at a 150k vocabulary cost more than the gather's bookkeeping.
 func sampleFromLogProbs(lp, gumbel *graph.Node) (tok, tokLP, ent *graph.Node) {
-	dims := lp.Shape().Dimensions
-	b, vocab := dims[0], dims[1]
 	tok = graph.ArgMax(graph.Add(lp, gumbel), -1, dtypes.Int32)
-	row := graph.MulScalar(graph.Iota(lp.Graph(), shapesOf(dtypes.Int32, b), 0), vocab)
-	idx := graph.Reshape(graph.Add(row, tok), b, 1)
-	tokLP = graph.Gather(graph.Reshape(lp, b*vocab), idx)
+	tokLP = pickLast(lp, tok)
 	ent = graph.Neg(graph.ReduceSum(graph.Mul(graph.Exp(lp), lp), -1))
 	return
+}
+
+// pickLast returns x[..., idx[...]] for x [..., V] and idx int32 [...]: a
+// gather of (row, idx) pairs from x viewed as [rows, V]. It gives the same
+// values, and gradients, as contracting x with a one-hot of idx, without
+// the [..., V]-sized one-hot and product (at a 150k vocabulary, 1.2 GB
+// each for 2048 tokens).
+func pickLast(x, idx *graph.Node) *graph.Node {
+	d := x.Shape().Dimensions
+	lead := d[:len(d)-1]
+	rows := 1
+	for _, n := range lead {
+		rows *= n
+	}
+	g := x.Graph()
+	pairs := graph.Concatenate([]*graph.Node{
+		graph.Iota(g, shapesOf(dtypes.Int32, rows, 1), 0),
+		graph.Reshape(idx, rows, 1),
+	}, 1)
+	return graph.Reshape(graph.Gather(graph.Reshape(x, rows, d[len(d)-1]), pairs), lead...)
 }
 
 // buildPrefill returns the graph for a prompt batch: inputs tokens int32
@@ -218,9 +236,7 @@ func (n *net) buildScore() func(ctx *context.Context, in []*graph.Node) []*graph
 
 // tokenLogProbs picks lp[..., target] and the entropy at each position.
 func tokenLogProbs(lp, targets *graph.Node) (tlp, ent *graph.Node) {
-	vocab := lp.Shape().Dimensions[lp.Rank()-1]
-	oh := graph.OneHot(targets, vocab, dtypes.Float32)
-	tlp = graph.ReduceSum(graph.Mul(oh, lp), -1)
+	tlp = pickLast(lp, targets)
 	ent = graph.Neg(graph.ReduceSum(graph.Mul(graph.Exp(lp), lp), -1))
 	return
 }
@@ -302,12 +318,19 @@ func (n *net) biasCorrectedLR(lr float64) float64 {
 // hyper [hNum].
 // Outputs: loss, pg_loss, clipfrac, entropy, kl, grad_norm, ppl-term (mean
 // -logp), applied flag.
-func (n *net) buildActorTrain() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+//
+// With entGrad false the entropy is a constant of the gradient
+// (StopGradient): the update is the same when the entropy coefficient is 0,
+// the loss and metrics too.
+func (n *net) buildActorTrain(entGrad bool) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8]
 		h := fullStates(ctx, n.arch, tokens)
 		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), hyperAt(hyper, hInvTemp)), -1)
 		logp, ent := tokenLogProbs(lp, targets)
+		if !entGrad {
+			ent = graph.StopGradient(ent)
+		}
 		a := actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper)
 		norm, applied := n.adamUpdate(ctx, a.loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
 		return []*graph.Node{a.loss, a.pg, a.clipFrac, a.ent, a.kl, norm, maskedMean(graph.Neg(logp), mask), applied}

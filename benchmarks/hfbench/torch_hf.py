@@ -132,7 +132,11 @@ def main():
         if line.startswith("VmHWM:"):
             out["peak_gib"] = int(line.split()[1]) / 1024 / 1024
     out["threads"] = torch.get_num_threads()
-    out["blas"] = 1.0 if "openblas" in torch.__config__.show().lower() else 0.0
+    # Debian's torch is built with BLAS_INFO=generic: the BLAS is whatever
+    # libblas.so.3 points to, so name the library actually mapped.
+    libs = sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.lower() and "/" in l})
+    print("torch BLAS: " + (", ".join(libs) or "none mapped (reference BLAS or built-in kernels)"), file=sys.stderr)
+    out["blas_openblas"] = 1.0 if any("openblas" in l for l in libs) else 0.0
     print(json.dumps(out))
 
 

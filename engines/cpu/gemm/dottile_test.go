@@ -1,8 +1,12 @@
 package gemm
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -91,5 +95,29 @@ func BenchmarkDecodeStream(b *testing.B) {
 			}
 			b.ReportMetric(float64(4*n*k*mats)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 		})
+	}
+}
+
+// TestDotTilesGenerated: dottile_amd64.s is what gen_dottile.go writes
+// (edit the generator, then run go generate).
+func TestDotTilesGenerated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the generator with the go tool")
+	}
+	out := filepath.Join(t.TempDir(), "dottile.s")
+	cmd := exec.Command("go", "run", "gen_dottile.go", "-o", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go run gen_dottile.go: %v\n%s", err, b)
+	}
+	want, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("dottile_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("dottile_amd64.s differs from gen_dottile.go's output: run go generate ./engines/cpu/gemm")
 	}
 }

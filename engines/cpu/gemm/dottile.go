@@ -13,8 +13,8 @@ type dotTileFn func(k int, a *float32, lda int, b *float32, ldb int, c *float32,
 // dotTileMaxA is the largest A (m·k floats, 1 MiB) that takes the
 // dot-tile path: every tile of B rows runs over all of A, which must stay
 // in the per-core L2. Measured (BenchmarkDecodeABt, d 1024 / ff 3072
-// shapes): dot tiles are 1.1-8x faster than packing up to this size, and
-// 1.2x slower at 256 x 3072 and 512 x 1024.
+// shapes): dot tiles are 1.1-13x faster than packing up to this size, and
+// up to 1.3x slower at 256 x 3072 and 512 x 1024.
 const dotTileMaxA = 1 << 18
 
 // dotTileA6 is the rows of A in one tile (the widest generated kernel).

@@ -34,15 +34,12 @@ func DotTiles(transA, transB bool, m, k int) bool {
 var useDotTilesSwitch = true
 
 // runDotTiles splits the rows of B (the columns of C) into blocks handed
-// out to GOMAXPROCS workers (one, if g.serial).
+// out to workers (run() passes 1 for serial or small products).
 func (g *gemmArgs) runDotTiles(workers int) {
 	// Blocks of 64 rows of B: enough work per hand-off (64·k·m
 	// multiply-adds), and many blocks per worker on the large weights.
 	const rows = 64
 	blocks := (g.n + rows - 1) / rows
-	if g.serial {
-		workers = 1
-	}
 	parallelFor(min(workers, blocks), blocks, func(_, blk int) {
 		j0 := blk * rows
 		g.dotTileBlock(j0, min(g.n, j0+rows))

@@ -32,8 +32,13 @@ type Generation struct {
 type ActorUpdate struct {
 	Epochs      int
 	Minibatches int
-	ClipLow     float64
-	ClipHigh    float64
+	// MicroBatchSize is how many responses one forward and backward pass
+	// holds (train.micro_batch_size): a minibatch of more goes through in
+	// parts whose gradients are summed before its one optimiser step.
+	// 0 is the whole minibatch at once.
+	MicroBatchSize int
+	ClipLow        float64
+	ClipHigh       float64
 	// ClipRatioC is the dual-clip constant (0 = off, else > 1).
 	ClipRatioC float64
 	// LossAggMode is one of LossAggModes ("" = token-mean); RatioLevel is
@@ -59,9 +64,10 @@ type ReferenceScorer interface {
 
 // CriticUpdate parameterises one critic update (masked MSE per head).
 type CriticUpdate struct {
-	Epochs      int
-	Minibatches int
-	Seed        uint64
+	Epochs         int
+	Minibatches    int
+	MicroBatchSize int // as in ActorUpdate
+	Seed           uint64
 }
 
 // Backend is the model side: a policy that samples and learns, and an

@@ -93,6 +93,10 @@ type TrainConfig struct {
 	CriticLR       float64 // train.critic_lr (1e-3)
 	PPOEpochs      int     // train.ppo_epochs (1)
 	Minibatches    int     // train.minibatches (1)
+	// MicroBatchSize is train.micro_batch_size (0: a minibatch in one pass):
+	// responses per forward/backward pass of an update; their gradients are
+	// summed into the minibatch's one optimiser step.
+	MicroBatchSize int
 	ClipLow        float64 // train.clip_low (0.2)
 	ClipHigh       float64 // train.clip_high (0.2)
 	EntropyCoef    float64 // train.entropy_coef (0): entropy bonus in the actor loss
@@ -192,7 +196,7 @@ rollout: {n: 8, temperature: 1.0, max_response_tokens: 48,
           weight_sync: {dir: "", every: 1, endpoint: /update_weights_from_disk, token_env: CDE_SERVE_TOKEN},
           tis_cap: 0.0}
 train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
-        ppo_epochs: 1, minibatches: 1, clip_low: 0.2, clip_high: 0.2,
+        ppo_epochs: 1, minibatches: 1, micro_batch_size: 0, clip_low: 0.2, clip_high: 0.2,
         entropy_coef: 0.0, kl_coef: 0.0, kl_estimator: k3, kl_mode: loss,
         loss_agg_mode: token-mean, clip_ratio_c: 0.0, ratio_level: token,
         dynamic_sampling: {enabled: false, max_extra_batches: 4},
@@ -467,7 +471,8 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		Steps: t.Int("steps", 200), PromptsPerStep: t.Int("prompts_per_step", 16),
 		ActorLR: t.Float("actor_lr", 1e-4), CriticLR: t.Float("critic_lr", 1e-3),
 		PPOEpochs: t.Int("ppo_epochs", 1), Minibatches: t.Int("minibatches", 1),
-		ClipLow: t.Float("clip_low", 0.2), ClipHigh: t.Float("clip_high", 0.2),
+		MicroBatchSize: t.Int("micro_batch_size", 0),
+		ClipLow:        t.Float("clip_low", 0.2), ClipHigh: t.Float("clip_high", 0.2),
 		EntropyCoef: t.Float("entropy_coef", 0), KLCoef: t.Float("kl_coef", 0),
 		MaxGradNorm: t.Float("max_grad_norm", 1), ValueHeads: t.Int("value_heads", 1),
 		CheckpointEvery: t.Int("checkpoint_every", 10), KeepCheckpoints: t.Int("keep_checkpoints", 2),
@@ -494,6 +499,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	t.Check(tc.PPOEpochs >= 1, "ppo_epochs", "must be >= 1, got %d", tc.PPOEpochs)
 	t.Check(tc.Minibatches >= 1 && (tc.PromptsPerStep*c.Rollout.N)%max(tc.Minibatches, 1) == 0, "minibatches",
 		"must be >= 1 and divide prompts_per_step * rollout.n = %d, got %d", tc.PromptsPerStep*c.Rollout.N, tc.Minibatches)
+	t.Check(tc.MicroBatchSize >= 0, "micro_batch_size", "must be >= 0 (0: each minibatch in one pass), got %d", tc.MicroBatchSize)
 	t.Check(tc.ClipLow > 0 && tc.ClipLow < 1, "clip_low", "must be in (0, 1), got %v", tc.ClipLow)
 	t.Check(tc.ClipHigh > 0 && tc.ClipHigh <= 1, "clip_high", "must be in (0, 1], got %v", tc.ClipHigh)
 	t.Check(tc.EntropyCoef >= 0 && tc.EntropyCoef <= 1, "entropy_coef", "must be in [0, 1], got %v", tc.EntropyCoef)

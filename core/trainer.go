@@ -471,7 +471,7 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	// Critic warm-up: the first train.critic_warmup steps leave the actor
 	// as it is and only fit the critic (actor/updated 0).
 	if step >= c.Train.CriticWarmup {
-		am, err := t.Backend.UpdateActor(r, ActorUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches,
+		am, err := t.Backend.UpdateActor(r, ActorUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches, MicroBatchSize: c.Train.MicroBatchSize,
 			ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, ClipRatioC: c.Train.ClipRatioC,
 			LossAggMode: c.Train.LossAggMode, RatioLevel: c.Train.RatioLevel, MaxResponseTokens: c.Rollout.MaxResponseTokens,
 			EntropyCoef: lossTerms.EntropyCoef, KLCoef: klCoef, KLEstimator: c.Train.KLEstimator,
@@ -505,7 +505,7 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 				}
 			}
 		}
-		cm, err := t.Backend.UpdateCritic(r, CriticUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches,
+		cm, err := t.Backend.UpdateCritic(r, CriticUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches, MicroBatchSize: c.Train.MicroBatchSize,
 			Seed: Mix(c.Seed, seedCritic, uint64(step))})
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ package xla
 import (
 	"bytes"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cde-rl/cde/backends/xla/safetensors"
@@ -458,8 +460,9 @@ func (b *Backend) MaxPromptTokens(maxResponseTokens int) int {
 // MaxSequenceTokens is the longest prompt + response the model scores.
 func (b *Backend) MaxSequenceTokens() int { return b.policy.cfg.MaxLen }
 
-// UpdateActor runs Epochs x Minibatches clipped-surrogate Adam steps.
-// Metrics are means over the steps.
+// UpdateActor runs Epochs x Minibatches clipped-surrogate Adam steps, each
+// minibatch in passes of at most MicroBatchSize responses. Metrics are
+// means over the steps.
 func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]float64, error) {
 	if u.Temperature <= 0 {
 		u.Temperature = 1
@@ -471,61 +474,38 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 			return nil, err
 		}
 	}
-	slot, entGrad := &b.policy.train, u.EntropyCoef != 0
+	entGrad := u.EntropyCoef != 0
+	slot, accSlot := &b.policy.train, &b.policy.accum
 	if !entGrad {
-		slot = &b.policy.trainNoEnt
+		slot, accSlot = &b.policy.trainNoEnt, &b.policy.accumNoEnt
 	}
-	e, err := b.policy.exec(slot, b.policy.buildActorTrain(entGrad))
-	if err != nil {
-		return nil, err
-	}
-	sums, err := b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed, func(idx []int, seqs []*core.Sequence, bt *batch) (map[string]float64, error) {
-		n := bt.b * bt.t
-		adv, oldLP, refLP := make([]float32, n), make([]float32, n), make([]float32, n)
-		pgW, absKL := make([]float32, n), make([]float32, n) // core.TokenLoss: 1 and 0 unless set
-		for j, s := range seqs {
-			if len(s.Advantages) != len(s.Response) || len(s.LogProbs) != len(s.Response) {
-				return nil, fmt.Errorf("update actor: sequence %d has %d advantages and %d log-probs for %d tokens", idx[j], len(s.Advantages), len(s.LogProbs), len(s.Response))
-			}
-			if s.PGWeight != nil && len(s.PGWeight) != len(s.Response) || s.AbsKLCoef != nil && len(s.AbsKLCoef) != len(s.Response) {
-				return nil, fmt.Errorf("update actor: sequence %d has %d pg weights and %d abs-KL coefficients for %d tokens", idx[j], len(s.PGWeight), len(s.AbsKLCoef), len(s.Response))
-			}
-			for t, p := range bt.at[j] {
-				adv[p] = float32(s.Advantages[t])
-				oldLP[p] = float32(s.LogProbs[t])
-				refLP[p] = oldLP[p]
-				if refLPs != nil {
-					refLP[p] = float32(refLPs[idx[j]][t])
-				}
-				pgW[p] = 1
-				if s.PGWeight != nil {
-					pgW[p] = float32(s.PGWeight[t])
-				}
-				if s.AbsKLCoef != nil {
-					absKL[p] = float32(s.AbsKLCoef[t])
-				}
-			}
-		}
+	p := b.policy
+	fused := func() (*context.Exec, error) { return p.exec(slot, p.buildActorTrain(entGrad, false)) }
+	accum := func() (*context.Exec, error) { return p.exec(accSlot, p.buildActorTrain(entGrad, true)) }
+	names := []string{"actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/nll"}
+	sums, err := b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed, func(idx []int, seqs []*core.Sequence) (map[string]float64, error) {
 		hyper := make([]float32, hNum)
 		if err := actorHyper(hyper, u); err != nil {
 			return nil, err
 		}
-		hyper[hLR] = float32(b.policy.biasCorrectedLR(b.opts.ActorLR))
+		hyper[hLR] = float32(p.biasCorrectedLR(b.opts.ActorLR))
 		hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
-		out, err := run(e,
-			tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(bt.targets, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(adv, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(oldLP, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(refLP, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(pgW, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(absKL, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(hyper, hNum))
-		if err != nil {
-			return nil, fmt.Errorf("update actor: %w", err)
+		parts := microBatches(len(seqs), u.MicroBatchSize)
+		if len(parts) > 1 {
+			// The aggregation's N and B over the whole minibatch.
+			for _, s := range seqs {
+				if len(s.Response) > 0 {
+					hyper[hNTok] += float32(len(s.Response))
+					hyper[hBRows]++
+				}
+			}
+			hyper[hNTok] = max(hyper[hNTok], 1)
+			hyper[hBRows] = max(hyper[hBRows], 1)
 		}
-		return guardedScalars(out, "actor/loss", "actor/grad_norm", "actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/grad_norm", "actor/nll")
+		return b.microSteps(p, parts, idx, seqs, hyper, names, "actor/loss", "actor/grad_norm", fused, accum,
+			func(pidx []int, pseqs []*core.Sequence, bt *batch) ([]any, error) {
+				return actorInputs(pidx, pseqs, bt, refLPs)
+			})
 	})
 	if err != nil {
 		return nil, err
@@ -535,6 +515,139 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 	}
 	return sums, nil
 }
+
+// actorInputs is the actor train graph's inputs but hyper for the
+// sequences seqs (rollout indices idx) laid out as bt.
+func actorInputs(idx []int, seqs []*core.Sequence, bt *batch, refLPs [][]float64) ([]any, error) {
+	n := bt.b * bt.t
+	adv, oldLP, refLP := make([]float32, n), make([]float32, n), make([]float32, n)
+	pgW, absKL := make([]float32, n), make([]float32, n) // core.TokenLoss: 1 and 0 unless set
+	for j, s := range seqs {
+		if len(s.Advantages) != len(s.Response) || len(s.LogProbs) != len(s.Response) {
+			return nil, fmt.Errorf("update actor: sequence %d has %d advantages and %d log-probs for %d tokens", idx[j], len(s.Advantages), len(s.LogProbs), len(s.Response))
+		}
+		if s.PGWeight != nil && len(s.PGWeight) != len(s.Response) || s.AbsKLCoef != nil && len(s.AbsKLCoef) != len(s.Response) {
+			return nil, fmt.Errorf("update actor: sequence %d has %d pg weights and %d abs-KL coefficients for %d tokens", idx[j], len(s.PGWeight), len(s.AbsKLCoef), len(s.Response))
+		}
+		for t, p := range bt.at[j] {
+			adv[p] = float32(s.Advantages[t])
+			oldLP[p] = float32(s.LogProbs[t])
+			refLP[p] = oldLP[p]
+			if refLPs != nil {
+				refLP[p] = float32(refLPs[idx[j]][t])
+			}
+			pgW[p] = 1
+			if s.PGWeight != nil {
+				pgW[p] = float32(s.PGWeight[t])
+			}
+			if s.AbsKLCoef != nil {
+				absKL[p] = float32(s.AbsKLCoef[t])
+			}
+		}
+	}
+	bt2 := func(x []float32) *tensors.Tensor { return tensors.FromFlatDataAndDimensions(x, bt.b, bt.t) }
+	return []any{
+		tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
+		tensors.FromFlatDataAndDimensions(bt.targets, bt.b, bt.t),
+		bt2(bt.mask), bt2(adv), bt2(oldLP), bt2(refLP), bt2(pgW), bt2(absKL)}, nil
+}
+
+// microBatches splits a minibatch of n responses into consecutive parts of
+// at most size responses (size 0 or >= n: one part).
+func microBatches(n, size int) [][2]int {
+	if size <= 0 || size >= n {
+		return [][2]int{{0, n}}
+	}
+	var out [][2]int
+	for lo := 0; lo < n; lo += size {
+		out = append(out, [2]int{lo, min(lo+size, n)})
+	}
+	return out
+}
+
+// microSteps runs one minibatch's update of net p: with one part, the
+// fused graph (loss, gradient and Adam step in one pass, outputs names with
+// normName inserted before the last, then the applied flag); with several,
+// the accumulate graph per part (outputs names, each part's share, summed
+// here) and then the Adam step on the summed gradient. inputs lays out a
+// part's inputs but hyper, which is appended.
+func (b *Backend) microSteps(p *net, parts [][2]int, idx []int, seqs []*core.Sequence, hyper []float32,
+	names []string, lossName, normName string, fused, accum func() (*context.Exec, error),
+	inputs func(idx []int, seqs []*core.Sequence, bt *batch) ([]any, error)) (map[string]float64, error) {
+	what := strings.Split(lossName, "/")[0]
+	if len(parts) == 1 {
+		e, err := fused()
+		if err != nil {
+			return nil, err
+		}
+		bt, err := b.layout(seqs)
+		if err != nil {
+			return nil, err
+		}
+		args, err := inputs(idx, seqs, bt)
+		if err != nil {
+			return nil, err
+		}
+		out, err := run(e, append(args, tensors.FromFlatDataAndDimensions(hyper, hNum))...)
+		if err != nil {
+			return nil, fmt.Errorf("update %s: %w", what, err)
+		}
+		withNorm := append(slices.Clone(names[:len(names)-1]), normName, names[len(names)-1])
+		if len(names) == 1 {
+			withNorm = []string{names[0], normName}
+		}
+		return guardedScalars(out, lossName, normName, withNorm...)
+	}
+	e, err := accum()
+	if err != nil {
+		return nil, err
+	}
+	p.ensureAccum()
+	sums := map[string]float64{}
+	for k, part := range parts {
+		pseqs, pidx := seqs[part[0]:part[1]], idx[part[0]:part[1]]
+		bt, err := b.layout(pseqs)
+		if err != nil {
+			return nil, err
+		}
+		args, err := inputs(pidx, pseqs, bt)
+		if err != nil {
+			return nil, err
+		}
+		hyper[hFirst] = 0
+		if k == 0 {
+			hyper[hFirst] = 1
+		}
+		out, err := run(e, append(args, tensors.FromFlatDataAndDimensions(slices.Clone(hyper), hNum))...)
+		if err != nil {
+			return nil, fmt.Errorf("update %s: micro-batch %d of %d: %w", what, k+1, len(parts), err)
+		}
+		for name, v := range scalars(out, names...) {
+			sums[name] += v
+		}
+	}
+	ae, err := p.exec(&p.apply, p.buildApply())
+	if err != nil {
+		return nil, err
+	}
+	hyper[hLoss] = float32(sums[lossName])
+	out, err := run(ae, tensors.FromFlatDataAndDimensions(hyper, hNum))
+	if err != nil {
+		return nil, fmt.Errorf("update %s: %w", what, err)
+	}
+	m, err := guardedScalars(out, lossName, normName, normName)
+	if err != nil {
+		var nf *core.NonFiniteError
+		if errors.As(err, &nf) && nf.Quantity == normName && !isFinite(sums[lossName]) {
+			nf.Quantity, nf.Value = lossName, sums[lossName]
+		}
+		return nil, err
+	}
+	sums[normName] = m[normName]
+	return sums, nil
+}
+
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // ReferenceLogProbs scores the batch under the frozen reference policy
 // (core.ReferenceScorer).
@@ -581,15 +694,11 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 	if b.critic == nil {
 		return nil, fmt.Errorf("update critic: no critic")
 	}
-	e, err := b.critic.exec(&b.critic.train, b.critic.buildCriticTrain())
-	if err != nil {
-		return nil, err
-	}
-	K := b.critic.cfg.ValueK
-	return b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed^0xc41, func(idx []int, seqs []*core.Sequence, bt *batch) (map[string]float64, error) {
-		n := bt.b * bt.t
-		ret := make([]float32, n)
-		hm := make([]float32, n*K)
+	c := b.critic
+	K := c.cfg.ValueK
+	fused := func() (*context.Exec, error) { return c.exec(&c.train, c.buildCriticTrain(false)) }
+	accum := func() (*context.Exec, error) { return c.exec(&c.criticAccum, c.buildCriticTrain(true)) }
+	return b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed^0xc41, func(idx []int, seqs []*core.Sequence) (map[string]float64, error) {
 		for j, s := range seqs {
 			if len(s.Returns) != len(s.Response) {
 				return nil, fmt.Errorf("update critic: sequence %d has %d returns for %d tokens", idx[j], len(s.Returns), len(s.Response))
@@ -597,33 +706,56 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 			if s.HeadMask != nil && len(s.HeadMask) != len(s.Response) {
 				return nil, fmt.Errorf("update critic: sequence %d has %d head-mask rows for %d tokens", idx[j], len(s.HeadMask), len(s.Response))
 			}
-			for t, p := range bt.at[j] {
-				ret[p] = float32(s.Returns[t])
-				for k := range K {
-					w := float32(1)
-					if s.HeadMask != nil {
-						if len(s.HeadMask[t]) != K {
-							return nil, fmt.Errorf("update critic: sequence %d token %d has %d head-mask entries, want %d", idx[j], t, len(s.HeadMask[t]), K)
-						}
-						w = float32(s.HeadMask[t][k])
-					}
-					hm[p*K+k] = w
+			for t := range s.HeadMask {
+				if len(s.HeadMask[t]) != K {
+					return nil, fmt.Errorf("update critic: sequence %d token %d has %d head-mask entries, want %d", idx[j], t, len(s.HeadMask[t]), K)
 				}
 			}
 		}
 		hyper := make([]float32, hNum)
-		hyper[hLR] = float32(b.critic.biasCorrectedLR(b.opts.CriticLR))
+		hyper[hLR] = float32(c.biasCorrectedLR(b.opts.CriticLR))
 		hyper[hMaxGradNorm] = float32(b.opts.MaxGradNorm)
-		out, err := run(e,
-			tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(ret, bt.b, bt.t),
-			tensors.FromFlatDataAndDimensions(hm, bt.b, bt.t, K),
-			tensors.FromFlatDataAndDimensions(hyper, hNum))
-		if err != nil {
-			return nil, fmt.Errorf("update critic: %w", err)
+		parts := microBatches(len(seqs), u.MicroBatchSize)
+		if len(parts) > 1 {
+			// sum(mask x head mask) over the whole minibatch, in float32
+			// as the graph counts it.
+			den := float32(0)
+			for _, s := range seqs {
+				for t := range s.Response {
+					for k := range K {
+						w := float32(1)
+						if s.HeadMask != nil {
+							w = float32(s.HeadMask[t][k])
+						}
+						den += w
+					}
+				}
+			}
+			hyper[hCriticDen] = max(den, 1)
 		}
-		return guardedScalars(out, "critic/vf_loss", "critic/grad_norm", "critic/vf_loss", "critic/grad_norm")
+		return b.microSteps(c, parts, idx, seqs, hyper, []string{"critic/vf_loss"}, "critic/vf_loss", "critic/grad_norm", fused, accum,
+			func(pidx []int, pseqs []*core.Sequence, bt *batch) ([]any, error) {
+				n := bt.b * bt.t
+				ret := make([]float32, n)
+				hm := make([]float32, n*K)
+				for j, s := range pseqs {
+					for t, p := range bt.at[j] {
+						ret[p] = float32(s.Returns[t])
+						for k := range K {
+							w := float32(1)
+							if s.HeadMask != nil {
+								w = float32(s.HeadMask[t][k])
+							}
+							hm[p*K+k] = w
+						}
+					}
+				}
+				return []any{
+					tensors.FromFlatDataAndDimensions(bt.tokens, bt.b, bt.t),
+					tensors.FromFlatDataAndDimensions(bt.mask, bt.b, bt.t),
+					tensors.FromFlatDataAndDimensions(ret, bt.b, bt.t),
+					tensors.FromFlatDataAndDimensions(hm, bt.b, bt.t, K)}, nil
+			})
 	})
 }
 
@@ -631,7 +763,7 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 // (laid out as padded batches) and returns the mean of the metrics step
 // reports.
 func (b *Backend) eachMinibatch(r *core.Rollout, epochs, m int, seed uint64,
-	step func(idx []int, seqs []*core.Sequence, bt *batch) (map[string]float64, error)) (map[string]float64, error) {
+	step func(idx []int, seqs []*core.Sequence) (map[string]float64, error)) (map[string]float64, error) {
 	rng := rand.New(rand.NewPCG(seed, 0xac7))
 	sums := map[string]float64{}
 	nSteps := 0
@@ -645,11 +777,7 @@ func (b *Backend) eachMinibatch(r *core.Rollout, epochs, m int, seed uint64,
 			for j, i := range idx {
 				seqs[j] = &r.Seqs[i]
 			}
-			bt, err := b.layout(seqs)
-			if err != nil {
-				return nil, err
-			}
-			out, err := step(idx, seqs, bt)
+			out, err := step(idx, seqs)
 			if err != nil {
 				return nil, err
 			}
@@ -712,6 +840,9 @@ type savedTensor struct {
 func (n *net) snapshot() (checkpoint, error) {
 	ck := checkpoint{Config: n.cfg, AdamStep: n.adamStep, Vars: map[string]savedTensor{}}
 	for v := range n.ctx.IterVariables() {
+		if isAccum(v) {
+			continue
+		}
 		val, err := v.Value()
 		if err != nil {
 			return ck, err
@@ -734,6 +865,9 @@ func (n *net) restore(ck checkpoint, what string) error {
 	}
 	var vars []*context.Variable
 	for v := range n.ctx.IterVariables() {
+		if isAccum(v) {
+			continue
+		}
 		st, ok := ck.Vars[v.ScopeAndName()]
 		if !ok {
 			return fmt.Errorf("checkpoint %s: variable %s missing", what, v.ScopeAndName())

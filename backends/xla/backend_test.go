@@ -165,7 +165,7 @@ func TestActorStepWithoutEntropyGradient(t *testing.T) {
 	step := func(full bool) (map[string]float64, map[string]checkpoint) {
 		b := tinyBackend(t, 0)
 		if full {
-			e, err := b.policy.exec(&b.policy.train, b.policy.buildActorTrain(true))
+			e, err := b.policy.exec(&b.policy.train, b.policy.buildActorTrain(true, false))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,6 +39,10 @@ type net struct {
 	// 2048 tokens of a 150k vocabulary, to add zeros.
 	trainNoEnt *context.Exec
 	sft        *context.Exec
+	// Micro-batched updates (train.micro_batch_size): the actor and critic
+	// loss graphs that add their gradient to the /accum variables, and the
+	// Adam step that applies the sum.
+	accum, accumNoEnt, criticAccum, apply *context.Exec
 }
 
 // Hyper-parameter slots of the train graphs' `hyper` input (one small
@@ -63,8 +67,24 @@ const (
 	hKLk1
 	hKLk2
 	hKLk3
+	// Micro-batching (train.micro_batch_size): the whole minibatch's
+	// denominators, which one micro-batch cannot count (0: count them in
+	// the graph, the minibatch is one pass), namely N and B of the
+	// aggregation weights, and the critic's sum of mask x head mask; the
+	// first-micro-batch flag (1: the accumulators restart); the summed loss
+	// the Adam step checks for finiteness.
+	hNTok
+	hBRows
+	hCriticDen
+	hFirst
+	hLoss
 	hNum
 )
+
+// accumScope holds the micro-batch gradient accumulators, one per trainable
+// variable, created on the first micro-batched update: not model state, so
+// checkpoints, weight copies and the optimiser leave them out.
+const accumScope = "/accum"
 
 // maxLogRatio bounds the log-ratios of the actor loss before exp
 // (core.MaxLogRatio).
@@ -114,11 +134,28 @@ func newNet(b backends.Backend, cfg ModelConfig, seed uint64, weights *safetenso
 func (n *net) trainable() []*context.Variable {
 	var out []*context.Variable
 	for v := range n.ctx.IterVariables() {
-		if !strings.HasPrefix(v.Scope(), "/adam") {
+		if !strings.HasPrefix(v.Scope(), "/adam") && !isAccum(v) {
 			out = append(out, v)
 		}
 	}
 	return out
+}
+
+func isAccum(v *context.Variable) bool { return strings.HasPrefix(v.Scope(), accumScope) }
+
+// accumVar is the gradient accumulator of trainable variable v.
+func (n *net) accumVar(v *context.Variable) *context.Variable {
+	return n.ctx.InAbsPath(accumScope+v.ScopeAndName()).GetVariableByScopeAndName(accumScope+v.ScopeAndName(), "g")
+}
+
+// ensureAccum creates the zeroed gradient accumulators (as much memory as
+// the weights) the first time a micro-batched update needs them.
+func (n *net) ensureAccum() {
+	for _, v := range n.trainable() {
+		if n.accumVar(v) == nil {
+			n.ctx.InAbsPath(accumScope+v.ScopeAndName()).VariableWithValue("g", tensors.FromShape(v.Shape()))
+		}
+	}
 }
 
 // sampleFromLogProbs picks argmax(lp + gumbel) for lp [B, V] and returns
@@ -262,13 +299,55 @@ func hyperAt(hyper *graph.Node, i int) *graph.Node {
 // (flag 0), so a bad step can never write NaN or Inf into the model; the
 // host reads the flag and stops the run naming the quantity.
 func (n *net) adamUpdate(ctx *context.Context, loss, lr, maxNorm *graph.Node) (norm, applied *graph.Node) {
-	g := loss.Graph()
+	vars, nodes := n.trainableNodes(loss.Graph())
+	return n.adamApply(ctx, vars, nodes, graph.Gradient(loss, nodes...), loss, lr, maxNorm)
+}
+
+// trainableNodes is the trainable variables and their values in g.
+func (n *net) trainableNodes(g *graph.Graph) ([]*context.Variable, []*graph.Node) {
 	vars := n.trainable()
 	nodes := make([]*graph.Node, len(vars))
 	for i, v := range vars {
 		nodes[i] = v.ValueGraph(g)
 	}
+	return vars, nodes
+}
+
+// accumulateGrads adds the gradient of loss to the accumulators, or, when
+// first (a scalar bool) holds, sets them to it: one micro-batch of a
+// micro-batched update. The losses of the micro-batches use the whole
+// minibatch's denominators, so their gradients sum to the minibatch's.
+func (n *net) accumulateGrads(loss, first *graph.Node) {
+	vars, nodes := n.trainableNodes(loss.Graph())
 	grads := graph.Gradient(loss, nodes...)
+	for i, v := range vars {
+		acc := n.accumVar(v)
+		old := acc.ValueGraph(loss.Graph())
+		cond := graph.BroadcastToDims(first, old.Shape().Dimensions...)
+		acc.SetValueGraph(graph.Where(cond, grads[i], graph.Add(old, grads[i])))
+	}
+}
+
+// buildApply: the Adam step of adamUpdate on the accumulated gradient of
+// a micro-batched update. Input: hyper (hLR, hMaxGradNorm, and hLoss, the
+// summed loss, checked for finiteness). Outputs: grad norm, applied flag.
+func (n *net) buildApply() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+		hyper := in[0]
+		vars, nodes := n.trainableNodes(hyper.Graph())
+		grads := make([]*graph.Node, len(vars))
+		for i, v := range vars {
+			grads[i] = n.accumVar(v).ValueGraph(hyper.Graph())
+		}
+		norm, applied := n.adamApply(ctx, vars, nodes, grads, hyperAt(hyper, hLoss), hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
+		return []*graph.Node{norm, applied}
+	}
+}
+
+// adamApply is adamUpdate given the gradients grads of loss with respect
+// to the values nodes of vars.
+func (n *net) adamApply(ctx *context.Context, vars []*context.Variable, nodes, grads []*graph.Node, loss, lr, maxNorm *graph.Node) (norm, applied *graph.Node) {
+	g := loss.Graph()
 	sq := graph.ScalarZero(g, dtypes.Float32)
 	for _, gr := range grads {
 		sq = graph.Add(sq, graph.ReduceAllSum(graph.Square(gr)))
@@ -322,7 +401,14 @@ func (n *net) biasCorrectedLR(lr float64) float64 {
 // With entGrad false the entropy is a constant of the gradient
 // (StopGradient): the update is the same when the entropy coefficient is 0,
 // the loss and metrics too.
-func (n *net) buildActorTrain(entGrad bool) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+//
+// With accumulate, the graph is one micro-batch of a micro-batched update:
+// it adds its gradient to the accumulators (accumulateGrads; hyper hFirst
+// restarts them) instead of stepping, and outputs loss, pg_loss, clipfrac,
+// entropy, kl and the ppl-term, each this micro-batch's share (the whole
+// minibatch's denominators come in hyper), so the shares sum to the
+// minibatch's values.
+func (n *net) buildActorTrain(entGrad, accumulate bool) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8]
 		h := fullStates(ctx, n.arch, tokens)
@@ -332,14 +418,27 @@ func (n *net) buildActorTrain(entGrad bool) func(ctx *context.Context, in []*gra
 			ent = graph.StopGradient(ent)
 		}
 		a := actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper)
+		nll := graph.Div(graph.ReduceAllSum(graph.Mul(graph.Neg(logp), mask)), a.nTok)
+		if accumulate {
+			n.accumulateGrads(a.loss, graph.GreaterThan(hyperAt(hyper, hFirst), graph.ScalarZero(hyper.Graph(), dtypes.Float32)))
+			return []*graph.Node{a.loss, a.pg, a.clipFrac, a.ent, a.kl, nll}
+		}
 		norm, applied := n.adamUpdate(ctx, a.loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
-		return []*graph.Node{a.loss, a.pg, a.clipFrac, a.ent, a.kl, norm, maskedMean(graph.Neg(logp), mask), applied}
+		return []*graph.Node{a.loss, a.pg, a.clipFrac, a.ent, a.kl, norm, nll, applied}
 	}
 }
 
 // actorTerms are the scalars of the actor loss.
 type actorTerms struct {
 	loss, pg, clipFrac, ent, kl *graph.Node
+	nTok                        *graph.Node // N, the minibatch's valid tokens (at least 1)
+}
+
+// orCounted is the whole minibatch's count in hyper slot i when the host
+// set it (a micro-batched update), else the count made in the graph.
+func orCounted(hyper *graph.Node, i int, counted *graph.Node) *graph.Node {
+	h := hyperAt(hyper, i)
+	return graph.Where(graph.GreaterThan(h, graph.ZerosLike(h)), h, counted)
 }
 
 // actorLoss is the actor loss over [B,T] per-token inputs (logp the current
@@ -363,8 +462,8 @@ func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node
 	// tokens only: T_i tokens of row i, B rows with a token, N tokens.
 	lens := graph.ReduceSum(mask, 1) // [B]
 	rows := graph.ReduceAllSum(graph.ConvertDType(graph.GreaterThan(lens, graph.ZerosLike(lens)), dtypes.Float32))
-	bRows := graph.Max(rows, one)
-	nTok := graph.Max(graph.ReduceAllSum(lens), one)
+	bRows := orCounted(hyper, hBRows, graph.Max(rows, one))
+	nTok := orCounted(hyper, hNTok, graph.Max(graph.ReduceAllSum(lens), one))
 	lensSafe := graph.Max(lens, graph.OnesLike(lens))
 	w := graph.Add(
 		graph.Add(graph.Div(hyperAt(hyper, hAggTokenMean), nTok),
@@ -417,7 +516,7 @@ func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node
 	// |log-ratio| (unclamped; d|x|/dx = sign(x), 0 at 0) with AbsKLCoef.
 	pg = graph.Add(graph.Mul(pgW, pg), graph.Mul(absKL, graph.Abs(diff)))
 
-	a := actorTerms{pg: agg(pg), clipFrac: maskedMean(clipFrac, mask), ent: agg(ent), kl: agg(kl)}
+	a := actorTerms{pg: agg(pg), clipFrac: graph.Div(graph.ReduceAllSum(graph.Mul(clipFrac, mask)), nTok), ent: agg(ent), kl: agg(kl), nTok: nTok}
 	a.loss = graph.Sub(a.pg, graph.Mul(hyperAt(hyper, hEntCoef), a.ent))
 	a.loss = graph.Add(a.loss, graph.Mul(hyperAt(hyper, hKLCoef), a.kl))
 	return a
@@ -474,14 +573,24 @@ func actorHyper(hyper []float32, u core.ActorUpdate) error {
 // returns [B,T]; headMask [B,T,K]; hyper. Loss = sum(m (V - R)^2) / sum(m)
 // with m = mask * headMask, which equals DESIGN's
 // 1/(zeta K |D|) sum_j sum_{(s,R) in D_j} (V_j(s) - R)^2.
-func (n *net) buildCriticTrain() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+//
+// With accumulate, one micro-batch of a micro-batched update (as in
+// buildActorTrain): the denominator sum(m) of the whole minibatch comes in
+// hyper hCriticDen, the gradient goes to the accumulators, and the output is
+// the loss share alone.
+func (n *net) buildCriticTrain(accumulate bool) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		tokens, mask, returns, headMask, hyper := in[0], in[1], in[2], in[3], in[4]
 		b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
 		vals := valuesOf(ctx, fullStates(ctx, n.arch, tokens)) // [B,T,K]
 		m := graph.Mul(headMask, graph.Reshape(mask, b, t, 1))
 		diff := graph.Sub(vals, graph.Reshape(returns, b, t, 1))
-		loss := maskedMean(graph.Square(diff), m)
+		den := orCounted(hyper, hCriticDen, graph.Max(graph.ReduceAllSum(m), graph.ScalarOne(hyper.Graph(), dtypes.Float32)))
+		loss := graph.Div(graph.ReduceAllSum(graph.Mul(graph.Square(diff), m)), den)
+		if accumulate {
+			n.accumulateGrads(loss, graph.GreaterThan(hyperAt(hyper, hFirst), graph.ScalarZero(hyper.Graph(), dtypes.Float32)))
+			return []*graph.Node{loss}
+		}
 		norm, applied := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
 		return []*graph.Node{loss, norm, applied}
 	}

@@ -15,6 +15,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -45,6 +46,8 @@ func main() {
 	only := flag.String("only", "", "go or torch: run one side only")
 	skipTrain := flag.Bool("skip-train", false, "skip the train step (memory)")
 	trainBatch := flag.Int("train-batch", 0, "sequences in the train step (default --batch)")
+	micro := flag.Int("micro-batch", 0, "sequences per forward/backward pass of the train step, gradients summed (train.micro_batch_size; 0: one pass)")
+	torchMicro := flag.Int("torch-micro-batch", -1, "PyTorch's --micro-batch (default: the same)")
 	reps := flag.Int("reps", 3, "decode repetitions (median)")
 	skipForward := flag.Bool("skip-forward", false, "skip the forward measurement")
 	decodeBatches := flag.String("decode-batches", "1,32", "decode batch sizes, comma-separated")
@@ -66,8 +69,8 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("shape: Qwen3-0.6B-like, %d layers, d 1024, 16/8 heads x 128, ff 3072, vocab 151936; batch %d x %d tokens; decode %d tokens\n",
-		*layers, *batch, *seqLen, *decodeTokens)
+	fmt.Printf("shape: Qwen3-0.6B-like, %d layers, d 1024, 16/8 heads x 128, ff 3072, vocab 151936; batch %d x %d tokens; train step %d sequences, micro-batch %d (0: one pass); decode %d tokens\n",
+		*layers, *batch, *seqLen, cmp.Or(*trainBatch, *batch), *micro, *decodeTokens)
 	bwScalar, bwVector := bandwidth()
 	bw := max(bwScalar, bwVector)
 	fmt.Printf("memory read bandwidth, 1 GiB read by 2 goroutines, best of 5: %.1f GB/s scalar (8 float64 sums), %.1f GB/s vectorised (bytes.IndexByte); using %.1f\n",
@@ -83,7 +86,7 @@ func main() {
 				panic(err)
 			}
 		}
-		res["go"] = runGo(hc, *batch, max(*trainBatch, 0), *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
+		res["go"] = runGo(hc, *batch, max(*trainBatch, 0), *micro, *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
 		pprof.StopCPUProfile()
 		if os.Getenv("CDE_CPU_OPSTATS") != "" {
 			cpu.WriteOpStats(os.Stderr, 25) // per-op times of every measurement above
@@ -91,7 +94,11 @@ func main() {
 		debug.FreeOSMemory() // before PyTorch loads its copy
 	}
 	if *only != "go" {
-		res["torch"] = runTorch(cfg, *batch, *trainBatch, *seqLen, *decodeTokens, *skipTrain)
+		tm := *micro
+		if *torchMicro >= 0 {
+			tm = *torchMicro
+		}
+		res["torch"] = runTorch(cfg, *batch, *trainBatch, tm, *seqLen, *decodeTokens, *skipTrain)
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(b))
@@ -187,7 +194,7 @@ func procStatusGiB(field string) float64 {
 	return 0
 }
 
-func runGo(hc *hf.Config, batch, trainBatch, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
+func runGo(hc *hf.Config, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
 	out := map[string]float64{}
 	b, err := xla.New(xla.Options{Engine: "cpu", Policy: xla.HFModelConfig(hc, seqLen+decode+64), Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
 	if err != nil {
@@ -262,7 +269,7 @@ func runGo(hc *hf.Config, batch, trainBatch, seqLen, decode, reps int, skipForwa
 			tr = &core.Rollout{Seqs: r.Seqs[:trainBatch]}
 		}
 		timeIt("train_s", 1, func() {
-			if _, err := b.UpdateActor(tr, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.2, Temperature: 1}); err != nil {
+			if _, err := b.UpdateActor(tr, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.2, Temperature: 1, MicroBatchSize: micro}); err != nil {
 				panic(err)
 			}
 		})
@@ -306,13 +313,13 @@ func runGo(hc *hf.Config, batch, trainBatch, seqLen, decode, reps int, skipForwa
 	return out
 }
 
-func runTorch(cfg string, batch, trainBatch, seqLen, decode int, skipTrain bool) map[string]float64 {
+func runTorch(cfg string, batch, trainBatch, micro, seqLen, decode int, skipTrain bool) map[string]float64 {
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "torch_hf.py")
 	dir, _ := os.MkdirTemp("", "hfbench")
 	defer os.RemoveAll(dir)
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644)
-	args := []string{script, dir, fmt.Sprint(batch), fmt.Sprint(seqLen), fmt.Sprint(decode), fmt.Sprint(trainBatch)}
+	args := []string{script, dir, fmt.Sprint(batch), fmt.Sprint(seqLen), fmt.Sprint(decode), fmt.Sprint(trainBatch), fmt.Sprint(micro)}
 	if skipTrain {
 		args = append(args, "--skip-train")
 	}

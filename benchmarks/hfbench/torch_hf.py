@@ -2,9 +2,11 @@
 """PyTorch side of hfbench: the Qwen3 forward of backends/xla/testdata/hf_ref.py
 with random weights, timed at the same shapes with 2 threads.
 
-    torch_hf.py DIR BATCH SEQ DECODE TRAIN_BATCH [--skip-train]
+    torch_hf.py DIR BATCH SEQ DECODE TRAIN_BATCH [MICRO] [--skip-train]
 
-Prints one JSON object: forward_s, train_s (forward, backward, Adam),
+Prints one JSON object: forward_s, train_s (forward, backward, Adam; with
+MICRO > 0 the train batch goes through in parts of MICRO sequences whose
+gradients add up before the one Adam step, as cde's train.micro_batch_size),
 decode1_s and decode32_s (DECODE tokens with a KV cache and Gumbel-max
 sampling, prefill excluded),
 peak_gib (ru_maxrss).
@@ -25,6 +27,8 @@ torch.set_num_threads(2)
 def main():
     d, B, T, D = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     TB = int(sys.argv[5]) or B
+    pos = [a for a in sys.argv[6:] if not a.startswith("--")]
+    MB = int(pos[0]) if pos and int(pos[0]) > 0 else TB
     cfg = json.load(open(d + "/config.json"))
     V, H, L, F = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
     nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
@@ -55,10 +59,14 @@ def main():
         adv = torch.tensor([(i % 2) * 2 - 1.0 for i in range(TB)]).unsqueeze(1)
         t0 = time.perf_counter()
         opt.zero_grad()
-        lp = forward(cfg, P, tokens[:TB], torch.float32)[:, 63:T - 1].gather(-1, targets[:TB, 64:].unsqueeze(-1)).squeeze(-1)
-        ratio = torch.exp(lp - old)
-        loss = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2)).mean()
-        loss.backward()
+        for lo in range(0, TB, MB):
+            hi = min(lo + MB, TB)
+            lp = forward(cfg, P, tokens[lo:hi], torch.float32)[:, 63:T - 1].gather(-1, targets[lo:hi, 64:].unsqueeze(-1)).squeeze(-1)
+            ratio = torch.exp(lp - old[lo:hi])
+            a = adv[lo:hi]
+            # this part's share of the mean over all TB x (T - 64) tokens
+            loss = torch.maximum(-a * ratio, -a * ratio.clamp(0.8, 1.2)).sum() / old.numel()
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(P.values(), 1.0)
         opt.step()
         out["train_s"] = time.perf_counter() - t0

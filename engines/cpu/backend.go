@@ -35,6 +35,8 @@ func init() {
 type Backend struct {
 	mu        sync.Mutex
 	finalized bool
+	// idle tracks the executables' buffer pools (see releaseIdlePools).
+	idle idlePools
 }
 
 var _ backends.Backend = (*Backend)(nil)

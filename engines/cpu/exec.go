@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -70,6 +71,7 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 	}
 	e := &Executable{backend: b.backend, name: b.name, params: b.params, outputs: outs,
 		lastUse: map[int]int{}, isOutput: map[int]bool{}, pool: newPool()}
+	b.backend.idle.add(e)
 	for _, n := range b.nodes {
 		if reach[n.idx] {
 			e.order = append(e.order, n)
@@ -91,6 +93,91 @@ func (e *Executable) Finalize() {
 	e.mu.Lock()
 	e.pool = newPool()
 	e.mu.Unlock()
+	e.backend.idle.remove(e)
+}
+
+// idlePoolBytes is how many bytes of free buffers the pools of the
+// executables other than the one about to run may hold (see
+// idlePools.switchTo): 1 GiB.
+var idlePoolBytes = 1 << 30
+
+// idlePools bounds the memory that executables hold between their runs.
+// Each executable keeps the buffers its last run freed, for its next run
+// (no allocation in a decode loop); a process that runs several large
+// graphs (scoring, a train step, an Adam step) would otherwise hold the sum
+// of their peaks, several GB each at LLM shapes. When a different
+// executable starts and the others' pools hold more than idlePoolBytes,
+// those pools are dropped and the garbage collector reclaims them.
+type idlePools struct {
+	mu   sync.Mutex
+	all  map[*Executable]struct{}
+	last *Executable
+	// Released counts executions that dropped other executables' pools
+	// (for tests).
+	released int
+}
+
+func (ip *idlePools) add(e *Executable) {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	if ip.all == nil {
+		ip.all = map[*Executable]struct{}{}
+	}
+	ip.all[e] = struct{}{}
+}
+
+func (ip *idlePools) remove(e *Executable) {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	delete(ip.all, e)
+	if ip.last == e {
+		ip.last = nil
+	}
+}
+
+// switchTo is called as e starts a run: when the executable that ran last
+// was another one and the idle pools of the others hold more than
+// idlePoolBytes, it drops them (a pool in use by a running execution is
+// not idle and is left alone) and runs the garbage collector, so the
+// memory is free before e allocates its own.
+func (ip *idlePools) switchTo(e *Executable) {
+	ip.mu.Lock()
+	if ip.last == e {
+		ip.mu.Unlock()
+		return
+	}
+	ip.last = e
+	held := 0
+	for x := range ip.all {
+		if x != e {
+			x.mu.Lock()
+			if x.pool != nil {
+				held += x.pool.bytes
+			}
+			x.mu.Unlock()
+		}
+	}
+	dropped := false
+	if held > idlePoolBytes {
+		for x := range ip.all {
+			if x == e {
+				continue
+			}
+			x.mu.Lock()
+			if x.pool != nil && x.pool.bytes > 0 {
+				x.pool = newPool()
+				dropped = true
+			}
+			x.mu.Unlock()
+		}
+	}
+	if dropped {
+		ip.released++
+	}
+	ip.mu.Unlock()
+	if dropped {
+		runtime.GC()
+	}
 }
 
 // Inputs implements backends.Executable.
@@ -145,6 +232,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 	if p == nil { // a concurrent execution holds it
 		p = newPool()
 	}
+	e.backend.idle.switchTo(e)
 	st := p.state(e)
 	defer func() {
 		clear(st.values) // hold no buffers between executions
@@ -291,8 +379,9 @@ func (st *execState) alias(n *node, i int) {
 // pool recycles float32 buffers between nodes and between executions, and
 // the execution state of the execution holding it.
 type pool struct {
-	f32 map[int][][]float32
-	st  *execState
+	f32   map[int][][]float32
+	bytes int // of the free buffers in f32
+	st    *execState
 }
 
 // state returns the pool's execState, reset for an execution of e (kept
@@ -315,6 +404,7 @@ func (p *pool) get(dt dtypes.DType, n int) any {
 		if l := p.f32[n]; len(l) > 0 {
 			s := l[len(l)-1]
 			p.f32[n] = l[:len(l)-1]
+			p.bytes -= 4 * n
 			return s
 		}
 		return make([]float32, n)
@@ -329,6 +419,7 @@ func (p *pool) get(dt dtypes.DType, n int) any {
 func (p *pool) put(flat any) {
 	if f, ok := flat.([]float32); ok && len(f) >= 64 {
 		p.f32[len(f)] = append(p.f32[len(f)], f)
+		p.bytes += 4 * len(f)
 	}
 }
 

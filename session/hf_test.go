@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -48,9 +49,14 @@ func TestHFEndToEnd(t *testing.T) {
 `
 	os.WriteFile(filepath.Join(data, "train.jsonl"), []byte(train), 0o644)
 	os.WriteFile(filepath.Join(data, "test.jsonl"), []byte(test), 0o644)
-	for _, c := range []struct{ name, algo string }{
-		{"grpo", "algorithm: {name: grpo}\nstrategies: [{name: ppl}]"},
-		{"ppo-multihead", "algorithm: {name: ppo}\nstrategies: [{name: multihead, heads: 4, zeta: 0.5}]"},
+	// PPO's updates go through in micro-batches of one response (four
+	// parts per update, actor and critic).
+	for _, c := range []struct {
+		name, algo string
+		micro      int
+	}{
+		{"grpo", "algorithm: {name: grpo}\nstrategies: [{name: ppl}]", 0},
+		{"ppo-multihead", "algorithm: {name: ppo}\nstrategies: [{name: multihead, heads: 4, zeta: 0.5}]", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			yaml := `seed: 2
@@ -58,7 +64,7 @@ task: {name: math, train: ` + filepath.Join(data, "train.jsonl") + `, eval: [{na
        tokenizer: ` + model + `, system_prompt: "Please reason step by step, and put your final answer within \\boxed{}."}
 model: {hf: ` + model + `, max_len: 128}
 rollout: {n: 2, max_response_tokens: 8}
-train: {steps: 2, prompts_per_step: 2, checkpoint_every: 1, value_heads: 4}
+train: {steps: 2, prompts_per_step: 2, checkpoint_every: 1, value_heads: 4, micro_batch_size: ` + fmt.Sprint(c.micro) + `}
 eval: {every: 0, k: 1}
 ` + c.algo + "\n"
 			file := filepath.Join(t.TempDir(), "hf.yaml")

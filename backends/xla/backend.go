@@ -24,6 +24,7 @@ import (
 
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/gumbellog"
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/gomlx/gomlx/pkg/core/graph"
@@ -105,8 +106,9 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 // gumbelNoise draws Gumbel(0, 1) noise, -log(-log(u)) with u uniform in
 // (0, 1), from rng: the uniforms in order (the stream, and so the sampled
-// tokens, stay what they were), the two logarithms, which cost far more
-// than the draws, on every core for large vocabularies. The float64 buffer
+// tokens, stay what they were), the two logarithms 8 at a time with
+// math.Log's own operations (internal/gumbellog: the same bits, 9x faster
+// on AVX-512) and on every core for large vocabularies. The float64 buffer
 // is kept between calls: at batch 32 and a 150k vocabulary a fresh one per
 // decode step is 39 MB of new pages.
 type gumbelNoise struct {
@@ -133,11 +135,7 @@ func (g *gumbelNoise) fill(out []float32) {
 			u[i] = g.rng.Float64()
 		}
 	}
-	transform := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			out[i] = float32(-math.Log(-math.Log(u[i])))
-		}
-	}
+	transform := func(lo, hi int) { gumbellog.Transform(out[lo:hi], u[lo:hi]) }
 	workers := runtime.GOMAXPROCS(0)
 	if n < 1<<15 || workers < 2 {
 		transform(0, n)

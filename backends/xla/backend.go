@@ -481,6 +481,7 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 	fused := func() (*context.Exec, error) { return p.exec(slot, p.buildActorTrain(entGrad, false)) }
 	accum := func() (*context.Exec, error) { return p.exec(accSlot, p.buildActorTrain(entGrad, true)) }
 	names := []string{"actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/nll"}
+	fusedNames := []string{"actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/grad_norm", "actor/nll"}
 	sums, err := b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed, func(idx []int, seqs []*core.Sequence) (map[string]float64, error) {
 		hyper := make([]float32, hNum)
 		if err := actorHyper(hyper, u); err != nil {
@@ -500,7 +501,7 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 			hyper[hNTok] = max(hyper[hNTok], 1)
 			hyper[hBRows] = max(hyper[hBRows], 1)
 		}
-		return b.microSteps(p, parts, idx, seqs, hyper, names, "actor/loss", "actor/grad_norm", fused, accum,
+		return b.microSteps(p, parts, idx, seqs, hyper, fusedNames, names, "actor/loss", "actor/grad_norm", fused, accum,
 			func(pidx []int, pseqs []*core.Sequence, bt *batch) ([]any, error) {
 				return actorInputs(pidx, pseqs, bt, refLPs)
 			})
@@ -564,13 +565,13 @@ func microBatches(n, size int) [][2]int {
 }
 
 // microSteps runs one minibatch's update of net p: with one part, the
-// fused graph (loss, gradient and Adam step in one pass, outputs names with
-// normName inserted before the last, then the applied flag); with several,
+// fused graph (loss, gradient and Adam step in one pass, outputs
+// fusedNames, then the applied flag); with several,
 // the accumulate graph per part (outputs names, each part's share, summed
 // here) and then the Adam step on the summed gradient. inputs lays out a
 // part's inputs but hyper, which is appended.
 func (b *Backend) microSteps(p *net, parts [][2]int, idx []int, seqs []*core.Sequence, hyper []float32,
-	names []string, lossName, normName string, fused, accum func() (*context.Exec, error),
+	fusedNames, names []string, lossName, normName string, fused, accum func() (*context.Exec, error),
 	inputs func(idx []int, seqs []*core.Sequence, bt *batch) ([]any, error)) (map[string]float64, error) {
 	what := strings.Split(lossName, "/")[0]
 	if len(parts) == 1 {
@@ -590,11 +591,7 @@ func (b *Backend) microSteps(p *net, parts [][2]int, idx []int, seqs []*core.Seq
 		if err != nil {
 			return nil, fmt.Errorf("update %s: %w", what, err)
 		}
-		withNorm := append(slices.Clone(names[:len(names)-1]), normName, names[len(names)-1])
-		if len(names) == 1 {
-			withNorm = []string{names[0], normName}
-		}
-		return guardedScalars(out, lossName, normName, withNorm...)
+		return guardedScalars(out, lossName, normName, fusedNames...)
 	}
 	e, err := accum()
 	if err != nil {
@@ -731,7 +728,7 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 			}
 			hyper[hCriticDen] = max(den, 1)
 		}
-		return b.microSteps(c, parts, idx, seqs, hyper, []string{"critic/vf_loss"}, "critic/vf_loss", "critic/grad_norm", fused, accum,
+		return b.microSteps(c, parts, idx, seqs, hyper, []string{"critic/vf_loss", "critic/grad_norm"}, []string{"critic/vf_loss"}, "critic/vf_loss", "critic/grad_norm", fused, accum,
 			func(pidx []int, pseqs []*core.Sequence, bt *batch) ([]any, error) {
 				n := bt.b * bt.t
 				ret := make([]float32, n)

@@ -457,8 +457,15 @@ func runLogical(op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, 
 // runWhere evaluates Where(cond, onTrue, onFalse) with broadcasting. When
 // the condition is constant along a row (e.g. a position mask over a
 // [B,H,T,dh] cache), whole rows are copied from one side.
-func runWhere[T any](out shapes.Shape, cs, ts, fs shapes.Shape, dst []T, c []bool, t, f []T) {
+//
+// alias is the operand dst is (1: onTrue, 2: onFalse, its memory taken
+// over in place) or 0.
+func runWhere[T any](out shapes.Shape, cs, ts, fs shapes.Shape, dst []T, c []bool, t, f []T, alias int) {
 	p := makePlan(out, cs, ts, fs)
+	if alias != 0 && p.inStep[0] == 0 {
+		whereInPlace(p, alias, dst, c, t, f)
+		return
+	}
 	in := p.inner
 	p.forRows(3, func(r int, offs []int) {
 		d := dst[r*in : (r+1)*in]
@@ -469,9 +476,7 @@ func runWhere[T any](out shapes.Shape, cs, ts, fs shapes.Shape, dst []T, c []boo
 				src, si, step = t, ti, p.inStep[1]
 			}
 			if step == 1 {
-				if s := src[si : si+in]; &s[0] != &d[0] { // in place: nothing to move
-					copy(d, s)
-				}
+				copy(d, src[si:si+in])
 			} else {
 				v := src[si]
 				for i := range d {
@@ -491,6 +496,83 @@ func runWhere[T any](out shapes.Shape, cs, ts, fs shapes.Shape, dst []T, c []boo
 			fi += p.inStep[2]
 		}
 	})
+}
+
+// whereInPlace computes a Where whose output took over the memory of
+// value operand alias (1: onTrue, 2: onFalse) and whose condition is
+// constant along each row: rows that keep the aliased operand are already
+// in place, so it walks the condition's own elements and copies only the
+// rows that take the other operand. A decode step's cache update (one
+// position of a [B, heads, T, d] cache written) then costs B·T condition
+// reads and B·heads row copies instead of a pass over B·heads·T rows.
+func whereInPlace[T any](p *bcastPlan, alias int, dst []T, c []bool, t, f []T) {
+	src, op, take := t, 1, true // rows where c is true take onTrue
+	if alias == 1 {
+		src, op, take = f, 2, false
+	}
+	// The outer axes the condition varies along, and those it is
+	// broadcast over.
+	var condAxes, bcastAxes []int
+	for a, s := range p.strides[0] {
+		if s != 0 {
+			condAxes = append(condAxes, a)
+		} else {
+			bcastAxes = append(bcastAxes, a)
+		}
+	}
+	// dst is the output, contiguous: row-major strides of the outer axes.
+	rowStride := make([]int, len(p.dims))
+	for a, s := len(p.dims)-1, p.inner; a >= 0; a-- {
+		rowStride[a] = s
+		s *= p.dims[a]
+	}
+	in, step := p.inner, p.inStep[op]
+	walkAxes(p.dims, condAxes, [][]int{p.strides[0], rowStride, p.strides[op]}, func(offs []int) {
+		if c[offs[0]] != take {
+			return
+		}
+		d0, s0 := offs[1], offs[2]
+		walkAxes(p.dims, bcastAxes, [][]int{rowStride, p.strides[op]}, func(o []int) {
+			d, si := dst[d0+o[0]:d0+o[0]+in], s0+o[1]
+			if step == 1 {
+				copy(d, src[si:si+in])
+				return
+			}
+			v := src[si]
+			for i := range d {
+				d[i] = v
+			}
+		})
+	})
+}
+
+// walkAxes calls fn for every index over the listed axes of dims (the
+// last axis fastest) with offs[k] = Σ index[a]·strides[k][a]; once, with
+// zeros, when axes is empty. fn must not keep offs.
+func walkAxes(dims, axes []int, strides [][]int, fn func(offs []int)) {
+	offs := make([]int, len(strides))
+	idx := make([]int, len(axes))
+	for {
+		fn(offs)
+		j := len(axes) - 1
+		for ; j >= 0; j-- {
+			a := axes[j]
+			idx[j]++
+			for k := range offs {
+				offs[k] += strides[k][a]
+			}
+			if idx[j] < dims[a] {
+				break
+			}
+			idx[j] = 0
+			for k := range offs {
+				offs[k] -= strides[k][a] * dims[a]
+			}
+		}
+		if j < 0 {
+			return
+		}
+	}
 }
 
 // Unary kernels: d[i] = f(x[i]) over one chunk; d may alias x. The op

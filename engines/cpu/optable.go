@@ -425,7 +425,13 @@ func logicalK() dtKernel {
 func whereK[T any]() dtKernel {
 	return dtKernel{dtypeOf[T](), func(st *execState, n *node) error {
 		s := st.allocInPlace(n, 1, 2)
-		runWhere(n.shape, n.inShape(0), n.inShape(1), n.inShape(2), s.flat.([]T), st.in(n, 0).([]bool), st.in(n, 1).([]T), st.in(n, 2).([]T))
+		alias := 0
+		for _, i := range []int{1, 2} {
+			if st.values[n.inputs[i].idx] == s {
+				alias = i
+			}
+		}
+		runWhere(n.shape, n.inShape(0), n.inShape(1), n.inShape(2), s.flat.([]T), st.in(n, 0).([]bool), st.in(n, 1).([]T), st.in(n, 2).([]T), alias)
 		return nil
 	}}
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -183,5 +184,75 @@ func TestStepKLInReward(t *testing.T) {
 	tr.Backend = &fakeBackend{}
 	if err := tr.Step(0, map[string]float64{}); err == nil || !strings.Contains(err.Error(), "train.kl_mode: reward") {
 		t.Errorf("no ReferenceScorer: %v", err)
+	}
+}
+
+// partBackend is refBackend whose reference log-probs and values name the
+// sequence they belong to (its first response token), and which records
+// how many sequences each scoring call got.
+type partBackend struct {
+	refBackend
+	refSizes, valueSizes []int
+}
+
+func (b *partBackend) ReferenceLogProbs(r *Rollout, temp float64) ([][]float64, error) {
+	b.refSizes = append(b.refSizes, len(r.Seqs))
+	out := make([][]float64, len(r.Seqs))
+	for i, s := range r.Seqs {
+		out[i] = make([]float64, s.Len())
+		for t := range out[i] {
+			out[i][t] = -float64(s.Response[0]) / 1000
+		}
+	}
+	return out, nil
+}
+
+func (b *partBackend) ScoreValues(r *Rollout) error {
+	b.valueSizes = append(b.valueSizes, len(r.Seqs))
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		s.Values = make([][]float64, s.Len())
+		for t := range s.Values {
+			s.Values[t] = []float64{float64(s.Response[0]), float64(r.ValueHeads)}
+		}
+	}
+	return nil
+}
+
+// The trainer scores values and reference log-probs in parts of an actor
+// minibatch, or of train.micro_batch_size when smaller, and every
+// sequence gets its own rows back.
+func TestStepScoresInParts(t *testing.T) {
+	for _, c := range []struct {
+		sets  []string
+		sizes []int
+	}{
+		{nil, []int{6}},
+		{[]string{"train.minibatches=2"}, []int{3, 3}},
+		{[]string{"train.minibatches=2", "train.micro_batch_size=2"}, []int{2, 2, 2}},
+		{[]string{"train.micro_batch_size=4"}, []int{4, 2}},
+		{[]string{"train.micro_batch_size=8"}, []int{6}},
+	} {
+		sets := append([]string{"train.steps=1", "train.prompts_per_step=2", "rollout.n=3", "eval.every=0",
+			"train.kl_mode=reward", "train.kl_coef=0.5", "train.kl_estimator=k1"}, c.sets...)
+		cfg, err := LoadConfig(LoadOptions{Env: []string{}, Sets: sets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		be := &partBackend{}
+		tr := &Trainer{Cfg: cfg, Task: fakeTask{}, Backend: be, Algo: meanAlgo{}, RunDir: t.TempDir(), needs: Needs{ValueHeads: 2}}
+		if err := tr.Step(0, map[string]float64{}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(be.refSizes, c.sizes) || !slices.Equal(be.valueSizes, c.sizes) {
+			t.Errorf("%v: reference parts %v, value parts %v, want %v", c.sets, be.refSizes, be.valueSizes, c.sizes)
+		}
+		for i, s := range be.r.Seqs {
+			for tk := range s.Len() {
+				if s.RefLogProbs[tk] != -float64(s.Response[0])/1000 || s.Values[tk][0] != float64(s.Response[0]) || s.Values[tk][1] != 2 {
+					t.Fatalf("%v: sequence %d token %d: reference %v, values %v: not its own rows", c.sets, i, tk, s.RefLogProbs[tk], s.Values[tk])
+				}
+			}
+		}
 	}
 }

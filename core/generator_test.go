@@ -248,7 +248,18 @@ func TestTrainerRemoteGeneration(t *testing.T) {
 	if !slices.Equal(be.sizes, []int{2, 2, 2, 2}) {
 		t.Errorf("rescored %v sequences per call, want [2 2 2 2] (2 steps of 4 in minibatches of 2)", be.sizes)
 	}
-	cfg.Train.Minibatches = 1
+	// ... or of train.micro_batch_size when that is smaller.
+	cfg.Train.MicroBatchSize = 1
+	be = &rescoringBackend{fakeBackend: &fakeBackend{}}
+	tr = fakeTrainer(t, cfg, be.fakeBackend)
+	tr.Backend, tr.Gen = be, &fakeServers{be: be.fakeBackend, live: 2}
+	if err := tr.Run(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(be.sizes, []int{1, 1, 1, 1, 1, 1, 1, 1}) {
+		t.Errorf("rescored %v sequences per call, want 8 calls of 1 (micro_batch_size 1)", be.sizes)
+	}
+	cfg.Train.Minibatches, cfg.Train.MicroBatchSize = 1, 0
 
 	// A backend that pools while rescoring: the servers are asked for no
 	// states, and the batch the actor sees carries the rescored ones.

@@ -325,19 +325,39 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 	return r, genTime, nil
 }
 
-// rescore sets each sequence's LogProbs and Entropies (and, with pooling,
-// Embedding) from the Backend's current policy (the old policy of the actor
-// loss) after remote generation, in parts the size of the actor's
-// minibatches (train.minibatches), so it needs no more memory than an
-// update does.
-func (t *Trainer) rescore(r *Rollout, temp float64, pooling string) error {
-	part := (len(r.Seqs) + t.Cfg.Train.Minibatches - 1) / max(t.Cfg.Train.Minibatches, 1)
+// scoringPart is how many of n sequences one of the trainer's scoring
+// passes takes (old log-probs after remote generation, values, reference
+// log-probs): an actor minibatch (train.minibatches), or
+// train.micro_batch_size when that is smaller, so that scoring needs no
+// more activation memory than an update pass does.
+func (t *Trainer) scoringPart(n int) int {
+	part := (n + t.Cfg.Train.Minibatches - 1) / max(t.Cfg.Train.Minibatches, 1)
+	if mb := t.Cfg.Train.MicroBatchSize; mb > 0 && mb < part {
+		part = mb
+	}
+	return max(part, 1)
+}
+
+// inParts calls f on consecutive parts of r of at most part sequences:
+// rollouts with r's fields whose Seqs share r's sequences.
+func inParts(r *Rollout, part int, f func(sub *Rollout) error) error {
 	for lo := 0; lo < len(r.Seqs); lo += part {
-		if err := t.rescorePart(r.Seqs[lo:min(lo+part, len(r.Seqs))], temp, pooling); err != nil {
+		sub := *r
+		sub.Seqs = r.Seqs[lo:min(lo+part, len(r.Seqs))]
+		if err := f(&sub); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// rescore sets each sequence's LogProbs and Entropies (and, with pooling,
+// Embedding) from the Backend's current policy (the old policy of the actor
+// loss) after remote generation, in parts of scoringPart sequences.
+func (t *Trainer) rescore(r *Rollout, temp float64, pooling string) error {
+	return inParts(r, t.scoringPart(len(r.Seqs)), func(sub *Rollout) error {
+		return t.rescorePart(sub.Seqs, temp, pooling)
+	})
 }
 
 func (t *Trainer) rescorePart(part []Sequence, temp float64, pooling string) error {
@@ -419,7 +439,7 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 		m["rollout/servers_live"] = float64(sg.LiveServers())
 	}
 	if t.needs.ValueHeads > 0 {
-		if err := t.Backend.ScoreValues(r); err != nil {
+		if err := inParts(r, t.scoringPart(len(r.Seqs)), t.Backend.ScoreValues); err != nil {
 			return err
 		}
 	}
@@ -568,26 +588,30 @@ func applyTIS(r *Rollout, capC float64, m map[string]float64) error {
 }
 
 // referenceLogProbs fills RefLogProbs from the backend's frozen reference
-// policy (train.kl_mode: reward).
+// policy (train.kl_mode: reward), in parts of scoringPart sequences.
 func (t *Trainer) referenceLogProbs(r *Rollout) error {
 	rs, ok := t.Backend.(ReferenceScorer)
 	if !ok {
 		return fmt.Errorf("config: train.kl_mode: reward: the backend (%s) scores no reference log-probs (core.ReferenceScorer)", t.Backend.Engine())
 	}
-	lps, err := rs.ReferenceLogProbs(r, t.Cfg.Rollout.Temperature)
-	if err != nil {
-		return fmt.Errorf("train.kl_mode: reward: %w", err)
-	}
-	if len(lps) != len(r.Seqs) {
-		return fmt.Errorf("train.kl_mode: reward: the backend gave %d reference rows for %d sequences", len(lps), len(r.Seqs))
-	}
-	for i := range r.Seqs {
-		if len(lps[i]) != r.Seqs[i].Len() {
-			return fmt.Errorf("train.kl_mode: reward: sequence %d: %d reference log-probs for %d tokens", i, len(lps[i]), r.Seqs[i].Len())
+	lo := 0 // index in r.Seqs of the part's first sequence
+	return inParts(r, t.scoringPart(len(r.Seqs)), func(sub *Rollout) error {
+		lps, err := rs.ReferenceLogProbs(sub, t.Cfg.Rollout.Temperature)
+		if err != nil {
+			return fmt.Errorf("train.kl_mode: reward: %w", err)
 		}
-		r.Seqs[i].RefLogProbs = lps[i]
-	}
-	return nil
+		if len(lps) != len(sub.Seqs) {
+			return fmt.Errorf("train.kl_mode: reward: the backend gave %d reference rows for %d sequences", len(lps), len(sub.Seqs))
+		}
+		for i := range sub.Seqs {
+			if len(lps[i]) != sub.Seqs[i].Len() {
+				return fmt.Errorf("train.kl_mode: reward: sequence %d: %d reference log-probs for %d tokens", lo+i, len(lps[i]), sub.Seqs[i].Len())
+			}
+			sub.Seqs[i].RefLogProbs = lps[i]
+		}
+		lo += len(sub.Seqs)
+		return nil
+	})
 }
 
 // Shape applies the reward hooks, the trainer's reward penalties

@@ -468,7 +468,12 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 	var refLPs [][]float64
 	if u.KLCoef > 0 {
 		var err error
-		if refLPs, err = b.referenceLogProbs(r, u.Temperature); err != nil {
+		// In parts no larger than the update's passes.
+		part := (len(r.Seqs) + u.Minibatches - 1) / max(u.Minibatches, 1)
+		if u.MicroBatchSize > 0 {
+			part = min(part, u.MicroBatchSize)
+		}
+		if refLPs, err = b.referenceLogProbs(r, u.Temperature, part); err != nil {
 			return nil, err
 		}
 	}
@@ -647,16 +652,25 @@ func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 // ReferenceLogProbs scores the batch under the frozen reference policy
 // (core.ReferenceScorer).
 func (b *Backend) ReferenceLogProbs(r *core.Rollout, temp float64) ([][]float64, error) {
-	return b.referenceLogProbs(r, temp)
+	return b.referenceLogProbs(r, temp, len(r.Seqs))
 }
 
-// referenceLogProbs scores the batch under the frozen initial policy.
-func (b *Backend) referenceLogProbs(r *core.Rollout, temp float64) ([][]float64, error) {
+// referenceLogProbs scores the batch under the frozen initial policy, in
+// passes of at most part sequences.
+func (b *Backend) referenceLogProbs(r *core.Rollout, temp float64, part int) ([][]float64, error) {
 	if b.ref == nil {
 		return nil, fmt.Errorf("kl_coef > 0 needs a reference policy: none was frozen (call FreezeReference after loading the base checkpoint)")
 	}
-	lps, _, err := scoreLP(b.ref, b, ptrs(r), temp)
-	return lps, err
+	seqs := ptrs(r)
+	var lps [][]float64
+	for lo := 0; lo < len(seqs); lo += max(part, 1) {
+		p, _, err := scoreLP(b.ref, b, seqs[lo:min(lo+max(part, 1), len(seqs))], temp)
+		if err != nil {
+			return nil, err
+		}
+		lps = append(lps, p...)
+	}
+	return lps, nil
 }
 
 // FreezeReference copies the current policy weights into a frozen reference

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,6 +150,22 @@ eval: {every: 0, k: 1}
 					t.Fatal(err)
 				}
 			}
+			// A reader that is not cde's: the independent PyTorch forward
+			// (backends/xla/testdata/hf_ref.py) finds the exported tensors
+			// by their Hugging Face names and the sizes in config.json.
+			seq := append(append([]int32{}, prompt...), resp...)
+			ref := torchRef(t, out, seq[:len(seq)-1], seq[1:])
+			if ref == nil {
+				return
+			}
+			worst = 0
+			for j := range resp {
+				worst = max(worst, math.Abs(ref[len(prompt)-1+j]-want[0][j]))
+			}
+			t.Logf("exported model read by hf_ref.py vs the run's checkpoint: max |d log p| = %.3g", worst)
+			if worst > 1e-4 {
+				t.Fatalf("hf_ref.py on the export: %v, run %v", ref[len(prompt)-1:], want[0])
+			}
 		})
 	}
 	// Sizes come from config.json: setting one with model.hf is an error.
@@ -170,4 +187,32 @@ func TestExamplesLoad(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+}
+
+// torchRef scores one sequence of the model in dir with the independent
+// PyTorch reference: log p(targets[t] | tokens[:t+1]); nil without
+// PyTorch (it is optional, as in backends/xla).
+func torchRef(t *testing.T, dir string, tokens, targets []int32) []float64 {
+	t.Helper()
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
+		t.Log("PyTorch is not installed (apt-get install python3-torch): the export is not read by the independent reference")
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"tokens": [][]int32{tokens}, "targets": [][]int32{targets}})
+	batch := filepath.Join(t.TempDir(), "batch.json")
+	if err := os.WriteFile(batch, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, filepath.Join("..", "backends", "xla", "testdata", "hf_ref.py"), dir, batch)
+	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hf_ref.py: %v\n%s", err, out)
+	}
+	var r struct{ Logprobs [][]float64 }
+	if err := json.Unmarshal(out, &r); err != nil || len(r.Logprobs) != 1 || len(r.Logprobs[0]) != len(targets) {
+		t.Fatalf("hf_ref.py output %s: %v", out, err)
+	}
+	return r.Logprobs[0]
 }

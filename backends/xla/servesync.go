@@ -14,8 +14,8 @@ import (
 )
 
 // hfTensors returns the policy's Hugging Face weights under their
-// checkpoint names, in dtype (F32 exact, BF16 rounded to nearest even).
-// ExportHF builds the same list inline; it could call this instead.
+// checkpoint names, in dtype (F32 exact, BF16 rounded to nearest even),
+// for ExportHF and WriteServeWeights.
 func (b *Backend) hfTensors(dtype safetensors.DType) ([]safetensors.Tensor, error) {
 	if b.policy.cfg.HF == nil {
 		return nil, errors.New("the policy is cde's own transformer, not a Hugging Face architecture (model.hf)")

@@ -97,7 +97,7 @@ func hfLogProbsOn(t testing.TB, engine, dir string, c *hf.Config, tokens, target
 	}
 	defer set.Close()
 	ctx := context.New().Checked(false)
-	if err := loadHFParams(ctx, c, set, true); err != nil {
+	if err := loadHFParams(ctx, nil, c, set, true); err != nil {
 		t.Fatal(err)
 	}
 	eng, err := NewEngine(engine, "")
@@ -237,19 +237,19 @@ func TestLoadHFErrors(t *testing.T) {
 	// A config with one layer more: layer 2's weights are missing.
 	c3 := *c
 	c3.Layers = 3
-	if err := loadHFParams(context.New(), &c3, set, true); err == nil || !strings.Contains(err.Error(), `"model.layers.2.input_layernorm.weight": missing`) {
+	if err := loadHFParams(context.New(), nil, &c3, set, true); err == nil || !strings.Contains(err.Error(), `"model.layers.2.input_layernorm.weight": missing`) {
 		t.Errorf("missing layer: %v", err)
 	}
 	// A config with one layer fewer: layer 1's weights are not used.
 	c1 := *c
 	c1.Layers = 1
-	if err := loadHFParams(context.New(), &c1, set, true); err == nil || !strings.Contains(err.Error(), `"model.layers.1.`) || !strings.Contains(err.Error(), "not a weight of LlamaForCausalLM") {
+	if err := loadHFParams(context.New(), nil, &c1, set, true); err == nil || !strings.Contains(err.Error(), `"model.layers.1.`) || !strings.Contains(err.Error(), "not a weight of LlamaForCausalLM") {
 		t.Errorf("extra layer: %v", err)
 	}
 	// A wider intermediate size: shapes disagree.
 	cw := *c
 	cw.Intermediate = 50
-	if err := loadHFParams(context.New(), &cw, set, true); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
+	if err := loadHFParams(context.New(), nil, &cw, set, true); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
 		t.Errorf("shape: %v", err)
 	}
 }
@@ -527,5 +527,61 @@ func TestHFTrainStepEngines(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// On the cpu engine (shared buffers) the weights are written straight into
+// engine buffers, with no host copy; the values are those of the host path,
+// for loaded and for random weights.
+func TestHFWeightsInEngineBuffers(t *testing.T) {
+	dir, c := writeTinyHF(t, "qwen3", safetensors.BF16, 5)
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	eng, err := NewEngine("cpu", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Finalize()
+	for _, load := range []bool{true, false} {
+		host, dev := context.New().Checked(false), context.New().Checked(false)
+		if load {
+			if err := loadHFParams(host, nil, c, set, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := loadHFParams(dev, eng, c, set, true); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err := initHFParams(host, nil, c, 9, 0.02, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := initHFParams(dev, eng, c, 9, 0.02, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := 0
+		for v := range dev.IterVariables() {
+			n++
+			tv, err := v.Value()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tv.IsLocal() || !tv.IsOnAnyDevice() {
+				t.Fatalf("load %v: %s: local %v, on the engine %v: want only an engine buffer", load, v.Name(), tv.IsLocal(), tv.IsOnAnyDevice())
+			}
+			hv, err := host.GetVariableByScopeAndName(v.Scope(), v.Name()).Value()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tv.Shape().Equal(hv.Shape()) || !slices.Equal(tensors.MustCopyFlatData[float32](tv), tensors.MustCopyFlatData[float32](hv)) {
+				t.Fatalf("load %v: %s: engine and host values differ", load, v.Name())
+			}
+		}
+		if n != len(hfParamShapes(c, true)) {
+			t.Fatalf("load %v: %d variables, want %d", load, n, len(hfParamShapes(c, true)))
+		}
 	}
 }

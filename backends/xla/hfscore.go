@@ -40,13 +40,14 @@ func LoadHF(dir, engine string) (*HFModel, error) {
 		return nil, err
 	}
 	defer set.Close()
-	ctx := context.New().Checked(false)
-	if err := loadHFParams(ctx, c, set, true); err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
 	eng, err := NewEngine(engine, "")
 	if err != nil {
 		return nil, err
+	}
+	ctx := context.New().Checked(false)
+	if err := loadHFParams(ctx, eng, c, set, true); err != nil {
+		eng.Finalize()
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return &HFModel{Config: c, Dir: dir, engine: eng, ctx: ctx, execs: map[int]*context.Exec{}}, nil
 }

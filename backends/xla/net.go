@@ -107,11 +107,11 @@ func newNet(b backends.Backend, cfg ModelConfig, seed uint64, weights *safetenso
 	if cfg.HF != nil {
 		head := cfg.ValueK == 0
 		if weights != nil {
-			if err := loadHFParams(ctx, cfg.HF, weights, head); err != nil {
+			if err := loadHFParams(ctx, b, cfg.HF, weights, head); err != nil {
 				return nil, err
 			}
-		} else {
-			initHFParams(ctx, cfg.HF, seed, 0.02, head)
+		} else if err := initHFParams(ctx, b, cfg.HF, seed, 0.02, head); err != nil {
+			return nil, err
 		}
 		if !head {
 			initValueHead(ctx, cfg.HF.Hidden, cfg.ValueK, seed)

@@ -32,9 +32,31 @@ func execConvert(st *execState, n *node) error {
 }
 
 func execTranspose(st *execState, n *node) error {
+	if transposeKeepsOrder(n.inputs[0].shape.Dimensions, n.params.(*transposeParams).perm) {
+		st.alias(n, 0)
+		return nil
+	}
 	s := st.alloc(n)
 	transposeAny(s.flat, st.in(n, 0), n.inputs[0].shape.Dimensions, n.params.(*transposeParams).perm)
 	return nil
+}
+
+// transposeKeepsOrder reports whether permuting axes of dims by perm
+// leaves the row-major order of the elements unchanged: the axes longer than
+// 1 keep their relative order (a decode step's [B, 1, H, dh] -> [B, H, 1,
+// dh]), so the output can share the input's memory.
+func transposeKeepsOrder(dims, perm []int) bool {
+	last := -1
+	for _, a := range perm {
+		if dims[a] == 1 {
+			continue
+		}
+		if a < last {
+			return false
+		}
+		last = a
+	}
+	return true
 }
 
 func execBroadcastInDim(st *execState, n *node) error {

@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"unsafe"
+
 	"github.com/gomlx/gomlx/pkg/core/dtypes"
 	"github.com/pkg/errors"
 )
@@ -27,10 +29,24 @@ func reduceSupported(dt dtypes.DType) bool { return isNumber(dt) }
 func dotSupported(dt dtypes.DType) bool { return isNumber(dt) }
 
 // makeFlat allocates a zeroed Go slice for n values of dt.
+// hugeAdviceBytes: float32 buffers of at least this size ask for
+// transparent huge pages (adviseHugePages).
+const hugeAdviceBytes = 4 << 20
+
+// newF32 returns a new zeroed float32 buffer of n values, advised onto
+// huge pages when large.
+func newF32(n int) []float32 {
+	f := make([]float32, n)
+	if n > 0 {
+		adviseHugePages(unsafe.Pointer(&f[0]), 4*n)
+	}
+	return f
+}
+
 func makeFlat(dt dtypes.DType, n int) (any, error) {
 	switch dt {
 	case dtypes.Float32:
-		return make([]float32, n), nil
+		return newF32(n), nil
 	case dtypes.Float64:
 		return make([]float64, n), nil
 	case dtypes.Int32:

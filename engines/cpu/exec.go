@@ -407,7 +407,7 @@ func (p *pool) get(dt dtypes.DType, n int) any {
 			p.bytes -= 4 * n
 			return s
 		}
-		return make([]float32, n)
+		return newF32(n)
 	}
 	f, err := makeFlat(dt, n)
 	if err != nil {

@@ -108,7 +108,7 @@ eval: {every: 0, k: 1}
 			if err := session.ExportHF(run, -1, out, safetensors.F32, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "exists") {
 				t.Fatalf("export over an existing directory: %v", err)
 			}
-			m, err := xla.LoadHF(out, "cpu")
+			m, err := xla.LoadHF(out, "cpu", "")
 			if err != nil {
 				t.Fatal(err)
 			}

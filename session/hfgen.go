@@ -15,6 +15,7 @@ import (
 type GenerateOptions struct {
 	Model       string  // model directory (config.json, weights, tokenizer.json)
 	Engine      string  // backend.engine
+	PJRTPlugin  string  // backend.pjrt_plugin (xla:* engines)
 	N           int     // completions per prompt
 	Temperature float64 // sampling temperature, in (0, 10]
 	MaxTokens   int     // tokens per completion, at most
@@ -77,7 +78,7 @@ func GenerateHF(o GenerateOptions, prompts []string) ([][]Completion, error) {
 	if pad < 0 {
 		pad = tok.EOS()
 	}
-	b, err := xla.New(xla.Options{Engine: o.Engine, Policy: xla.HFModelConfig(hc, maxLen), Seed: o.Seed, ActorLR: 1e-4,
+	b, err := xla.New(xla.Options{Engine: o.Engine, PJRTPlugin: o.PJRTPlugin, Policy: xla.HFModelConfig(hc, maxLen), Seed: o.Seed, ActorLR: 1e-4,
 		PAD: pad, EOS: tok.EOS(), HFWeights: set})
 	if err != nil {
 		return nil, err

@@ -57,6 +57,13 @@ func TestXLAMissingPlugin(t *testing.T) {
 		}
 	}
 
+	// LoadHF (cde-run score --pjrt-plugin) passes the plugin on: the
+	// missing file is named.
+	hfDir, _ := writeTinyHF(t, "qwen3", "F32", 1)
+	if _, err := LoadHF(hfDir, "xla:cpu", filepath.Join(dir, "missing.so")); err == nil || !strings.Contains(err.Error(), `backend.pjrt_plugin "`+filepath.Join(dir, "missing.so")+`"`) {
+		t.Errorf("LoadHF with a missing plugin: %v", err)
+	}
+
 	entries, err := os.ReadDir(home)
 	if err != nil {
 		t.Fatal(err)

@@ -187,7 +187,7 @@ func TestHFForwardMatchesTorch(t *testing.T) {
 // plain full-sequence forward at the matching positions.
 func TestHFModelLogProbs(t *testing.T) {
 	dir, c := writeTinyHF(t, "qwen3", safetensors.BF16, 3)
-	m, err := LoadHF(dir, "cpu")
+	m, err := LoadHF(dir, "cpu", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,8 @@ const scoreBucket = 64
 
 // LoadHF reads dir's config.json and weights (model.safetensors, or the
 // shards model.safetensors.index.json lists) onto the engine (see
-// NewEngine).
-func LoadHF(dir, engine string) (*HFModel, error) {
+// NewEngine; pjrtPlugin is backend.pjrt_plugin for the xla:* engines).
+func LoadHF(dir, engine, pjrtPlugin string) (*HFModel, error) {
 	c, err := hf.LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func LoadHF(dir, engine string) (*HFModel, error) {
 		return nil, err
 	}
 	defer set.Close()
-	eng, err := NewEngine(engine, "")
+	eng, err := NewEngine(engine, pjrtPlugin)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/cde-rl/cde/session"
 )
 
-const generateHelp = `usage: cde-run generate --model DIR [--n N] [--temperature T] [--max-tokens M] < prompts.jsonl
+const generateHelp = `usage: cde-run generate --model DIR [--n N] [--temperature T] [--max-tokens M] [--engine E] [--pjrt-plugin P] < prompts.jsonl
 
 Samples completions of a Hugging Face model (Llama, Qwen2, Qwen3, Mistral),
 for a quick look at a checkpoint. Each input line is a JSON string, the raw
@@ -25,7 +25,8 @@ func cmdGenerate(args []string) int {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	o := session.GenerateOptions{}
 	fs.StringVar(&o.Model, "model", "", "Hugging Face model directory (required)")
-	fs.StringVar(&o.Engine, "engine", "auto", "compute engine: auto, cpu or go")
+	fs.StringVar(&o.Engine, "engine", "auto", "compute engine: auto, cpu, go, or xla:cpu, xla:cuda, xla:tpu in a build with -tags xla (docs/engine.md)")
+	fs.StringVar(&o.PJRTPlugin, "pjrt-plugin", "", "the xla:* engines' PJRT plugin, a file or a directory (backend.pjrt_plugin; default: the standard search)")
 	fs.IntVar(&o.N, "n", 1, "completions per prompt")
 	fs.Float64Var(&o.Temperature, "temperature", 1, "sampling temperature, in (0, 10]")
 	fs.IntVar(&o.MaxTokens, "max-tokens", 64, "new tokens per completion, at most")

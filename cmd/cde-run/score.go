@@ -13,7 +13,7 @@ import (
 	"github.com/cde-rl/cde/tokenizer"
 )
 
-const scoreHelp = `usage: cde-run score --model DIR [--engine E] < in.jsonl > out.jsonl
+const scoreHelp = `usage: cde-run score --model DIR [--engine E] [--pjrt-plugin P] < in.jsonl > out.jsonl
 
 Scores responses with a Hugging Face causal LM (LlamaForCausalLM,
 Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM): DIR holds
@@ -31,7 +31,8 @@ temperature 1, computed in float32. The prompt must give at least one token.
 func cmdScore(args []string) int {
 	fs := flag.NewFlagSet("score", flag.ContinueOnError)
 	model := fs.String("model", "", "Hugging Face model directory (required)")
-	engine := fs.String("engine", "auto", "compute engine: auto, cpu or go (docs/engine.md)")
+	engine := fs.String("engine", "auto", "compute engine: auto, cpu, go, or xla:cpu, xla:cuda, xla:tpu in a build with -tags xla (docs/engine.md)")
+	plugin := fs.String("pjrt-plugin", "", "the xla:* engines' PJRT plugin, a file or a directory (backend.pjrt_plugin; default: the standard search)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), scoreHelp)
 		fs.PrintDefaults()
@@ -46,19 +47,19 @@ func cmdScore(args []string) int {
 		fmt.Fprintln(os.Stderr, "cde-run score: --model DIR is required and takes no arguments")
 		return 2
 	}
-	if err := runScore(*model, *engine, os.Stdin, os.Stdout); err != nil {
+	if err := runScore(*model, *engine, *plugin, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "cde-run score:", err)
 		return 1
 	}
 	return 0
 }
 
-func runScore(dir, engine string, in io.Reader, out io.Writer) error {
+func runScore(dir, engine, pjrtPlugin string, in io.Reader, out io.Writer) error {
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return err
 	}
-	m, err := xla.LoadHF(dir, engine)
+	m, err := xla.LoadHF(dir, engine, pjrtPlugin)
 	if err != nil {
 		return err
 	}

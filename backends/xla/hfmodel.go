@@ -155,7 +155,7 @@ func loadHFParams(ctx *context.Context, eng backends.Backend, c *hf.Config, set 
 // paramTensor returns a float32 weight of dims: fill the values, then call
 // done for the tensor. With an engine that shares buffers, the values go
 // straight into an engine buffer: otherwise the weight's first execution
-// copies them into one (13.5 s of page faults for the 2.4 GB of a
+// copies them into one (9-13.5 s of page faults for the 2.4 GB of a
 // Qwen3-0.6B shape on the 2-core machine) and both copies stay resident
 // until the weights first change.
 func paramTensor(eng backends.Backend, dims []int) (values []float32, done func() *tensors.Tensor, err error) {

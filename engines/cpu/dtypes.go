@@ -28,7 +28,6 @@ func reduceSupported(dt dtypes.DType) bool { return isNumber(dt) }
 
 func dotSupported(dt dtypes.DType) bool { return isNumber(dt) }
 
-// makeFlat allocates a zeroed Go slice for n values of dt.
 // hugeAdviceBytes: float32 buffers of at least this size ask for
 // transparent huge pages (adviseHugePages).
 const hugeAdviceBytes = 4 << 20
@@ -43,6 +42,7 @@ func newF32(n int) []float32 {
 	return f
 }
 
+// makeFlat allocates a zeroed Go slice for n values of dt.
 func makeFlat(dt dtypes.DType, n int) (any, error) {
 	switch dt {
 	case dtypes.Float32:

@@ -661,10 +661,10 @@ func (b *Backend) referenceLogProbs(r *core.Rollout, temp float64, part int) ([]
 	if b.ref == nil {
 		return nil, fmt.Errorf("kl_coef > 0 needs a reference policy: none was frozen (call FreezeReference after loading the base checkpoint)")
 	}
-	seqs := ptrs(r)
+	seqs, part := ptrs(r), max(part, 1)
 	var lps [][]float64
-	for lo := 0; lo < len(seqs); lo += max(part, 1) {
-		p, _, err := scoreLP(b.ref, b, seqs[lo:min(lo+max(part, 1), len(seqs))], temp)
+	for lo := 0; lo < len(seqs); lo += part {
+		p, _, err := scoreLP(b.ref, b, seqs[lo:min(lo+part, len(seqs))], temp)
 		if err != nil {
 			return nil, err
 		}

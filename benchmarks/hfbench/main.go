@@ -136,25 +136,8 @@ func bandwidth() (scalar, vector float64) {
 		a[i] = float64(i & 7) // no byte of these values is 0xAB
 	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 8*n)
-	best := func(read func(w int)) float64 {
-		b := 0.0
-		for range 5 {
-			start := time.Now()
-			var wg sync.WaitGroup
-			for w := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					read(w)
-				}()
-			}
-			wg.Wait()
-			b = max(b, float64(8*n)/time.Since(start).Seconds()/1e9)
-		}
-		return b
-	}
 	sums := make([]float64, 2)
-	scalar = best(func(w int) {
+	scalar = bestRate(8*n, 5, func(w int) {
 		var s [8]float64 // independent sums, so the loads, not the adds, bound it
 		part := a[w*n/2 : (w+1)*n/2]
 		for i := 0; i+8 <= len(part); i += 8 {
@@ -176,6 +159,16 @@ func bandwidth() (scalar, vector float64) {
 // readRate is the best of tries vectorised reads of raw (bytes.IndexByte
 // for 0xAB, which raw must not hold) by 2 goroutines, each half, in GB/s.
 func readRate(raw []byte, tries int) float64 {
+	return bestRate(len(raw), tries, func(w int) {
+		if bytes.IndexByte(raw[w*len(raw)/2:(w+1)*len(raw)/2], 0xAB) >= 0 {
+			panic("bandwidth: unexpected byte")
+		}
+	})
+}
+
+// bestRate runs read(0) and read(1) on 2 goroutines at once, tries times,
+// and returns the best rate at which they covered n bytes, in GB/s.
+func bestRate(n, tries int, read func(w int)) float64 {
 	b := 0.0
 	for range tries {
 		start := time.Now()
@@ -184,13 +177,11 @@ func readRate(raw []byte, tries int) float64 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if bytes.IndexByte(raw[w*len(raw)/2:(w+1)*len(raw)/2], 0xAB) >= 0 {
-					panic("bandwidth: unexpected byte")
-				}
+				read(w)
 			}()
 		}
 		wg.Wait()
-		b = max(b, float64(len(raw))/time.Since(start).Seconds()/1e9)
+		b = max(b, float64(n)/time.Since(start).Seconds()/1e9)
 	}
 	return b
 }

@@ -425,11 +425,11 @@ func logicalK() dtKernel {
 func whereK[T any]() dtKernel {
 	return dtKernel{dtypeOf[T](), func(st *execState, n *node) error {
 		s := st.allocInPlace(n, 1, 2)
-		alias := 0
-		for _, i := range []int{1, 2} {
-			if st.values[n.inputs[i].idx] == s {
-				alias = i
-			}
+		alias := 0 // the value operand whose memory s took over
+		if st.values[n.inputs[2].idx] == s {
+			alias = 2
+		} else if st.values[n.inputs[1].idx] == s {
+			alias = 1
 		}
 		runWhere(n.shape, n.inShape(0), n.inShape(1), n.inShape(2), s.flat.([]T), st.in(n, 0).([]bool), st.in(n, 1).([]T), st.in(n, 2).([]T), alias)
 		return nil

@@ -35,13 +35,16 @@ type fake struct {
 	always   int  // HTTP status for every completions request (0 = none)
 	hangup   bool // close the connection without answering
 	hang     chan struct{}
-	strip    bool // leave the stop token out of stopped choices
-	reloadSt int  // HTTP status of reloads (0 = 200 success)
+	strip    bool  // leave the stop token out of stopped choices
+	reloadSt int   // HTTP status of reloads (0 = 200 success)
+	after    *fake // answer nothing before this server got a completions request
+	asked    chan struct{}
+	askOnce  sync.Once
 	srv      *httptest.Server
 }
 
 func newFake(t *testing.T) *fake {
-	f := &fake{}
+	f := &fake{asked: make(chan struct{})}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(func() {
 		if f.hang != nil {
@@ -87,6 +90,13 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	always, hangup, hang, strip := f.always, f.hangup, f.hang, f.strip
 	f.mu.Unlock()
+	f.askOnce.Do(func() { close(f.asked) })
+	if f.after != nil {
+		select {
+		case <-f.after.asked:
+		case <-time.After(10 * time.Second):
+		}
+	}
 	if hang != nil {
 		<-hang
 		return
@@ -296,6 +306,10 @@ func TestDeadServerDroppedAndWorkRedone(t *testing.T) {
 	for _, how := range []string{"http500", "hangup", "timeout"} {
 		t.Run(how, func(t *testing.T) {
 			bad, good := newFake(t), newFake(t)
+			// The good server holds its first answer until the bad one has
+			// been asked; otherwise a quick good server can take every
+			// chunk before the bad one's worker starts.
+			good.after = bad
 			switch how {
 			case "http500":
 				bad.always = 500

@@ -121,3 +121,42 @@ func TestDotTilesGenerated(t *testing.T) {
 		t.Fatal("dottile_amd64.s differs from gen_dottile.go's output: run go generate ./engines/cpu/gemm")
 	}
 }
+
+// TestSplitDotTileRows: the blocks cover [0, n) in order without gaps or
+// overlaps; blocks are 64 rows, except the last 2·workers·4 or fewer of
+// 16 when a product has more than 4 blocks per worker.
+func TestSplitDotTileRows(t *testing.T) {
+	for _, c := range []struct {
+		n, workers   int
+		count, small int // blocks, and how many of them are 16 rows or fewer
+	}{
+		{1, 2, 1, 1},
+		{64, 2, 1, 0},
+		{512, 2, 8, 0},        // 8 blocks = 4 per worker: not cut
+		{520, 2, 18, 13},      // 9 blocks: 5 big (320 rows), then 200 rows in 13
+		{1024, 2, 28, 16},     // 12 big + 4 x 4 small
+		{3072, 1, 48, 0},      // serial: not cut
+		{3072, 2, 60, 16},     // 44 big + 16 small
+		{3072, 4, 72, 32},     // 40 big + 32 small
+		{151936, 2, 2386, 16}, // 2370 big + 16 small
+	} {
+		s := splitDotTileRows(c.n, c.workers)
+		next, small := 0, 0
+		for i := range s.count {
+			j0, j1 := s.rows(i)
+			if j0 != next || j1 <= j0 || j1-j0 > 64 {
+				t.Fatalf("n %d workers %d: block %d is [%d, %d) after %d", c.n, c.workers, i, j0, j1, next)
+			}
+			if j1-j0 <= 16 {
+				small++
+			}
+			next = j1
+		}
+		if next != c.n {
+			t.Errorf("n %d workers %d: blocks end at %d", c.n, c.workers, next)
+		}
+		if s.count != c.count || small != c.small {
+			t.Errorf("n %d workers %d: %d blocks (%d small), want %d (%d)", c.n, c.workers, s.count, small, c.count, c.small)
+		}
+	}
+}

@@ -240,15 +240,18 @@ func silu(x *graph.Node) *graph.Node {
 // is transformers' x*cos + rotate_half(x)*sin; cos, sin: [B, 1, T, dh]
 // (each angle twice, as transformers builds them). rotate_half(x) = (-x2,
 // x1) is a contraction of the pair axis with [[0, 1], [-1, 0]]: no Slice,
-// whose gradient (Pad) GoMLX's own engine lacks.
+// whose gradient (Pad) GoMLX's own engine lacks. The rotation is the
+// left operand, batched over the B·H·T rows, so that both operands are read
+// in place and the product comes out as [rows, 2, half], the layout of x:
+// with the pairs on the left, the engine transposed x to put the pair axis
+// last and the graph transposed the product back.
 func rope(x, cos, sin *graph.Node) *graph.Node {
 	d := x.Shape().Dimensions
-	half := d[3] / 2
-	pairs := graph.Reshape(x, d[0], d[1], d[2], 2, half)
-	r := graph.Const(x.Graph(), [][]float32{{0, 1}, {-1, 0}})
-	rot := graph.DotGeneral(pairs, []int{3}, nil, r, []int{0}, nil) // [B,H,T,half,2]
-	rot = graph.Reshape(graph.TransposeAllAxes(rot, 0, 1, 2, 4, 3), d...)
-	return graph.Add(graph.Mul(x, cos), graph.Mul(rot, sin))
+	rows, half := d[0]*d[1]*d[2], d[3]/2
+	pairs := graph.Reshape(x, rows, 2, half)
+	r := graph.Const(x.Graph(), [][][]float32{{{0, 1}, {-1, 0}}})
+	rot := graph.DotGeneral(graph.BroadcastToDims(r, rows, 2, 2), []int{1}, []int{0}, pairs, []int{1}, []int{0}) // [rows, 2, half]
+	return graph.Add(graph.Mul(x, cos), graph.Mul(graph.Reshape(rot, d...), sin))
 }
 
 // ropeTables gathers the cos and sin rows of positions pos int32 [B, T],

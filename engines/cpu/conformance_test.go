@@ -1452,6 +1452,10 @@ func dotCases() []dotCase {
 		dotCase{"attention/[b,t,h,d]x[b,s,h,d]", []int{2, 9, 4, 16}, []int{2, 11, 4, 16}, []int{3}, []int{0, 2}, []int{3}, []int{0, 2}},
 		// RoPE's pair rotation and grouped-query attention (HF models).
 		dotCase{"rope/[b,h,t,2,half]x[2,2]", []int{2, 3, 5, 2, 8}, []int{2, 2}, []int{3}, nil, []int{0}, nil},
+		// The rotation on the left, batched over rows: 16 rows of 256
+		// multiply-adds run on one core, 200 on both.
+		dotCase{"rope/[rows,2,2]x[rows,2,half]/16", []int{16, 2, 2}, []int{16, 2, 64}, []int{1}, []int{0}, []int{1}, []int{0}},
+		dotCase{"rope/[rows,2,2]x[rows,2,half]/200", []int{200, 2, 2}, []int{200, 2, 64}, []int{1}, []int{0}, []int{1}, []int{0}},
 		dotCase{"gqa/QK/[b,kv,rep,t,d]x[b,kv,s,d]", []int{2, 2, 3, 5, 16}, []int{2, 2, 7, 16}, []int{4}, []int{0, 1}, []int{3}, []int{0, 1}},
 		dotCase{"gqa/AV/[b,kv,rep*t,s]x[b,kv,s,d]", []int{2, 2, 15, 7}, []int{2, 2, 7, 16}, []int{3}, []int{0, 1}, []int{2}, []int{0, 1}},
 	)

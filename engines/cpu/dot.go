@@ -156,7 +156,10 @@ func matmulF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 		}
 	}
 	if batch > 1 && m*n*k < dotBatchParallelFlops && runtime.GOMAXPROCS(0) > 1 {
-		parallelRange(batch, 1, func(lo, hi int) {
+		// At least elemGrain multiply-adds per core: tiny products (RoPE's
+		// rotation of one decode token, 16 products of 256) are not worth
+		// a hand-off to the other cores.
+		parallelRange(batch, max(1, elemGrain/max(1, m*n*k)), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				one(i, true)
 			}
@@ -176,8 +179,13 @@ const smallDotMACs = 8 << 10
 // updates when B is k×n, dot products when B is stored n×k.
 func smallDot(c, a, b []float32, m, n, k int, transA, transB bool) {
 	if transA {
-		// Gather the row of op(A) once; A is stored k×m.
-		row := make([]float32, k)
+		// Gather the row of op(A) once; A is stored k×m. Small k (RoPE's
+		// rotation, once per row of q and k) needs no allocation.
+		var buf [16]float32
+		row := buf[:min(k, len(buf))]
+		if k > len(buf) {
+			row = make([]float32, k)
+		}
 		for i := 0; i < m; i++ {
 			for p := range row {
 				row[p] = a[p*m+i]

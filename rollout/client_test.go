@@ -35,10 +35,10 @@ type fake struct {
 	always   int  // HTTP status for every completions request (0 = none)
 	hangup   bool // close the connection without answering
 	hang     chan struct{}
-	strip    bool  // leave the stop token out of stopped choices
-	reloadSt int   // HTTP status of reloads (0 = 200 success)
-	after    *fake // answer nothing before this server got a completions request
-	asked    chan struct{}
+	strip    bool          // leave the stop token out of stopped choices
+	reloadSt int           // HTTP status of reloads (0 = 200 success)
+	after    *fake         // answer nothing before this server got a completions request
+	asked    chan struct{} // closed at the first completions request
 	askOnce  sync.Once
 	srv      *httptest.Server
 }

@@ -53,8 +53,11 @@ func (g *gemmArgs) runDotTiles(workers int) {
 // repetition in one hfbench run.
 const dotTileRows = 64
 
+// dotTileTailRows is the size of the blocks the tail is cut into.
+const dotTileTailRows = dotTileRows / 4
+
 // dotTileSplit is a division of n rows of B into count blocks: big blocks
-// of dotTileRows, then small ones of dotTileRows/4.
+// of dotTileRows, then small ones of dotTileTailRows.
 type dotTileSplit struct {
 	n, big, count int
 }
@@ -65,8 +68,7 @@ func splitDotTileRows(n, workers int) dotTileSplit {
 		return dotTileSplit{n: n, big: big, count: big}
 	}
 	big -= 2 * workers
-	const small = dotTileRows / 4
-	return dotTileSplit{n: n, big: big, count: big + (n-big*dotTileRows+small-1)/small}
+	return dotTileSplit{n: n, big: big, count: big + (n-big*dotTileRows+dotTileTailRows-1)/dotTileTailRows}
 }
 
 // rows returns block i's rows [j0, j1).
@@ -74,8 +76,8 @@ func (s dotTileSplit) rows(i int) (j0, j1 int) {
 	if i < s.big {
 		j0, j1 = i*dotTileRows, (i+1)*dotTileRows
 	} else {
-		j0 = s.big*dotTileRows + (i-s.big)*(dotTileRows/4)
-		j1 = j0 + dotTileRows/4
+		j0 = s.big*dotTileRows + (i-s.big)*dotTileTailRows
+		j1 = j0 + dotTileTailRows
 	}
 	return j0, min(j1, s.n)
 }

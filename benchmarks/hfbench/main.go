@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -197,6 +198,18 @@ func currentRSS() float64 { return procStatusGiB("VmRSS:") }
 
 // peakRSS is the process's VmHWM in GiB: its peak resident memory since
 // start or since the last reset through /proc/self/clear_refs.
+// counters are the process's heap allocations so far and its minor page
+// faults.
+type counters struct{ mallocs, minflt uint64 }
+
+func readCounters() counters {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return counters{m.Mallocs, uint64(ru.Minflt)}
+}
+
 func peakRSS() float64 { return procStatusGiB("VmHWM:") }
 
 func procStatusGiB(field string) float64 {
@@ -313,7 +326,7 @@ func runGo(hc *hf.Config, batch, trainBatch, micro, seqLen, decode, reps int, sk
 			return time.Since(start).Seconds(), len(g[0].Tokens)
 		}
 		gen(2)
-		var per, rates, shares []float64
+		var per, rates, shares, mallocs, faults []float64
 		for range reps {
 			if nb == 1 {
 				// The read rate just before each repetition: this machine's
@@ -321,18 +334,30 @@ func runGo(hc *hf.Config, batch, trainBatch, micro, seqLen, decode, reps int, sk
 				// that decode reaches is also taken against a neighbour.
 				rates = append(rates, readRate(probe, 3))
 			}
+			c0 := readCounters()
 			one, _ := gen(1)
+			c1 := readCounters()
 			all, got := gen(decode)
+			c2 := readCounters()
 			if got < 2 {
 				panic("decode stopped at EOS")
 			}
 			per = append(per, (all-one)/float64(got-1))
+			// Heap allocations and minor page faults per token, by the same
+			// difference: what a token costs beyond the time, and steadier
+			// than it on a noisy machine.
+			perTok := func(a, b, c uint64) float64 { return (float64(c-b) - float64(b-a)) / float64(got-1) }
+			mallocs = append(mallocs, perTok(c0.mallocs, c1.mallocs, c2.mallocs))
+			faults = append(faults, perTok(c0.minflt, c1.minflt, c2.minflt))
 			if nb == 1 {
 				shares = append(shares, out["weight_bytes"]/per[len(per)-1]/1e9/rates[len(rates)-1])
 			}
 		}
 		fmt.Fprintf(os.Stderr, "go decode batch %d: %.3f s per token (%v)\n", nb, median(per), per)
+		fmt.Fprintf(os.Stderr, "go decode batch %d: per token %.0f heap allocations, %.0f minor page faults (medians of %v and %v)\n", nb, median(mallocs), median(faults), mallocs, faults)
 		out[fmt.Sprintf("decode%d_s", nb)] = median(per) * float64(decode)
+		out[fmt.Sprintf("decode%d_mallocs_per_token", nb)] = median(mallocs)
+		out[fmt.Sprintf("decode%d_minflt_per_token", nb)] = median(faults)
 		if nb == 1 {
 			out["decode1_adjacent_gbs"], out["decode1_adjacent_share"] = median(rates), median(shares)
 			fmt.Fprintf(os.Stderr, "go decode batch 1: read rate before each repetition %.1f GB/s, share reached %.2f\n", rates, shares)

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"slices"
+	"sync/atomic"
 
 	"github.com/gomlx/gomlx/backends"
 	"github.com/gomlx/gomlx/backends/notimplemented"
@@ -28,6 +29,24 @@ type node struct {
 	// exec computes the node's value: the op's executor from opTable, or
 	// for an elementwise op its kernel for the operands' dtype.
 	exec execFn
+	// plan caches the broadcast walk of an elementwise node (see bcast).
+	plan atomic.Pointer[bcastPlan]
+}
+
+// bcast is the broadcast plan of elementwise node n over its inputs as
+// read (inShape), made at its first execution and kept: shapes are fixed
+// once compiled, and a decode step runs each node once.
+func (n *node) bcast() *bcastPlan {
+	if p := n.plan.Load(); p != nil {
+		return p
+	}
+	ins := make([]shapes.Shape, len(n.inputs))
+	for i := range ins {
+		ins[i] = n.inShape(i)
+	}
+	p := makePlan(n.shape, ins...)
+	n.plan.Store(p)
+	return p
 }
 
 // inShape is the shape node n reads input i as.

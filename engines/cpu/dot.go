@@ -103,6 +103,33 @@ func dotGeneral(st *execState, n *node, d, lhs, rhs any) error {
 const dotBatchParallelFlops = 1 << 21
 
 func matmulF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
+	if batch > 1 && m*n*k < dotBatchParallelFlops && runtime.GOMAXPROCS(0) > 1 {
+		// At least elemGrain multiply-adds per core: tiny products (RoPE's
+		// rotation of one decode token, 16 products of 256) are not worth
+		// a hand-off to the other cores.
+		grain := max(1, elemGrain/max(1, m*n*k))
+		if !parallelWorth(batch, grain) {
+			for i := range batch {
+				matmulOne(c, a, b, i, m, n, k, transA, transB, true)
+			}
+			return
+		}
+		parallelRange(batch, grain, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				matmulOne(c, a, b, i, m, n, k, transA, transB, true)
+			}
+		})
+		return
+	}
+	for i := 0; i < batch; i++ {
+		matmulOne(c, a, b, i, m, n, k, transA, transB, false)
+	}
+}
+
+// matmulOne computes product i of a batch (a plain function, not a
+// closure, so that a product allocates nothing here); serial keeps it on
+// the calling core.
+func matmulOne(c, a, b []float32, i, m, n, k int, transA, transB, serial bool) {
 	lda, ldb := k, n
 	if transA {
 		lda = m
@@ -110,64 +137,48 @@ func matmulF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 	if transB {
 		ldb = k
 	}
-	one := func(i int, serial bool) {
-		ci := c[i*m*n : (i+1)*m*n]
-		ai := a[i*m*k : (i+1)*m*k]
-		bi := b[i*k*n : (i+1)*k*n]
-		if n <= 4 && k <= 4 && !transA && !transB {
-			// Many rows times a tiny matrix (RoPE's pair rotation,
-			// [[0, 1], [-1, 0]]): direct loops, parallel over rows;
-			// gemm would pack for a 2-wide product.
-			tinyDot(ci, ai, bi, m, n, k, serial)
-			return
-		}
-		if m*n*k <= smallDotMACs || m < 4 && serial {
-			smallDot(ci, ai, bi, m, n, k, transA, transB)
-			return
-		}
-		if gemm.DotTiles(transA, transB, m, k) {
-			// A few rows against a matrix stored [n, k] (Hugging Face's
-			// [out, in] weights in a decode step): gemm's dot-product
-			// tiles read B in place.
-			if serial {
-				gemm.SgemmTSerial(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
-			} else {
-				gemm.SgemmT(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
-			}
-			return
-		}
-		if m == 1 && !transB && !serial {
-			// Vector-matrix products (decode steps): gemm with one row
-			// cannot split work; use a column-parallel loop.
-			gemvRowParallel(ci, ai, bi, n, k)
-			return
-		}
-		if m <= gemvTransBRows && transB && !transA {
-			// The same without AVX-512: one dot product per output,
-			// parallel over n, reading each row of B once in place; gemm
-			// would first pack (copy) all of B.
-			gemvTransB(ci, ai, bi, m, n, k)
-			return
-		}
+	ci := c[i*m*n : (i+1)*m*n]
+	ai := a[i*m*k : (i+1)*m*k]
+	bi := b[i*k*n : (i+1)*k*n]
+	if n <= 4 && k <= 4 && !transA && !transB {
+		// Many rows times a tiny matrix (RoPE's pair rotation,
+		// [[0, 1], [-1, 0]]): direct loops, parallel over rows;
+		// gemm would pack for a 2-wide product.
+		tinyDot(ci, ai, bi, m, n, k, serial)
+		return
+	}
+	if m*n*k <= smallDotMACs || m < 4 && serial {
+		smallDot(ci, ai, bi, m, n, k, transA, transB)
+		return
+	}
+	if gemm.DotTiles(transA, transB, m, k) {
+		// A few rows against a matrix stored [n, k] (Hugging Face's
+		// [out, in] weights in a decode step): gemm's dot-product
+		// tiles read B in place.
 		if serial {
 			gemm.SgemmTSerial(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
 		} else {
 			gemm.SgemmT(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
 		}
-	}
-	if batch > 1 && m*n*k < dotBatchParallelFlops && runtime.GOMAXPROCS(0) > 1 {
-		// At least elemGrain multiply-adds per core: tiny products (RoPE's
-		// rotation of one decode token, 16 products of 256) are not worth
-		// a hand-off to the other cores.
-		parallelRange(batch, max(1, elemGrain/max(1, m*n*k)), func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				one(i, true)
-			}
-		})
 		return
 	}
-	for i := 0; i < batch; i++ {
-		one(i, false)
+	if m == 1 && !transB && !serial {
+		// Vector-matrix products (decode steps): gemm with one row
+		// cannot split work; use a column-parallel loop.
+		gemvRowParallel(ci, ai, bi, n, k)
+		return
+	}
+	if m <= gemvTransBRows && transB && !transA {
+		// The same without AVX-512: one dot product per output,
+		// parallel over n, reading each row of B once in place; gemm
+		// would first pack (copy) all of B.
+		gemvTransB(ci, ai, bi, m, n, k)
+		return
+	}
+	if serial {
+		gemm.SgemmTSerial(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
+	} else {
+		gemm.SgemmT(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
 	}
 }
 

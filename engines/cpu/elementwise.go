@@ -107,97 +107,151 @@ func (p *bcastPlan) rowOffsets(row int, offs []int) {
 	}
 }
 
-// forRows runs fn over the plan's rows in parallel, with operand offsets
-// kept up to date incrementally (no divisions per row).
-func (p *bcastPlan) forRows(nOps int, fn func(row int, offs []int)) {
-	grain := max(1, elemGrain/max(1, p.inner))
-	parallelRange(p.outer, grain, func(lo, hi int) {
-		offs := make([]int, nOps)
-		p.rowOffsets(lo, offs)
-		nd := len(p.dims)
-		idx := make([]int, nd)
-		r := lo
-		for a := nd - 1; a >= 0; a-- {
-			idx[a] = r % p.dims[a]
-			r /= p.dims[a]
-		}
-		for row := lo; row < hi; row++ {
-			fn(row, offs)
-			for a := nd - 1; a >= 0; a-- {
-				idx[a]++
-				for o := range offs {
-					offs[o] += p.strides[o][a]
-				}
-				if idx[a] < p.dims[a] {
-					break
-				}
-				idx[a] = 0
-				for o := range offs {
-					offs[o] -= p.strides[o][a] * p.dims[a]
-				}
-			}
-		}
-	})
-}
+// maxPlanOperands is the most operands a plan walks (Where's three).
+const maxPlanOperands = 3
 
-// binKernels are the three row forms of one binary op on one element type.
-type binKernels[T number] struct {
-	vv func(d, a, b []T)
-	vs func(d, a []T, b T)
-	sv func(d []T, a T, b []T)
-}
-
-// runBinary evaluates a binary arithmetic op with broadcasting: float32
-// rows go to the vector kernels, other types to the Go loops.
-func runBinary[T number](op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, a, b []T) {
-	if f, ok := any(dst).([]float32); ok {
-		k := binKernels[float32]{
-			vv: func(d, a, b []float32) { binVVF32(op, d, a, b) },
-			vs: func(d, a []float32, b float32) { binVSF32(op, d, a, b) },
-			sv: func(d []float32, a float32, b []float32) { binSVF32(op, d, a, b) },
-		}
-		runBinaryWith(k, out, ls, rs, f, any(a).([]float32), any(b).([]float32))
+// forRows runs fn over the plan's rows, in parallel when there are enough
+// of them, with operand offsets kept up to date incrementally (no
+// divisions per row). The offsets go to fn by value, and a serial walk
+// allocates nothing (decode steps run thousands of such ops).
+func (p *bcastPlan) forRows(fn func(row int, offs [maxPlanOperands]int)) {
+	if p.serial() {
+		p.walkRows(0, p.outer, fn)
 		return
 	}
-	k := binKernels[T]{
-		vv: func(d, a, b []T) { binVVGo(op, d, a, b) },
-		vs: func(d, a []T, b T) { binVSGo(op, d, a, b) },
-		sv: func(d []T, a T, b []T) { binSVGo(op, d, a, b) },
-	}
-	runBinaryWith(k, out, ls, rs, dst, a, b)
+	parallelRange(p.outer, p.grain(), func(lo, hi int) { p.walkRows(lo, hi, fn) })
 }
 
-func runBinaryWith[T number](k binKernels[T], out shapes.Shape, ls, rs shapes.Shape, dst, a, b []T) {
+// grain is the fewest rows worth a core of their own.
+func (p *bcastPlan) grain() int { return max(1, elemGrain/max(1, p.inner)) }
+
+// serial reports whether forRows would walk all rows on the calling core.
+// Hot ops test it first and pass walkRows a function literal of their own,
+// which then stays on the stack: the one given to forRows escapes to the
+// other cores.
+func (p *bcastPlan) serial() bool { return !parallelWorth(p.outer, p.grain()) }
+
+// walkRows calls fn for rows [lo, hi) in order.
+func (p *bcastPlan) walkRows(lo, hi int, fn func(row int, offs [maxPlanOperands]int)) {
+	if lo >= hi {
+		return
+	}
+	var offs [maxPlanOperands]int
+	p.rowOffsets(lo, offs[:len(p.strides)])
+	nd := len(p.dims)
+	var idxBuf [8]int
+	idx := idxBuf[:0]
+	if nd <= len(idxBuf) {
+		idx = idxBuf[:nd]
+	} else {
+		idx = make([]int, nd)
+	}
+	r := lo
+	for a := nd - 1; a >= 0; a-- {
+		idx[a] = r % p.dims[a]
+		r /= p.dims[a]
+	}
+	for row := lo; row < hi; row++ {
+		fn(row, offs)
+		for a := nd - 1; a >= 0; a-- {
+			idx[a]++
+			for o := range p.strides {
+				offs[o] += p.strides[o][a]
+			}
+			if idx[a] < p.dims[a] {
+				break
+			}
+			idx[a] = 0
+			for o := range p.strides {
+				offs[o] -= p.strides[o][a] * p.dims[a]
+			}
+		}
+	}
+}
+
+// binKernel is the three row forms of one binary op on one element type:
+// vector-vector, vector-scalar and scalar-vector. Implementations are
+// small structs (no closures), so a call allocates nothing.
+type binKernel[T number] interface {
+	vv(d, a, b []T)
+	vs(d, a []T, b T)
+	sv(d []T, a T, b []T)
+}
+
+// f32Bin is a binary op on float32 through the SIMD kernels.
+type f32Bin struct{ op backends.OpType }
+
+func (k f32Bin) vv(d, a, b []float32)                   { binVVF32(k.op, d, a, b) }
+func (k f32Bin) vs(d, a []float32, b float32)           { binVSF32(k.op, d, a, b) }
+func (k f32Bin) sv(d []float32, a float32, b []float32) { binSVF32(k.op, d, a, b) }
+
+// goBin is a binary op on T through plain loops.
+type goBin[T number] struct{ op backends.OpType }
+
+func (k goBin[T]) vv(d, a, b []T)       { binVVGo(k.op, d, a, b) }
+func (k goBin[T]) vs(d, a []T, b T)     { binVSGo(k.op, d, a, b) }
+func (k goBin[T]) sv(d []T, a T, b []T) { binSVGo(k.op, d, a, b) }
+
+// runBinary evaluates a binary arithmetic op with broadcasting (plan p):
+// float32 through the SIMD kernels, other types through plain loops.
+func runBinary[T number](op backends.OpType, p *bcastPlan, dst, a, b []T) {
+	if f, ok := any(dst).([]float32); ok {
+		runBinaryWith(f32Bin{op}, p, f, any(a).([]float32), any(b).([]float32))
+		return
+	}
+	runBinaryWith(goBin[T]{op}, p, dst, a, b)
+}
+
+func runBinaryWith[T number, K binKernel[T]](k K, p *bcastPlan, dst, a, b []T) {
 	n := len(dst)
+	serial := !parallelWorth(n, elemGrain)
 	switch {
 	case len(a) == n && len(b) == n:
+		if serial {
+			k.vv(dst, a, b)
+			return
+		}
 		parallelRange(n, elemGrain, func(lo, hi int) { k.vv(dst[lo:hi], a[lo:hi], b[lo:hi]) })
 		return
 	case len(b) == 1 && len(a) == n:
+		if serial {
+			k.vs(dst, a, b[0])
+			return
+		}
 		parallelRange(n, elemGrain, func(lo, hi int) { k.vs(dst[lo:hi], a[lo:hi], b[0]) })
 		return
 	case len(a) == 1 && len(b) == n:
+		if serial {
+			k.sv(dst, a[0], b)
+			return
+		}
 		parallelRange(n, elemGrain, func(lo, hi int) { k.sv(dst[lo:hi], a[0], b[lo:hi]) })
 		return
 	}
-	p := makePlan(out, ls, rs)
+	if p.serial() {
+		p.walkRows(0, p.outer, func(r int, offs [maxPlanOperands]int) { binRow(k, p, dst, a, b, r, offs) })
+		return
+	}
+	p.forRows(func(r int, offs [maxPlanOperands]int) { binRow(k, p, dst, a, b, r, offs) })
+}
+
+// binRow computes output row r of a broadcast binary op.
+func binRow[T number, K binKernel[T]](k K, p *bcastPlan, dst, a, b []T, r int, offs [maxPlanOperands]int) {
 	in := p.inner
-	p.forRows(2, func(r int, offs []int) {
-		d := dst[r*in : (r+1)*in]
-		switch {
-		case p.inStep[0] == 1 && p.inStep[1] == 1:
-			k.vv(d, a[offs[0]:offs[0]+in], b[offs[1]:offs[1]+in])
-		case p.inStep[0] == 1:
-			k.vs(d, a[offs[0]:offs[0]+in], b[offs[1]])
-		case p.inStep[1] == 1:
-			k.sv(d, a[offs[0]], b[offs[1]:offs[1]+in])
-		default:
-			k.sv(d[:1], a[offs[0]], b[offs[1]:offs[1]+1])
-			for i := 1; i < in; i++ {
-				d[i] = d[0]
-			}
+	d := dst[r*in : (r+1)*in]
+	switch {
+	case p.inStep[0] == 1 && p.inStep[1] == 1:
+		k.vv(d, a[offs[0]:offs[0]+in], b[offs[1]:offs[1]+in])
+	case p.inStep[0] == 1:
+		k.vs(d, a[offs[0]:offs[0]+in], b[offs[1]])
+	case p.inStep[1] == 1:
+		k.sv(d, a[offs[0]], b[offs[1]:offs[1]+in])
+	default:
+		k.sv(d[:1], a[offs[0]], b[offs[1]:offs[1]+1])
+		for i := 1; i < in; i++ {
+			d[i] = d[0]
 		}
-	})
+	}
 }
 
 func binVVF32(op backends.OpType, d, a, b []float32) {
@@ -374,10 +428,9 @@ func scalarBinary[T number](op backends.OpType) func(a, b T) T {
 }
 
 // runCompare evaluates a comparison with broadcasting.
-func runCompare[T number](op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst []bool, a, b []T) {
-	p := makePlan(out, ls, rs)
+func runCompare[T number](op backends.OpType, p *bcastPlan, dst []bool, a, b []T) {
 	in := p.inner
-	p.forRows(2, func(r int, offs []int) {
+	p.forRows(func(r int, offs [maxPlanOperands]int) {
 		compareRow(op, dst[r*in:(r+1)*in], a, offs[0], p.inStep[0], b, offs[1], p.inStep[1])
 	})
 }
@@ -427,7 +480,7 @@ func compareRow[T number](op backends.OpType, d []bool, a []T, ai, sa int, b []T
 }
 
 // runLogical evaluates boolean binary ops (and bool Equal/NotEqual).
-func runLogical(op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, a, b []bool) {
+func runLogical(op backends.OpType, p *bcastPlan, dst, a, b []bool) {
 	var f func(a, b bool) bool
 	switch op {
 	case backends.OpTypeLogicalAnd:
@@ -441,9 +494,8 @@ func runLogical(op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, 
 	default:
 		panic("boolean op " + op.String() + " not implemented")
 	}
-	p := makePlan(out, ls, rs)
 	in := p.inner
-	p.forRows(2, func(r int, offs []int) {
+	p.forRows(func(r int, offs [maxPlanOperands]int) {
 		d := dst[r*in : (r+1)*in]
 		ai, bi := offs[0], offs[1]
 		for i := range d {
@@ -460,14 +512,13 @@ func runLogical(op backends.OpType, out shapes.Shape, ls, rs shapes.Shape, dst, 
 //
 // alias is the operand dst is (1: onTrue, 2: onFalse, its memory taken
 // over in place) or 0.
-func runWhere[T any](out shapes.Shape, cs, ts, fs shapes.Shape, dst []T, c []bool, t, f []T, alias int) {
-	p := makePlan(out, cs, ts, fs)
+func runWhere[T any](p *bcastPlan, dst []T, c []bool, t, f []T, alias int) {
 	if alias != 0 && p.inStep[0] == 0 {
 		whereInPlace(p, alias, dst, c, t, f)
 		return
 	}
 	in := p.inner
-	p.forRows(3, func(r int, offs []int) {
+	p.forRows(func(r int, offs [maxPlanOperands]int) {
 		d := dst[r*in : (r+1)*in]
 		ci, ti, fi := offs[0], offs[1], offs[2]
 		if p.inStep[0] == 0 {

@@ -212,7 +212,11 @@ type execState struct {
 	e      *Executable
 	pool   *pool
 	values []*store // by node idx
-	pos    int      // position in e.order of the node running
+	// stores[i] is the store of node i's own value, kept with the pool so
+	// that a step allocates none (values[i] may instead point at an
+	// input's store: an alias, or an op in place).
+	stores []store
+	pos    int // position in e.order of the node running
 }
 
 // Execute implements backends.Executable. Inputs are never modified unless
@@ -236,6 +240,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 	st := p.state(e)
 	defer func() {
 		clear(st.values) // hold no buffers between executions
+		clear(st.stores)
 		e.mu.Lock()
 		e.pool = p
 		e.mu.Unlock()
@@ -251,7 +256,9 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 		}
 		// A donated input is the execution's to reuse (in place, or
 		// through the pool once dead).
-		st.values[p.idx] = &store{flat: buf.flat, refs: 1, pooled: i < len(donate) && donate[i]}
+		s := &st.stores[p.idx]
+		*s = store{flat: buf.flat, refs: 1, pooled: i < len(donate) && donate[i]}
+		st.values[p.idx] = s
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -333,7 +340,8 @@ func (st *execState) in(n *node, i int) any { return st.values[n.inputs[i].idx].
 
 // alloc returns a new pooled store for n's output (not zeroed).
 func (st *execState) alloc(n *node) *store {
-	s := &store{flat: st.pool.get(n.shape.DType, n.shape.Size()), refs: 1, pooled: true}
+	s := &st.stores[n.idx]
+	*s = store{flat: st.pool.get(n.shape.DType, n.shape.Size()), refs: 1, pooled: true}
 	st.values[n.idx] = s
 	return s
 }
@@ -377,9 +385,11 @@ func (st *execState) alias(n *node, i int) {
 }
 
 // pool recycles float32 buffers between nodes and between executions, and
-// the execution state of the execution holding it.
+// the execution state of the execution holding it. The buffers are kept
+// as the interface values the stores hold ([]float32 inside), so that
+// handing one out again allocates nothing.
 type pool struct {
-	f32   map[int][][]float32
+	f32   map[int][]any
 	bytes int // of the free buffers in f32
 	st    *execState
 }
@@ -389,15 +399,16 @@ type pool struct {
 func (p *pool) state(e *Executable) *execState {
 	n := e.maxIdx() + 1
 	if p.st == nil || cap(p.st.values) < n {
-		p.st = &execState{values: make([]*store, n)}
+		p.st = &execState{values: make([]*store, n), stores: make([]store, n)}
 	}
 	st := p.st
-	*st = execState{e: e, pool: p, values: st.values[:n]}
+	*st = execState{e: e, pool: p, values: st.values[:n], stores: st.stores[:n]}
 	clear(st.values)
+	clear(st.stores)
 	return st
 }
 
-func newPool() *pool { return &pool{f32: map[int][][]float32{}} }
+func newPool() *pool { return &pool{f32: map[int][]any{}} }
 
 func (p *pool) get(dt dtypes.DType, n int) any {
 	if dt == dtypes.Float32 {
@@ -417,8 +428,8 @@ func (p *pool) get(dt dtypes.DType, n int) any {
 }
 
 func (p *pool) put(flat any) {
-	if f, ok := flat.([]float32); ok && len(f) >= 64 {
-		p.f32[len(f)] = append(p.f32[len(f)], f)
+	if f, ok := flat.([]float32); ok && len(f) > 0 {
+		p.f32[len(f)] = append(p.f32[len(f)], flat)
 		p.bytes += 4 * len(f)
 	}
 }

@@ -125,6 +125,10 @@ func moveRows[T any](p *movePlan, dst, src []T, dstOff, srcOff, lo, hi int) {
 // run performs the move, in parallel when large.
 func moveRun[T any](p *movePlan, dst, src []T, dstOff, srcOff int) {
 	grain := max(1, elemGrain/max(1, p.inner))
+	if !parallelWorth(p.outer, grain) {
+		moveRows(p, dst, src, dstOff, srcOff, 0, p.outer)
+		return
+	}
 	parallelRange(p.outer, grain, func(lo, hi int) { moveRows(p, dst, src, dstOff, srcOff, lo, hi) })
 }
 

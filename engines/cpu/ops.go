@@ -16,7 +16,9 @@ func (st *execState) run(n *node) error {
 // Executors of the ops that are not elementwise (opTable's exec).
 
 func execConstant(st *execState, n *node) error {
-	st.values[n.idx] = &store{flat: n.params, refs: 1}
+	s := &st.stores[n.idx]
+	*s = store{flat: n.params, refs: 1}
+	st.values[n.idx] = s
 	return nil
 }
 

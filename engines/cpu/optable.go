@@ -356,6 +356,10 @@ func unaryK[T, U any](k func(d []U, x []T)) dtKernel {
 	return dtKernel{dtypeOf[T](), func(st *execState, n *node) error {
 		s := st.allocInPlace(n, 0)
 		d, x := s.flat.([]U), st.in(n, 0).([]T)
+		if !parallelWorth(len(d), elemGrain) {
+			k(d, x)
+			return nil
+		}
 		parallelRange(len(d), elemGrain, func(lo, hi int) { k(d[lo:hi], x[lo:hi]) })
 		return nil
 	}}
@@ -398,7 +402,7 @@ func withBool(m map[dtypes.DType]execFn) map[dtypes.DType]execFn {
 func binaryK[T number]() dtKernel {
 	return dtKernel{dtypeOf[T](), func(st *execState, n *node) error {
 		s := st.allocInPlace(n, 0, 1)
-		runBinary(n.op, n.shape, n.inShape(0), n.inShape(1), s.flat.([]T), st.in(n, 0).([]T), st.in(n, 1).([]T))
+		runBinary(n.op, n.bcast(), s.flat.([]T), st.in(n, 0).([]T), st.in(n, 1).([]T))
 		return nil
 	}}
 }
@@ -407,7 +411,7 @@ func binaryK[T number]() dtKernel {
 func compareK[T number]() dtKernel {
 	return dtKernel{dtypeOf[T](), func(st *execState, n *node) error {
 		s := st.alloc(n)
-		runCompare(n.op, n.shape, n.inShape(0), n.inShape(1), s.flat.([]bool), st.in(n, 0).([]T), st.in(n, 1).([]T))
+		runCompare(n.op, n.bcast(), s.flat.([]bool), st.in(n, 0).([]T), st.in(n, 1).([]T))
 		return nil
 	}}
 }
@@ -416,7 +420,7 @@ func compareK[T number]() dtKernel {
 func logicalK() dtKernel {
 	return dtKernel{dtypes.Bool, func(st *execState, n *node) error {
 		s := st.alloc(n)
-		runLogical(n.op, n.shape, n.inShape(0), n.inShape(1), s.flat.([]bool), st.in(n, 0).([]bool), st.in(n, 1).([]bool))
+		runLogical(n.op, n.bcast(), s.flat.([]bool), st.in(n, 0).([]bool), st.in(n, 1).([]bool))
 		return nil
 	}}
 }
@@ -431,7 +435,7 @@ func whereK[T any]() dtKernel {
 		} else if st.values[n.inputs[1].idx] == s {
 			alias = 1
 		}
-		runWhere(n.shape, n.inShape(0), n.inShape(1), n.inShape(2), s.flat.([]T), st.in(n, 0).([]bool), st.in(n, 1).([]T), st.in(n, 2).([]T), alias)
+		runWhere(n.bcast(), s.flat.([]T), st.in(n, 0).([]bool), st.in(n, 1).([]T), st.in(n, 2).([]T), alias)
 		return nil
 	}}
 }

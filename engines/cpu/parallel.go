@@ -32,6 +32,13 @@ func parallelRange(n, grain int, fn func(lo, hi int)) {
 	})
 }
 
+// parallelWorth reports whether parallelRange(n, grain, ...) would split
+// the range across cores; callers with closures that would escape use it
+// to run small ranges inline without allocating them.
+func parallelWorth(n, grain int) bool {
+	return n/max(grain, 1) >= 2 && runtime.GOMAXPROCS(0) > 1
+}
+
 // elemGrain is the number of elementwise operations below which splitting
 // across cores costs more than it saves.
 const elemGrain = 16 << 10

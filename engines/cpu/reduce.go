@@ -218,6 +218,12 @@ func reduceT[T number](op backends.OpType, d, x []T, dims, axes []int) {
 	if inner == 1 {
 		if df, ok := any(d).([]float32); ok && (op == backends.OpTypeReduceSum || op == backends.OpTypeReduceMax) {
 			xf := any(x).([]float32)
+			if !parallelWorth(outer, max(1, elemGrain/mid)) {
+				for o := range outer {
+					df[o] = foldF32(op, xf[o*mid:(o+1)*mid])
+				}
+				return
+			}
 			parallelRange(outer, max(1, elemGrain/mid), func(lo, hi int) {
 				for o := lo; o < hi; o++ {
 					df[o] = foldF32(op, xf[o*mid:(o+1)*mid])

@@ -31,6 +31,9 @@ type node struct {
 	exec execFn
 	// plan caches the broadcast walk of an elementwise node (see bcast).
 	plan atomic.Pointer[bcastPlan]
+	// group, if set, is the sibling products this DotGeneral runs with
+	// (dotgroup.go), set by Compile.
+	group *dotGroup
 }
 
 // bcast is the broadcast plan of elementwise node n over its inputs as

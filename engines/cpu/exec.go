@@ -82,6 +82,7 @@ func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingS
 			e.lastUse[in.idx] = pos
 		}
 	}
+	groupSiblingDots(e.order)
 	for _, o := range outs {
 		e.isOutput[o.idx] = true
 	}

@@ -51,3 +51,15 @@ func Implements(op backends.OpType) bool {
 	_, ok := opTable[op]
 	return ok
 }
+
+// DotGroupSizes lists the sizes of the sibling-product groups Compile
+// made for e, in execution order.
+func DotGroupSizes(e backends.Executable) []int {
+	var sizes []int
+	for _, n := range e.(*Executable).order {
+		if n.group != nil && n.group.members[0] == n {
+			sizes = append(sizes, len(n.group.members))
+		}
+	}
+	return sizes
+}

@@ -7,6 +7,12 @@ import (
 // run computes node n's value into st.values[n.idx] with the executor the
 // builder stored in the node (see opTable).
 func (st *execState) run(n *node) error {
+	if g := n.group; g != nil {
+		if n != g.members[0] {
+			return nil // computed with the group's first member
+		}
+		return execDotGroup(st, g)
+	}
 	if n.exec == nil {
 		return errors.Errorf("backend %q: op %s has no executor", Name, n.op)
 	}

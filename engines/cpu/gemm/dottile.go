@@ -1,5 +1,7 @@
 package gemm
 
+import "runtime"
+
 // C = A·Bᵀ for a few rows of A (decode steps: a batch of hidden states
 // times a Hugging Face [out, in] weight) as register tiles of dot products
 // along k. Both operands are read in place: the packed path would copy
@@ -126,4 +128,79 @@ func (g *gemmArgs) dotTile(r, c, i, j, kk int) {
 			g.c[(i+ii)*g.ldc+j+jj] += s
 		}
 	}
+}
+
+// Product is one C = A·Bᵀ of SgemmTMany: B is n×k (row-major, [out, in]
+// like a Hugging Face weight) and C is m×n, both contiguous.
+type Product struct {
+	N    int
+	B, C []float32
+}
+
+// SgemmTMany computes C_i = A·B_iᵀ for products that share A (m×k,
+// contiguous): the query, key and value projections of one hidden state,
+// or the gate and up projections. With dot-product tiles (DotTiles(false,
+// true, m, k)) all their blocks go to the cores in one hand-off, ending
+// together only once, at the last product's cut tail; otherwise each runs
+// as SgemmT. Results equal separate SgemmT calls bit for bit: each column
+// of C is the same tile kernel over the same data.
+func SgemmTMany(m, k int, a []float32, ps []Product) {
+	if !DotTiles(false, true, m, k) || len(ps) < 2 {
+		for _, p := range ps {
+			SgemmT(false, true, m, p.N, k, a, k, p.B, k, p.C, p.N)
+		}
+		return
+	}
+	checkMatrix("A", a, m, k, k)
+	var gs [4]gemmArgs
+	args := gs[:0]
+	if len(ps) > len(gs) {
+		args = make([]gemmArgs, 0, len(ps))
+	}
+	flops := int64(0)
+	for _, p := range ps {
+		checkMatrix("B", p.B, p.N, k, k)
+		checkMatrix("C", p.C, m, p.N, p.N)
+		args = append(args, gemmArgs{transB: true, m: m, n: p.N, k: k, a: a, lda: k, b: p.B, ldb: k, c: p.C, ldc: p.N})
+		flops += int64(m) * int64(p.N) * int64(k)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if flops < minParallelFlops {
+		workers = 1
+	}
+	if workers == 1 {
+		for i := range args {
+			args[i].runDotTiles(1)
+		}
+		return
+	}
+	// Whole blocks for every product but the last, whose tail is cut so
+	// that the cores finish together (splitDotTileRows).
+	m0 := manyDotTiles{args: args}
+	for i := range args {
+		w := 1
+		if i == len(args)-1 {
+			w = workers
+		}
+		m0.splits = append(m0.splits, splitDotTileRows(args[i].n, w))
+		m0.count += m0.splits[i].count
+	}
+	parallelFor(min(workers, m0.count), m0.count, func(_, i int) { m0.block(i) })
+}
+
+// manyDotTiles numbers the blocks of several products in a row.
+type manyDotTiles struct {
+	args   []gemmArgs
+	splits []dotTileSplit
+	count  int
+}
+
+// block computes block i of the concatenation.
+func (t *manyDotTiles) block(i int) {
+	p := 0
+	for i >= t.splits[p].count {
+		i -= t.splits[p].count
+		p++
+	}
+	t.args[p].dotTileBlock(t.splits[p].rows(i))
 }

@@ -3,6 +3,7 @@ package gemm
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -157,6 +158,52 @@ func TestSplitDotTileRows(t *testing.T) {
 		}
 		if s.count != c.count || small != c.small {
 			t.Errorf("n %d workers %d: %d blocks (%d small), want %d (%d)", c.n, c.workers, s.count, small, c.count, c.small)
+		}
+	}
+}
+
+// TestSgemmTMany: products sharing A, against a float64 loop over each
+// output (every product's every column) and bit for bit against one
+// SgemmT per product; covers the parallel split (decode shapes of a
+// 1024-wide model), small serial products, odd widths, and the fallback
+// when A is too large for dot tiles.
+func TestSgemmTMany(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	for _, c := range []struct {
+		m, k int
+		ns   []int
+	}{
+		{1, 1024, []int{2048, 1024, 1024}}, // q, k, v
+		{1, 1024, []int{3072, 3072}},       // gate, up
+		{3, 1024, []int{2048, 1024, 1024}},
+		{7, 48, []int{3, 67, 200}}, // small: one core
+		{2, 1024, []int{1000, 130, 17, 520, 64}},
+		{512, 1024, []int{64, 96}}, // A over 1 MiB: SgemmT each
+	} {
+		a := randSlice(r, c.m*c.k)
+		var ps []Product
+		for _, n := range c.ns {
+			ps = append(ps, Product{N: n, B: randSlice(r, n*c.k), C: make([]float32, c.m*n)})
+		}
+		SgemmTMany(c.m, c.k, a, ps)
+		for pi, p := range ps {
+			one := make([]float32, c.m*p.N)
+			SgemmT(false, true, c.m, p.N, c.k, a, c.k, p.B, c.k, one, p.N)
+			for i := 0; i < c.m; i++ {
+				for j := 0; j < p.N; j++ {
+					got := p.C[i*p.N+j]
+					if got != one[i*p.N+j] {
+						t.Fatalf("m %d k %d product %d (n %d) [%d,%d]: %v, SgemmT alone %v", c.m, c.k, pi, p.N, i, j, got, one[i*p.N+j])
+					}
+					want := 0.0
+					for q := 0; q < c.k; q++ {
+						want += float64(a[i*c.k+q]) * float64(p.B[j*c.k+q])
+					}
+					if d := math.Abs(float64(got) - want); d > 1e-4*math.Sqrt(float64(c.k)) {
+						t.Fatalf("m %d k %d product %d [%d,%d]: %v, want %v", c.m, c.k, pi, i, j, got, want)
+					}
+				}
+			}
 		}
 	}
 }

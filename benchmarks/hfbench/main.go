@@ -196,8 +196,6 @@ func median(xs []float64) float64 {
 // currentRSS is the process's VmRSS in GiB.
 func currentRSS() float64 { return procStatusGiB("VmRSS:") }
 
-// peakRSS is the process's VmHWM in GiB: its peak resident memory since
-// start or since the last reset through /proc/self/clear_refs.
 // counters are the process's heap allocations so far and its minor page
 // faults.
 type counters struct{ mallocs, minflt uint64 }
@@ -210,6 +208,8 @@ func readCounters() counters {
 	return counters{m.Mallocs, uint64(ru.Minflt)}
 }
 
+// peakRSS is the process's VmHWM in GiB: its peak resident memory since
+// start or since the last reset through /proc/self/clear_refs.
 func peakRSS() float64 { return procStatusGiB("VmHWM:") }
 
 func procStatusGiB(field string) float64 {

@@ -140,17 +140,7 @@ func (p *bcastPlan) walkRows(lo, hi int, fn func(row int, offs [maxPlanOperands]
 	p.rowOffsets(lo, offs[:len(p.strides)])
 	nd := len(p.dims)
 	var idxBuf [8]int
-	idx := idxBuf[:0]
-	if nd <= len(idxBuf) {
-		idx = idxBuf[:nd]
-	} else {
-		idx = make([]int, nd)
-	}
-	r := lo
-	for a := nd - 1; a >= 0; a-- {
-		idx[a] = r % p.dims[a]
-		r /= p.dims[a]
-	}
+	idx := odometer(&idxBuf, p.dims, lo)
 	for row := lo; row < hi; row++ {
 		fn(row, offs)
 		for a := nd - 1; a >= 0; a-- {

@@ -56,6 +56,22 @@ func newMovePlan(dims, dstStrides, srcStrides []int) *movePlan {
 	return p
 }
 
+// odometer returns the index along dims (last axis fastest) of flat
+// position r, in buf when the rank fits: the start of an incremental walk.
+func odometer(buf *[8]int, dims []int, r int) []int {
+	idx := buf[:0]
+	if len(dims) <= len(buf) {
+		idx = buf[:len(dims)]
+	} else {
+		idx = make([]int, len(dims))
+	}
+	for a := len(dims) - 1; a >= 0; a-- {
+		idx[a] = r % dims[a]
+		r /= dims[a]
+	}
+	return idx
+}
+
 // offsets returns the dst and src offsets of outer row r.
 func (p *movePlan) offsets(r int) (int, int) {
 	do, so := 0, 0
@@ -73,17 +89,7 @@ func moveRows[T any](p *movePlan, dst, src []T, dstOff, srcOff, lo, hi int) {
 	// Odometer over the outer axes, advanced incrementally.
 	nd := len(p.dims)
 	var idxBuf [8]int
-	idx := idxBuf[:0]
-	if nd <= len(idxBuf) {
-		idx = idxBuf[:nd]
-	} else {
-		idx = make([]int, nd)
-	}
-	rr := lo
-	for a := nd - 1; a >= 0; a-- {
-		idx[a] = rr % p.dims[a]
-		rr /= p.dims[a]
-	}
+	idx := odometer(&idxBuf, p.dims, lo)
 	rowD, rowS := p.offsets(lo)
 	for r := lo; r < hi; r++ {
 		do, so := rowD+dstOff, rowS+srcOff

@@ -1,9 +1,11 @@
 package xla
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -19,9 +21,14 @@ import (
 // Engine conformance: whole graphs (scoring, sampling, the actor / critic /
 // supervised train steps with their gradients and Adam updates) must agree
 // between cde's own engine ("cpu", under test) and GoMLX's pure-Go engine
-// ("go", the reference) to float32 tolerance.
+// ("go", the reference, labelled "ref" in the logs) to float32 tolerance.
 //
 //	go test ./backends/xla -run Conformance -v
+//
+// CDE_CONFORMANCE_REF names another reference engine, with its PJRT plugin
+// in CDE_TEST_PJRT_PLUGIN: scripts/gpucheck runs this suite with xla:cuda as
+// the reference, so the cpu engine and XLA on a GPU are held to the same
+// tolerances.
 //
 // Every comparison logs, per output or variable, the largest absolute
 // difference and the largest difference relative to the tolerance bound
@@ -63,8 +70,11 @@ const (
 // scores of several units, LayerNorm far from identity).
 var confScales = []float64{0.02, 0.4}
 
+// confRef is the reference engine: "go", or CDE_CONFORMANCE_REF.
+func confRef() string { return cmp.Or(os.Getenv("CDE_CONFORMANCE_REF"), "go") }
+
 func confOptions(engine string, initStd float64) Options {
-	return Options{Engine: engine, Policy: ModelConfig{Vocab: confVocab, Layers: 2, DModel: 32, Heads: 2, MaxLen: 32, InitStd: initStd},
+	return Options{Engine: engine, PJRTPlugin: testPlugin(engine), Policy: ModelConfig{Vocab: confVocab, Layers: 2, DModel: 32, Heads: 2, MaxLen: 32, InitStd: initStd},
 		ValueHeads: confHeads, Seed: 11, ActorLR: 3e-3, CriticLR: 3e-3, PAD: confPAD, EOS: confEOS}
 }
 
@@ -77,7 +87,7 @@ func confPair(t *testing.T, initStd float64) (cpuB, goB *Backend) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cpuB.Close() })
-	if goB, err = New(confOptions("go", initStd)); err != nil {
+	if goB, err = New(confOptions(confRef(), initStd)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { goB.Close() })
@@ -156,14 +166,14 @@ func compareSlices[F float32 | float64](a, b []F, tl tol) diffStats {
 }
 
 func (d diffStats) String() string {
-	return fmt.Sprintf("n=%-5d max|diff|=%-9.3g diff/bound=%-9.3g worst[%d]: cpu %.8g go %.8g", d.n, d.maxAbs, d.maxRatio, d.worst, d.a, d.b)
+	return fmt.Sprintf("n=%-5d max|diff|=%-9.3g diff/bound=%-9.3g worst[%d]: cpu %.8g ref %.8g", d.n, d.maxAbs, d.maxRatio, d.worst, d.a, d.b)
 }
 
 // checkSlices compares one named array and reports it.
 func checkSlices[F float32 | float64](t *testing.T, what string, a, b []F, tl tol) diffStats {
 	t.Helper()
 	if len(a) != len(b) {
-		t.Errorf("%s: %d values on cpu, %d on go", what, len(a), len(b))
+		t.Errorf("%s: %d values on cpu, %d on ref", what, len(a), len(b))
 		return diffStats{}
 	}
 	d := compareSlices(a, b, tl)
@@ -183,19 +193,19 @@ func checkStats(t *testing.T, what string, a, b map[string]float64, tl tol) {
 	}
 	sort.Strings(keys)
 	if len(a) != len(b) || len(a) == 0 {
-		t.Errorf("%s: metrics %v on cpu, %v on go", what, a, b)
+		t.Errorf("%s: metrics %v on cpu, %v on ref", what, a, b)
 	}
 	for _, k := range keys {
 		y, ok := b[k]
 		if !ok {
-			t.Errorf("%s: metric %s missing on go", what, k)
+			t.Errorf("%s: metric %s missing on ref", what, k)
 			continue
 		}
 		x := a[k]
 		r := tl.ratio(x, y)
-		t.Logf("%s %-18s cpu %-12.8g go %-12.8g |diff| %-9.3g diff/bound %.3g", what, k, x, y, math.Abs(x-y), r)
+		t.Logf("%s %-18s cpu %-12.8g ref %-12.8g |diff| %-9.3g diff/bound %.3g", what, k, x, y, math.Abs(x-y), r)
 		if !(r <= 1) {
-			t.Errorf("%s: %s = %.8g on cpu, %.8g on go (beyond %+v)", what, k, x, y, tl)
+			t.Errorf("%s: %s = %.8g on cpu, %.8g on ref (beyond %+v)", what, k, x, y, tl)
 		}
 	}
 }
@@ -278,11 +288,11 @@ func checkUpdate(t *testing.T, label string, lrs map[string]float64, preC, preG,
 		lr, updated := lrs[name]
 		if !updated {
 			checkIdentical(t, label+" untouched (cpu)", map[string]checkpoint{name: pc}, map[string]checkpoint{name: qc})
-			checkIdentical(t, label+" untouched (go)", map[string]checkpoint{name: pg}, map[string]checkpoint{name: qg})
+			checkIdentical(t, label+" untouched (ref)", map[string]checkpoint{name: pg}, map[string]checkpoint{name: qg})
 			continue
 		}
 		if qc.AdamStep != pc.AdamStep+1 || qg.AdamStep != pg.AdamStep+1 || qc.AdamStep != qg.AdamStep {
-			t.Fatalf("%s %s: Adam steps cpu %d -> %d, go %d -> %d; want one step on each", label, name, pc.AdamStep, qc.AdamStep, pg.AdamStep, qg.AdamStep)
+			t.Fatalf("%s %s: Adam steps cpu %d -> %d, ref %d -> %d; want one step on each", label, name, pc.AdamStep, qc.AdamStep, pg.AdamStep, qg.AdamStep)
 		}
 		lrt := adamLR(lr, qc.AdamStep)
 		totalAmp := 0
@@ -295,7 +305,7 @@ func checkUpdate(t *testing.T, label string, lrs map[string]float64, preC, preG,
 			w1c, w1g := qc.Vars[k].Data, qg.Vars[k].Data
 			mc, mg, vc, vg := qc.Vars[mk].Data, qg.Vars[mk].Data, qc.Vars[vk].Data, qg.Vars[vk].Data
 			if len(mc) != len(w1c) || len(vg) != len(w1g) || len(w1c) != len(w1g) {
-				t.Fatalf("%s %s%s: %d weights, moments %d / %d (cpu), %d weights (go)", label, name, k, len(w1c), len(mc), len(vc), len(w1g))
+				t.Fatalf("%s %s%s: %d weights, moments %d / %d (cpu), %d weights (ref)", label, name, k, len(w1c), len(mc), len(vc), len(w1g))
 			}
 			what := label + " " + name + k
 			// 1. Gradients, through the moments.
@@ -324,7 +334,7 @@ func checkUpdate(t *testing.T, label string, lrs map[string]float64, preC, preG,
 					selfMax[e] = math.Max(selfMax[e], r)
 					if r > 1 {
 						t.Errorf("%s[%d] on %s: Adam gives %.9g from w %.9g, m %.6g, v %.6g (lr_t %.6g); host computes %.9g",
-							what, i, [2]string{"cpu", "go"}[e], st.w1[i], st.w0[i], st.m[i], st.v[i], lrt, want)
+							what, i, [2]string{"cpu", "ref"}[e], st.w1[i], st.w0[i], st.m[i], st.v[i], lrt, want)
 						break
 					}
 				}
@@ -347,11 +357,11 @@ func checkUpdate(t *testing.T, label string, lrs map[string]float64, preC, preG,
 					}
 					continue
 				}
-				t.Errorf("%s[%d]: weight cpu %.9g go %.9g (|diff| %.3g beyond %+v) not explained by Adam on the moments (m %.6g / %.6g, v %.6g / %.6g: %.3g)",
+				t.Errorf("%s[%d]: weight cpu %.9g ref %.9g (|diff| %.3g beyond %+v) not explained by Adam on the moments (m %.6g / %.6g, v %.6g / %.6g: %.3g)",
 					what, i, w1c[i], w1g[i], d, ut.weight, mc[i], mg[i], vc[i], vg[i], explained)
 			}
 			totalAmp += amp
-			line := fmt.Sprintf("%-44s w max|diff| %-9.3g d/b %-8.3g | m max|diff| %-9.3g d/b %-8.3g | v max|diff| %-9.3g d/b %-8.3g | adam self d/b cpu %.2g go %.2g",
+			line := fmt.Sprintf("%-44s w max|diff| %-9.3g d/b %-8.3g | m max|diff| %-9.3g d/b %-8.3g | v max|diff| %-9.3g d/b %-8.3g | adam self d/b cpu %.2g ref %.2g",
 				what, dw.maxAbs, dw.maxRatio, dm.maxAbs, dm.maxRatio, dv.maxAbs, dv.maxRatio, selfMax[0], selfMax[1])
 			if amp > 0 {
 				i := ampWorst
@@ -822,15 +832,15 @@ func checkGenerate(t *testing.T, cpuB, goB *Backend) {
 			if same < n {
 				nTie++
 				gap := tieGap(t, goB, req, i, b.Tokens[:same], a.Tokens[same], b.Tokens[same])
-				t.Logf("%s row %d: token %d differs (cpu %d, go %d); perturbed-score gap on go %.3g", label, i, same, a.Tokens[same], b.Tokens[same], gap)
+				t.Logf("%s row %d: token %d differs (cpu %d, ref %d); perturbed-score gap on ref %.3g", label, i, same, a.Tokens[same], b.Tokens[same], gap)
 				if gap > 1e-4 {
-					t.Errorf("%s row %d token %d: cpu chose %d, go chose %d, but their perturbed scores on go are %.3g apart (not a tie)",
+					t.Errorf("%s row %d token %d: cpu chose %d, ref chose %d, but their perturbed scores on ref are %.3g apart (not a tie)",
 						label, i, same, a.Tokens[same], b.Tokens[same], gap)
 				}
 				continue
 			}
 			if len(a.Tokens) != len(b.Tokens) || a.Truncated != b.Truncated {
-				t.Errorf("%s row %d: cpu %v (truncated %v), go %v (truncated %v)", label, i, a.Tokens, a.Truncated, b.Tokens, b.Truncated)
+				t.Errorf("%s row %d: cpu %v (truncated %v), ref %v (truncated %v)", label, i, a.Tokens, a.Truncated, b.Tokens, b.Truncated)
 				continue
 			}
 			if tc.pooling != "" {
@@ -1007,7 +1017,7 @@ func checkAgainstFloor[F float32 | float64](t *testing.T, what string, c, g, gp 
 	bound := floorFactor*dp.maxAbs + scale*0x1p-23
 	t.Logf("%-34s cpu-vs-go max|diff| %-9.3g  go-vs-go(permuted) %-9.3g  ratio %.3g", what, dc.maxAbs, dp.maxAbs, dc.maxAbs/dp.maxAbs)
 	if !(dc.maxAbs <= bound) {
-		t.Errorf("%s: cpu differs from go by up to %.3g, %.3g times go's own float noise %.3g (at [%d]: cpu %.8g go %.8g)",
+		t.Errorf("%s: cpu differs from ref by up to %.3g, %.3g times ref's own float noise %.3g (at [%d]: cpu %.8g ref %.8g)",
 			what, dc.maxAbs, dc.maxAbs/dp.maxAbs, dp.maxAbs, dc.worst, dc.a, dc.b)
 	}
 }
@@ -1067,4 +1077,13 @@ func TestConformanceNoiseFloor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testPlugin is the PJRT plugin the tests give an xla:* engine:
+// CDE_TEST_PJRT_PLUGIN (empty: the standard search).
+func testPlugin(engine string) string {
+	if strings.HasPrefix(engine, "xla:") {
+		return os.Getenv("CDE_TEST_PJRT_PLUGIN")
+	}
+	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/gomlx/go-xla/pkg/pjrt"
 	"github.com/gomlx/gomlx/backends"
 	gomlxxla "github.com/gomlx/gomlx/backends/xla"
 )
@@ -43,6 +44,7 @@ func openPJRT(device, configured string) (backends.Backend, error) {
 		return nil, fmt.Errorf("PJRT plugin path %q contains a comma, which GoMLX's XLA backend reads as an option separator: move or link the plugin to a path without one", path)
 	}
 	config := path
+	var options map[string]any
 	if device == "cpu" {
 		// GoMLX shares host memory with the CPU plugin's device buffers
 		// (no copy per input) only for a plugin named "cpu"; cde passes a
@@ -54,8 +56,11 @@ func openPJRT(device, configured string) (backends.Backend, error) {
 		if flags, ok := cudaDataDirFlags(path, os.Getenv("XLA_FLAGS"), isDir); ok {
 			os.Setenv("XLA_FLAGS", flags)
 		}
+		if options, err = cudaClientOptions(os.Getenv); err != nil {
+			return nil, err
+		}
 	}
-	b, err := gomlxxla.NewWithOptions(config, nil)
+	b, err := gomlxxla.NewWithOptions(config, pjrt.NamedValuesMap(options))
 	if err != nil {
 		return nil, fmt.Errorf("PJRT plugin %s: %w", path, err)
 	}

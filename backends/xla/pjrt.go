@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -277,4 +278,35 @@ func cudaDataDirFlags(pluginPath, xlaFlags string, isDir func(string) bool) (str
 		return flag, true
 	}
 	return xlaFlags + " " + flag, true
+}
+
+// cudaClientOptions are the CUDA PJRT client's creation options that cde
+// sets, read from JAX's documented variables so a user who knows JAX's
+// switches has them here too: XLA_PYTHON_CLIENT_PREALLOCATE (true/false;
+// the plugin's own default, true, takes XLA_PYTHON_CLIENT_MEM_FRACTION of
+// the GPU's memory, 0.75 unless set, when the client starts) and
+// XLA_PYTHON_CLIENT_MEM_FRACTION (in (0, 1]). Unset variables leave the
+// plugin's defaults; a value that is neither is an error naming the
+// variable. The plugin reads the options "preallocate" and
+// "memory_fraction" (xla/pjrt/c/pjrt_c_api_gpu_internal.cc).
+func cudaClientOptions(getenv func(string) string) (map[string]any, error) {
+	opts := map[string]any{}
+	if v := getenv("XLA_PYTHON_CLIENT_PREALLOCATE"); v != "" {
+		switch strings.ToLower(v) {
+		case "true", "1":
+			opts["preallocate"] = true
+		case "false", "0":
+			opts["preallocate"] = false
+		default:
+			return nil, fmt.Errorf("XLA_PYTHON_CLIENT_PREALLOCATE=%q: want true or false", v)
+		}
+	}
+	if v := getenv("XLA_PYTHON_CLIENT_MEM_FRACTION"); v != "" {
+		f, err := strconv.ParseFloat(v, 32)
+		if err != nil || !(f > 0 && f <= 1) {
+			return nil, fmt.Errorf("XLA_PYTHON_CLIENT_MEM_FRACTION=%q: want a fraction in (0, 1]", v)
+		}
+		opts["memory_fraction"] = float32(f)
+	}
+	return opts, nil
 }

@@ -3,6 +3,7 @@ package xla
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -309,5 +310,31 @@ func TestCUDADataDirFlags(t *testing.T) {
 				t.Fatalf("got %q, %v; want %q, %v", got, changed, tc.want, tc.changed)
 			}
 		})
+	}
+}
+
+func TestCUDAClientOptions(t *testing.T) {
+	for _, tc := range []struct {
+		env     map[string]string
+		want    map[string]any
+		wantErr string
+	}{
+		{env: nil, want: map[string]any{}},
+		{env: map[string]string{"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, want: map[string]any{"preallocate": false}},
+		{env: map[string]string{"XLA_PYTHON_CLIENT_PREALLOCATE": "TRUE", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"}, want: map[string]any{"preallocate": true, "memory_fraction": float32(0.5)}},
+		{env: map[string]string{"XLA_PYTHON_CLIENT_PREALLOCATE": "no"}, wantErr: `XLA_PYTHON_CLIENT_PREALLOCATE="no"`},
+		{env: map[string]string{"XLA_PYTHON_CLIENT_MEM_FRACTION": "1.5"}, wantErr: `XLA_PYTHON_CLIENT_MEM_FRACTION="1.5"`},
+		{env: map[string]string{"XLA_PYTHON_CLIENT_MEM_FRACTION": "0"}, wantErr: `XLA_PYTHON_CLIENT_MEM_FRACTION="0"`},
+	} {
+		got, err := cudaClientOptions(func(k string) string { return tc.env[k] })
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v: error %v, want one naming %s", tc.env, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v: %v, %v; want %v", tc.env, got, err, tc.want)
+		}
 	}
 }

@@ -53,6 +53,11 @@ func main() {
 	skipForward := flag.Bool("skip-forward", false, "skip the forward measurement")
 	decodeBatches := flag.String("decode-batches", "1,32", "decode batch sizes, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the cpu engine's measurements to this file")
+	engine := flag.String("engine", "cpu", "cde's engine: cpu, or xla:cuda / xla:cpu in a build with -tags xla")
+	plugin := flag.String("pjrt-plugin", "", "the xla:* engines' PJRT plugin, a file or a directory (backend.pjrt_plugin)")
+	torchDevice := flag.String("torch-device", "cpu", "PyTorch's device: cpu (2 threads) or cuda")
+	python := flag.String("python", "/usr/bin/python3", "the Python that runs torch_hf.py")
+	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
 	flag.Parse()
 	var nbs []int
 	for _, f := range strings.Split(*decodeBatches, ",") {
@@ -87,7 +92,7 @@ func main() {
 				panic(err)
 			}
 		}
-		res["go"] = runGo(hc, *batch, max(*trainBatch, 0), *micro, *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
+		res["go"] = runGo(hc, *engine, *plugin, *batch, max(*trainBatch, 0), *micro, *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
 		pprof.StopCPUProfile()
 		if os.Getenv("CDE_CPU_OPSTATS") != "" {
 			cpu.WriteOpStats(os.Stderr, 25) // per-op times of every measurement above
@@ -99,16 +104,28 @@ func main() {
 		if *torchMicro >= 0 {
 			tm = *torchMicro
 		}
-		res["torch"] = runTorch(cfg, *batch, *trainBatch, tm, *seqLen, *decodeTokens, *skipTrain)
+		res["torch"] = runTorch(*python, *torchDevice, cfg, *batch, *trainBatch, tm, *seqLen, *decodeTokens, *skipTrain, nbs)
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(b))
+	if *jsonOut != "" {
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			panic(err)
+		}
+	}
 	if g, t := res["go"], res["torch"]; g != nil && t != nil {
-		for _, k := range []string{"forward_s", "train_s", "decode1_s", "decode32_s"} {
+		keys := []string{"forward_s", "train_s"}
+		for _, nb := range nbs {
+			keys = append(keys, fmt.Sprintf("decode%d_s", nb))
+		}
+		for _, k := range keys {
 			if g[k] > 0 && t[k] > 0 {
-				fmt.Printf("%-11s cpu %8.2f s  torch %8.2f s  ratio %.2f\n", k, g[k], t[k], g[k]/t[k])
+				fmt.Printf("%-11s %s %8.3f s  torch(%s) %8.3f s  ratio %.2f\n", k, *engine, g[k], *torchDevice, t[k], g[k]/t[k])
 			}
 		}
+	}
+	if *engine != "cpu" {
+		return // the read-rate comparison below is about the cpu engine
 	}
 	if t := res["torch"]; t != nil && t["bandwidth_gbs"] > bw {
 		bw = t["bandwidth_gbs"]
@@ -224,9 +241,9 @@ func procStatusGiB(field string) float64 {
 	return 0
 }
 
-func runGo(hc *hf.Config, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
+func runGo(hc *hf.Config, engine, plugin string, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
 	out := map[string]float64{}
-	b, err := xla.New(xla.Options{Engine: "cpu", Policy: xla.HFModelConfig(hc, seqLen+decode+64), Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
+	b, err := xla.New(xla.Options{Engine: engine, PJRTPlugin: plugin, Policy: xla.HFModelConfig(hc, seqLen+decode+64), Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
 	if err != nil {
 		panic(err)
 	}
@@ -368,9 +385,14 @@ func runGo(hc *hf.Config, batch, trainBatch, micro, seqLen, decode, reps int, sk
 	return out
 }
 
-func runTorch(cfg string, batch, trainBatch, micro, seqLen, decode int, skipTrain bool) map[string]float64 {
+func runTorch(python, device, cfg string, batch, trainBatch, micro, seqLen, decode int, skipTrain bool, decodeBatches []int) map[string]float64 {
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "torch_hf.py")
+	if _, err := os.Stat(script); err != nil {
+		// A binary built elsewhere (the GPU check carries one): the script
+		// from the repository root it runs in.
+		script = filepath.Join("benchmarks", "hfbench", "torch_hf.py")
+	}
 	dir, _ := os.MkdirTemp("", "hfbench")
 	defer os.RemoveAll(dir)
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644)
@@ -378,7 +400,12 @@ func runTorch(cfg string, batch, trainBatch, micro, seqLen, decode int, skipTrai
 	if skipTrain {
 		args = append(args, "--skip-train")
 	}
-	cmd := exec.Command("/usr/bin/python3", args...)
+	var nbs []string
+	for _, nb := range decodeBatches {
+		nbs = append(nbs, fmt.Sprint(nb))
+	}
+	args = append(args, "--device="+device, "--decode-batches="+strings.Join(nbs, ","))
+	cmd := exec.Command(python, args...)
 	cmd.Stderr = os.Stderr
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

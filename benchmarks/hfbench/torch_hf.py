@@ -3,13 +3,16 @@
 with random weights, timed at the same shapes with 2 threads.
 
     torch_hf.py DIR BATCH SEQ DECODE TRAIN_BATCH [MICRO] [--skip-train]
+                [--device=cpu|cuda] [--decode-batches=1,32]
 
 Prints one JSON object: forward_s, train_s (forward, backward, Adam; with
 MICRO > 0 the train batch goes through in parts of MICRO sequences whose
 gradients add up before the one Adam step, as cde's train.micro_batch_size),
-decode1_s and decode32_s (DECODE tokens with a KV cache and Gumbel-max
-sampling, prefill excluded),
-peak_gib (ru_maxrss).
+decodeN_s for each decode batch N (DECODE tokens with a KV cache and
+Gumbel-max sampling, prefill excluded), peak_gib (VmHWM) and, on cuda,
+peak_gpu_gib_PHASE (torch.cuda.max_memory_allocated per phase). On cuda
+every timed region ends with torch.cuda.synchronize(), and float32 matrix
+products stay float32 (TF32 off, PyTorch's default).
 """
 import json
 import math
@@ -24,10 +27,35 @@ from hf_ref import forward, inv_freq, rms, rot_half  # noqa: E402
 torch.set_num_threads(2)
 
 
+def flag(name, default):
+    for a in sys.argv:
+        if a.startswith("--" + name + "="):
+            return a.split("=", 1)[1]
+    return default
+
+
+DEV = flag("device", "cpu")
+CUDA = DEV.startswith("cuda")
+
+
+def sync():
+    if CUDA:
+        torch.cuda.synchronize()
+
+
+def peak(out, phase):
+    if CUDA:
+        out["peak_gpu_gib_" + phase] = torch.cuda.max_memory_allocated() / 2**30
+        torch.cuda.reset_peak_memory_stats()
+
+
 def main():
     d, B, T, D = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     TB = int(sys.argv[5]) or B
     pos = [a for a in sys.argv[6:] if not a.startswith("--")]
+    if CUDA:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     MB = int(pos[0]) if pos and int(pos[0]) > 0 else TB
     cfg = json.load(open(d + "/config.json"))
     V, H, L, F = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
@@ -43,40 +71,61 @@ def main():
             W[p + n + ".weight"] = torch.randn(*shape, generator=g) * 0.02
         W[p + "self_attn.q_norm.weight"] = torch.ones(hd)
         W[p + "self_attn.k_norm.weight"] = torch.ones(hd)
+    W = {k: v.to(DEV) for k, v in W.items()}
     out = {}
-    tokens = torch.randint(0, 150000, (B, T), generator=g)
-    targets = torch.randint(0, 150000, (B, T), generator=g)
+    tokens = torch.randint(0, 150000, (B, T), generator=g).to(DEV)
+    targets = torch.randint(0, 150000, (B, T), generator=g).to(DEV)
+    if CUDA:
+        # hf_ref builds positions and masks without naming a device.
+        torch.set_default_device(DEV)
+        torch.cuda.reset_peak_memory_stats()
     with torch.no_grad():
-        forward(cfg, W, tokens[:, :8], torch.float32)
+        # warm-up: on cuda at the timed shape (kernel selection), on cpu short
+        forward(cfg, W, tokens if CUDA else tokens[:, :8], torch.float32)
+        sync()
         t0 = time.perf_counter()
         lp = forward(cfg, W, tokens, torch.float32).gather(-1, targets.unsqueeze(-1))
+        sync()
         out["forward_s"] = time.perf_counter() - t0
+        del lp
+    peak(out, "forward")
     print(f"torch forward_s: {out['forward_s']:.2f}", file=sys.stderr)
     if "--skip-train" not in sys.argv:
         P = {k: v.clone().requires_grad_(True) for k, v in W.items()}
         opt = torch.optim.Adam(P.values(), lr=1e-6)
-        old = torch.full((TB, T - 64), -12.0)
-        adv = torch.tensor([(i % 2) * 2 - 1.0 for i in range(TB)]).unsqueeze(1)
+        old = torch.full((TB, T - 64), -12.0, device=DEV)
+        adv = torch.tensor([(i % 2) * 2 - 1.0 for i in range(TB)], device=DEV).unsqueeze(1)
+
+        def step():
+            opt.zero_grad()
+            for lo in range(0, TB, MB):
+                hi = min(lo + MB, TB)
+                lp = forward(cfg, P, tokens[lo:hi], torch.float32)[:, 63:T - 1].gather(-1, targets[lo:hi, 64:].unsqueeze(-1)).squeeze(-1)
+                ratio = torch.exp(lp - old[lo:hi])
+                a = adv[lo:hi]
+                # this part's share of the mean over all TB x (T - 64) tokens
+                loss = torch.maximum(-a * ratio, -a * ratio.clamp(0.8, 1.2)).sum() / old.numel()
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(P.values(), 1.0)
+            opt.step()
+
+        if CUDA:
+            step()  # warm-up: kernels load and Adam's state is made, as cde's first call compiles
+            sync()
         t0 = time.perf_counter()
-        opt.zero_grad()
-        for lo in range(0, TB, MB):
-            hi = min(lo + MB, TB)
-            lp = forward(cfg, P, tokens[lo:hi], torch.float32)[:, 63:T - 1].gather(-1, targets[lo:hi, 64:].unsqueeze(-1)).squeeze(-1)
-            ratio = torch.exp(lp - old[lo:hi])
-            a = adv[lo:hi]
-            # this part's share of the mean over all TB x (T - 64) tokens
-            loss = torch.maximum(-a * ratio, -a * ratio.clamp(0.8, 1.2)).sum() / old.numel()
-            loss.backward()
-        torch.nn.utils.clip_grad_norm_(P.values(), 1.0)
-        opt.step()
+        step()
+        sync()
         out["train_s"] = time.perf_counter() - t0
-        print(f"torch train_s: {out['train_s']:.2f}", file=sys.stderr)
+        print(f"torch train_s: {out['train_s']:.3f}", file=sys.stderr)
         del P, opt
+        peak(out, "train")
     inv = inv_freq(cfg, hd)
     eps = cfg["rms_norm_eps"]
+    inv = inv.to(DEV)
+    gd = torch.Generator(device=DEV).manual_seed(2)
     with torch.no_grad():
-        for nb in (1, 32):
-            x0 = torch.randint(0, 150000, (nb, 16), generator=g)
+        for nb in [int(x) for x in flag("decode-batches", "1,32").split(",")]:
+            x0 = torch.randint(0, 150000, (nb, 16), generator=g).to(DEV)
             # prefill: build the caches
             cache = []
             pos = torch.arange(16, dtype=torch.float32)
@@ -102,7 +151,7 @@ def main():
                 kk, vv = k.repeat_interleave(nh // nkv, 1), v.repeat_interleave(nh // nkv, 1)
                 s = q @ kk.transpose(-1, -2) / math.sqrt(hd)
                 if t > 1:
-                    s = s + torch.full((t, t), float("-inf")).triu(1)
+                    s = s + torch.full((t, t), float("-inf"), device=DEV).triu(1)
                 a = (torch.softmax(s, -1) @ vv).transpose(1, 2).reshape(b, t, nh * hd)
                 x = x + a @ W[p + "self_attn.o_proj.weight"].T
                 h = rms(x, W[p + "post_attention_layernorm.weight"], eps)
@@ -114,20 +163,23 @@ def main():
                 x, kv = layer(x, l, pos, None)
                 cache.append(kv)
             tok = torch.argmax(rms(x[:, -1:], W["model.norm.weight"], eps) @ W["model.embed_tokens.weight"].T, -1)
+            sync()
             t0 = time.perf_counter()
             for step in range(D):
                 x = W["model.embed_tokens.weight"][tok]
-                p = torch.tensor([16.0 + step])
+                p = torch.tensor([16.0 + step], device=DEV)
                 for l in range(L):
                     x, cache[l] = layer(x, l, p, cache[l])
                 logits = rms(x, W["model.norm.weight"], eps) @ W["model.embed_tokens.weight"].T
                 # Gumbel-max sampling, as cde's sampler does (noise drawn each step).
-                u = torch.rand(logits.shape, generator=g).clamp_min(1e-20)
+                u = torch.rand(logits.shape, generator=gd, device=DEV).clamp_min(1e-20)
                 tok = torch.argmax(torch.log_softmax(logits, -1) - torch.log(-torch.log(u)), -1)
+            sync()
             out[f"decode{nb}_s"] = time.perf_counter() - t0
+            peak(out, f"decode{nb}")
             print(f"torch decode{nb}_s: {out[f'decode{nb}_s']:.2f}", file=sys.stderr)
     # Memory read bandwidth as PyTorch's vectorised reduction sees it (1 GiB).
-    big = torch.ones(1 << 28)
+    big = torch.ones(1 << 28, device="cpu")
     best = 0.0
     for _ in range(5):
         t0 = time.perf_counter()

@@ -10,12 +10,13 @@ tied or separate LM head. Weights are read from model.safetensors with a
 small parser (8-byte header length, JSON header, little-endian data), so
 the reference shares no code with the Go side.
 
-    hf_ref.py DIR BATCH.json
+    hf_ref.py DIR BATCH.json [--f64] [--device=cuda]
     hf_ref.py DIR STEP.json --train
 
 BATCH.json: {"tokens": [[...], ...], "targets": [[...], ...]}. Prints
 {"logprobs": [[...], ...]}: log p(targets[b][t] | tokens[b][:t+1]) at
-temperature 1, computed in float32 (float64 with --f64).
+temperature 1, computed in float32 (float64 with --f64), on the CPU or on the device
+--device names (float32 matrix products in full float32 there: TF32 off).
 
 With --train, STEP.json: {"prompts": [[...]], "responses": [[...]],
 "old_logprobs": [[...]], "advantages": [[...]], "clip_low", "clip_high"}.
@@ -85,12 +86,13 @@ def forward(cfg, W, tokens, dt):
     eps = cfg["rms_norm_eps"]
     W = {k: v.to(dt) for k, v in W.items()}
     B, T = tokens.shape
+    dev = tokens.device
     x = W["model.embed_tokens.weight"][tokens]
-    pos = torch.arange(T, dtype=torch.float32)
-    ang = torch.outer(pos, inv_freq(cfg, hd))  # float32, as transformers
+    pos = torch.arange(T, dtype=torch.float32, device=dev)
+    ang = torch.outer(pos, inv_freq(cfg, hd).to(dev))  # float32, as transformers
     cos = torch.cat((ang.cos(), ang.cos()), -1).to(dt)
     sin = torch.cat((ang.sin(), ang.sin()), -1).to(dt)
-    mask = torch.full((T, T), float("-inf"), dtype=dt).triu(1)
+    mask = torch.full((T, T), float("-inf"), dtype=dt, device=dev).triu(1)
 
     def lin(h, name):
         y = h @ W[name + ".weight"].T
@@ -152,11 +154,14 @@ def main():
         print(json.dumps(train_step(cfg, W, json.load(open(batch)))))
         return
     dt = torch.float64 if "--f64" in sys.argv else torch.float32
+    dev = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--device=")), "cpu")
+    if dev.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = False
     cfg = json.load(open(d + "/config.json"))
-    W = read_safetensors(d + "/model.safetensors")
+    W = {k: v.to(dev) for k, v in read_safetensors(d + "/model.safetensors").items()}
     b = json.load(open(batch))
-    tokens = torch.tensor(b["tokens"], dtype=torch.int64)
-    targets = torch.tensor(b["targets"], dtype=torch.int64)
+    tokens = torch.tensor(b["tokens"], dtype=torch.int64, device=dev)
+    targets = torch.tensor(b["targets"], dtype=torch.int64, device=dev)
     with torch.no_grad():
         lp = forward(cfg, W, tokens, dt)
         out = lp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)

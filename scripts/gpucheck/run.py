@@ -1,0 +1,508 @@
+#!/usr/bin/env python3
+"""The GPU check's run step: runs on the GPU machine (no Go, no network).
+
+    python3 scripts/gpucheck/run.py OUT [--plugin P] [--only a,b,c,d,e] [--bin DIR]
+    python3 scripts/gpucheck/run.py OUT --dry      # CI: engine cpu, PyTorch on the CPU
+
+Run from anywhere; paths are taken relative to this file's repository. The
+binaries come from --bin (default .gpucheck/ at the repository root, made by
+scripts/gpucheck/prepare): cde-run, xla.test and hfbench, each plain or
+xz-compressed (NAME.xz, unpacked under OUT/bin).
+
+The PJRT CUDA plugin and the NVIDIA libraries are found in the installed
+Python packages (jax_plugins/xla_cuda*/xla_cuda_plugin.so and nvidia/*/lib
+under each site-packages directory); --plugin names the plugin instead.
+Nothing is downloaded.
+
+Each check runs on its own (a failure or timeout in one does not stop the
+next) and OUT/summary.json and OUT/summary.md are rewritten after each, so
+a run cut short keeps what finished. The checks (docs/scale.md):
+
+  a  conformance: one actor step and one critic step (K = 4 heads) and the
+     forward, xla:cuda against cde's cpu engine from the same weights and
+     batch (backends/xla's conformance suite, its float32 tolerances)
+  b  score: cde-run score of tiny Llama, Qwen2, Qwen3 (F32, BF16) against
+     an independent PyTorch forward on the same device, |diff| <= 1e-4
+  c  export: a short run on a tiny Qwen3, cde-run export, HF transformers
+     loads it: its log-probs equal cde-run score's within 1e-4, and
+     AutoTokenizer gives cde's ids
+  d  hfbench: the Qwen3-0.6B shape on xla:cuda against PyTorch CUDA
+  e  train: the default cde-run train and a PPO + multihead run, 50 steps,
+     xla:cuda against the cpu engine: step time, and the first steps'
+     metrics
+
+--dry runs the same script with engine cpu for xla:cuda (check a then uses
+GoMLX's go engine as the reference, its default), PyTorch on the CPU and
+small sizes; what needs transformers is skipped, with the reason, when it is
+not installed. Exit status: 0 when no check failed (skips allowed), 1
+otherwise.
+"""
+import argparse
+import glob
+import json
+import lzma
+import os
+import re
+import shutil
+import site
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+HERE = os.path.join(ROOT, "scripts", "gpucheck")
+
+# The tolerance of checks b and c (log-probs), from the issue: float32
+# forwards of the same weights on the same device.
+LOGPROB_TOL = 1e-4
+
+
+class Ctx:
+    pass
+
+
+def log(msg):
+    print(f"[gpucheck {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def find_cuda(plugin):
+    """The PJRT CUDA plugin and the NVIDIA library directories of the
+    installed Python packages."""
+    sites = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
+    if not plugin:
+        found = sorted(f for s in sites for f in glob.glob(os.path.join(s, "jax_plugins", "xla_cuda*", "xla_cuda_plugin.so")))
+        if not found:
+            raise RuntimeError("no jax_plugins/xla_cuda*/xla_cuda_plugin.so under " + ", ".join(sites) + ": install jax-cuda13-pjrt (or name a plugin with --plugin)")
+        plugin = found[-1]
+    libs = sorted(d for s in sites for d in glob.glob(os.path.join(s, "nvidia", "*", "lib")))
+    return plugin, libs
+
+
+def versions(ctx):
+    v = {"python": sys.version.split()[0]}
+    for mod in ("torch", "jax", "jaxlib", "transformers", "peft", "numpy"):
+        try:
+            v[mod] = __import__(mod).__version__
+        except Exception:
+            pass
+    if ctx.plugin:
+        vf = os.path.join(os.path.dirname(ctx.plugin), "version.py")
+        if os.path.exists(vf):
+            m = re.search(r"""_version\s*=\s*["']([^"']+)""", open(vf).read())
+            if m:
+                v["jax_cuda_plugin"] = m.group(1)
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        v["gpu"] = q.stdout.strip()
+    except Exception:
+        v["gpu"] = "none (no nvidia-smi)"
+    return v
+
+
+def unpack(bin_dir, out_bin):
+    """cde-run, xla.test and hfbench from bin_dir, unpacking NAME.xz."""
+    os.makedirs(out_bin, exist_ok=True)
+    paths = {}
+    for name in ("cde-run", "xla.test", "hfbench"):
+        plain, xz = os.path.join(bin_dir, name), os.path.join(bin_dir, name + ".xz")
+        if os.path.exists(plain):
+            paths[name] = os.path.abspath(plain)
+        elif os.path.exists(xz):
+            dst = os.path.join(out_bin, name)
+            with lzma.open(xz) as src, open(dst, "wb") as f:
+                shutil.copyfileobj(src, f)
+            os.chmod(dst, 0o755)
+            paths[name] = dst
+    return paths
+
+
+def run(ctx, name, cmd, timeout, cwd=None, env=None, stdin=None, stdout_file=None):
+    """Runs cmd, its output to OUT/logs/NAME.log (stdout to stdout_file
+    when given); raises on a non-zero exit or a timeout."""
+    logf = os.path.join(ctx.out, "logs", name + ".log")
+    e = dict(ctx.env)
+    e.update(env or {})
+    with open(logf, "a") as lf:
+        lf.write(f"$ {' '.join(cmd)}\n")
+        lf.flush()
+        out = open(stdout_file, "w") if stdout_file else lf
+        try:
+            p = subprocess.run(cmd, cwd=cwd or ROOT, env=e, stdin=open(stdin) if stdin else None,
+                               stdout=out, stderr=lf, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"{os.path.basename(cmd[0])} timed out after {timeout} s (log: logs/{name}.log)")
+        finally:
+            if stdout_file:
+                out.close()
+    if p.returncode != 0:
+        raise RuntimeError(f"{os.path.basename(cmd[0])} exited {p.returncode} (log: logs/{name}.log): {tail(logf)}")
+    return logf
+
+
+def tail(path, n=3):
+    with open(path, errors="replace") as f:
+        return " | ".join(l.strip() for l in f.readlines()[-n:])
+
+
+def need(ctx, *names):
+    missing = [n for n in names if n not in ctx.bins]
+    if missing:
+        raise RuntimeError(f"missing binaries {missing} in {ctx.bin_dir}: run scripts/gpucheck/prepare")
+
+
+# ---- a: conformance ----------------------------------------------------------
+
+METRIC_RE = re.compile(r"^\s+\S+\.go:\d+: (actor|critic) (\S+)\s+cpu (\S+)\s+ref (\S+)\s+\|diff\| (\S+)\s+diff/bound (\S+)")
+WEIGHT_RE = re.compile(r"w max\|diff\| (\S+)\s+d/b (\S+)")
+FWD_RE = re.compile(r"^\s+\S+\.go:\d+: (\S.*?)\s+n=\d+\s+max\|diff\|=(\S+)\s+diff/bound=(\S+)")
+RESULT_RE = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+)")
+
+
+def parse_conformance(logf):
+    fig = {"metrics": {}, "max_weight_abs_diff": 0.0, "max_weight_diff_over_bound": 0.0,
+           "max_forward_diff_over_bound": 0.0, "tests": {}}
+    for line in open(logf, errors="replace"):
+        if m := METRIC_RE.match(line):
+            key = f"{m.group(1)}:{m.group(2)}"
+            r = fig["metrics"].setdefault(key, {"cpu": float(m.group(3)), "ref": float(m.group(4)), "diff_over_bound": 0.0})
+            r["diff_over_bound"] = max(r["diff_over_bound"], float(m.group(6)))
+        elif m := WEIGHT_RE.search(line):
+            fig["max_weight_abs_diff"] = max(fig["max_weight_abs_diff"], float(m.group(1)))
+            fig["max_weight_diff_over_bound"] = max(fig["max_weight_diff_over_bound"], float(m.group(2)))
+        elif m := FWD_RE.match(line):
+            fig["max_forward_diff_over_bound"] = max(fig["max_forward_diff_over_bound"], float(m.group(3)))
+        if m := RESULT_RE.match(line.strip()):
+            fig["tests"][m.group(2)] = m.group(1)
+    return fig
+
+
+def check_a(ctx):
+    need(ctx, "xla.test")
+    ref = "go" if ctx.dry else ctx.engine
+    variants = [("", {})]
+    if not ctx.dry:
+        # XLA may run float32 products in TF32 on the GPU; this variant asks
+        # cuBLAS/cuDNN for full float32, to tell TF32 from other causes.
+        variants.append(("_tf32_off", {"NVIDIA_TF32_OVERRIDE": "0"}))
+    res = {"reference": ref, "tolerance": "backends/xla/engine_conformance_test.go: forward 1e-5 abs+rel (5e-5 at init std 0.4); step metrics 1e-5 abs + 1e-4 rel; updated weights and Adam moments 1e-5 abs + 1e-4 rel"}
+    status = "pass"
+    for suffix, extra in variants:
+        env = {"CDE_CONFORMANCE_REF": ref, "CDE_TEST_PJRT_PLUGIN": ctx.plugin or ""}
+        env.update(extra)
+        logf = os.path.join(ctx.out, "logs", "a" + suffix + ".log")
+        try:
+            run(ctx, "a" + suffix, [ctx.bins["xla.test"], "-test.run", "^TestConformance(Forward|ActorStep|CriticStep)$", "-test.v"],
+                timeout=ctx.t(300), cwd=os.path.join(ROOT, "backends", "xla"), env=env)
+            ok = True
+        except RuntimeError as e:
+            ok = False
+            res["error" + suffix] = str(e)
+        fig = parse_conformance(logf)
+        fig["passed"] = ok and bool(fig["tests"]) and all(v == "PASS" for v in fig["tests"].values())
+        res["run" + (suffix or "_default")] = fig
+        if not suffix and not fig["passed"]:
+            status = "fail"
+    return status, res
+
+
+# ---- b: score against PyTorch ------------------------------------------------
+
+SCORE_INPUT = [
+    {"prompt": "What is 12 times 7?", "response": " 12 times 7 is 84, so the answer is \\boxed{84}."},
+    {"prompt": "<|im_start|>user\nName a prime.<|im_end|>\n<|im_start|>assistant\n", "response": "Seven.<|im_end|>"},
+    {"prompt": "The quick brown fox", "response": " jumps over the lazy dog, again and again and again."},
+    {"prompt": "x", "response": " y"},
+]
+
+
+def write_jsonl(path, rows):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+def score(ctx, name, model, out, engine=None):
+    inp = os.path.join(ctx.work, "score-input.jsonl")
+    write_jsonl(inp, SCORE_INPUT)
+    cmd = [ctx.bins["cde-run"], "score", "--model", model, "--engine", engine or ctx.engine]
+    if ctx.plugin:
+        cmd += ["--pjrt-plugin", ctx.plugin]
+    run(ctx, name, cmd, timeout=ctx.t(240), stdin=inp, stdout_file=out)
+    with open(out) as f:
+        rows = [json.loads(l) for l in f if l.strip()]
+    for r, i in zip(rows, SCORE_INPUT):
+        r.update(i)  # the texts beside the ids, for the tokenizer comparison
+    write_jsonl(out, rows)
+    return rows
+
+
+def tiny(ctx, arch, dtype, seed):
+    d = os.path.join(ctx.work, f"{arch}-{dtype.lower()}-{seed}")
+    if not os.path.exists(os.path.join(d, "model.safetensors")):
+        run(ctx, "tinyhf", [ctx.py, os.path.join(HERE, "tinyhf.py"), d, arch, dtype, str(seed)], timeout=120)
+    return d
+
+
+def check_b(ctx):
+    need(ctx, "cde-run")
+    pairs, res = [], {"tolerance": LOGPROB_TOL, "device": ctx.torch_device, "models": {}}
+    for arch in ("llama", "qwen2", "qwen3"):
+        for dtype in ("F32", "BF16"):
+            d = tiny(ctx, arch, dtype, 1)
+            out = os.path.join(ctx.work, f"score-{arch}-{dtype}.jsonl")
+            score(ctx, "b", d, out)
+            pairs += [d, out]
+    ref = os.path.join(ctx.work, "b-ref.json")
+    run(ctx, "b", [ctx.py, os.path.join(HERE, "ref_logprobs.py"), ctx.torch_device, ref] + pairs, timeout=ctx.t(300))
+    status = "pass"
+    for r in json.load(open(ref)):
+        name = os.path.basename(r["model"])
+        res["models"][name] = {"tokens": r["tokens"], "max_abs_diff": r["max_abs_diff"]}
+        if not r["max_abs_diff"] <= LOGPROB_TOL:
+            status = "fail"
+    return status, res
+
+
+# ---- c: train, export, transformers ------------------------------------------
+
+def check_c(ctx):
+    need(ctx, "cde-run")
+    base = tiny(ctx, "qwen3", "F32", 3)
+    run_dir = os.path.join(ctx.work, "c-run")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    cfg = os.path.join(ctx.work, "c.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"""seed: 1
+task: {{name: math, train: {os.path.join(ROOT, 'tasks', 'testdata', 'gsm8k', 'test.jsonl')}, tokenizer: {base}}}
+model: {{hf: {base}, max_len: 320}}
+rollout: {{n: 4, temperature: 1.0, max_response_tokens: 24}}
+train: {{steps: 2, prompts_per_step: 2, actor_lr: 1.0e-3, checkpoint_every: 2}}
+algorithm: {{name: grpo}}
+strategies: [{{name: entropy, coef: 0.05}}]
+eval: {{at_start: false, every: 1000}}
+backend: {{engine: "{ctx.engine}", pjrt_plugin: "{ctx.plugin or ''}"}}
+""")
+    run(ctx, "c", [ctx.bins["cde-run"], "train", "--config", cfg, "--run-dir", run_dir], timeout=ctx.t(300))
+    exp = os.path.join(ctx.work, "c-export")
+    shutil.rmtree(exp, ignore_errors=True)
+    run(ctx, "c", [ctx.bins["cde-run"], "export", "--run", run_dir, "--out", exp, "--dtype", "f32"], timeout=ctx.t(120))
+    before = score(ctx, "c", base, os.path.join(ctx.work, "c-score-base.jsonl"))
+    after = score(ctx, "c", exp, os.path.join(ctx.work, "c-score-export.jsonl"))
+    moved = max(abs(a - b) for x, y in zip(before, after) for a, b in zip(x["logprobs"], y["logprobs"]))
+    res = {"tolerance": LOGPROB_TOL, "trained_logprob_change": moved, "files": sorted(os.listdir(exp))}
+    if not moved > 1e-3:
+        return "fail", dict(res, error=f"the export scores as the base model (max change {moved:.3g}): the run did not train")
+    try:
+        import transformers  # noqa: F401
+    except ImportError as e:
+        return "skip", dict(res, reason=f"HF transformers is not installed here ({e}); train, export and score ran")
+    ref = os.path.join(ctx.work, "c-ref.json")
+    run(ctx, "c", [ctx.py, os.path.join(HERE, "ref_logprobs.py"), "--transformers", ctx.torch_device, ref, exp,
+                   os.path.join(ctx.work, "c-score-export.jsonl")], timeout=ctx.t(300))
+    r = json.load(open(ref))[0]
+    res.update({k: r[k] for k in ("transformers", "model_class", "tokenizer_class", "tokenizer_id_mismatches", "max_abs_diff", "tokens")})
+    ok = r["max_abs_diff"] <= LOGPROB_TOL and r["tokenizer_id_mismatches"] == 0
+    return ("pass" if ok else "fail"), res
+
+
+# ---- d: hfbench ----------------------------------------------------------------
+
+class GPUMemSampler:
+    """Samples nvidia-smi's per-process GPU memory every 0.25 s and keeps
+    each pid's peak (MiB)."""
+
+    def __init__(self):
+        self.peak, self.stop, self.t = {}, threading.Event(), None
+        self.ok = shutil.which("nvidia-smi") is not None
+
+    def __enter__(self):
+        if self.ok:
+            self.t = threading.Thread(target=self.loop, daemon=True)
+            self.t.start()
+        return self
+
+    def loop(self):
+        while not self.stop.is_set():
+            try:
+                q = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                                   capture_output=True, text=True, timeout=10)
+                for line in q.stdout.splitlines():
+                    pid, mib = [x.strip() for x in line.split(",")]
+                    self.peak[int(pid)] = max(self.peak.get(int(pid), 0), float(mib))
+            except Exception:
+                pass
+            self.stop.wait(0.25)
+
+    def __exit__(self, *a):
+        self.stop.set()
+        if self.t:
+            self.t.join()
+
+
+def check_d(ctx):
+    need(ctx, "hfbench")
+    js = os.path.join(ctx.work, "hfbench.json")
+    cmd = [ctx.bins["hfbench"], "--engine", ctx.engine, "--torch-device", ctx.torch_device, "--python", ctx.py, "--json", js]
+    if ctx.plugin:
+        cmd += ["--pjrt-plugin", ctx.plugin]
+    if ctx.dry:
+        cmd += ["--layers", "1", "--batch", "2", "--seq", "80", "--decode", "4", "--reps", "1", "--decode-batches", "1,2"]
+    logf = os.path.join(ctx.out, "logs", "d.log")
+    with GPUMemSampler() as mem:
+        # The sampler sees cde's process (hfbench) and PyTorch's (its child).
+        run(ctx, "d", cmd, timeout=ctx.t(540))
+    res = json.load(open(js))
+    g, t = res.get("go", {}), res.get("torch", {})
+    fig = {"shape": "Qwen3-0.6B (28 layers)" if not ctx.dry else "1 layer, 2 x 80 (dry)", "cde": {}, "torch": {}, "ratio_cde_over_torch": {}}
+    for k in sorted(set(g) | set(t)):
+        if k.endswith("_s"):
+            fig["cde"][k], fig["torch"][k] = g.get(k), t.get(k)
+            if g.get(k) and t.get(k):
+                fig["ratio_cde_over_torch"][k] = g[k] / t[k]
+        elif k.startswith("peak_gpu"):
+            fig["torch"][k] = t[k]
+    if mem.peak:
+        # hfbench runs cde first, then PyTorch as a child: the first pid seen
+        # is cde's.
+        pids = list(mem.peak)
+        fig["nvidia_smi_peak_mib"] = {"cde": mem.peak[pids[0]]}
+        if len(pids) > 1:
+            fig["nvidia_smi_peak_mib"]["torch"] = mem.peak[pids[-1]]
+    fig["log"] = "logs/d.log"
+    del logf
+    return "pass", fig
+
+
+# ---- e: train on both engines --------------------------------------------------
+
+def read_metrics(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                rows.append(json.loads(line))
+    return rows
+
+
+def check_e(ctx):
+    need(ctx, "cde-run")
+    steps = 3 if ctx.dry else 50
+    runs = {"default": [], "ppo_multihead": ["--set", "algorithm.name=ppo", "--set", "strategies=[{name: multihead, heads: 4}]"]}
+    engines = ["cpu", "go"] if ctx.dry else ["cpu", ctx.engine]
+    res, status = {"steps": steps, "engines": engines}, "pass"
+    for name, extra in runs.items():
+        per = {}
+        for eng in engines:
+            d = os.path.join(ctx.work, f"e-{name}-{eng.replace(':', '_')}")
+            shutil.rmtree(d, ignore_errors=True)
+            cmd = [ctx.bins["cde-run"], "train", "--run-dir", d, "--set", f"train.steps={steps}",
+                   "--set", f"backend.engine={eng}"] + extra
+            if ctx.plugin and eng.startswith("xla:"):
+                cmd += ["--set", f"backend.pjrt_plugin={ctx.plugin}"]
+            t0 = time.time()
+            run(ctx, "e", cmd, timeout=ctx.t(420))
+            rows = [r for r in read_metrics(os.path.join(d, "metrics.jsonl")) if "perf/step_s" in r]
+            st = [r["perf/step_s"] for r in rows]
+            per[eng] = {"wall_s": time.time() - t0, "steps": len(rows), "median_step_s": statistics.median(st) if st else None,
+                        "first_step_s": st[0] if st else None, "rows": rows[:3]}
+        a, b = per[engines[0]], per[engines[1]]
+        diffs = {}
+        for ra, rb in zip(a.pop("rows"), b.pop("rows")):
+            for k, va in ra.items():
+                vb = rb.get(k)
+                if k.startswith("perf/") or not isinstance(va, (int, float)) or not isinstance(vb, (int, float)):
+                    continue
+                d = abs(va - vb) / max(1e-6, abs(va), abs(vb))
+                if d > diffs.get(k, (0,))[0]:
+                    diffs[k] = (d, ra.get("step"), va, vb)
+        worst = sorted(diffs.items(), key=lambda kv: -kv[1][0])[:6]
+        res[name] = {"per_engine": per, "ratio_median_step": (b["median_step_s"] / a["median_step_s"]) if a["median_step_s"] and b["median_step_s"] else None,
+                     "first3_max_rel_diff": worst[0][1][0] if worst else 0.0,
+                     "first3_worst": [{"metric": k, "rel_diff": v[0], "step": v[1], engines[0]: v[2], engines[1]: v[3]} for k, v in worst]}
+        if a["steps"] != steps or b["steps"] != steps:
+            status = "fail"
+    return status, res
+
+
+CHECKS = {"a": ("conformance: actor and critic step (K=4) against the cpu engine", check_a),
+          "b": ("score: tiny Llama, Qwen2, Qwen3 (F32, BF16) against PyTorch", check_b),
+          "c": ("export: short run, export, HF transformers loads it", check_c),
+          "d": ("hfbench: Qwen3-0.6B shape against PyTorch", check_d),
+          "e": ("train: default and PPO + multihead, against the cpu engine", check_e)}
+
+
+def write_summary(ctx, results):
+    with open(os.path.join(ctx.out, "summary.json"), "w") as f:
+        json.dump({"mode": "dry" if ctx.dry else "gpu", "engine": ctx.engine, "torch_device": ctx.torch_device,
+                   "plugin": ctx.plugin, "versions": ctx.versions, "date": time.strftime("%Y-%m-%d"), "checks": results}, f, indent=1)
+    md = [f"# GPU check ({'dry run: cpu engine, PyTorch CPU' if ctx.dry else ctx.engine}), {time.strftime('%Y-%m-%d')}", "",
+          "Versions: " + ", ".join(f"{k} {v}" for k, v in ctx.versions.items()), ""]
+    if ctx.plugin:
+        md += [f"Plugin: `{ctx.plugin}`", ""]
+    md += ["| check | what | status | seconds | figures |", "|---|---|---|---|---|"]
+    for k, r in results.items():
+        figs = json.dumps(r.get("figures", {}), sort_keys=True)
+        if len(figs) > 600:
+            figs = figs[:600] + "... (summary.json)"
+        why = r.get("reason") or r.get("error") or ""
+        md.append(f"| {k} | {CHECKS[k][0]} | **{r['status']}** {why} | {r['seconds']:.0f} | `{figs}` |")
+    with open(os.path.join(ctx.out, "summary.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", help="output folder (created): summary.json, summary.md, logs/")
+    ap.add_argument("--dry", action="store_true", help="engine cpu for xla:cuda, PyTorch on the CPU, small sizes (CI)")
+    ap.add_argument("--plugin", default="", help="the PJRT CUDA plugin (default: found in the installed Python packages)")
+    ap.add_argument("--bin", default=os.path.join(ROOT, ".gpucheck"), help="folder of cde-run, xla.test, hfbench (plain or .xz)")
+    ap.add_argument("--only", default="abcde", help="checks to run, e.g. a,b or abc")
+    ap.add_argument("--python", default=sys.executable, help="the Python for the PyTorch and transformers parts")
+    ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiplies every check's timeout")
+    a = ap.parse_args()
+    ctx = Ctx()
+    ctx.dry, ctx.out, ctx.py, ctx.bin_dir = a.dry, os.path.abspath(a.out), a.python, a.bin
+    ctx.t = lambda s: s * a.timeout_scale
+    os.makedirs(os.path.join(ctx.out, "logs"), exist_ok=True)
+    ctx.work = os.path.join(ctx.out, "work")
+    os.makedirs(ctx.work, exist_ok=True)
+    ctx.env = dict(os.environ)
+    ctx.plugin = ""
+    if a.dry:
+        ctx.engine, ctx.torch_device = "cpu", "cpu"
+    else:
+        ctx.engine, ctx.torch_device = "xla:cuda", "cuda"
+        ctx.plugin, libs = find_cuda(a.plugin)
+        ctx.env["LD_LIBRARY_PATH"] = ":".join(libs + [p for p in [os.environ.get("LD_LIBRARY_PATH", "")] if p])
+        # Grow GPU memory as needed (the plugin's default takes 75% at start),
+        # so XLA and PyTorch can run one after the other and the peak is seen.
+        ctx.env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    ctx.versions = versions(ctx)
+    ctx.bins = unpack(a.bin, os.path.join(ctx.out, "bin"))
+    log(f"engine {ctx.engine}, PyTorch on {ctx.torch_device}, plugin {ctx.plugin or '-'}, binaries {sorted(ctx.bins)}")
+    results = {}
+    for key in [k for k in "abcde" if k in a.only]:
+        log(f"check {key}: {CHECKS[key][0]}")
+        t0 = time.time()
+        try:
+            status, fig = CHECKS[key][1](ctx)
+            r = {"status": status, "figures": fig}
+            if "reason" in fig:
+                r["reason"] = fig.pop("reason")
+            if "error" in fig:
+                r["error"] = fig.pop("error")
+        except Exception as e:  # one check's failure never stops the rest
+            r = {"status": "error", "error": f"{type(e).__name__}: {e}", "figures": {}}
+        r["seconds"] = time.time() - t0
+        results[key] = r
+        log(f"check {key}: {r['status']} in {r['seconds']:.0f} s {r.get('error') or r.get('reason') or ''}")
+        write_summary(ctx, results)
+    print(open(os.path.join(ctx.out, "summary.md")).read())
+    return 0 if all(r["status"] in ("pass", "skip") for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

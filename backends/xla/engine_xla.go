@@ -59,6 +59,10 @@ func openPJRT(device, configured string) (backends.Backend, error) {
 		if options, err = cudaClientOptions(os.Getenv); err != nil {
 			return nil, err
 		}
+		// Before the plugin loads: cuBLAS and XLA read these when they start.
+		for k, v := range cudaFloat32Env(os.LookupEnv) {
+			os.Setenv(k, v)
+		}
 	}
 	b, err := gomlxxla.NewWithOptions(config, pjrt.NamedValuesMap(options))
 	if err != nil {

@@ -310,3 +310,29 @@ func cudaClientOptions(getenv func(string) string) (map[string]any, error) {
 	}
 	return opts, nil
 }
+
+// cudaFloat32Env is what cde sets in its own environment before the CUDA
+// plugin loads, so that xla:cuda computes float32 matrix products in
+// float32, as the cpu engine and PyTorch do. GoMLX v0.26 leaves every
+// float32 dot at XLA's DEFAULT precision, which XLA runs in TF32 on Ampere
+// and newer GPUs (10-bit mantissas: on an H100, log-probs of tiny models
+// moved by 3e-3 to 1e-2 against PyTorch's float32, and the conformance
+// suite failed by 10x to 5000x its float32 tolerance). NVIDIA_TF32_OVERRIDE=0
+// makes cuBLAS use full float32, and --xla_gpu_enable_triton_gemm=false
+// sends XLA's products to cuBLAS instead of its Triton kernels, which do
+// not read that variable; together they brought both within float32
+// tolerance there (docs/scale.md).
+//
+// A user who sets NVIDIA_TF32_OVERRIDE (to 1 for TF32's speed) gets no
+// changes at all; an XLA_FLAGS that already names
+// xla_gpu_enable_triton_gemm keeps its choice. lookupEnv is os.LookupEnv.
+func cudaFloat32Env(lookupEnv func(string) (string, bool)) map[string]string {
+	if _, set := lookupEnv("NVIDIA_TF32_OVERRIDE"); set {
+		return nil
+	}
+	out := map[string]string{"NVIDIA_TF32_OVERRIDE": "0"}
+	if flags, _ := lookupEnv("XLA_FLAGS"); !strings.Contains(flags, "xla_gpu_enable_triton_gemm") {
+		out["XLA_FLAGS"] = strings.TrimSpace(flags + " --xla_gpu_enable_triton_gemm=false")
+	}
+	return out
+}

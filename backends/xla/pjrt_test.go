@@ -338,3 +338,23 @@ func TestCUDAClientOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestCUDAFloat32Env(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want map[string]string
+	}{
+		{env: nil, want: map[string]string{"NVIDIA_TF32_OVERRIDE": "0", "XLA_FLAGS": "--xla_gpu_enable_triton_gemm=false"}},
+		{env: map[string]string{"XLA_FLAGS": "--xla_gpu_cuda_data_dir=/x"},
+			want: map[string]string{"NVIDIA_TF32_OVERRIDE": "0", "XLA_FLAGS": "--xla_gpu_cuda_data_dir=/x --xla_gpu_enable_triton_gemm=false"}},
+		{env: map[string]string{"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=true"}, want: map[string]string{"NVIDIA_TF32_OVERRIDE": "0"}},
+		// The user chose: nothing is changed, also for "" (set, empty).
+		{env: map[string]string{"NVIDIA_TF32_OVERRIDE": "1"}, want: nil},
+		{env: map[string]string{"NVIDIA_TF32_OVERRIDE": ""}, want: nil},
+	} {
+		got := cudaFloat32Env(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v: %v, want %v", tc.env, got, tc.want)
+		}
+	}
+}

@@ -125,7 +125,7 @@ def main():
     gd = torch.Generator(device=DEV).manual_seed(2)
     with torch.no_grad():
         for nb in [int(x) for x in flag("decode-batches", "1,32").split(",")]:
-            x0 = torch.randint(0, 150000, (nb, 16), generator=g).to(DEV)
+            x0 = torch.randint(0, 150000, (nb, 16), generator=g, device="cpu").to(DEV)
             # prefill: build the caches
             cache = []
             pos = torch.arange(16, dtype=torch.float32)

@@ -184,12 +184,13 @@ def check_a(ctx):
     ref = "go" if ctx.dry else ctx.engine
     variants = [("", {})]
     if not ctx.dry:
-        # XLA may run float32 products in TF32 on the GPU; this variant asks
-        # cuBLAS/cuDNN for full float32, to tell TF32 from other causes.
-        variants.append(("_tf32_off", {"NVIDIA_TF32_OVERRIDE": "0"}))
+        # cde runs float32 products in float32 on xla:cuda unless
+        # NVIDIA_TF32_OVERRIDE is set (backends/xla/pjrt.go cudaFloat32Env);
+        # this variant lets XLA use TF32, to record what that costs.
+        variants.append(("_tf32", {"NVIDIA_TF32_OVERRIDE": "1"}))
     res = {"reference": ref, "tolerance": "backends/xla/engine_conformance_test.go: forward 1e-5 abs+rel (5e-5 at init std 0.4); step metrics 1e-5 abs + 1e-4 rel; updated weights and Adam moments 1e-5 abs + 1e-4 rel"}
     status = "pass"
-    for suffix, extra in variants:
+    for suffix, extra in variants:  # only the first decides the status
         env = {"CDE_CONFORMANCE_REF": ref, "CDE_TEST_PJRT_PLUGIN": ctx.plugin or ""}
         env.update(extra)
         logf = os.path.join(ctx.out, "logs", "a" + suffix + ".log")
@@ -408,6 +409,9 @@ def check_e(ctx):
             st = [r["perf/step_s"] for r in rows]
             per[eng] = {"wall_s": time.time() - t0, "steps": len(rows), "median_step_s": statistics.median(st) if st else None,
                         "first_step_s": st[0] if st else None, "rows": rows[:3]}
+            # What finished so far, in case the run is cut short.
+            res[name] = {"per_engine": {e: {k: v for k, v in r.items() if k != "rows"} for e, r in per.items()}}
+            write_summary(ctx, dict(ctx.results, e={"status": "running", "figures": res, "seconds": 0}))
         a, b = per[engines[0]], per[engines[1]]
         diffs = {}
         for ra, rb in zip(a.pop("rows"), b.pop("rows")):
@@ -436,10 +440,12 @@ CHECKS = {"a": ("conformance: actor and critic step (K=4) against the cpu engine
 
 def write_summary(ctx, results):
     with open(os.path.join(ctx.out, "summary.json"), "w") as f:
-        json.dump({"mode": "dry" if ctx.dry else "gpu", "engine": ctx.engine, "torch_device": ctx.torch_device,
+        json.dump({"mode": "dry" if ctx.dry else "gpu", "env": ctx.extra_env, "engine": ctx.engine, "torch_device": ctx.torch_device,
                    "plugin": ctx.plugin, "versions": ctx.versions, "date": time.strftime("%Y-%m-%d"), "checks": results}, f, indent=1)
     md = [f"# GPU check ({'dry run: cpu engine, PyTorch CPU' if ctx.dry else ctx.engine}), {time.strftime('%Y-%m-%d')}", "",
           "Versions: " + ", ".join(f"{k} {v}" for k, v in ctx.versions.items()), ""]
+    if ctx.extra_env:
+        md += ["Environment: " + " ".join(f"`{k}={v}`" for k, v in ctx.extra_env.items()), ""]
     if ctx.plugin:
         md += [f"Plugin: `{ctx.plugin}`", ""]
     md += ["| check | what | status | seconds | figures |", "|---|---|---|---|---|"]
@@ -447,7 +453,7 @@ def write_summary(ctx, results):
         figs = json.dumps(r.get("figures", {}), sort_keys=True)
         if len(figs) > 600:
             figs = figs[:600] + "... (summary.json)"
-        why = r.get("reason") or r.get("error") or ""
+        why = (r.get("reason") or r.get("error") or "").replace("|", "\\|")
         md.append(f"| {k} | {CHECKS[k][0]} | **{r['status']}** {why} | {r['seconds']:.0f} | `{figs}` |")
     with open(os.path.join(ctx.out, "summary.md"), "w") as f:
         f.write("\n".join(md) + "\n")
@@ -461,6 +467,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, ".gpucheck"), help="folder of cde-run, xla.test, hfbench (plain or .xz)")
     ap.add_argument("--only", default="abcde", help="checks to run, e.g. a,b or abc")
     ap.add_argument("--python", default=sys.executable, help="the Python for the PyTorch and transformers parts")
+    ap.add_argument("--env", action="append", default=[], metavar="K=V", help="set an environment variable for every check (repeatable)")
     ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiplies every check's timeout")
     a = ap.parse_args()
     ctx = Ctx()
@@ -470,6 +477,12 @@ def main():
     ctx.work = os.path.join(ctx.out, "work")
     os.makedirs(ctx.work, exist_ok=True)
     ctx.env = dict(os.environ)
+    for kv in a.env:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            ap.error(f"--env {kv!r}: want K=V")
+        ctx.env[k] = v
+    ctx.extra_env = dict(kv.partition("=")[::2] for kv in a.env)
     ctx.plugin = ""
     if a.dry:
         ctx.engine, ctx.torch_device = "cpu", "cpu"
@@ -483,7 +496,7 @@ def main():
     ctx.versions = versions(ctx)
     ctx.bins = unpack(a.bin, os.path.join(ctx.out, "bin"))
     log(f"engine {ctx.engine}, PyTorch on {ctx.torch_device}, plugin {ctx.plugin or '-'}, binaries {sorted(ctx.bins)}")
-    results = {}
+    results = ctx.results = {}
     for key in [k for k in "abcde" if k in a.only]:
         log(f"check {key}: {CHECKS[key][0]}")
         t0 = time.time()

@@ -1,0 +1,147 @@
+// Package gpucheck holds the test of scripts/gpucheck: its prepare step and
+// its run step's dry mode (engine cpu for xla:cuda, PyTorch on the CPU), so
+// the script that runs on a GPU machine, its paths, its parsing of the
+// checks' output and its summary are exercised on every CI run.
+package gpucheck
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const python = "/usr/bin/python3" // Debian's, which has python3-torch
+
+type summary struct {
+	Mode   string `json:"mode"`
+	Engine string `json:"engine"`
+	Checks map[string]struct {
+		Status  string          `json:"status"`
+		Reason  string          `json:"reason"`
+		Error   string          `json:"error"`
+		Figures json.RawMessage `json:"figures"`
+	} `json:"checks"`
+}
+
+func TestDryRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds three tagged binaries and runs five checks (minutes)")
+	}
+	if err := exec.Command(python, "-c", "import torch, numpy").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s cannot import torch and numpy (%v): .ci/run installs python3-torch", python, err)
+		}
+		t.Skip("PyTorch is not installed for " + python + " (apt-get install python3-torch)")
+	}
+	bin := t.TempDir()
+	prep := exec.Command("bash", "prepare", bin)
+	if out, err := prep.CombinedOutput(); err != nil {
+		t.Fatalf("prepare: %v\n%s", err, out)
+	} else if !strings.Contains(string(out), "MiB of 64 MiB") {
+		t.Errorf("prepare did not report the carried size:\n%s", out)
+	}
+	for _, f := range []string{"cde-run.xz", "xla.test.xz", "hfbench.xz"} {
+		if _, err := os.Stat(filepath.Join(bin, f)); err != nil {
+			t.Errorf("prepare left no %s: %v", f, err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	run := exec.Command(python, "run.py", out, "--dry", "--bin", bin)
+	log, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run.py --dry: %v\n%s", err, log)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Mode != "dry" || s.Engine != "cpu" {
+		t.Errorf("mode %q engine %q, want dry and cpu", s.Mode, s.Engine)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "summary.md"))
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		c, ok := s.Checks[k]
+		if !ok {
+			t.Errorf("check %s missing from summary.json", k)
+			continue
+		}
+		// c needs HF transformers, which CI does not install: it may skip,
+		// with that reason, after its train, export and score ran.
+		if !(c.Status == "pass" || k == "c" && c.Status == "skip" && strings.Contains(c.Reason, "transformers")) {
+			t.Errorf("check %s: %s %s%s", k, c.Status, c.Reason, c.Error)
+		}
+		if !strings.Contains(string(md), "| "+k+" | ") {
+			t.Errorf("summary.md has no row for check %s", k)
+		}
+	}
+	// The figures the run step parsed from each tool's output.
+	var a struct {
+		Run struct {
+			Passed  bool                          `json:"passed"`
+			Metrics map[string]map[string]float64 `json:"metrics"`
+			Tests   map[string]string             `json:"tests"`
+			WeightD float64                       `json:"max_weight_abs_diff"`
+		} `json:"run_default"`
+	}
+	json.Unmarshal(s.Checks["a"].Figures, &a)
+	for _, m := range []string{"actor:actor/loss", "actor:actor/grad_norm", "critic:critic/vf_loss", "critic:critic/grad_norm"} {
+		if _, ok := a.Run.Metrics[m]; !ok {
+			t.Errorf("check a: metric %s not parsed (have %v)", m, a.Run.Metrics)
+		}
+	}
+	if !a.Run.Passed || a.Run.Tests["TestConformanceCriticStep"] != "PASS" || a.Run.WeightD <= 0 {
+		t.Errorf("check a: passed %v, tests %v, weight diff %v", a.Run.Passed, a.Run.Tests, a.Run.WeightD)
+	}
+	var bfig struct {
+		Models map[string]struct {
+			Tokens int     `json:"tokens"`
+			Diff   float64 `json:"max_abs_diff"`
+		} `json:"models"`
+	}
+	json.Unmarshal(s.Checks["b"].Figures, &bfig)
+	if len(bfig.Models) != 6 {
+		t.Errorf("check b: %d models, want 6 (3 architectures x F32, BF16)", len(bfig.Models))
+	}
+	for name, m := range bfig.Models {
+		if m.Tokens == 0 || !(m.Diff <= 1e-4) {
+			t.Errorf("check b %s: %d tokens, max |diff| %v", name, m.Tokens, m.Diff)
+		}
+	}
+	var d struct {
+		Ratio map[string]float64 `json:"ratio_cde_over_torch"`
+	}
+	json.Unmarshal(s.Checks["d"].Figures, &d)
+	for _, k := range []string{"forward_s", "train_s", "decode1_s", "decode2_s"} {
+		if !(d.Ratio[k] > 0) {
+			t.Errorf("check d: no ratio for %s (%v)", k, d.Ratio)
+		}
+	}
+	var e map[string]json.RawMessage
+	json.Unmarshal(s.Checks["e"].Figures, &e)
+	for _, run := range []string{"default", "ppo_multihead"} {
+		var r struct {
+			PerEngine map[string]struct {
+				Steps int `json:"steps"`
+			} `json:"per_engine"`
+		}
+		json.Unmarshal(e[run], &r)
+		if len(r.PerEngine) != 2 {
+			t.Errorf("check e %s: engines %v", run, r.PerEngine)
+		}
+		for eng, p := range r.PerEngine {
+			if p.Steps != 3 {
+				t.Errorf("check e %s on %s: %d steps, want 3", run, eng, p.Steps)
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("run.py output:\n%s", log)
+	}
+}

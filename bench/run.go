@@ -83,6 +83,13 @@ func Run(ctx context.Context, spec *Spec, o Options) error {
 	if err := spec.Validate(o.Dir, o.Only...); err != nil {
 		return err
 	}
+	// One bench at a time per directory: a second would remove or resume
+	// the first one's arm-seeds under it.
+	lock, err := core.LockDir(o.Dir)
+	if err != nil {
+		return fmt.Errorf("bench: --out %s: %w", o.Dir, err)
+	}
+	defer lock.Close()
 	if err := recordCommand(o.Dir, o.Command); err != nil {
 		return err
 	}
@@ -297,6 +304,9 @@ func (p *prefixWriter) Flush() {
 }
 
 // checkSpecUnchanged refuses to reuse a run whose bench config changed.
+// The bench's own base directory (pretrain.dir, DIR/base) counts as
+// unchanged when it names the same directory: a rerun may spell --out
+// relatively where the first run spelt it absolutely.
 func checkSpecUnchanged(spec *Spec, dir string, arm Arm, seed uint64, run string) error {
 	old, err := os.ReadFile(filepath.Join(run, SpecFile))
 	if err != nil {
@@ -307,6 +317,9 @@ func checkSpecUnchanged(spec *Spec, dir string, arm Arm, seed uint64, run string
 		return err
 	}
 	now, _ := yaml.Marshal(cfg.Raw)
+	if string(now) != string(old) {
+		old = samePretrainDir(old, now)
+	}
 	if string(now) != string(old) {
 		return fmt.Errorf("bench: %s: the config of arm %s seed %d changed since this run was made (see %s); remove %s to rerun it",
 			run, arm.Name, seed, filepath.Join(run, SpecFile), run)
@@ -333,8 +346,20 @@ func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, 
 	}
 	ckpt := ""
 	if _, err := os.Stat(run); err == nil {
+		// Never touch an arm-seed another cde-run is training (a `train
+		// --resume` started by hand, say).
+		if err := core.CheckNotInUse(run); err != nil {
+			return err
+		}
 		if ckpt, err = core.LatestCheckpoint(run); err != nil {
 			return err
+		}
+		if _, err := os.Stat(filepath.Join(run, "config.yaml")); ckpt != "" && err != nil {
+			// Checkpoints with no config.yaml beside them: a run directory
+			// cut short while it was being made (or emptied under a
+			// running trainer). It cannot be resumed; start it again.
+			fmt.Fprintf(out, "bench: %s seed %d: %s has checkpoints but no config.yaml; starting it again\n", arm.Name, seed, run)
+			ckpt = ""
 		}
 	}
 	if ckpt != "" {
@@ -377,7 +402,7 @@ func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, 
 	cmd.Env = append(os.Environ(), "GOMLX_NO_AUTO_INSTALL=1")
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 2 * time.Minute
-	runErr := cmd.Run()
+	runErr := runChild(cmd)
 	secs := prev + time.Since(t0).Seconds()
 	if runErr != nil {
 		data, _ := json.Marshal(doneMark{Seconds: secs})
@@ -392,4 +417,47 @@ func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, 
 	}
 	data, _ := json.MarshalIndent(doneMark{Finished: time.Now().UTC().Format(time.RFC3339), Seconds: secs}, "", "  ")
 	return os.WriteFile(filepath.Join(run, DoneFile), append(data, '\n'), 0o644)
+}
+
+// samePretrainDir returns old (a stored arm-seed config) with its
+// pretrain.dir spelt as in now when the two name the same directory, by
+// absolute path or by os.SameFile.
+func samePretrainDir(old, now []byte) []byte {
+	var o, n map[string]any
+	if yaml.Unmarshal(old, &o) != nil || yaml.Unmarshal(now, &n) != nil {
+		return old
+	}
+	dirOf := func(m map[string]any) (string, bool) {
+		p, ok := m["pretrain"].(map[string]any)
+		if !ok {
+			return "", false
+		}
+		d, ok := p["dir"].(string)
+		return d, ok
+	}
+	od, ok1 := dirOf(o)
+	nd, ok2 := dirOf(n)
+	if !ok1 || !ok2 || od == nd {
+		return old
+	}
+	same := false
+	if oa, err := filepath.Abs(od); err == nil {
+		if na, err := filepath.Abs(nd); err == nil && oa == na {
+			same = true
+		}
+	}
+	if !same {
+		so, err1 := os.Stat(od)
+		sn, err2 := os.Stat(nd)
+		same = err1 == nil && err2 == nil && os.SameFile(so, sn)
+	}
+	if !same {
+		return old
+	}
+	o["pretrain"].(map[string]any)["dir"] = nd
+	b, err := yaml.Marshal(o)
+	if err != nil {
+		return old
+	}
+	return b
 }

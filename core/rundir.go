@@ -184,3 +184,28 @@ func (d *RunDir) Close() error {
 	d.lock = nil
 	return err
 }
+
+// LockDir takes the run-directory lock (the file .lock) of path, a
+// directory made if missing, for a process that owns a directory without
+// being a run in it: a bench's --out. A second process gets an error
+// wrapping ErrRunDirInUse that names the holder's pid. Close releases it.
+func LockDir(path string) (*RunDir, error) {
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, err
+	}
+	return lockRunDir(path)
+}
+
+// CheckNotInUse returns an error wrapping ErrRunDirInUse when another
+// process holds path's lock, and nil when nobody does or path does not
+// exist. It holds the lock only while it looks.
+func CheckNotInUse(path string) error {
+	if _, err := os.Stat(filepath.Join(path, lockName)); err != nil {
+		return nil
+	}
+	d, err := lockRunDir(path)
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}

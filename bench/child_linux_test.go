@@ -46,19 +46,7 @@ func alive(pid int) bool {
 func TestChildDiesWithBench(t *testing.T) {
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "long.yaml")
-	os.WriteFile(spec, []byte(`
-base:
-  seed: 1
-  task: {name: arith, levels: [1], eval_n: 4, eval_sets: [{name: l1, level: 1}]}
-  model: {layers: 1, d_model: 16, heads: 2, max_len: 48, checkpoint: auto}
-  rollout: {n: 4, max_response_tokens: 12}
-  train: {steps: 100000, prompts_per_step: 2, checkpoint_every: 1000}
-  eval: {every: 0, k: 2, at_start: false}
-  pretrain: {seed: 1, steps: 4, batch_size: 8, eval_every: 4, eval_k: 1, eval_max_problems: 4}
-seeds: [1]
-arms:
-  - {name: grpo, config: {algorithm: {name: grpo}}}
-`), 0o644)
+	os.WriteFile(spec, []byte(tinySpecYAML(100000, 1000)), 0o644)
 	cmd := exec.Command(cdeRun, "bench", "-c", spec, "--out", filepath.Join(dir, "out"))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

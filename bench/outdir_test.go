@@ -14,23 +14,29 @@ import (
 	"github.com/cde-rl/cde/core"
 )
 
-// tinySpec is a one-arm, one-seed bench of two steps that checkpoints at
-// its end.
-func tinySpec(t *testing.T) *Spec {
-	t.Helper()
-	spec, err := ParseSpec([]byte(`
+// tinySpecYAML is a one-arm, one-seed bench of a tiny model that trains
+// steps steps and checkpoints every every.
+func tinySpecYAML(steps, every int) string {
+	return fmt.Sprintf(`
 base:
   seed: 1
   task: {name: arith, levels: [1], eval_n: 4, eval_sets: [{name: l1, level: 1}]}
   model: {layers: 1, d_model: 16, heads: 2, max_len: 48, checkpoint: auto}
   rollout: {n: 4, max_response_tokens: 12}
-  train: {steps: 2, prompts_per_step: 2, checkpoint_every: 2}
+  train: {steps: %d, prompts_per_step: 2, checkpoint_every: %d}
   eval: {every: 0, k: 2, at_start: false}
   pretrain: {seed: 1, steps: 4, batch_size: 8, eval_every: 4, eval_k: 1, eval_max_problems: 4}
 seeds: [1]
 arms:
   - {name: grpo, config: {algorithm: {name: grpo}}}
-`), "tiny.yaml")
+`, steps, every)
+}
+
+// tinySpec is tinySpecYAML's bench of two steps that checkpoints at its
+// end.
+func tinySpec(t *testing.T) *Spec {
+	t.Helper()
+	spec, err := ParseSpec([]byte(tinySpecYAML(2, 2)), "tiny.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

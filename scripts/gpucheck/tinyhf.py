@@ -13,8 +13,9 @@ q/k RMSNorm with head_dim 12 != 32 / 4 heads, and a tied head.
 
 The parameter names and shapes are written here from the published model
 definitions, not from cde's code, so a shape cde gets wrong is an error when
-it loads the file. Only numpy and the standard library are used; the same
-seed gives the same bytes on any machine. Weights are N(0, 0.2), norm gains
+it loads the file. Only numpy and the standard library are used; a seed
+gives the same bytes for a given numpy version (numpy does not promise its
+normal sampler across versions). Weights are N(0, 0.2), norm gains
 1 + N(0, 0.2); BF16 rounds float32 to nearest even.
 """
 import json

@@ -12,7 +12,9 @@ package safetensors
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -398,9 +400,12 @@ func Encode(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 }
 
 // WriteFile writes tensors to path atomically (a temporary file renamed
-// into place once complete and synced).
+// into place once complete and synced). The file's mode is 0644 less the
+// umask, like every other file cde writes, so a server running as another
+// user (vLLM, SGLang reading an export or a weight sync) can read it;
+// os.CreateTemp would make it 0600.
 func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
+	tmp, err := createTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-")
 	if err != nil {
 		return err
 	}
@@ -531,4 +536,21 @@ func (s *Set) Float32(name string) ([]float32, Info, error) {
 		return nil, Info{}, fmt.Errorf("no tensor %q in the model's weights", name)
 	}
 	return f.Float32(name)
+}
+
+// createTemp creates a new file dir/prefix<random> with mode 0644 (less the
+// umask), as os.CreateTemp does with 0600.
+func createTemp(dir, prefix string) (*os.File, error) {
+	for range 100 {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(filepath.Join(dir, prefix+hex.EncodeToString(b[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("safetensors: no free temporary name for %s in %s", prefix, dir)
 }

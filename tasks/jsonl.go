@@ -190,6 +190,10 @@ func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 }
 
 func parseLine(b []byte) (core.Problem, error) {
+	// encoding/json would turn invalid UTF-8 into U+FFFD silently.
+	if i := InvalidUTF8(b); i >= 0 {
+		return core.Problem{}, fmt.Errorf("invalid UTF-8 at byte %d of the line", i+1)
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
 		return core.Problem{}, fmt.Errorf("bad JSON: %v", err)

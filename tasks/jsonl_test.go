@@ -199,3 +199,29 @@ func TestJSONLByteOrderMark(t *testing.T) {
 		t.Errorf("got %+v, %v; want the one problem", probs, err)
 	}
 }
+
+// Invalid UTF-8 inside a JSONL string is an error naming the file and line
+// (encoding/json alone would turn it into U+FFFD).
+func TestJSONLInvalidUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		read func(string) error
+	}{
+		{"ReadJSONL", func(s string) error { _, err := ReadJSONL(strings.NewReader(s), "p.jsonl"); return err }},
+		{"ReadMathJSONL", func(s string) error {
+			_, err := ReadMathJSONL(strings.NewReader(s), "p.jsonl", MathKeys{})
+			return err
+		}},
+	} {
+		err := tc.read("{\"prompt\": \"1+1\", \"answer\": \"2\"}\n{\"prompt\": \"caf\xe9?\", \"answer\": \"3\"}\n")
+		if err == nil || !strings.Contains(err.Error(), "p.jsonl:2: invalid UTF-8 at byte 16") {
+			t.Errorf("%s: %v, want p.jsonl:2 and byte 16 (counted by hand)", tc.name, err)
+		}
+	}
+	if i := InvalidUTF8([]byte("héllo \xf0\x9f\x98\x80")); i != -1 {
+		t.Errorf("InvalidUTF8 of valid text: %d", i)
+	}
+	if i := InvalidUTF8([]byte("ab\xc3")); i != 2 {
+		t.Errorf("InvalidUTF8 of a cut sequence: %d, want 2", i)
+	}
+}

@@ -133,7 +133,6 @@ func FuzzMathParquet(f *testing.F) {
 	f.Add([]byte("PAR1PAR1"))
 	f.Add([]byte("PAR1\x04\x19\x8cH\x03bowPAR1")) // footer length 2 GiB: the library allocated it
 	f.Fuzz(func(t *testing.T, data []byte) {
-		os.WriteFile("/tmp/pqslow/cur.parquet", data, 0o644) // DEBUG
 		rows, err := ReadMathParquet(bytes.NewReader(data), int64(len(data)), "f.parquet", MathKeys{})
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "f.parquet: ") {

@@ -106,6 +106,10 @@ func ReadMathJSONL(r io.Reader, name string, keys MathKeys) ([]MathRow, error) {
 			b = bytes.TrimPrefix(b, []byte("\uFEFF"))
 		}
 		if len(bytes.TrimSpace(b)) > 0 {
+			// encoding/json would turn invalid UTF-8 into U+FFFD silently.
+			if i := InvalidUTF8(b); i >= 0 {
+				return nil, fmt.Errorf("%s:%d: invalid UTF-8 at byte %d of the line", name, line, i+1)
+			}
 			var m map[string]any
 			dec := json.NewDecoder(bytes.NewReader(b))
 			dec.UseNumber()
@@ -416,4 +420,17 @@ func parseLevel(v any) int {
 		return 0
 	}
 	return n
+}
+
+// InvalidUTF8 is the offset of the first byte of b that is not valid
+// UTF-8, or -1 when b is valid.
+func InvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/tasks"
 )
 
 const generateHelp = `usage: cde-run generate --model DIR [--n N] [--temperature T] [--max-tokens M] [--engine E] [--pjrt-plugin P] < prompts.jsonl
@@ -45,8 +46,18 @@ func cmdGenerate(args []string) int {
 	var prompts []string
 	dec := json.NewDecoder(os.Stdin)
 	for line := 1; dec.More(); line++ {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			fmt.Fprintf(os.Stderr, "cde-run generate: stdin value %d: want a JSON string: %v\n", line, err)
+			return 1
+		}
+		// encoding/json would turn invalid UTF-8 into U+FFFD silently.
+		if i := tasks.InvalidUTF8(raw); i >= 0 {
+			fmt.Fprintf(os.Stderr, "cde-run generate: stdin value %d: invalid UTF-8 at byte %d of the value\n", line, i+1)
+			return 1
+		}
 		var p string
-		if err := dec.Decode(&p); err != nil {
+		if err := json.Unmarshal(raw, &p); err != nil {
 			fmt.Fprintf(os.Stderr, "cde-run generate: stdin value %d: want a JSON string: %v\n", line, err)
 			return 1
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/cde-rl/cde/tasks"
 )
 
 // serveLines answers each line of in with one JSON value on out (the
@@ -25,6 +27,10 @@ func serveLines(in io.Reader, out io.Writer, answer func(line []byte) (any, erro
 		if err != nil && err != io.EOF {
 			w.Flush()
 			return fmt.Errorf("stdin line %d: %w", n, err)
+		}
+		if i := tasks.InvalidUTF8(line); i >= 0 {
+			w.Flush()
+			return fmt.Errorf("stdin line %d: invalid UTF-8 at byte %d of the line", n, i+1)
 		}
 		v, aerr := answer(line)
 		if aerr != nil {

@@ -12,7 +12,7 @@ import (
 
 // cmdBench wires the flags of `cde-run bench` to package bench.
 func cmdBench(args []string) int {
-	fs := newFlagSet("bench", "bench -c BENCH.yaml [--out DIR] [--only ARM]... [--report-only]")
+	fs := newFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--report-only]")
 	file := fs.String("c", "", "the bench file (arms x seeds over a base config; docs/bench.md)")
 	fs.StringVar(file, "config", "", "same as -c")
 	out := fs.String("out", "", "results directory (default bench-results/<bench file stem>)")

@@ -11,7 +11,7 @@ import (
 )
 
 func cmdShape(args []string) int {
-	fs := newFlagSet("shape", "shape --config FILE --in ROLLOUT.json")
+	fs := newFlagSet("shape", "shape --config FILE --in ROLLOUT.json [--set key=value]...")
 	var cf configFlags
 	cf.register(fs)
 	in := fs.String("in", "", "rollout file (DESIGN section 4), e.g. from train --dump-rollouts")

@@ -45,6 +45,11 @@ type Trainer struct {
 	// rollout.tis_cap, and, for a ServerGenerator, syncs weights
 	// (rollout.weight_sync). Eval always generates in-process.
 	Gen Generator
+	// StopTokens end a response as the task's EOS does (GenerateRequest's
+	// StopTokens): for a Hugging Face model, its stop ids by Hugging
+	// Face's rule (hf.Config.StopIDs), so in-process and remote rollouts
+	// stop where transformers and vLLM do.
+	StopTokens []int32
 
 	needs   Needs
 	metrics *os.File
@@ -296,7 +301,7 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 	}
 	start := time.Now()
 	gens, err := gen.Generate(GenerateRequest{Prompts: prompts, Temperature: temp,
-		MaxTokens: t.Cfg.Rollout.MaxResponseTokens, Seed: seed, Pooling: pooling})
+		MaxTokens: t.Cfg.Rollout.MaxResponseTokens, Seed: seed, Pooling: pooling, StopTokens: t.StopTokens})
 	if err != nil {
 		return nil, 0, err
 	}

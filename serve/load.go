@@ -91,11 +91,12 @@ func loadHF(o LoadOptions) (*Model, error) {
 		ExtraEOS: extraEOS(hc, tok.EOS()), Close: b.Close}, nil
 }
 
-// extraEOS are the config's eos ids (config.json, generation_config.json)
-// other than the tokenizer's, which also end a completion, as in vLLM.
+// extraEOS are the model's stop ids by Hugging Face's rule (hf.Config.StopIDs)
+// other than the tokenizer's eos_token, which also end a completion, as in vLLM.
 func extraEOS(hc *hf.Config, eos int32) []int32 {
 	var out []int32
-	for _, id := range hc.EOS {
+	stops, _ := hc.StopIDs(int(eos)) // Hugging Face's rule, as training and generate use
+	for _, id := range stops {
 		if int32(id) != eos && id >= 0 && id < hc.Vocab && !slices.Contains(out, int32(id)) {
 			out = append(out, int32(id))
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,4 +219,37 @@ model: {hf: ` + model + `, max_len: 64, checkpoint: ""}
 		t.Fatal(err)
 	}
 	sameWeights(t, "reloaded from model.safetensors", m, hfDir)
+}
+
+// serve stops where training and HF do: generation_config.json's eos ids
+// replace config.json's (they are not merged).
+func TestLoadHFStopIDs(t *testing.T) {
+	dir := t.TempDir()
+	if err := hftest.WriteTinyQwen3(dir, filepath.Join("..", "tokenizer", "testdata", "qwen3"), 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "config.json")
+	b, _ := os.ReadFile(cfgPath)
+	os.WriteFile(cfgPath, []byte(strings.Replace(string(b), `"eos_token_id": 151645`, `"eos_token_id": 151643`, 1)), 0o644)
+	for _, tc := range []struct {
+		generation string
+		extra      []int32
+	}{
+		{``, []int32{151643}}, // config.json's id beside the tokenizer's eos_token
+		{`{"eos_token_id": [151645]}`, nil},
+		{`{"eos_token_id": [151645, 151644]}`, []int32{151644}},
+	} {
+		os.Remove(filepath.Join(dir, "generation_config.json"))
+		if tc.generation != "" {
+			os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(tc.generation), 0o644)
+		}
+		m, err := Load(LoadOptions{Model: dir, Engine: "cpu", Step: -1, MaxLen: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		if m.EOS != 151645 || !slices.Equal(m.ExtraEOS, tc.extra) {
+			t.Errorf("generation_config %q: EOS %d, extra %v; want 151645 and %v", tc.generation, m.EOS, m.ExtraEOS, tc.extra)
+		}
+	}
 }

@@ -31,8 +31,10 @@ type Completion struct {
 
 // GenerateHF samples o.N completions of each prompt (raw text, tokenized
 // with no special tokens added: write a chat template's markup yourself)
-// with the model's KV-cache sampler, stopping at its EOS token
-// (tokenizer_config.json's eos_token).
+// with the model's KV-cache sampler, stopping at its stop ids by Hugging
+// Face's rule (generation_config.json's eos_token_id, else config.json's,
+// else tokenizer_config.json's eos_token; StopTokens) and at the
+// tokenizer's eos_token.
 func GenerateHF(o GenerateOptions, prompts []string) ([][]Completion, error) {
 	switch {
 	case o.N < 1:
@@ -84,7 +86,12 @@ func GenerateHF(o GenerateOptions, prompts []string) ([][]Completion, error) {
 		return nil, err
 	}
 	defer b.Close()
-	gens, err := b.Generate(core.GenerateRequest{Prompts: ids, Temperature: o.Temperature, MaxTokens: o.MaxTokens, Seed: o.Seed})
+	stops, _ := hc.StopIDs(int(tok.EOS()))
+	stop32 := make([]int32, len(stops))
+	for i, id := range stops {
+		stop32[i] = int32(id)
+	}
+	gens, err := b.Generate(core.GenerateRequest{Prompts: ids, Temperature: o.Temperature, MaxTokens: o.MaxTokens, Seed: o.Seed, StopTokens: stop32})
 	if err != nil {
 		return nil, err
 	}

@@ -84,12 +84,14 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
 	var weights *safetensors.Set
 	if cfg.Model.HF != "" {
-		if policy, weights, err = hfPolicy(cfg, tok); err != nil {
+		var stops []int32
+		if policy, weights, stops, err = hfPolicy(cfg, tok, log); err != nil {
 			return nil, err
 		}
 		if weights != nil {
 			defer weights.Close()
 		}
+		s.Trainer.StopTokens = stops
 	}
 	s.Backend, err = xla.New(xla.Options{
 		Engine: cfg.Backend.Engine, PJRTPlugin: cfg.Backend.PJRTPlugin, Policy: policy, HFWeights: weights,
@@ -249,26 +251,43 @@ func PluginStrategy(entry map[string]any, index int, algo core.Algorithm, log ze
 // hfPolicy reads model.hf: the architecture from its config.json and, unless
 // model.checkpoint is "" (random weights) or a cde checkpoint path, its
 // safetensors weights. The task's tokenizer must fit the model's vocabulary.
-func hfPolicy(cfg *core.Config, tok core.Tokenizer) (xla.ModelConfig, *safetensors.Set, error) {
+func hfPolicy(cfg *core.Config, tok core.Tokenizer, log zerolog.Logger) (xla.ModelConfig, *safetensors.Set, []int32, error) {
 	dir := cfg.Model.HF
 	hc, err := hf.LoadConfig(dir)
 	if err != nil {
-		return xla.ModelConfig{}, nil, fmt.Errorf("config: model.hf: %w", err)
+		return xla.ModelConfig{}, nil, nil, fmt.Errorf("config: model.hf: %w", err)
 	}
 	if tok.VocabSize() > hc.Vocab {
-		return xla.ModelConfig{}, nil, fmt.Errorf("config: model.hf: %s has a vocabulary of %d, the task's tokenizer %d tokens (set task.tokenizer to the model directory)",
+		return xla.ModelConfig{}, nil, nil, fmt.Errorf("config: model.hf: %s has a vocabulary of %d, the task's tokenizer %d tokens (set task.tokenizer to the model directory)",
 			dir, hc.Vocab, tok.VocabSize())
 	}
+	stops := StopTokens(hc, int(tok.EOS()), log)
 	pc := xla.HFModelConfig(hc, cfg.Model.MaxLen)
 	if err := pc.Validate(); err != nil {
-		return xla.ModelConfig{}, nil, err
+		return xla.ModelConfig{}, nil, nil, err
 	}
 	if cfg.Model.Checkpoint != "auto" {
-		return pc, nil, nil
+		return pc, nil, stops, nil
 	}
 	set, err := safetensors.OpenDir(dir)
 	if err != nil {
-		return xla.ModelConfig{}, nil, fmt.Errorf("config: model.hf: %w", err)
+		return xla.ModelConfig{}, nil, nil, fmt.Errorf("config: model.hf: %w", err)
 	}
-	return pc, set, nil
+	return pc, set, stops, nil
+}
+
+// StopTokens are a Hugging Face model's stop ids by Hugging Face's rule
+// (generation_config.json's eos_token_id, else config.json's, else the
+// tokenizer's eos_token; hf.Config.StopIDs), logged with where they came
+// from. Training, generate and serve all stop there, as transformers and
+// vLLM do. The backend also stops at the tokenizer's eos_token (its EOS),
+// which the model's files name among these ids in the checkpoints we know.
+func StopTokens(hc *hf.Config, tokenizerEOS int, log zerolog.Logger) []int32 {
+	ids, from := hc.StopIDs(tokenizerEOS)
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	log.Info().Ints("stop_ids", ids).Str("from", from).Msg("stop tokens")
+	return out
 }

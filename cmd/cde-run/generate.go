@@ -18,7 +18,9 @@ Samples completions of a Hugging Face model (Llama, Qwen2, Qwen3, Mistral),
 for a quick look at a checkpoint. Each input line is a JSON string, the raw
 prompt (no special tokens are added: write the chat template's markup in
 it); each output line is {"prompt": ..., "completions": [{"text", "tokens",
-"truncated"}, ...]}. Sampling stops at the model's eos_token.
+"truncated"}, ...]}. Sampling stops at the model's stop ids, by Hugging
+Face's rule: generation_config.json's eos_token_id, else config.json's,
+else tokenizer_config.json's eos_token.
 
 `
 

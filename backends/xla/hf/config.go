@@ -54,6 +54,26 @@ type Config struct {
 	// none when absent); generation_config.json may add EOS ids.
 	BOS int
 	EOS []int
+	// ConfigEOS is config.json's eos_token_id alone; GenerationEOS is
+	// generation_config.json's (nil when the file or the key is absent or
+	// null). StopIDs chooses between them.
+	ConfigEOS, GenerationEOS []int
+}
+
+// StopIDs are the ids that end a response, by Hugging Face's rule (what
+// transformers' generate and vLLM stop at): generation_config.json's
+// eos_token_id when it names any, else config.json's, else the
+// tokenizer's eos_token (tokenizerEOS; < 0 for none). from says which.
+func (c *Config) StopIDs(tokenizerEOS int) (ids []int, from string) {
+	switch {
+	case len(c.GenerationEOS) > 0:
+		return slices.Clone(c.GenerationEOS), "generation_config.json eos_token_id"
+	case len(c.ConfigEOS) > 0:
+		return slices.Clone(c.ConfigEOS), "config.json eos_token_id"
+	case tokenizerEOS >= 0:
+		return []int{tokenizerEOS}, "tokenizer_config.json eos_token"
+	}
+	return nil, "none"
 }
 
 // RopeLlama3 is rope_scaling {rope_type: llama3, factor, low_freq_factor,
@@ -93,10 +113,14 @@ func LoadConfig(dir string) (*Config, error) {
 			return nil, fmt.Errorf("%s: eos_token_id: %v", gpath, err)
 		}
 		for _, id := range ids {
+			if id < 0 || id >= c.Vocab {
+				return nil, fmt.Errorf("%s: eos_token_id %d outside the vocabulary of %d", gpath, id, c.Vocab)
+			}
 			if !slices.Contains(c.EOS, id) {
 				c.EOS = append(c.EOS, id)
 			}
 		}
+		c.GenerationEOS = ids
 	}
 	return c, nil
 }
@@ -266,6 +290,7 @@ func ParseConfig(b []byte) (*Config, error) {
 			return nil, fmt.Errorf("eos_token_id: %v", err)
 		}
 		c.EOS = ids
+		c.ConfigEOS = slices.Clone(ids)
 	}
 	for _, id := range append([]int{c.BOS}, c.EOS...) {
 		if id < -1 || id >= c.Vocab {

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -71,8 +72,10 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
-		if !reflect.DeepEqual(*got, c.want) {
-			t.Errorf("%s:\n got %+v\nwant %+v", c.name, *got, c.want)
+		want := c.want
+		want.ConfigEOS = want.EOS // config.json alone: its eos_token_id
+		if !reflect.DeepEqual(*got, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, *got, want)
 		}
 	}
 }
@@ -154,4 +157,44 @@ func TestRopeInvFreq(t *testing.T) {
 	// f = (1 - smooth) * 1e-4 / 8 + smooth * 1e-4 = 2.9753525e-05.
 	c.RopeLlama3.OriginalMaxPositions = 100000
 	check(c.RopeInvFreq(), []float64{1, 0.01, 2.975352506846951e-05})
+}
+
+// StopIDs follows Hugging Face's rule: generation_config.json's
+// eos_token_id, else config.json's, else the tokenizer's eos_token.
+func TestStopIDs(t *testing.T) {
+	base := `{"architectures": ["Qwen3ForCausalLM"], "vocab_size": 200, "hidden_size": 16, "intermediate_size": 32,
+		"num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-6, "max_position_embeddings": 64%s}`
+	for _, tc := range []struct {
+		name, config, generation string // generation "" = no file
+		tokEOS                   int
+		want                     []int
+		from                     string
+	}{
+		{"generation_config wins over config.json", `, "eos_token_id": 150`, `{"eos_token_id": [151, 152]}`, 151, []int{151, 152}, "generation_config.json"},
+		{"generation_config as one integer", ``, `{"eos_token_id": 152}`, 151, []int{152}, "generation_config.json"},
+		{"generation_config null: config.json", `, "eos_token_id": [150, 153]`, `{"eos_token_id": null}`, 151, []int{150, 153}, "config.json"},
+		{"generation_config without the key: config.json", `, "eos_token_id": 150`, `{"bos_token_id": 1}`, 151, []int{150}, "config.json"},
+		{"neither: the tokenizer's", ``, ``, 151, []int{151}, "tokenizer_config.json"},
+		{"nothing at all", ``, ``, -1, nil, "none"},
+	} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "config.json"), []byte(fmt.Sprintf(base, tc.config)), 0o644)
+		if tc.generation != "" {
+			os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(tc.generation), 0o644)
+		}
+		c, err := LoadConfig(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		ids, from := c.StopIDs(tc.tokEOS)
+		if !reflect.DeepEqual(ids, tc.want) || !strings.HasPrefix(from, tc.from) {
+			t.Errorf("%s: %v from %q, want %v from %s", tc.name, ids, from, tc.want, tc.from)
+		}
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(fmt.Sprintf(base, "")), 0o644)
+	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"eos_token_id": [151, 900]}`), 0o644)
+	if _, err := LoadConfig(dir); err == nil || !strings.Contains(err.Error(), "eos_token_id 900 outside the vocabulary of 200") {
+		t.Errorf("an out-of-vocabulary generation eos id: %v", err)
+	}
 }

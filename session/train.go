@@ -2,7 +2,9 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +173,17 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 	}
 	s.Trainer.Progress, s.Trainer.TTY = o.Output.W, o.Output.TTY
 	s.Trainer.DumpRollouts = o.DumpRollouts
-	return s.Trainer.Run(ctx, start)
+	err = s.Trainer.Run(ctx, start)
+	if errors.Is(err, context.Canceled) {
+		// Stopped by a signal after checkpointing: say how to go on.
+		if ck, _ := core.LatestCheckpoint(rd.Path); ck != "" {
+			w := o.Output.W
+			if w == nil {
+				w = io.Discard
+			}
+			fmt.Fprintf(w, "stopped at %s; to continue: cde-run train --resume %s\n", filepath.Base(ck), rd.Path)
+			log.Info().Str("checkpoint", ck).Str("resume", "cde-run train --resume "+rd.Path).Msg("stopped")
+		}
+	}
+	return err
 }

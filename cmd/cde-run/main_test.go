@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -184,6 +185,8 @@ func TestInterruptCheckpoints(t *testing.T) {
 	writeFile(t, cfg, tinyBase+"train: {steps: 40, prompts_per_step: 4, checkpoint_every: 100}\n")
 	runDir := filepath.Join(tmp, "run")
 	cmd := exec.Command(cdeRun, "train", "--config", cfg, "--run-dir", runDir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +216,10 @@ func TestInterruptCheckpoints(t *testing.T) {
 	}
 	if strings.TrimSpace(string(data)) == "step-000040" {
 		t.Fatal("the run finished before the interrupt; the test proves nothing")
+	}
+	// It says how to go on.
+	if want := "cde-run train --resume " + runDir; !strings.Contains(stderr.String(), want) {
+		t.Errorf("the interrupted run does not print %q:\n%s", want, stderr.String())
 	}
 	run(t, "train", "--resume", runDir)
 	if rows := readMetrics(t, filepath.Join(runDir, "metrics.jsonl")); len(rows) != 41 {

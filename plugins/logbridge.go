@@ -65,6 +65,11 @@ func (w *zerologWriter) line(line []byte) {
 		if strings.HasPrefix(k, "@") || k == "timestamp" {
 			continue
 		}
+		if k == "plugin" || k == "module" {
+			// go-plugin's own lines ("plugin process exited") carry a
+			// "plugin" field, the binary's path: keep the one key above.
+			k = "go_plugin_" + k
+		}
 		ev = ev.Interface(k, v)
 	}
 	ev.Msg(msg)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cde-rl/cde/bench"
 )
@@ -42,9 +43,9 @@ func cmdBench(args []string) int {
 		if o.Dir == "" {
 			o.Dir = filepath.Join("bench-results", spec.Stem)
 		}
-		o.Command = "cde-run bench -c " + *file
+		o.Command = "cde-run bench -c " + displayPath(*file)
 		if *out != "" {
-			o.Command += " --out " + *out
+			o.Command += " --out " + displayPath(*out)
 		}
 		for _, a := range only {
 			o.Command += " --only " + a
@@ -67,4 +68,20 @@ func cmdBench(args []string) int {
 		log.Error().Err(err).Msg("bench failed")
 	}
 	return exitCode(err)
+}
+
+// displayPath is how the report's record of a bench command names a path:
+// as given when relative, relative to the working directory when inside
+// it, else ".../" and its last element, so that committed results never
+// carry the absolute paths of the machine that made them.
+func displayPath(p string) string {
+	if !filepath.IsAbs(p) {
+		return p
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return rel
+		}
+	}
+	return ".../" + filepath.Base(p)
 }

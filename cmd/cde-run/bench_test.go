@@ -34,9 +34,12 @@ func TestBenchFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The out dir (absolute, outside the working directory) is recorded
+	// as .../NAME, never as this machine's path.
+	outShown := ".../" + filepath.Base(out)
 	for _, want := range []string{
-		"Runs made by `cde-run bench -c " + smoke + " --out " + out + " --jobs 2`, then `cde-run bench -c " + smoke + " --out " + out + " --only ppo_mh_ppl`",
-		"Report written by `cde-run bench -c " + smoke + " --out " + out + " --report-only`",
+		"Runs made by `cde-run bench -c " + smoke + " --out " + outShown + " --jobs 2`, then `cde-run bench -c " + smoke + " --out " + outShown + " --only ppo_mh_ppl`",
+		"Report written by `cde-run bench -c " + smoke + " --out " + outShown + " --report-only`",
 		"| grpo_simhash | 1 |", "## Claims"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q:\n%s", want, md)

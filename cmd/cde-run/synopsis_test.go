@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,6 +23,25 @@ func TestSynopsisNamesEveryFlag(t *testing.T) {
 			if !regexp.MustCompile(`(^|[ |\[])--?` + regexp.QuoteMeta(m[1]) + `\b`).MatchString(usage) {
 				t.Errorf("%s --help: the usage line %q does not name -%s", cmd, usage, m[1])
 			}
+		}
+	}
+}
+
+// The bench's record of its command (commands.txt, results.md) carries no
+// absolute path of this machine.
+func TestDisplayPath(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"bench/smoke.yaml", "bench/smoke.yaml"},
+		{filepath.Join(wd, "bench", "smoke.yaml"), filepath.Join("bench", "smoke.yaml")},
+		{"/elsewhere/zoo/out", ".../out"},
+		{filepath.Dir(wd), ".../" + filepath.Base(filepath.Dir(wd))},
+	} {
+		if got := displayPath(tc.in); got != tc.want {
+			t.Errorf("displayPath(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package core
 
+import "errors"
+
 // GenerateRequest asks the backend to sample one response per prompt.
 type GenerateRequest struct {
 	Prompts     [][]int32
@@ -13,7 +15,15 @@ type GenerateRequest struct {
 	StopTokens []int32
 	// Pooling, when set, asks for pooled last-layer embeddings.
 	Pooling string
+	// Done, when not nil, stops generation between decode steps once it
+	// is closed (a server's request context: the client went away or the
+	// request's deadline passed); Generate then returns ErrGenerateStopped.
+	Done <-chan struct{}
 }
+
+// ErrGenerateStopped is what Generate returns when GenerateRequest.Done
+// was closed before every row finished.
+var ErrGenerateStopped = errors.New("generation stopped: the request was cancelled")
 
 // Generation is one sampled response.
 type Generation struct {

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 )
 
 // minTemperature is the lowest temperature served.
@@ -40,12 +42,37 @@ var neutral = []struct {
 	{"repetition_penalty", []float64{1}},
 }
 
-// parseCompletion checks every field it knows (a wrong type or an invalid
-// value is a 400 naming the field) and ignores the others, as vLLM does.
+// allowed are the request fields the server honours or checks (a neutral
+// value of a sampling field it does not implement is accepted; "user"
+// changes nothing in the answer). Any other field is a 400 naming it:
+// silently ignoring logit_bias, best_of, min_tokens, suffix... would answer
+// something the client did not ask for.
+var allowed = map[string]bool{"model": true, "prompt": true, "n": true, "temperature": true, "max_tokens": true,
+	"stop_token_ids": true, "logprobs": true, "return_tokens_as_token_ids": true, "seed": true, "stream": true,
+	"echo": true, "ignore_eos": true, "stop": true, "user": true, "skip_special_tokens": true}
+
+func init() {
+	for _, nf := range neutral {
+		allowed[nf.key] = true
+	}
+}
+
+// parseCompletion checks every field (a wrong type or an invalid value is
+// a 400 naming the field; so is a field it does not honour).
 func parseCompletion(body []byte, m *Model, o Options) (*completionRequest, *apiError) {
 	var f map[string]json.RawMessage
 	if err := json.Unmarshal(body, &f); err != nil || f == nil {
 		return nil, badRequest("request body: want a JSON object (%v)", err)
+	}
+	var unknown []string
+	for k := range f {
+		if !allowed[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, badRequest("%s: not supported by this server, which refuses what it cannot honour (docs/serve.md lists the fields it takes)", strings.Join(unknown, ", "))
 	}
 	req := &completionRequest{}
 	if raw := value(f, "model"); raw != nil {
@@ -86,7 +113,10 @@ func parseCompletion(body []byte, m *Model, o Options) (*completionRequest, *api
 	}
 	req.maxTokens = int(mt)
 	for i, p := range req.prompts {
-		if padded := (len(p) + 3) / 4 * 4; padded+req.maxTokens > m.MaxLen {
+		if padded := (len(p) + 3) / 4 * 4; padded >= m.MaxLen {
+			return nil, badRequest("prompt %d has %d tokens (%d padded to a multiple of 4): the model's max length is %d, so no new token fits",
+				i, len(p), padded, m.MaxLen)
+		} else if padded+req.maxTokens > m.MaxLen {
 			return nil, badRequest("max_tokens = %d: prompt %d has %d tokens (%d padded to a multiple of 4), and the model's max length is %d: at most %d new tokens fit",
 				mt, i, len(p), padded, m.MaxLen, m.MaxLen-padded)
 		}
@@ -125,7 +155,9 @@ func parseCompletion(body []byte, m *Model, o Options) (*completionRequest, *api
 		rand.Read(b[:])
 		req.seed = binary.LittleEndian.Uint64(b[:])
 	}
-	for _, key := range []string{"stream", "echo", "ignore_eos"} {
+	// skip_special_tokens: false is what the text is (special tokens kept,
+	// and what cde's rollout client sends); true is refused.
+	for _, key := range []string{"stream", "echo", "ignore_eos", "skip_special_tokens"} {
 		on, aerr := boolField(f, key)
 		if aerr != nil {
 			return nil, aerr

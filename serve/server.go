@@ -35,7 +35,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -80,15 +80,27 @@ type Options struct {
 	MaxN      int   // largest n per request (default 1024)
 	MaxRows   int   // largest prompts x n per request (default 4096)
 	MaxBody   int64 // largest completion request body in bytes (default 64 MiB)
-	Log       zerolog.Logger
+	// RequestTimeout bounds one completions request from its arrival to
+	// its answer, waiting included (default 10 minutes): past it the
+	// generation stops between decode steps and the answer is 503.
+	RequestTimeout time.Duration
+	// MaxQueue is how many completions requests may wait for the model
+	// behind the one it runs (default 64); one more is answered 429 with
+	// Retry-After.
+	MaxQueue int
+	Log      zerolog.Logger
 }
 
 // Server is the http.Handler of the API.
 type Server struct {
-	m    *Model
-	o    Options
-	mu   sync.Mutex // serialises every call into m.Engine
-	auth [sha256.Size]byte
+	m *Model
+	o Options
+	// sem serialises every call into m.Engine (a one-slot semaphore, so a
+	// waiting request can give up when its context ends); queued counts
+	// the completions requests running or waiting.
+	sem    chan struct{}
+	queued atomic.Int64
+	auth   [sha256.Size]byte
 	// reload is the reload directory, absolute and cleaned; reloadReal the
 	// same with symlinks resolved at start-up ("" when it did not exist).
 	reload, reloadReal string
@@ -106,13 +118,20 @@ func New(m *Model, o Options) (*Server, error) {
 	if o.MaxBody == 0 {
 		o.MaxBody = 64 << 20
 	}
-	if o.MaxN < 1 || o.MaxRows < 1 || o.MaxBody < 1 {
-		return nil, fmt.Errorf("max n %d, max rows %d and max body %d must be >= 1", o.MaxN, o.MaxRows, o.MaxBody)
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 10 * time.Minute
+	}
+	if o.MaxQueue == 0 {
+		o.MaxQueue = 64
+	}
+	if o.MaxN < 1 || o.MaxRows < 1 || o.MaxBody < 1 || o.MaxQueue < 1 || o.RequestTimeout < 0 {
+		return nil, fmt.Errorf("max n %d, max rows %d, max body %d and max queue %d must be >= 1, the request timeout %v > 0",
+			o.MaxN, o.MaxRows, o.MaxBody, o.MaxQueue, o.RequestTimeout)
 	}
 	if o.Name == "" {
 		o.Name = "cde"
 	}
-	s := &Server{m: m, o: o, auth: sha256.Sum256([]byte(o.Token))}
+	s := &Server{m: m, o: o, sem: make(chan struct{}, 1), auth: sha256.Sum256([]byte(o.Token))}
 	if o.ReloadDir != "" {
 		abs, err := filepath.Abs(o.ReloadDir)
 		if err != nil {
@@ -244,16 +263,33 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	gr.StopTokens = append(append([]int32{}, req.stop...), s.m.ExtraEOS...)
 	start := time.Now()
+	// One running and MaxQueue waiting at most: a client that floods the
+	// server gets 429s, not an unbounded queue.
+	if n := s.queued.Add(1); n > int64(s.o.MaxQueue)+1 {
+		s.queued.Add(-1)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("the server has %d completions requests waiting, its limit (--max-queue); retry later", s.o.MaxQueue))
+		return
+	}
+	defer s.queued.Add(-1)
+	// The request's context ends when the client goes away; the deadline
+	// bounds the whole request. Either stops the generation between decode
+	// steps, so an abandoned request frees the model.
+	ctx, cancel := context.WithTimeout(r.Context(), s.o.RequestTimeout)
+	defer cancel()
+	gr.Done = ctx.Done()
 	var gens []core.Generation
-	err := s.locked(func() error {
-		if err := r.Context().Err(); err != nil {
-			return err // the client is gone; do not spend the model on it
-		}
+	err := s.lockedCtx(ctx, func() error {
 		var err error
 		gens, err = s.m.Engine.Generate(gr)
 		return err
 	})
 	if r.Context().Err() != nil {
+		s.o.Log.Info().Int("prompts", len(req.prompts)).Int("n", req.n).Dur("after", time.Since(start)).Msg("completions: the client went away; generation stopped")
+		return
+	}
+	if ctx.Err() != nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the request took longer than the server's limit of %v (--request-timeout); generation stopped", s.o.RequestTimeout))
 		return
 	}
 	if err != nil {
@@ -269,8 +305,21 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 // locked runs f alone on the model. A panic in the engine becomes an
 // error (the request answers 500) instead of leaving the lock held.
 func (s *Server) locked(f func() error) (err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	return s.lockedCtx(context.Background(), f)
+}
+
+// lockedCtx is locked, giving up with ctx's error when ctx ends while it
+// waits for the model.
+func (s *Server) lockedCtx(ctx context.Context, f func() error) (err error) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.sem }()
+	if err := ctx.Err(); err != nil {
+		return err // gone while it waited: do not spend the model on it
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("engine panic: %v", p)
@@ -472,8 +521,20 @@ func Listen(addr string, log zerolog.Logger) (net.Listener, error) {
 
 // Serve answers on ln until ctx is cancelled, then stops accepting and
 // waits up to grace for the requests in progress.
+//
+// A connection must send its headers within 30 s and its whole request
+// within ReadTimeout (2 minutes; a 64 MiB body at 1 MB/s fits), an answer
+// must be written within writeTimeout (the request timeout and a minute),
+// and an idle keep-alive connection is closed after 2 minutes: a client
+// that opens connections and sends nothing, or half a body, holds them
+// for bounded time.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	writeTimeout := 11 * time.Minute
+	if s, ok := h.(*Server); ok {
+		writeTimeout = s.o.RequestTimeout + time.Minute
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ReadTimeout: ReadTimeout,
+		WriteTimeout: writeTimeout, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -492,3 +553,6 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	}
 	return err
 }
+
+// ReadTimeout bounds the reading of one request, headers and body.
+var ReadTimeout = 2 * time.Minute

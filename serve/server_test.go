@@ -194,10 +194,20 @@ func TestCompletionValidation(t *testing.T) {
 			t.Errorf("%s: status %d, error %+v; want 400 naming %q", c.body, status, e.Error, c.want)
 		}
 	}
-	// Accepted: unknown fields, nulls, neutral sampling values, the
-	// longest prompt + max_tokens that fits, a flat prompt.
+	// Refused: every field the server does not honour, named (it used to
+	// answer 200 and ignore them).
+	for _, field := range []string{`"logit_bias": {"5": 100}`, `"best_of": 2`, `"min_tokens": 3`, `"truncate_prompt_tokens": 1`,
+		`"prompt_logprobs": 1`, `"suffix": "x"`, `"foo": {"bar": 1}`, `"skip_special_tokens": true`} {
+		body := `{"prompt": [[1, 5]], "max_tokens": 2, ` + field + `}`
+		name := strings.Trim(strings.SplitN(field, ":", 2)[0], `"`)
+		if status, out := post(t, ts.URL, "/v1/completions", body); status != 400 || !strings.Contains(string(out), name) {
+			t.Errorf("%s: status %d, want 400 naming %s: %s", body, status, name, out)
+		}
+	}
+	// Accepted: nulls, neutral sampling values, the longest prompt +
+	// max_tokens that fits, a flat prompt.
 	for _, body := range []string{
-		`{"prompt": [[1, 5]], "foo": {"bar": 1}, "skip_special_tokens": true, "max_tokens": 2}`,
+		`{"prompt": [[1, 5]], "skip_special_tokens": false, "user": "u1", "max_tokens": 2}`,
 		`{"prompt": [[1, 5]], "n": null, "temperature": null, "seed": null, "logprobs": null, "max_tokens": 2, "model": "anything"}`,
 		`{"prompt": [[1, 5]], "top_p": 1, "top_k": -1, "min_p": 0, "stream": false, "stop": [], "max_tokens": 2}`,
 		`{"prompt": ` + long + `, "max_tokens": 20}`,

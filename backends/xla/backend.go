@@ -258,6 +258,12 @@ func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) 
 			}
 			break
 		}
+		if stopped(req.Done) {
+			for _, t := range out {
+				t.FinalizeAll()
+			}
+			return nil, core.ErrGenerateStopped
+		}
 		args := []any{out[0], tensors.FromFlatDataAndDimensions(slices.Clone(pos), nb), nextNoise(), invTemp}
 		for _, t := range out[4:] {
 			// The caches are donated: an engine may then write the new
@@ -1077,4 +1083,14 @@ func (b *Backend) SupervisedStep(seqs []*core.Sequence, lr float64) (float64, er
 		return 0, fmt.Errorf("supervised step: %w", err)
 	}
 	return m["sft/loss"], nil
+}
+
+// stopped reports whether done is closed (nil never is).
+func stopped(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }

@@ -61,6 +61,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.Token, "token", "", "bearer token of weight reload (default: $CDE_SERVE_TOKEN)")
 	fs.IntVar(&o.MaxN, "max-n", 1024, "largest n per request")
 	fs.IntVar(&o.MaxRows, "max-batch", 4096, "largest prompts x n per request")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "longest one completions request may take, waiting included; past it generation stops and the answer is 503")
+	fs.IntVar(&o.MaxQueue, "max-queue", 64, "completions requests that may wait behind the running one; one more is answered 429 with Retry-After")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveHelp); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

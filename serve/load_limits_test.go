@@ -1,0 +1,143 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tasks"
+)
+
+// recEngine forwards to an engine and reports when each Generate starts
+// and what it returned.
+type recEngine struct {
+	Engine
+	started chan struct{}
+	errs    chan error
+}
+
+func (e *recEngine) Generate(req core.GenerateRequest) ([]core.Generation, error) {
+	e.started <- struct{}{}
+	g, err := e.Engine.Generate(req)
+	e.errs <- err
+	return g, err
+}
+
+// A request the client abandons stops its generation between decode
+// steps, so the next request finds the model free (it used to run to the
+// end: 342 s for the next 1-token request in the probe).
+func TestAbandonedRequestStops(t *testing.T) {
+	m := charModel(t, 1)
+	rec := &recEngine{Engine: m.Engine, started: make(chan struct{}, 4), errs: make(chan error, 4)}
+	m.Engine = rec
+	ts := newTestServer(t, m, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	big := `{"prompt": [[1, 5, 6, 7]], "n": 512, "max_tokens": 56, "temperature": 1}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", strings.NewReader(big))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-rec.started
+	cancel() // the client goes away mid-generation
+	<-done
+	if err := <-rec.errs; !errors.Is(err, core.ErrGenerateStopped) {
+		t.Fatalf("the abandoned 512 x 56 generation returned %v, want it stopped", err)
+	}
+	if status, out := post(t, ts.URL, "/v1/completions", `{"prompt": [[1, 5]], "max_tokens": 1}`); status != 200 {
+		t.Fatalf("the next request: %d %s", status, out)
+	}
+	<-rec.started
+	if err := <-rec.errs; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The server-side deadline stops a request and answers 503 naming the flag.
+func TestRequestTimeout(t *testing.T) {
+	m := charModel(t, 1)
+	ts := newTestServer(t, m, Options{RequestTimeout: time.Nanosecond})
+	status, out := post(t, ts.URL, "/v1/completions", `{"prompt": [[1, 5]], "n": 64, "max_tokens": 40}`)
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(out), "--request-timeout") {
+		t.Fatalf("status %d: %s", status, out)
+	}
+}
+
+// blockEngine holds every Generate until release is closed.
+type blockEngine struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (e *blockEngine) Generate(req core.GenerateRequest) ([]core.Generation, error) {
+	e.started <- struct{}{}
+	<-e.release
+	gens := make([]core.Generation, len(req.Prompts))
+	for i := range gens {
+		gens[i] = core.Generation{Tokens: []int32{tasks.EosID}, LogProbs: []float64{-1}, Entropies: []float64{1}}
+	}
+	return gens, nil
+}
+func (e *blockEngine) LoadPolicyWeights(string) error { return nil }
+
+// One request runs and MaxQueue wait; one more is answered 429 with
+// Retry-After, and the others are served once the model is free.
+func TestQueueBound(t *testing.T) {
+	eng := &blockEngine{started: make(chan struct{}, 4), release: make(chan struct{})}
+	m := &Model{Engine: eng, Tokenizer: tasks.NewCharTokenizer(), Vocab: 101, MaxLen: 64, EOS: tasks.EosID}
+	s, err := New(m, Options{MaxQueue: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	body := `{"prompt": [[1, 5]], "max_tokens": 1}`
+	var wg sync.WaitGroup
+	statuses := make([]int, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i], _ = postNoFatal(ts.URL, "/v1/completions", body, "")
+		}()
+		if i == 0 {
+			<-eng.started // the first one holds the model
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); s.queued.Load() < 2 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	}
+	resp, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a third request with one running and one waiting: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	close(eng.release)
+	wg.Wait()
+	if statuses[0] != 200 || statuses[1] != 200 {
+		t.Errorf("the running and the waiting request: %v, want 200 200", statuses)
+	}
+}
+
+// A prompt that leaves no room for a new token says so, with no negative
+// count of tokens that fit (it used to say "at most -9936 new tokens fit").
+func TestPromptTooLong(t *testing.T) {
+	m := &Model{Engine: &blockEngine{}, Tokenizer: tasks.NewCharTokenizer(), Vocab: 101, MaxLen: 64, EOS: tasks.EosID}
+	ts := newTestServer(t, m, Options{})
+	long := "[" + strings.Repeat("5, ", 99) + "5]"
+	status, out := post(t, ts.URL, "/v1/completions", `{"prompt": [`+long+`], "max_tokens": 1}`)
+	if status != 400 || !strings.Contains(string(out), "prompt 0 has 100 tokens") || !strings.Contains(string(out), "no new token fits") || strings.Contains(string(out), "at most -") {
+		t.Fatalf("status %d: %s", status, out)
+	}
+}

@@ -131,13 +131,23 @@ func TestQueueBound(t *testing.T) {
 }
 
 // A prompt that leaves no room for a new token says so, with no negative
-// count of tokens that fit (it used to say "at most -9936 new tokens fit").
+// count of tokens that fit (it used to say "at most -9936 new tokens fit"):
+// one longer than the context is refused while it streams in, one that
+// only its padding makes too long after.
 func TestPromptTooLong(t *testing.T) {
 	m := &Model{Engine: &blockEngine{}, Tokenizer: tasks.NewCharTokenizer(), Vocab: 101, MaxLen: 64, EOS: tasks.EosID}
 	ts := newTestServer(t, m, Options{})
-	long := "[" + strings.Repeat("5, ", 99) + "5]"
-	status, out := post(t, ts.URL, "/v1/completions", `{"prompt": [`+long+`], "max_tokens": 1}`)
-	if status != 400 || !strings.Contains(string(out), "prompt 0 has 100 tokens") || !strings.Contains(string(out), "no new token fits") || strings.Contains(string(out), "at most -") {
-		t.Fatalf("status %d: %s", status, out)
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{100, "prompt[0]: more than 63 tokens: the model's max length is 64, so no new token would fit"},
+		{62, "prompt 0 has 62 tokens (64 padded to a multiple of 4): the model's max length is 64, so no new token fits"},
+	} {
+		long := "[" + strings.Repeat("5, ", c.n-1) + "5]"
+		status, out := post(t, ts.URL, "/v1/completions", `{"prompt": [`+long+`], "max_tokens": 1}`)
+		if status != 400 || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "at most -") {
+			t.Errorf("%d tokens: status %d: %s", c.n, status, out)
+		}
 	}
 }

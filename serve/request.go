@@ -5,7 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,13 +61,66 @@ func init() {
 	}
 }
 
-// parseCompletion checks every field (a wrong type or an invalid value is
-// a 400 naming the field; so is a field it does not honour).
-func parseCompletion(body []byte, m *Model, o Options) (*completionRequest, *apiError) {
-	var f map[string]json.RawMessage
-	if err := json.Unmarshal(body, &f); err != nil || f == nil {
-		return nil, badRequest("request body: want a JSON object (%v)", err)
+// readCompletion reads a completions request body from r as it streams
+// in and checks every field (a wrong type or an invalid value is a 400
+// naming the field; so is a field it does not honour). The prompt's ids
+// are counted as they arrive: a prompt longer than the model's context, or
+// more prompts than a request may hold, ends the reading at once, so a
+// huge body costs neither memory nor time beyond that point. A body over
+// the reader's limit (http.MaxBytesReader) is a 413.
+func readCompletion(r io.Reader, m *Model, o Options) (*completionRequest, *apiError) {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	t, err := dec.Token()
+	if err != nil {
+		return nil, bodyError(err)
 	}
+	if d, ok := t.(json.Delim); !ok || d != '{' {
+		return nil, badRequest("request body: want a JSON object")
+	}
+	f := map[string]json.RawMessage{}
+	var prompts [][]int32
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, bodyError(err)
+		}
+		key, _ := t.(string)
+		if key == "prompt" {
+			var aerr *apiError
+			if prompts, aerr = streamPrompts(dec, m.Vocab, m.MaxLen, o.MaxRows); aerr != nil {
+				return nil, aerr
+			}
+			continue
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, bodyError(err)
+		}
+		f[key] = raw
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, bodyError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("request body: want one JSON object, got more after it")
+	}
+	return checkCompletion(f, prompts, m, o)
+}
+
+// bodyError is the answer to an error reading the body: 413 past the size
+// limit, else 400.
+func bodyError(err error) *apiError {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: larger than %d bytes", mb.Limit)}
+	}
+	return badRequest("request body: want a JSON object (%v)", err)
+}
+
+// checkCompletion checks the fields of a request whose prompts (nil when
+// absent or null) were read already.
+func checkCompletion(f map[string]json.RawMessage, prompts [][]int32, m *Model, o Options) (*completionRequest, *apiError) {
 	var unknown []string
 	for k := range f {
 		if !allowed[k] {
@@ -82,9 +139,10 @@ func parseCompletion(body []byte, m *Model, o Options) (*completionRequest, *api
 		}
 	}
 	var aerr *apiError
-	if req.prompts, aerr = parsePrompts(value(f, "prompt"), m.Vocab); aerr != nil {
-		return nil, aerr
+	if prompts == nil {
+		return nil, badRequest("prompt: required (a list of token-id lists)")
 	}
+	req.prompts = prompts
 	n, aerr := intField(f, "n", 1)
 	if aerr != nil {
 		return nil, aerr
@@ -189,54 +247,116 @@ func parseCompletion(body []byte, m *Model, o Options) (*completionRequest, *api
 	return req, nil
 }
 
-// parsePrompts reads prompt: a list of token-id lists, or one flat list
-// (one prompt). Every id must be in [0, vocab).
-func parsePrompts(raw json.RawMessage, vocab int) ([][]int32, *apiError) {
-	if raw == nil {
-		return nil, badRequest("prompt: required (a list of token-id lists)")
+// streamPrompts reads the value of prompt from dec, token by token: a
+// list of token-id lists, or one flat list (one prompt); null is none.
+// Every id must be in [0, vocab); a prompt of maxLen ids or more (no room
+// for a new token) or more than maxPrompts prompts stops the reading.
+func streamPrompts(dec *json.Decoder, vocab, maxLen, maxPrompts int) ([][]int32, *apiError) {
+	t, err := dec.Token()
+	if err != nil {
+		return nil, bodyError(err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var top any
-	if err := dec.Decode(&top); err != nil {
-		return nil, badRequest("prompt: %v", err)
-	}
-	list, ok := top.([]any)
-	if !ok {
-		if _, isText := top.(string); isText {
-			return nil, badRequest("prompt: text prompts are not supported: send token ids (a list of token-id lists)")
+	switch v := t.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return nil, badRequest("prompt: text prompts are not supported: send token ids (a list of token-id lists)")
+	case json.Delim:
+		if v != '[' {
+			return nil, badRequest("prompt: want a list of token-id lists, got an object")
 		}
-		return nil, badRequest("prompt: want a list of token-id lists, got %s", short(raw))
+	default:
+		return nil, badRequest("prompt: want a list of token-id lists, got %v", v)
 	}
-	if len(list) == 0 {
+	if !dec.More() {
 		return nil, badRequest("prompt: empty")
 	}
-	if _, nested := list[0].([]any); !nested {
-		list = []any{list} // one flat prompt
+	if t, err = dec.Token(); err != nil {
+		return nil, bodyError(err)
 	}
-	out := make([][]int32, len(list))
-	for i, p := range list {
-		ids, ok := p.([]any)
-		if !ok {
-			return nil, badRequest("prompt[%d]: want a list of token ids, got %v", i, p)
+	if d, ok := t.(json.Delim); !ok || d != '[' {
+		// One flat prompt: t is its first id.
+		ids, aerr := readIDs(dec, 0, t, vocab, maxLen)
+		if aerr != nil {
+			return nil, aerr
 		}
-		if len(ids) == 0 {
-			return nil, badRequest("prompt[%d]: empty", i)
+		return [][]int32{ids}, nil
+	}
+	var out [][]int32
+	for i := 0; ; i++ {
+		ids, aerr := readIDs(dec, i, nil, vocab, maxLen)
+		if aerr != nil {
+			return nil, aerr
 		}
-		out[i] = make([]int32, len(ids))
-		for j, x := range ids {
-			num, ok := x.(json.Number)
-			var id int64
-			if ok {
-				id, ok = numberToInt(string(num))
-			}
-			if !ok || id < 0 || id >= int64(vocab) {
-				return nil, badRequest("prompt[%d][%d] = %v: want a token id in [0, %d)", i, j, x, vocab)
-			}
-			out[i][j] = int32(id)
+		out = append(out, ids)
+		if !dec.More() {
+			break
 		}
+		if len(out) >= maxPrompts {
+			return nil, badRequest("prompt: more than %d prompts, the server's limit per request (--max-batch)", maxPrompts)
+		}
+		if t, err = dec.Token(); err != nil {
+			return nil, bodyError(err)
+		}
+		if d, ok := t.(json.Delim); !ok || d != '[' {
+			return nil, badRequest("prompt[%d]: want a list of token ids, got %s", i+1, describe(t))
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the outer list's end
+		return nil, bodyError(err)
 	}
 	return out, nil
+}
+
+// readIDs reads the ids of prompt i up to its closing bracket; first, when
+// not nil, is its first token, already read.
+func readIDs(dec *json.Decoder, i int, first json.Token, vocab, maxLen int) ([]int32, *apiError) {
+	var ids []int32
+	for j := 0; first != nil || dec.More(); j++ {
+		t := first
+		first = nil
+		if t == nil {
+			var err error
+			if t, err = dec.Token(); err != nil {
+				return nil, bodyError(err)
+			}
+		}
+		num, ok := t.(json.Number)
+		var id int64
+		if ok {
+			id, ok = numberToInt(string(num))
+		}
+		if !ok || id < 0 || id >= int64(vocab) {
+			return nil, badRequest("prompt[%d][%d] = %s: want a token id in [0, %d)", i, j, describe(t), vocab)
+		}
+		if j >= maxLen-1 {
+			return nil, badRequest("prompt[%d]: more than %d tokens: the model's max length is %d, so no new token would fit", i, maxLen-1, maxLen)
+		}
+		ids = append(ids, int32(id))
+	}
+	if _, err := dec.Token(); err != nil { // the closing bracket
+		return nil, bodyError(err)
+	}
+	if len(ids) == 0 {
+		return nil, badRequest("prompt[%d]: empty", i)
+	}
+	return ids, nil
+}
+
+// describe writes a JSON token for an error message.
+func describe(t json.Token) string {
+	switch v := t.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "a list"
+		}
+		return "an object"
+	case string:
+		return strconv.Quote(v)
+	case nil:
+		return "null"
+	}
+	return fmt.Sprint(t)
 }
 
 // value returns key's raw value, nil when absent or null (null means the

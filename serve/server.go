@@ -245,12 +245,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 
 // completions samples and answers one completions request.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	body, aerr := readBody(w, r, s.o.MaxBody)
-	if aerr != nil {
-		writeError(w, aerr.status, aerr.msg)
-		return
-	}
-	req, aerr := parseCompletion(body, s.m, s.o)
+	req, aerr := readCompletion(http.MaxBytesReader(w, r.Body, s.o.MaxBody), s.m, s.o)
 	if aerr != nil {
 		writeError(w, aerr.status, aerr.msg)
 		return

@@ -17,8 +17,9 @@ import (
 
 // configFlags are the flags every config-driven command shares.
 type configFlags struct {
-	file string
-	sets stringList
+	file           string
+	sets           stringList
+	engine, plugin string
 }
 
 func (c *configFlags) register(fs *flag.FlagSet) {
@@ -26,8 +27,28 @@ func (c *configFlags) register(fs *flag.FlagSet) {
 	fs.Var(&c.sets, "set", "override one key, e.g. --set train.steps=50 (repeatable; value parsed as YAML)")
 }
 
+// registerEngine adds --engine and --pjrt-plugin, for the commands that
+// run a model.
+func (c *configFlags) registerEngine(fs *flag.FlagSet) {
+	c.register(fs)
+	fs.StringVar(&c.engine, "engine", "", "compute engine, as on score, generate and serve: the same as --set backend.engine=E (a --set of that key wins)")
+	fs.StringVar(&c.plugin, "pjrt-plugin", "", "the xla:* engines' PJRT plugin: the same as --set backend.pjrt_plugin=P")
+}
+
+// given reports whether any flag that changes the config was given.
+func (c *configFlags) given() bool {
+	return c.file != "" || len(c.sets) > 0 || c.engine != "" || c.plugin != ""
+}
+
 func (c *configFlags) load() (*core.Config, error) {
-	return core.LoadConfig(core.LoadOptions{File: c.file, Sets: c.sets})
+	var sets []string
+	if c.engine != "" {
+		sets = append(sets, "backend.engine="+c.engine)
+	}
+	if c.plugin != "" {
+		sets = append(sets, "backend.pjrt_plugin="+c.plugin)
+	}
+	return core.LoadConfig(core.LoadOptions{File: c.file, Sets: append(sets, c.sets...)})
 }
 
 func newFlagSet(name, synopsis string) *flag.FlagSet {
@@ -89,9 +110,9 @@ func exitCode(err error) int {
 }
 
 func cmdTrain(args []string) int {
-	fs := newFlagSet("train", "train [--config FILE] [--set key=value]... [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR]")
+	fs := newFlagSet("train", "train [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR]")
 	var cf configFlags
-	cf.register(fs)
+	cf.registerEngine(fs)
 	runDir := fs.String("run-dir", "", "run directory, new or empty (default runs/<time>-<random>-<algorithm>)")
 	overwrite := fs.Bool("overwrite", false, "with --run-dir: delete the run already in DIR (config, metrics, checkpoints) and start afresh")
 	resume := fs.String("resume", "", "continue the run in DIR from its newest complete checkpoint (uses DIR/config.yaml)")
@@ -107,8 +128,8 @@ func cmdTrain(args []string) int {
 		Output: session.Output{W: os.Stderr, TTY: tty}, Log: log}
 	var err error
 	if *resume != "" {
-		if cf.file != "" || len(cf.sets) > 0 {
-			err = fmt.Errorf("--resume uses %s/config.yaml: --config and --set cannot change a run being resumed (edit that file instead; see docs/config.md)", *resume)
+		if cf.given() {
+			err = fmt.Errorf("--resume uses %s/config.yaml: --config, --set and --engine cannot change a run being resumed (edit that file instead; see docs/config.md)", *resume)
 		}
 	} else {
 		o.Config, err = cf.load()
@@ -123,9 +144,9 @@ func cmdTrain(args []string) int {
 }
 
 func cmdPretrain(args []string) int {
-	fs := newFlagSet("pretrain", "pretrain [--config FILE] [--set key=value]... [--out DIR]")
+	fs := newFlagSet("pretrain", "pretrain [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--out DIR]")
 	var cf configFlags
-	cf.register(fs)
+	cf.registerEngine(fs)
 	out := fs.String("out", "", "where to write the base policy (default pretrain.dir/<key>, where train's model.checkpoint: auto looks)")
 	if code, done := parse(fs, args); done {
 		return code
@@ -153,9 +174,9 @@ func cmdPretrain(args []string) int {
 }
 
 func cmdEval(args []string) int {
-	fs := newFlagSet("eval", "eval [--config FILE] [--set key=value]... [--checkpoint DIR | --run DIR]")
+	fs := newFlagSet("eval", "eval [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--checkpoint DIR | --run DIR]")
 	var cf configFlags
-	cf.register(fs)
+	cf.registerEngine(fs)
 	ckpt := fs.String("checkpoint", "", "checkpoint directory holding policy.gob (default: model.checkpoint)")
 	run := fs.String("run", "", "evaluate the latest checkpoint of this run directory, with its config")
 	if code, done := parse(fs, args); done {

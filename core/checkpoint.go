@@ -137,6 +137,12 @@ func syncDir(dir string) {
 	}
 }
 
+// CheckpointStep is the step of a checkpoint directory (its base name
+// "step-N"), and whether dir is named as one.
+func CheckpointStep(dir string) (int, bool) {
+	return checkpointStep(filepath.Base(filepath.Clean(dir)))
+}
+
 // checkpointStep parses "step-N" (or "step-N.old") and reports whether
 // name is a checkpoint directory name.
 func checkpointStep(name string) (int, bool) {

@@ -41,6 +41,12 @@ func (c *configFlags) given() bool {
 }
 
 func (c *configFlags) load() (*core.Config, error) {
+	return core.LoadConfig(core.LoadOptions{File: c.file, Sets: c.allSets()})
+}
+
+// allSets are --engine and --pjrt-plugin as --set lines, then the --set
+// lines (which win).
+func (c *configFlags) allSets() []string {
 	var sets []string
 	if c.engine != "" {
 		sets = append(sets, "backend.engine="+c.engine)
@@ -48,7 +54,7 @@ func (c *configFlags) load() (*core.Config, error) {
 	if c.plugin != "" {
 		sets = append(sets, "backend.pjrt_plugin="+c.plugin)
 	}
-	return core.LoadConfig(core.LoadOptions{File: c.file, Sets: append(sets, c.sets...)})
+	return append(sets, c.sets...)
 }
 
 func newFlagSet(name, synopsis string) *flag.FlagSet {
@@ -174,11 +180,12 @@ func cmdPretrain(args []string) int {
 }
 
 func cmdEval(args []string) int {
-	fs := newFlagSet("eval", "eval [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--checkpoint DIR | --run DIR]")
+	fs := newFlagSet("eval", "eval [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--checkpoint DIR | --run DIR] [--seed-step N]")
 	var cf configFlags
 	cf.registerEngine(fs)
 	ckpt := fs.String("checkpoint", "", "checkpoint directory holding policy.gob (default: model.checkpoint)")
 	run := fs.String("run", "", "evaluate the latest checkpoint of this run directory, with its config")
+	seedStep := fs.Int("seed-step", -1, "draw the evaluation's samples with the seeds of this step (default: the checkpoint's own step, read from its step-N name, so the run's logged figure is reproduced; 0 for other checkpoints)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -193,7 +200,7 @@ func cmdEval(args []string) int {
 			if rerr != nil {
 				return rerr
 			}
-			if cfg, err = core.LoadConfig(core.LoadOptions{Base: data, Sets: cf.sets}); err != nil {
+			if cfg, err = core.LoadConfig(core.LoadOptions{Base: data, Sets: cf.allSets()}); err != nil {
 				return err
 			}
 			if dir == "" {
@@ -225,11 +232,15 @@ func cmdEval(args []string) int {
 		if err := s.LoadPolicy(dir); err != nil {
 			return err
 		}
+		step := *seedStep
+		if step < 0 {
+			step, _ = core.CheckpointStep(dir) // 0 when dir is no step-N
+		}
 		m := map[string]float64{}
-		if err := s.Trainer.Evaluate(0, m); err != nil {
+		if err := s.Trainer.Evaluate(step, m); err != nil {
 			return err
 		}
-		out, _ := json.MarshalIndent(map[string]any{"checkpoint": dir, "metrics": m}, "", "  ")
+		out, _ := json.MarshalIndent(map[string]any{"checkpoint": dir, "seed_step": step, "metrics": m}, "", "  ")
 		fmt.Println(string(out))
 		return nil
 	}()

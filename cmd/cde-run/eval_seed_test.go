@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// eval --run scores the newest checkpoint with the seeds of its own step,
+// so it reproduces the figure the run logged at that step (it used to
+// draw step 0's samples: 0.5433 where the run had logged 0.5526).
+func TestEvalReproducesRun(t *testing.T) {
+	tmp := t.TempDir()
+	// The default task and its shipped base policy, so accuracies are far
+	// from 0 and other samples give other figures.
+	runDir := filepath.Join(tmp, "run")
+	run(t, "train", "--run-dir", runDir, "--set", "train.steps=3", "--set", "train.checkpoint_every=3", "--set", "eval.max_problems=48", "--set", "pretrain.dir="+filepath.Join(tmp, "base"))
+	rows := readMetrics(t, filepath.Join(runDir, "metrics.jsonl"))
+	var logged map[string]any
+	for _, r := range rows {
+		if r["step"] == float64(3) {
+			if _, ok := r["val/mean/avg@4"]; ok {
+				logged = r
+			}
+		}
+	}
+	if logged == nil {
+		t.Fatalf("the run logged no evaluation at step 3: %v", rows[len(rows)-1])
+	}
+	out, err := exec.Command(cdeRun, "eval", "--run", runDir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		SeedStep int                `json:"seed_step"`
+		Metrics  map[string]float64 `json:"metrics"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.SeedStep != 3 {
+		t.Errorf("seed_step %d, want 3 (the checkpoint's)", res.SeedStep)
+	}
+	n := 0
+	for k, v := range res.Metrics {
+		if !strings.HasPrefix(k, "val/") {
+			continue
+		}
+		n++
+		if lv, ok := logged[k].(float64); !ok || lv != v {
+			t.Errorf("%s: eval %v, the run logged %v at step 3", k, v, logged[k])
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no val/ metrics in %s", out)
+	}
+}

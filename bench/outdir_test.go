@@ -127,3 +127,18 @@ func TestRerunRecovers(t *testing.T) {
 		t.Errorf("rerun with a relative --out: %v\n%s", err, log)
 	}
 }
+
+// A shipped preset is found by name from any directory; an unknown name
+// lists the presets.
+func TestLoadPreset(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, name := range []string{"smoke", "smoke.yaml", "bench/smoke.yaml"} {
+		spec, err := Load(name)
+		if err != nil || spec.Stem != "smoke" || len(spec.Arms) == 0 {
+			t.Errorf("Load(%q): %v, %v", name, spec, err)
+		}
+	}
+	if _, err := Load("nope"); err == nil || !strings.Contains(err.Error(), "paper-countdown") {
+		t.Errorf("Load(nope): %v, want an error listing the presets", err)
+	}
+}

@@ -10,7 +10,9 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -59,11 +61,18 @@ type Claim struct {
 
 var armNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
-// Load reads and strictly validates a bench file (ParseSpec).
+// Load reads and strictly validates a bench file (ParseSpec). A path
+// that does not exist and names a shipped preset ("smoke", "smoke.yaml",
+// "bench/smoke.yaml") is that preset, embedded in the binary.
 func Load(path string) (*Spec, error) {
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if b, name, ok := preset(path); ok {
+			return ParseSpec(b, name)
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return nil, notFound(path, err)
 	}
 	return ParseSpec(data, path)
 }

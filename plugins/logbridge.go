@@ -41,23 +41,24 @@ func (w *zerologWriter) line(line []byte) {
 	}
 	var m map[string]any
 	if json.Unmarshal(line, &m) != nil {
-		w.log.Info().Str("plugin", w.plugin).Msg(string(line))
+		relayLine(w.log, w.plugin, "", string(line))
 		return
 	}
 	lvl, _ := m["@level"].(string)
 	msg, _ := m["@message"].(string)
-	var ev *zerolog.Event
+	level := w.log.Info
 	switch strings.ToLower(lvl) {
 	case "trace", "debug":
-		ev = w.log.Debug()
+		level = w.log.Debug
 	case "warn":
-		ev = w.log.Warn()
+		level = w.log.Warn
 	case "error":
-		ev = w.log.Error()
-	default:
-		ev = w.log.Info()
+		level = w.log.Error
 	}
-	ev = ev.Str("plugin", w.plugin)
+	ev := relayEvent(level, w.log, w.plugin, len(line))
+	if ev == nil {
+		return
+	}
 	if mod, _ := m["@module"].(string); mod != "" {
 		ev = ev.Str("module", mod)
 	}
@@ -107,7 +108,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			break
 		}
 		if s := strings.TrimRight(string(w.buf[:i]), "\r"); s != "" {
-			w.log.Info().Str("plugin", w.plugin).Str("stream", w.stream).Msg(s)
+			relayLine(w.log, w.plugin, w.stream, s)
 		}
 		w.buf = w.buf[i+1:]
 	}

@@ -158,7 +158,7 @@ func (r *procRunner) pumpStdout() {
 				return
 			}
 		} else if s := strings.TrimRight(line, "\r"); s != "" {
-			r.log.Info().Str("plugin", r.label).Str("stream", "stdout").Msg(s)
+			relayLine(r.log, r.label, "stdout", s)
 		}
 		if err != nil {
 			return
@@ -176,6 +176,7 @@ func (r *procRunner) pumpStdout() {
 // quoted in crash messages).
 func (r *procRunner) pumpStderr() {
 	defer r.stderrW.Close()
+	defer flushDropped(r.log, r.label)
 	br := bufio.NewReaderSize(r.errR, 4096)
 	inPanic := false
 	for {
@@ -186,7 +187,7 @@ func (r *procRunner) pumpStderr() {
 		line = safeLogLine(line)
 		if shown := goPluginShows(line, &inPanic); !shown {
 			if s := strings.TrimSpace(line); s != "" {
-				r.log.Info().Str("plugin", r.label).Str("stream", "stderr").Msg(s)
+				relayLine(r.log, r.label, "stderr", s)
 			}
 		}
 		if _, werr := r.stderrW.Write([]byte(line + "\n")); werr != nil {

@@ -5,41 +5,27 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cde-rl/cde/internal/proctest"
 )
 
-// children lists the pids whose parent is ppid (from /proc).
+// children lists the pids whose parent is ppid.
 func children(ppid int) []int {
 	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-			out = append(out, pid)
+	for _, p := range proctest.All() {
+		if p.PPID == ppid {
+			out = append(out, p.PID)
 		}
 	}
 	return out
 }
 
 func alive(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z" // a zombie has exited
+	p, ok := proctest.Get(strconv.Itoa(pid))
+	return ok && p.Live()
 }
 
 // A bench killed with SIGKILL takes its training child with it.

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/proctest"
 	"github.com/cde-rl/cde/plugins"
 )
 
@@ -216,21 +217,10 @@ func waitGroupGone(t *testing.T, pgid int) {
 // liveInGroup lists the processes of group pgid that are not zombies,
 // from /proc/PID/stat ("PID (COMM) STATE PPID PGRP ...").
 func liveInGroup(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
 	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
+	for _, p := range proctest.All() {
+		if p.Live() && p.PGRP == pgid {
+			out = append(out, p.PID)
 		}
 	}
 	return out

@@ -208,7 +208,7 @@ func TestMathConfigErrors(t *testing.T) {
 		{"missing file", map[string]any{"train": filepath.Join(dir, "nope.jsonl")}, "task.train: open "},
 		{"unknown extension", map[string]any{"train": noExt}, "data.txt: cannot tell the format"},
 		{"not parquet", map[string]any{"train": notParquet}, "x.parquet: not a readable parquet file"},
-		{"forced wrong format", map[string]any{"train": verlTrain, "format": "jsonl"}, "verl_gsm8k_train.parquet:1: bad JSON"},
+		{"forced wrong format", map[string]any{"train": verlTrain, "format": "jsonl"}, "verl_gsm8k_train.parquet:1: invalid UTF-8"},
 		{"unknown template", map[string]any{"train": gsmTrain, "chat_template": "vicuna"}, `task.chat_template: unknown chat template "vicuna"`},
 		{"llama3 with char", map[string]any{"train": gsmTrain, "chat_template": "llama3"}, "task.chat_template: llama3 writes a BOS token"},
 		{"eos with char", map[string]any{"train": gsmTrain, "eos_token": "x"}, "task.eos_token: the character tokenizer"},

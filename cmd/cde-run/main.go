@@ -38,7 +38,8 @@ Commands:
   generate   sample completions of a Hugging Face model
   serve      serve a policy over HTTP (OpenAI-compatible completions, weight reload)
 
-Run "cde-run COMMAND --help" for a command's flags.
+Run "cde-run COMMAND --help" for a command's flags. Every command also
+takes --log-level debug|info|warn|error (default info).
 `
 
 func main() {
@@ -70,5 +71,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cde-run: unknown command %q\n\n%s", name, usage)
 		os.Exit(2)
 	}
-	os.Exit(f(os.Args[2:]))
+	args, level, err := takeLogLevel(os.Args[2:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cde-run %s: %v\n", name, err)
+		os.Exit(2)
+	}
+	logLevel = level
+	os.Exit(f(args))
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -25,9 +26,43 @@ func stderrIsTTY() bool {
 func newLogger(w io.Writer, tty bool) zerolog.Logger {
 	if tty {
 		out := zerolog.ConsoleWriter{Out: clearLine{w}, TimeFormat: time.TimeOnly}
-		return zerolog.New(out).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+		return zerolog.New(out).Level(logLevel).With().Timestamp().Logger()
 	}
-	return zerolog.New(w).With().Timestamp().Logger()
+	return zerolog.New(w).Level(logLevel).With().Timestamp().Logger()
+}
+
+// logLevel is --log-level, which every command takes (main strips it
+// before the command's own flags): info unless set, with or without a
+// terminal.
+var logLevel = zerolog.InfoLevel
+
+// takeLogLevel removes --log-level LEVEL (or --log-level=LEVEL, one or two
+// dashes) from args and returns the level.
+func takeLogLevel(args []string) ([]string, zerolog.Level, error) {
+	level := zerolog.InfoLevel
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "log-level" {
+			out = append(out, a)
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return nil, level, fmt.Errorf("--log-level needs a value: debug, info, warn or error")
+			}
+			i++
+			val = args[i]
+		}
+		switch val {
+		case "debug", "info", "warn", "error":
+			level, _ = zerolog.ParseLevel(val)
+		default:
+			return nil, level, fmt.Errorf("--log-level %q: want debug, info, warn or error", val)
+		}
+	}
+	return out, level, nil
 }
 
 // clearLine erases the terminal line (where a progress bar may stand)

@@ -70,3 +70,37 @@ func TestEngineFlag(t *testing.T) {
 		t.Error("--engine does not count as changing the config (train --resume must refuse it)")
 	}
 }
+
+// --log-level is taken out of any command's arguments (both spellings);
+// a bad value is an error naming the flag.
+func TestTakeLogLevel(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want []string
+		lvl  string
+	}{
+		{[]string{"--set", "a=1"}, []string{"--set", "a=1"}, "info"},
+		{[]string{"--log-level", "debug", "--set", "a=1"}, []string{"--set", "a=1"}, "debug"},
+		{[]string{"--set", "a=1", "-log-level=warn"}, []string{"--set", "a=1"}, "warn"},
+	} {
+		got, lvl, err := takeLogLevel(tc.in)
+		if err != nil || strings.Join(got, " ") != strings.Join(tc.want, " ") || lvl.String() != tc.lvl {
+			t.Errorf("%v: %v %v %v, want %v %s", tc.in, got, lvl, err, tc.want, tc.lvl)
+		}
+	}
+	for _, bad := range [][]string{{"--log-level"}, {"--log-level", "loud"}} {
+		if _, _, err := takeLogLevel(bad); err == nil || !strings.Contains(err.Error(), "--log-level") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+	// Without a terminal the log is info-level JSON unless asked: debug
+	// lines (a checkpoint written) appear only with --log-level debug.
+	tmp := t.TempDir()
+	cfg := filepath.Join(tmp, "tiny.yaml")
+	writeFile(t, cfg, tinyBase+"train: {steps: 2, prompts_per_step: 4, checkpoint_every: 1}\n")
+	quiet := run(t, "train", "--config", cfg, "--run-dir", filepath.Join(tmp, "a"))
+	loud := run(t, "train", "--log-level", "debug", "--config", cfg, "--run-dir", filepath.Join(tmp, "b"))
+	if strings.Contains(quiet, `"level":"debug"`) || !strings.Contains(loud, `"level":"debug"`) {
+		t.Errorf("debug lines: %v by default, %v with --log-level debug", strings.Contains(quiet, `"level":"debug"`), strings.Contains(loud, `"level":"debug"`))
+	}
+}

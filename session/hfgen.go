@@ -3,6 +3,8 @@ package session
 import (
 	"fmt"
 
+	"github.com/rs/zerolog"
+
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
@@ -86,12 +88,8 @@ func GenerateHF(o GenerateOptions, prompts []string) ([][]Completion, error) {
 		return nil, err
 	}
 	defer b.Close()
-	stops, _ := hc.StopIDs(int(tok.EOS()))
-	stop32 := make([]int32, len(stops))
-	for i, id := range stops {
-		stop32[i] = int32(id)
-	}
-	gens, err := b.Generate(core.GenerateRequest{Prompts: ids, Temperature: o.Temperature, MaxTokens: o.MaxTokens, Seed: o.Seed, StopTokens: stop32})
+	stops := StopTokens(hc, int(tok.EOS()), zerolog.Nop())
+	gens, err := b.Generate(core.GenerateRequest{Prompts: ids, Temperature: o.Temperature, MaxTokens: o.MaxTokens, Seed: o.Seed, StopTokens: stops})
 	if err != nil {
 		return nil, err
 	}

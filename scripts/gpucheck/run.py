@@ -351,7 +351,6 @@ def check_d(ctx):
         cmd += ["--pjrt-plugin", ctx.plugin]
     if ctx.dry:
         cmd += ["--layers", "1", "--batch", "2", "--seq", "80", "--decode", "4", "--reps", "1", "--decode-batches", "1,2"]
-    logf = os.path.join(ctx.out, "logs", "d.log")
     with GPUMemSampler() as mem:
         # The sampler sees cde's process (hfbench) and PyTorch's (its child).
         run(ctx, "d", cmd, timeout=ctx.t(540))
@@ -373,7 +372,6 @@ def check_d(ctx):
         if len(pids) > 1:
             fig["nvidia_smi_peak_mib"]["torch"] = mem.peak[pids[-1]]
     fig["log"] = "logs/d.log"
-    del logf
     return "pass", fig
 
 

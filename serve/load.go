@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/rs/zerolog"
+
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
@@ -37,6 +39,9 @@ type LoadOptions struct {
 	// MaxLen, for Model, is the longest prompt + completion served (0:
 	// max_position_embeddings, at most 8192).
 	MaxLen int
+	// Log takes the warnings of loading (a tokenizer larger than the
+	// model's vocabulary, a chat template cde does not recognise).
+	Log zerolog.Logger
 }
 
 // Load builds the model o names.
@@ -87,8 +92,26 @@ func loadHF(o LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{Engine: b, Tokenizer: tok, Vocab: hc.Vocab, MaxLen: maxLen, EOS: tok.EOS(),
-		ExtraEOS: extraEOS(hc, tok.EOS()), Close: b.Close}, nil
+	m := &Model{Engine: b, Tokenizer: tok, Vocab: hc.Vocab, MaxLen: maxLen, EOS: tok.EOS(),
+		ExtraEOS: extraEOS(hc, tok.EOS()), TextBOS: tok.BOS(), Close: b.Close}
+	m.Template, m.TemplateErr = tasks.DetectChatTemplate(o.Model)
+	m.warn(o.Log)
+	return m, nil
+}
+
+// warn logs what a client of m may trip on: a tokenizer with more tokens
+// than the model's vocabulary (a text prompt holding one of those tokens
+// is refused), and a chat template cde cannot render.
+func (m *Model) warn(log zerolog.Logger) {
+	if n := m.Tokenizer.VocabSize(); n > m.Vocab {
+		log.Warn().Int("tokenizer", n).Int("model_vocab", m.Vocab).
+			Msg("the tokenizer has more tokens than the model's vocabulary: a text prompt holding a token past the vocabulary is refused (400)")
+	}
+	if m.TemplateErr != nil {
+		log.Warn().Err(m.TemplateErr).Msg("/v1/chat/completions is off: the model's chat template is not one cde renders")
+	} else if m.Template.Name == tasks.ChatNone {
+		log.Info().Msg("/v1/chat/completions is off: the model has no chat template (text and token-id prompts work on /v1/completions)")
+	}
 }
 
 // extraEOS are the model's stop ids by Hugging Face's rule (hf.Config.StopIDs)
@@ -126,7 +149,10 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 		if err := core.VerifyCheckpoint(ckpt); err != nil {
 			return nil, err
 		}
-		return FromConfig(cfg, o.Engine, ckpt)
+		if err := resolveRunPaths(dir, cfg); err != nil {
+			return nil, err
+		}
+		return fromConfig(cfg, o.Engine, ckpt, o.Log)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err != nil {
 		return nil, fmt.Errorf("--checkpoint %s: neither a run directory (config.yaml) nor a checkpoint (policy.gob)", dir)
@@ -144,7 +170,10 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 			if err != nil {
 				return nil, err
 			}
-			return FromConfig(cfg, o.Engine, dir)
+			if err := resolveRunPaths(run, cfg); err != nil {
+				return nil, err
+			}
+			return fromConfig(cfg, o.Engine, dir, o.Log)
 		}
 	}
 	pc, err := xla.ReadPolicyConfig(dir)
@@ -166,19 +195,26 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 		b.Close()
 		return nil, err
 	}
-	return &Model{Engine: b, Tokenizer: tok, Vocab: pc.Vocab, MaxLen: pc.MaxLen, EOS: tok.EOS(), Close: b.Close}, nil
+	m := &Model{Engine: b, Tokenizer: tok, Vocab: pc.Vocab, MaxLen: pc.MaxLen, EOS: tok.EOS(), TextBOS: tok.BOS(),
+		Template: tasks.ChatTemplate{Name: tasks.ChatNone}, Close: b.Close}
+	m.warn(o.Log)
+	return m, nil
 }
 
 // FromConfig builds the policy a run config describes (model.*, the task's
-// tokenizer, model.hf's architecture) on engine, and loads the weights of
-// checkpoint ckpt (policy.gob) into it; ckpt "" keeps the random initial
-// weights drawn from cfg.seed (tests).
+// tokenizer and chat template, model.hf's architecture) on engine, and
+// loads the weights of checkpoint ckpt (policy.gob) into it; ckpt "" keeps
+// the random initial weights drawn from cfg.seed (tests). The task's
+// problems are not read: serving needs only its tokenizer.
 func FromConfig(cfg *core.Config, engine, ckpt string) (*Model, error) {
-	task, err := tasks.New(core.NewParams("task", cfg.Task))
+	return fromConfig(cfg, engine, ckpt, zerolog.Nop())
+}
+
+func fromConfig(cfg *core.Config, engine, ckpt string, log zerolog.Logger) (*Model, error) {
+	tok, tpl, err := tasks.TokenizerOf(cfg.Task)
 	if err != nil {
 		return nil, err
 	}
-	tok := task.Tokenizer()
 	pc := xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
 		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
 	var extra []int32
@@ -208,5 +244,63 @@ func FromConfig(cfg *core.Config, engine, ckpt string) (*Model, error) {
 			return nil, err
 		}
 	}
-	return &Model{Engine: b, Tokenizer: tok, Vocab: pc.Vocab, MaxLen: pc.MaxLen, EOS: tok.EOS(), ExtraEOS: extra, Close: b.Close}, nil
+	// A text prompt gets the model's BOS as Hugging Face's tokenizer adds
+	// it (add_special_tokens); the task's tokenizer leaves it to the chat
+	// template.
+	textBOS := tok.BOS()
+	if mb, ok := tok.(interface{ ModelBOS() int32 }); ok {
+		textBOS = mb.ModelBOS()
+	}
+	m := &Model{Engine: b, Tokenizer: tok, Vocab: pc.Vocab, MaxLen: pc.MaxLen, EOS: tok.EOS(), ExtraEOS: extra,
+		TextBOS: textBOS, Template: tpl, Close: b.Close}
+	m.warn(log)
+	return m, nil
+}
+
+// resolveRunPaths makes the run's relative paths that serving reads
+// (task.tokenizer, model.hf) findable from any working directory. A
+// relative path in RUN/config.yaml is relative to the directory the run
+// was started from, which the file does not record: it is taken as given
+// when it exists from the working directory, else from the nearest
+// directory above RUN where it exists (a run made in runs/NAME, or a bench
+// arm-seed in OUT/runs/ARM/seed-N, lies below where it was started).
+func resolveRunPaths(run string, cfg *core.Config) error {
+	abs, err := filepath.Abs(run)
+	if err != nil {
+		return err
+	}
+	find := func(key, p string) (string, error) {
+		if p == "" || filepath.IsAbs(p) {
+			return p, nil
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, p)); err == nil {
+				return filepath.Join(d, p), nil
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+		return "", fmt.Errorf("%s/config.yaml: %s: %s is relative to the directory the run was started from, and it is found neither from the working directory nor from any directory above the run; serve from that directory, or give the model directory with --model",
+			run, key, p)
+	}
+	if cfg.Model.HF, err = find("model.hf", cfg.Model.HF); err != nil {
+		return err
+	}
+	if tn, ok := cfg.Task["tokenizer"].(string); ok && tn != "char" {
+		r, err := find("task.tokenizer", tn)
+		if err != nil {
+			return err
+		}
+		task := make(map[string]any, len(cfg.Task))
+		for k, v := range cfg.Task {
+			task[k] = v
+		}
+		task["tokenizer"] = r
+		cfg.Task = task
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cde-rl/cde/backends/xla/hftest"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/tasks"
 )
 
 // sameWeights fails unless got scores a fixed sequence as want does.
@@ -251,5 +252,76 @@ func TestLoadHFStopIDs(t *testing.T) {
 		if m.EOS != 151645 || !slices.Equal(m.ExtraEOS, tc.extra) {
 			t.Errorf("generation_config %q: EOS %d, extra %v; want 151645 and %v", tc.generation, m.EOS, m.ExtraEOS, tc.extra)
 		}
+	}
+}
+
+// serve --checkpoint RUN works from any working directory: a run made
+// with relative paths (task.tokenizer, model.hf) finds them from the
+// directory above the run it was started in, and reads no training file
+// (here deleted) to get its tokenizer.
+func TestLoadRunFromAnyDirectory(t *testing.T) {
+	root := t.TempDir()
+	model := filepath.Join(root, "models", "tiny")
+	if err := os.MkdirAll(model, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := hftest.WriteTinyQwen3(model, filepath.Join("..", "tokenizer", "testdata", "qwen3"), 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "data", "train.jsonl"), []byte(`{"question": "What is 2+2?", "answer": "#### 4"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Layers: [][]byte{[]byte(`seed: 4
+task: {name: math, train: data/train.jsonl, tokenizer: models/tiny}
+model: {hf: models/tiny, max_len: 64, checkpoint: ""}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trained, err := FromConfig(cfg, "cpu", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trained.Close()
+	run := filepath.Join(root, "runs", "r1")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := session.WriteResolvedConfig(run, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ckpt := filepath.Join(run, "checkpoints", "step-000001")
+	if err := backendOf(trained).Save(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.WriteManifest(ckpt, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, "data", "train.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	for _, dir := range []string{run, ckpt} {
+		m, err := Load(LoadOptions{Checkpoint: dir, Step: -1, Engine: "cpu"})
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		if m.Vocab != hftest.Qwen3Vocab || m.EOS != 151645 || m.Template.Name != tasks.ChatML {
+			t.Fatalf("%s: vocab %d, EOS %d, template %q", dir, m.Vocab, m.EOS, m.Template.Name)
+		}
+		sameWeights(t, dir, m, trained)
+		m.Close()
+	}
+	// Moved away, the model directory is an error naming the key.
+	if err := os.Rename(filepath.Join(root, "models"), filepath.Join(root, "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(LoadOptions{Checkpoint: run, Step: -1, Engine: "cpu"})
+	if err == nil || !strings.Contains(err.Error(), "model.hf: models/tiny is relative to the directory the run was started from") {
+		t.Fatalf("err = %v", err)
 	}
 }

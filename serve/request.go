@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // minTemperature is the lowest temperature served.
@@ -51,14 +52,25 @@ var neutral = []struct {
 // changes nothing in the answer). Any other field is a 400 naming it:
 // silently ignoring logit_bias, best_of, min_tokens, suffix... would answer
 // something the client did not ask for.
-var allowed = map[string]bool{"model": true, "prompt": true, "n": true, "temperature": true, "max_tokens": true,
-	"stop_token_ids": true, "logprobs": true, "return_tokens_as_token_ids": true, "seed": true, "stream": true,
-	"echo": true, "ignore_eos": true, "stop": true, "user": true, "skip_special_tokens": true}
+var completionFields = fieldSet("model", "prompt", "n", "temperature", "max_tokens", "stop_token_ids", "logprobs",
+	"return_tokens_as_token_ids", "seed", "stream", "echo", "ignore_eos", "stop", "user", "skip_special_tokens")
 
-func init() {
-	for _, nf := range neutral {
-		allowed[nf.key] = true
+// chatFields are those of /v1/chat/completions once its own fields
+// (messages, max_completion_tokens, logprobs as a flag, top_logprobs) are
+// read and mapped onto the completions ones.
+var chatFields = fieldSet("model", "n", "temperature", "max_tokens", "stop_token_ids", "logprobs",
+	"return_tokens_as_token_ids", "seed", "stream", "ignore_eos", "stop", "user", "skip_special_tokens")
+
+// fieldSet is the set of keys plus the neutral sampling fields.
+func fieldSet(keys ...string) map[string]bool {
+	set := map[string]bool{}
+	for _, k := range keys {
+		set[k] = true
 	}
+	for _, nf := range neutral {
+		set[nf.key] = true
+	}
+	return set
 }
 
 // readCompletion reads a completions request body from r as it streams
@@ -88,7 +100,7 @@ func readCompletion(r io.Reader, m *Model, o Options) (*completionRequest, *apiE
 		key, _ := t.(string)
 		if key == "prompt" {
 			var aerr *apiError
-			if prompts, aerr = streamPrompts(dec, m.Vocab, m.MaxLen, o.MaxRows); aerr != nil {
+			if prompts, aerr = streamPrompts(dec, m, o.MaxRows); aerr != nil {
 				return nil, aerr
 			}
 			continue
@@ -105,7 +117,10 @@ func readCompletion(r io.Reader, m *Model, o Options) (*completionRequest, *apiE
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, badRequest("request body: want one JSON object, got more after it")
 	}
-	return checkCompletion(f, prompts, m, o)
+	if prompts == nil {
+		return nil, badRequest("prompt: required (a text, a list of texts, or a list of token-id lists)")
+	}
+	return checkCompletion(f, completionFields, prompts, m, o)
 }
 
 // bodyError is the answer to an error reading the body: 413 past the size
@@ -118,9 +133,9 @@ func bodyError(err error) *apiError {
 	return badRequest("request body: want a JSON object (%v)", err)
 }
 
-// checkCompletion checks the fields of a request whose prompts (nil when
-// absent or null) were read already.
-func checkCompletion(f map[string]json.RawMessage, prompts [][]int32, m *Model, o Options) (*completionRequest, *apiError) {
+// checkCompletion checks the fields of a request whose prompts were read
+// already; allowed are the fields the endpoint takes.
+func checkCompletion(f map[string]json.RawMessage, allowed map[string]bool, prompts [][]int32, m *Model, o Options) (*completionRequest, *apiError) {
 	var unknown []string
 	for k := range f {
 		if !allowed[k] {
@@ -139,9 +154,6 @@ func checkCompletion(f map[string]json.RawMessage, prompts [][]int32, m *Model, 
 		}
 	}
 	var aerr *apiError
-	if prompts == nil {
-		return nil, badRequest("prompt: required (a list of token-id lists)")
-	}
 	req.prompts = prompts
 	n, aerr := intField(f, "n", 1)
 	if aerr != nil {
@@ -248,10 +260,12 @@ func checkCompletion(f map[string]json.RawMessage, prompts [][]int32, m *Model, 
 }
 
 // streamPrompts reads the value of prompt from dec, token by token: a
-// list of token-id lists, or one flat list (one prompt); null is none.
-// Every id must be in [0, vocab); a prompt of maxLen ids or more (no room
-// for a new token) or more than maxPrompts prompts stops the reading.
-func streamPrompts(dec *json.Decoder, vocab, maxLen, maxPrompts int) ([][]int32, *apiError) {
+// list of token-id lists, one flat list (one prompt), a text or a list of
+// texts (tokenized with m's tokenizer); null is none. Every id must be in
+// [0, m.Vocab); a prompt of m.MaxLen ids or more (no room for a new token)
+// or more than maxPrompts prompts stops the reading.
+func streamPrompts(dec *json.Decoder, m *Model, maxPrompts int) ([][]int32, *apiError) {
+	vocab, maxLen := m.Vocab, m.MaxLen
 	t, err := dec.Token()
 	if err != nil {
 		return nil, bodyError(err)
@@ -260,19 +274,26 @@ func streamPrompts(dec *json.Decoder, vocab, maxLen, maxPrompts int) ([][]int32,
 	case nil:
 		return nil, nil
 	case string:
-		return nil, badRequest("prompt: text prompts are not supported: send token ids (a list of token-id lists)")
+		ids, aerr := encodeText(m, 0, v)
+		if aerr != nil {
+			return nil, aerr
+		}
+		return [][]int32{ids}, nil
 	case json.Delim:
 		if v != '[' {
-			return nil, badRequest("prompt: want a list of token-id lists, got an object")
+			return nil, badRequest("prompt: want a text, a list of texts or a list of token-id lists, got an object")
 		}
 	default:
-		return nil, badRequest("prompt: want a list of token-id lists, got %v", v)
+		return nil, badRequest("prompt: want a text, a list of texts or a list of token-id lists, got %v", v)
 	}
 	if !dec.More() {
 		return nil, badRequest("prompt: empty")
 	}
 	if t, err = dec.Token(); err != nil {
 		return nil, bodyError(err)
+	}
+	if text, ok := t.(string); ok {
+		return readTexts(dec, m, text, maxPrompts)
 	}
 	if d, ok := t.(json.Delim); !ok || d != '[' {
 		// One flat prompt: t is its first id.
@@ -306,6 +327,76 @@ func streamPrompts(dec *json.Decoder, vocab, maxLen, maxPrompts int) ([][]int32,
 		return nil, bodyError(err)
 	}
 	return out, nil
+}
+
+// readTexts reads a list of text prompts whose first, first, was read.
+func readTexts(dec *json.Decoder, m *Model, first string, maxPrompts int) ([][]int32, *apiError) {
+	var out [][]int32
+	text := first
+	for i := 0; ; i++ {
+		ids, aerr := encodeText(m, i, text)
+		if aerr != nil {
+			return nil, aerr
+		}
+		out = append(out, ids)
+		if !dec.More() {
+			break
+		}
+		if len(out) >= maxPrompts {
+			return nil, badRequest("prompt: more than %d prompts, the server's limit per request (--max-batch)", maxPrompts)
+		}
+		t, err := dec.Token()
+		if err != nil {
+			return nil, bodyError(err)
+		}
+		var ok bool
+		if text, ok = t.(string); !ok {
+			return nil, badRequest("prompt[%d]: want a text (the list's first prompt is one), got %s", i+1, describe(t))
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the list's end
+		return nil, bodyError(err)
+	}
+	return out, nil
+}
+
+// MaxTextBytesPerToken bounds a text prompt's length before it is
+// tokenized: at most this many bytes per position of the model's context.
+const MaxTextBytesPerToken = 64
+
+// encodeText tokenizes text prompt i as the model's tokenizer does for a
+// completions prompt: the BOS (TextBOS) and the text's tokens.
+func encodeText(m *Model, i int, text string) ([]int32, *apiError) {
+	return encodeWith(m, fmt.Sprintf("prompt[%d]", i), text, m.TextBOS)
+}
+
+// encodeWith tokenizes text (named what in errors) after bos (< 0: none)
+// and checks it against the model: ids in its vocabulary, room for one
+// new token.
+func encodeWith(m *Model, what, text string, bos int32) ([]int32, *apiError) {
+	if text == "" {
+		return nil, badRequest("%s: empty", what)
+	}
+	if limit := MaxTextBytesPerToken * m.MaxLen; len(text) > limit {
+		return nil, badRequest("%s: %d bytes, more than %d (%d per position of the model's max length %d)", what, len(text), limit, MaxTextBytesPerToken, m.MaxLen)
+	}
+	if !utf8.ValidString(text) {
+		return nil, badRequest("%s: not valid UTF-8", what)
+	}
+	var ids []int32
+	if bos >= 0 {
+		ids = append(ids, bos)
+	}
+	ids = append(ids, m.Tokenizer.Encode(text)...)
+	for j, id := range ids {
+		if id < 0 || int(id) >= m.Vocab {
+			return nil, badRequest("%s: token %d of its tokenization is id %d, past the model's vocabulary of %d (the tokenizer is larger than the model)", what, j, id, m.Vocab)
+		}
+	}
+	if len(ids) > m.MaxLen-1 {
+		return nil, badRequest("%s: %d tokens, more than %d: the model's max length is %d, so no new token would fit", what, len(ids), m.MaxLen-1, m.MaxLen)
+	}
+	return ids, nil
 }
 
 // readIDs reads the ids of prompt i up to its closing bracket; first, when

@@ -6,7 +6,8 @@
 //
 // Endpoints (docs/serve.md has every field):
 //
-//	POST /v1/completions          sample n completions of each prompt
+//	POST /v1/completions          sample n completions of each prompt (token ids or text)
+//	POST /v1/chat/completions     sample n replies to a chat (the model's chat template)
 //	GET  /health                  200 once the model is loaded
 //	GET  /v1/models               the served model's name
 //	POST /update_weights_from_disk reload the weights from the fixed directory (token)
@@ -42,6 +43,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tasks"
 )
 
 // Engine is what the server needs of a model: xla.Backend satisfies it.
@@ -66,6 +68,14 @@ type Model struct {
 	// completion the same way (generation_config.json's other eos ids).
 	EOS      int32
 	ExtraEOS []int32
+	// TextBOS starts a text prompt of /v1/completions (-1: none), as
+	// Hugging Face's tokenizer adds it (add_special_tokens).
+	TextBOS int32
+	// Template renders the messages of /v1/chat/completions; with
+	// ChatNone (no chat template) or TemplateErr (one cde does not
+	// render) that endpoint answers 400.
+	Template    tasks.ChatTemplate
+	TemplateErr error
 	// Close releases the engine (nil: nothing to release).
 	Close func() error
 }
@@ -196,7 +206,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, errorBody(status, msg))
 }
 
-// ServeHTTP routes the four endpoints; anything else is a JSON 404, a
+// ServeHTTP routes the five endpoints; anything else is a JSON 404, a
 // known path with another method a JSON 405.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	routes := map[string]struct {
@@ -204,6 +214,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h      func(http.ResponseWriter, *http.Request)
 	}{
 		"/v1/completions":           {http.MethodPost, s.completions},
+		"/v1/chat/completions":      {http.MethodPost, s.chatCompletions},
 		"/health":                   {http.MethodGet, s.health},
 		"/v1/models":                {http.MethodGet, s.models},
 		"/update_weights_from_disk": {http.MethodPost, s.updateWeights},
@@ -250,6 +261,49 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr.status, aerr.msg)
 		return
 	}
+	start := time.Now()
+	gens, ok := s.generate(w, r, req)
+	if !ok {
+		return
+	}
+	resp := s.response(req, gens)
+	s.o.Log.Info().Int("prompts", len(req.prompts)).Int("n", req.n).Int("completion_tokens", resp.Usage.CompletionTokens).
+		Dur("took", time.Since(start)).Msg("completions")
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// chatCompletions samples and answers one chat completions request: its
+// messages rendered with the model's chat template, then as completions.
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	if s.m.TemplateErr != nil {
+		writeError(w, http.StatusBadRequest, "chat completions are off for this model: "+s.m.TemplateErr.Error()+"; send text or token ids to /v1/completions")
+		return
+	}
+	if s.m.Template.Name == tasks.ChatNone {
+		writeError(w, http.StatusBadRequest, "chat completions are off for this model: it has no chat template; send text or token ids to /v1/completions")
+		return
+	}
+	req, aerr := readChat(http.MaxBytesReader(w, r.Body, chatBodyLimit(s.m, s.o)), s.m, s.o)
+	if aerr != nil {
+		writeError(w, aerr.status, aerr.msg)
+		return
+	}
+	start := time.Now()
+	gens, ok := s.generate(w, r, req)
+	if !ok {
+		return
+	}
+	resp := s.chatResponse(req, gens)
+	s.o.Log.Info().Int("n", req.n).Int("completion_tokens", resp.Usage.CompletionTokens).
+		Dur("took", time.Since(start)).Msg("chat completions")
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// generate runs req on the model, queued behind the running request: it
+// answers the error itself (429 with the queue full, 503 past the request
+// timeout, 500 for an engine error, nothing to a client gone away) and
+// returns false then.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *completionRequest) ([]core.Generation, bool) {
 	gr := core.GenerateRequest{Temperature: req.temperature, MaxTokens: req.maxTokens, Seed: req.seed}
 	for _, p := range req.prompts {
 		for range req.n {
@@ -264,7 +318,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		s.queued.Add(-1)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("the server has %d completions requests waiting, its limit (--max-queue); retry later", s.o.MaxQueue))
-		return
+		return nil, false
 	}
 	defer s.queued.Add(-1)
 	// The request's context ends when the client goes away; the deadline
@@ -281,20 +335,17 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	})
 	if r.Context().Err() != nil {
 		s.o.Log.Info().Int("prompts", len(req.prompts)).Int("n", req.n).Dur("after", time.Since(start)).Msg("completions: the client went away; generation stopped")
-		return
+		return nil, false
 	}
 	if ctx.Err() != nil {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the request took longer than the server's limit of %v (--request-timeout); generation stopped", s.o.RequestTimeout))
-		return
+		return nil, false
 	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "generate: "+err.Error())
-		return
+		return nil, false
 	}
-	resp := s.response(req, gens)
-	s.o.Log.Info().Int("prompts", len(req.prompts)).Int("n", req.n).Int("completion_tokens", resp.Usage.CompletionTokens).
-		Dur("took", time.Since(start)).Msg("completions")
-	writeJSON(w, http.StatusOK, resp)
+	return gens, true
 }
 
 // locked runs f alone on the model. A panic in the engine becomes an

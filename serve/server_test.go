@@ -143,7 +143,7 @@ func TestCompletionValidation(t *testing.T) {
 		{`[1, 2]`, "request body"},
 		{`not json`, "request body"},
 		{`{}`, "prompt: required"},
-		{`{"prompt": "12+3"}`, "prompt: text prompts"},
+		{`{"prompt": "12+3", "max_tokens": 100}`, "max_tokens = 100"},
 		{`{"prompt": []}`, "prompt: empty"},
 		{`{"prompt": [[]]}`, "prompt[0]: empty"},
 		{`{"prompt": [[1, 5], 7]}`, "prompt[1]"},

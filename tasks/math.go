@@ -84,53 +84,9 @@ func NewMath(p *core.Params) (*Math, error) {
 	}
 
 	// Tokenizer and template.
-	if tokName == "char" {
-		t.tok = NewCharTokenizer()
-		if eosText != "" {
-			return nil, fmt.Errorf("config: %s: the character tokenizer's EOS is fixed; eos_token needs a model directory in %s", keyPath(p, "eos_token"), keyPath(p, "tokenizer"))
-		}
-	} else {
-		tok, err := tokenizer.Load(tokName)
-		if err != nil {
-			return nil, fmt.Errorf("config: %s: %w", keyPath(p, "tokenizer"), err)
-		}
-		ct := &chatTokenizer{Tokenizer: tok, bos: tok.BOS(), eos: tok.EOS(), pad: tok.PAD()}
-		if eosText != "" {
-			id, ok := tok.TokenToID(eosText)
-			if !ok {
-				return nil, fmt.Errorf("config: %s: %q is not a token of %s", keyPath(p, "eos_token"), eosText, tokName)
-			}
-			ct.eos = id
-		}
-		if ct.eos < 0 {
-			return nil, fmt.Errorf("config: %s: %s names no eos_token in tokenizer_config.json, so a response could never end; set %s",
-				keyPath(p, "tokenizer"), tokName, keyPath(p, "eos_token"))
-		}
-		if ct.pad < 0 {
-			ct.pad = ct.eos // as Hugging Face users do for models without a pad token
-		}
-		t.tok = ct
-	}
 	var err error
-	switch {
-	case tplName != "auto":
-		if t.template, err = ParseChatTemplate(tplName); err != nil {
-			return nil, fmt.Errorf("config: %s: %w", keyPath(p, "chat_template"), err)
-		}
-	case tokName == "char":
-		t.template = ChatTemplate{Name: ChatNone}
-	default:
-		if t.template, err = DetectChatTemplate(tokName); err != nil {
-			return nil, fmt.Errorf("config: %s (auto): %w", keyPath(p, "chat_template"), err)
-		}
-	}
-	if ct, ok := t.tok.(*chatTokenizer); ok && t.template.Name != ChatNone {
-		// As Hugging Face tokenizes a rendered chat (add_special_tokens=False):
-		// the template's text alone decides whether the prompt has a BOS.
-		ct.bos = -1
-	}
-	if _, ok := t.tok.(CharTokenizer); ok && t.template.IncludesBOS() {
-		return nil, fmt.Errorf("config: %s: %s writes a BOS token, which the character tokenizer has not; use chatml or none", keyPath(p, "chat_template"), t.template.Name)
+	if t.tok, t.template, err = mathTokenizer(p, tokName, tplName, eosText); err != nil {
+		return nil, err
 	}
 
 	load := func(src mathSource) ([]core.Problem, error) {
@@ -199,6 +155,91 @@ func NewMath(p *core.Params) (*Math, error) {
 	return t, nil
 }
 
+// mathTokenizer builds the math task's tokenizer (tokName: "char" or a
+// model directory, with eos_token eosText) and chat template (tplName:
+// auto or a built-in name); p names the keys in errors.
+func mathTokenizer(p *core.Params, tokName, tplName, eosText string) (core.Tokenizer, ChatTemplate, error) {
+	var tok core.Tokenizer
+	if tokName == "char" {
+		tok = NewCharTokenizer()
+		if eosText != "" {
+			return nil, ChatTemplate{}, fmt.Errorf("config: %s: the character tokenizer's EOS is fixed; eos_token needs a model directory in %s", keyPath(p, "eos_token"), keyPath(p, "tokenizer"))
+		}
+	} else {
+		hft, err := tokenizer.Load(tokName)
+		if err != nil {
+			return nil, ChatTemplate{}, fmt.Errorf("config: %s: %w", keyPath(p, "tokenizer"), err)
+		}
+		ct := &chatTokenizer{Tokenizer: hft, bos: hft.BOS(), eos: hft.EOS(), pad: hft.PAD()}
+		if eosText != "" {
+			id, ok := hft.TokenToID(eosText)
+			if !ok {
+				return nil, ChatTemplate{}, fmt.Errorf("config: %s: %q is not a token of %s", keyPath(p, "eos_token"), eosText, tokName)
+			}
+			ct.eos = id
+		}
+		if ct.eos < 0 {
+			return nil, ChatTemplate{}, fmt.Errorf("config: %s: %s names no eos_token in tokenizer_config.json, so a response could never end; set %s",
+				keyPath(p, "tokenizer"), tokName, keyPath(p, "eos_token"))
+		}
+		if ct.pad < 0 {
+			ct.pad = ct.eos // as Hugging Face users do for models without a pad token
+		}
+		tok = ct
+	}
+	var template ChatTemplate
+	var err error
+	switch {
+	case tplName != "auto":
+		if template, err = ParseChatTemplate(tplName); err != nil {
+			return nil, ChatTemplate{}, fmt.Errorf("config: %s: %w", keyPath(p, "chat_template"), err)
+		}
+	case tokName == "char":
+		template = ChatTemplate{Name: ChatNone}
+	default:
+		if template, err = DetectChatTemplate(tokName); err != nil {
+			return nil, ChatTemplate{}, fmt.Errorf("config: %s (auto): %w", keyPath(p, "chat_template"), err)
+		}
+	}
+	if ct, ok := tok.(*chatTokenizer); ok && template.Name != ChatNone {
+		// As Hugging Face tokenizes a rendered chat (add_special_tokens=False):
+		// the template's text alone decides whether the prompt has a BOS.
+		ct.bos = -1
+	}
+	if _, ok := tok.(CharTokenizer); ok && template.IncludesBOS() {
+		return nil, ChatTemplate{}, fmt.Errorf("config: %s: %s writes a BOS token, which the character tokenizer has not; use chatml or none", keyPath(p, "chat_template"), template.Name)
+	}
+	return tok, template, nil
+}
+
+// TokenizerOf is the tokenizer and chat template that the task of a
+// `task:` mapping uses, built without reading its problems (a served
+// checkpoint needs no training file): the math task's tokenizer,
+// eos_token and chat_template keys, the character tokenizer with no
+// template for arith, jsonl and countdown. Another registered task is
+// built in full (New) for its tokenizer, with no template.
+func TokenizerOf(task map[string]any) (core.Tokenizer, ChatTemplate, error) {
+	name, _ := task["name"].(string)
+	switch name {
+	case "arith", "jsonl", "countdown":
+		return NewCharTokenizer(), ChatTemplate{Name: ChatNone}, nil
+	case "math":
+		p := core.NewParams("task", task)
+		tokName := p.String("tokenizer", "char")
+		tplName := p.String("chat_template", "auto")
+		eosText := p.String("eos_token", "")
+		if err := p.Err(); err != nil {
+			return nil, ChatTemplate{}, err
+		}
+		return mathTokenizer(p, tokName, tplName, eosText)
+	}
+	t, err := New(core.NewParams("task", task))
+	if err != nil {
+		return nil, ChatTemplate{}, err
+	}
+	return t.Tokenizer(), ChatTemplate{Name: ChatNone}, nil
+}
+
 // chatTokenizer is a model's tokenizer with the task's BOS (none with a
 // chat template, whose text holds the BOS token when the model wants one), EOS (eos_token) and PAD (the EOS when the model
 // has no pad token).
@@ -210,6 +251,11 @@ type chatTokenizer struct {
 func (c *chatTokenizer) BOS() int32 { return c.bos }
 func (c *chatTokenizer) EOS() int32 { return c.eos }
 func (c *chatTokenizer) PAD() int32 { return c.pad }
+
+// ModelBOS is the model's own BOS (tokenizer_config.json's bos_token, -1
+// for none), which Hugging Face adds to a plain text prompt; BOS is the
+// task's, none under a chat template.
+func (c *chatTokenizer) ModelBOS() int32 { return c.Tokenizer.BOS() }
 
 // Name returns "math".
 func (t *Math) Name() string { return "math" }

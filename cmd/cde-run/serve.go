@@ -17,17 +17,22 @@ import (
 
 const serveHelp = `usage: cde-run serve (--model DIR | --checkpoint DIR [--step N]) [--addr HOST:PORT] [--reload-dir DIR]
 
-Serves a policy over HTTP with the subset of the OpenAI-compatible
-completions API that vLLM serves and RL trainers use (token-id prompts, n,
-temperature, max_tokens, stop_token_ids, logprobs, seed) and SGLang's
-POST /update_weights_from_disk, so a trainer can generate on other processes
-(rollout.servers) and push new weights to them.
+Serves a policy over HTTP with the subset of the OpenAI-compatible API that
+vLLM serves and RL trainers use: /v1/completions (token-id or text prompts,
+n, temperature, max_tokens, stop_token_ids, logprobs, seed),
+/v1/chat/completions (messages rendered with the model's chat template, so
+an ordinary OpenAI client works) and SGLang's POST /update_weights_from_disk,
+so a trainer can generate on other processes (rollout.servers) and push new
+weights to them. Fields it cannot honour are refused (400), never ignored.
 
 --model is a Hugging Face model directory (config.json, safetensors weights,
 tokenizer.json, tokenizer_config.json). --checkpoint is cde's: a run
 directory (its newest complete checkpoint, or --step N), one of its
 checkpoints/step-N directories, or a directory holding a policy.gob of cde's
-own transformer (character tokenizer).
+own transformer (character tokenizer). A run is served from any working
+directory: its tokenizer and model directory, when relative, are looked for
+from here and then from each directory above the run; its training data is
+not read.
 
 It listens on 127.0.0.1 unless --addr names another host (then it warns).
 Weight reload is off unless --reload-dir and a token (--token or
@@ -82,6 +87,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	log := newLogger(stderr, false)
 	o.Log = log
+	lo.Log = log
 	err := func() error {
 		if (o.ReloadDir == "") != (o.Token == "") {
 			log.Warn().Msg("weight reload is off: it needs both --reload-dir and a token (--token or CDE_SERVE_TOKEN)")

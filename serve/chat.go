@@ -1,0 +1,199 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tasks"
+)
+
+// chatBodyLimit is the largest chat completions body read: messages whose
+// rendering could fit the model (MaxTextBytesPerToken bytes per position,
+// up to 8 bytes of JSON each) and a MiB for the rest, at most MaxBody.
+func chatBodyLimit(m *Model, o Options) int64 {
+	return min(o.MaxBody, 1<<20+8*MaxTextBytesPerToken*int64(m.MaxLen))
+}
+
+// readChat reads and checks a chat completions body: messages rendered
+// with the model's chat template and tokenized as Hugging Face tokenizes a
+// rendered chat (no BOS beyond what the template writes), then the same
+// fields as a completions request. max_completion_tokens is max_tokens'
+// newer name; without either, a reply may fill the model's context (as
+// vLLM does). logprobs is a flag here; top_logprobs must be 0.
+func readChat(r io.Reader, m *Model, o Options) (*completionRequest, *apiError) {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var f map[string]json.RawMessage
+	if err := dec.Decode(&f); err != nil || f == nil {
+		return nil, badRequest("request body: want a JSON object (%v)", err)
+	}
+	if dec.More() {
+		return nil, badRequest("request body: want one JSON object, got more after it")
+	}
+	raw := value(f, "messages")
+	if raw == nil {
+		return nil, badRequest("messages: required (a list of {role, content})")
+	}
+	msgs, aerr := readMessages(raw)
+	if aerr != nil {
+		return nil, aerr
+	}
+	ids, aerr := encodeWith(m, "messages (rendered with the chat template)", m.Template.Render(msgs), -1)
+	if aerr != nil {
+		return nil, aerr
+	}
+	delete(f, "messages")
+	if mct := value(f, "max_completion_tokens"); mct != nil {
+		if mt := value(f, "max_tokens"); mt != nil && !bytes.Equal(mt, mct) {
+			return nil, badRequest("max_tokens = %s and max_completion_tokens = %s: give one (max_completion_tokens is the newer name)", short(mt), short(mct))
+		}
+		f["max_tokens"] = mct
+	}
+	delete(f, "max_completion_tokens")
+	if value(f, "max_tokens") == nil {
+		padded := (len(ids) + 3) / 4 * 4
+		f["max_tokens"] = json.RawMessage(fmt.Sprint(max(1, m.MaxLen-padded)))
+	}
+	if lp := value(f, "logprobs"); lp != nil {
+		var on bool
+		if json.Unmarshal(lp, &on) != nil {
+			return nil, badRequest("logprobs: want true or false, got %s", short(lp))
+		}
+		if on {
+			f["logprobs"] = json.RawMessage("1")
+		} else {
+			delete(f, "logprobs")
+		}
+	}
+	if tl := value(f, "top_logprobs"); tl != nil {
+		if k, ok := asInt(tl); !ok || k != 0 {
+			return nil, badRequest("top_logprobs = %s: want 0 (the sampled tokens' log-probs only; alternatives are not supported)", short(tl))
+		}
+	}
+	delete(f, "top_logprobs")
+	return checkCompletion(f, chatFields, [][]int32{ids}, m, o)
+}
+
+// readMessages reads a chat: system, user and assistant messages whose
+// content is a text (or a list of text parts), the last one the user's.
+func readMessages(raw json.RawMessage) ([]tasks.Message, *apiError) {
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badRequest("messages: want a list of {role, content} objects (%v)", err)
+	}
+	if len(items) == 0 {
+		return nil, badRequest("messages: empty")
+	}
+	msgs := make([]tasks.Message, len(items))
+	for i, it := range items {
+		for k := range it {
+			if k != "role" && k != "content" {
+				return nil, badRequest("messages[%d].%s: not supported (a message takes role and content)", i, k)
+			}
+		}
+		var role string
+		if json.Unmarshal(it["role"], &role) != nil || (role != "system" && role != "user" && role != "assistant") {
+			return nil, badRequest("messages[%d].role: want system, user or assistant, got %s", i, short(it["role"]))
+		}
+		text, aerr := messageText(it["content"], i)
+		if aerr != nil {
+			return nil, aerr
+		}
+		msgs[i] = tasks.Message{Role: role, Content: text}
+	}
+	if last := msgs[len(msgs)-1].Role; last != "user" {
+		return nil, badRequest("messages[%d].role: the last message must be the user's, got %s (continuing a reply is not supported)", len(msgs)-1, last)
+	}
+	return msgs, nil
+}
+
+// messageText is a message's content: a string, or a list of
+// {"type": "text", "text": ...} parts joined.
+func messageText(raw json.RawMessage, i int) (string, *apiError) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", badRequest("messages[%d].content: want a text or a list of text parts, got %s", i, short(raw))
+	}
+	var b bytes.Buffer
+	for j, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return "", badRequest("messages[%d].content[%d]: only {\"type\": \"text\", \"text\": ...} parts are supported", i, j)
+		}
+		b.WriteString(*p.Text)
+	}
+	return b.String(), nil
+}
+
+// The chat response, field for field as vLLM writes it.
+type (
+	chatResponse struct {
+		ID      string       `json:"id"`
+		Object  string       `json:"object"`
+		Created int64        `json:"created"`
+		Model   string       `json:"model"`
+		Choices []chatChoice `json:"choices"`
+		Usage   usage        `json:"usage"`
+	}
+	chatChoice struct {
+		Index        int           `json:"index"`
+		Message      chatMessage   `json:"message"`
+		Logprobs     *chatLogprobs `json:"logprobs"`
+		FinishReason string        `json:"finish_reason"`
+		StopReason   *int32        `json:"stop_reason"`
+	}
+	chatMessage struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	chatLogprobs struct {
+		Content []chatTokenLogprob `json:"content"`
+	}
+	chatTokenLogprob struct {
+		Token       string  `json:"token"`
+		Logprob     float64 `json:"logprob"`
+		Bytes       []int   `json:"bytes"`
+		TopLogprobs []any   `json:"top_logprobs"`
+	}
+)
+
+// chatResponse builds the answer of a chat request from its completions
+// answer: the same texts, stop reasons and log-probs, as chat messages.
+func (s *Server) chatResponse(req *completionRequest, gens []core.Generation) chatResponse {
+	c := s.response(req, gens)
+	resp := chatResponse{ID: "chatcmpl-" + randomHex(12), Object: "chat.completion", Created: time.Now().Unix(),
+		Model: c.Model, Choices: make([]chatChoice, len(c.Choices)), Usage: c.Usage}
+	for i, ch := range c.Choices {
+		cc := chatChoice{Index: ch.Index, Message: chatMessage{Role: "assistant", Content: ch.Text},
+			FinishReason: ch.FinishReason, StopReason: ch.StopReason}
+		if ch.Logprobs != nil {
+			cc.Logprobs = &chatLogprobs{Content: make([]chatTokenLogprob, len(ch.Logprobs.Tokens))}
+			for j, tok := range ch.Logprobs.Tokens {
+				b := []int{}
+				piece := s.m.Tokenizer.Decode([]int32{gens[i].Tokens[j]})
+				if utf8.ValidString(piece) {
+					for _, x := range []byte(piece) {
+						b = append(b, int(x))
+					}
+				}
+				cc.Logprobs.Content[j] = chatTokenLogprob{Token: tok, Logprob: ch.Logprobs.TokenLogprobs[j], Bytes: b, TopLogprobs: []any{}}
+			}
+		}
+		resp.Choices[i] = cc
+	}
+	return resp
+}

@@ -24,6 +24,11 @@ import (
 //	RUN/checkpoints/step-N/  model, optimiser, strategy state, step (N = steps done)
 //	RUN/checkpoints/LATEST   the name of the newest complete checkpoint
 type Trainer struct {
+	// Final is the evaluation after the last step, and LastStep the
+	// metrics row of the last step trained, once Run has returned nil
+	// (the summary train ends with).
+	Final, LastStep map[string]float64
+
 	Cfg        *Config
 	Task       Task
 	Backend    Backend
@@ -141,6 +146,7 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 		if err := t.writeMetrics(step, m); err != nil {
 			return err
 		}
+		t.LastStep = m
 		prog.Update(step+1, fmt.Sprintf("acc %.3f reward %.3f", m["reward/acc"], m["reward/mean"]))
 		if (step+1)%t.Cfg.Train.CheckpointEvery == 0 || step+1 == total {
 			if err := t.Checkpoint(step + 1); err != nil {
@@ -163,6 +169,7 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 		ev = ev.Float64(k, v)
 	}
 	t.Log.Info().Dict("final", ev).Msg("done")
+	t.Final = m
 	return nil
 }
 

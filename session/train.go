@@ -1,6 +1,10 @@
 package session
 
 import (
+	"time"
+
+	"github.com/cde-rl/cde/internal/summary"
+
 	"context"
 	"errors"
 	"fmt"
@@ -173,7 +177,11 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 	}
 	s.Trainer.Progress, s.Trainer.TTY = o.Output.W, o.Output.TTY
 	s.Trainer.DumpRollouts = o.DumpRollouts
+	began := time.Now()
 	err = s.Trainer.Run(ctx, start)
+	if err == nil {
+		writeTrainSummary(o.Output.W, rd.Path, start, cfg.Train.Steps, time.Since(began), s.Trainer)
+	}
 	if errors.Is(err, context.Canceled) {
 		// Stopped by a signal after checkpointing: say how to go on.
 		if ck, _ := core.LatestCheckpoint(rd.Path); ck != "" {
@@ -186,4 +194,23 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 		}
 	}
 	return err
+}
+
+// writeTrainSummary ends a finished training with a table a person reads:
+// where the run is, the steps and wall time of this invocation, the final
+// evaluation and the last step's rewards, sorted by name.
+func writeTrainSummary(w io.Writer, run string, start, steps int, took time.Duration, t *core.Trainer) {
+	m := map[string]float64{}
+	for k, v := range t.Final {
+		m[k] = v
+	}
+	for _, k := range []string{"reward/acc", "reward/mean"} {
+		if v, ok := t.LastStep[k]; ok {
+			m[k] = v
+		}
+	}
+	facts := []summary.Fact{{Label: "run", Value: run}, {Label: "steps", Value: fmt.Sprintf("%d to %d", start, steps)},
+		{Label: "wall time", Value: fmt.Sprintf("%.1f s", took.Seconds())},
+		{Label: "metrics", Value: filepath.Join(run, "metrics.jsonl") + fmt.Sprintf(" (reward/* of step %d; the rest: the evaluation after step %d)", steps-1, steps)}}
+	summary.Write(w, "train finished", facts, m)
 }

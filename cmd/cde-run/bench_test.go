@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/csv"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -23,7 +27,8 @@ func TestBenchFlags(t *testing.T) {
 	}
 	os.Remove(filepath.Join(out, "runs", "ppo_mh_ppl", "seed-1", "DONE"))
 	log = run(t, "bench", "-c", smoke, "--out", out, "--only", "ppo_mh_ppl")
-	if !strings.Contains(log, "bench [1/1] ppo_mh_ppl seed 1: finished") || strings.Contains(log, "grpo_simhash") {
+	trained, _, _ := strings.Cut(log, "== bench finished ==") // the summary lists every arm
+	if !strings.Contains(trained, "bench [1/1] ppo_mh_ppl seed 1: finished") || strings.Contains(trained, "grpo_simhash") {
 		t.Fatalf("--only did not train just the one arm:\n%s", log)
 	}
 	os.Remove(filepath.Join(out, "results.md"))
@@ -33,6 +38,35 @@ func TestBenchFlags(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(out, "results.md"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The bench ends with a table: per arm, mean ± std of results.csv's
+	// val/mean/* columns, train/acc and wall_s.
+	_, table, ok := strings.Cut(log, "== bench finished ==\n")
+	if !ok || !strings.Contains(table, "report     "+filepath.Join(out, "results.md")) {
+		t.Fatalf("no bench summary:\n%s", log)
+	}
+	csvData, err := os.ReadFile(filepath.Join(out, "results.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := csv.NewReader(strings.NewReader(string(csvData))).ReadAll()
+	col := slices.Index(recs[0], "val/mean/avg@2_mean")
+	if col < 0 {
+		t.Fatalf("results.csv header %v", recs[0])
+	}
+	for _, r := range recs[1:] {
+		m, _ := strconv.ParseFloat(r[col], 64)
+		sd, _ := strconv.ParseFloat(r[col+1], 64)
+		want := fmt.Sprintf("%s ± %s", strconv.FormatFloat(m, 'g', 4, 64), strconv.FormatFloat(sd, 'g', 4, 64))
+		line := ""
+		for _, l := range strings.Split(table, "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == r[0] {
+				line = l
+			}
+		}
+		if f := strings.Fields(line); len(f) < 5 || f[1] != r[1] || f[2]+" ± "+f[4] != want {
+			t.Errorf("arm %s: summary line %q, want seeds %s and val/mean/avg@2 %s", r[0], line, r[1], want)
+		}
 	}
 	// The out dir (absolute, outside the working directory) is recorded
 	// as .../NAME, never as this machine's path.

@@ -9,9 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/summary"
 	"github.com/cde-rl/cde/session"
 )
 
@@ -237,11 +240,15 @@ func cmdEval(args []string) int {
 			step, _ = core.CheckpointStep(dir) // 0 when dir is no step-N
 		}
 		m := map[string]float64{}
+		began := time.Now()
 		if err := s.Trainer.Evaluate(step, m); err != nil {
 			return err
 		}
 		out, _ := json.MarshalIndent(map[string]any{"checkpoint": dir, "seed_step": step, "metrics": m}, "", "  ")
 		fmt.Println(string(out))
+		summary.Write(os.Stderr, "eval finished", []summary.Fact{{Label: "checkpoint", Value: dir},
+			{Label: "seeds of step", Value: strconv.Itoa(step)}, {Label: "wall time", Value: fmt.Sprintf("%.1f s", time.Since(began).Seconds())},
+			{Label: "metrics", Value: "also on stdout, as JSON"}}, m)
 		return nil
 	}()
 	if err != nil {

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -266,7 +269,23 @@ func TestPretrainThenEval(t *testing.T) {
 	if !strings.Contains(out, "loaded base policy") {
 		t.Fatalf("train did not load the base:\n%s", out)
 	}
+	// Train ends with a sorted table: the final evaluation (the last row
+	// of metrics.jsonl) and the last step's rewards, 4 significant digits.
+	rows := readMetrics(t, filepath.Join(runDir, "metrics.jsonl"))
+	final, last := rows[len(rows)-1], rows[len(rows)-2]
+	table := summaryTable(t, out, "== train finished ==")
+	if !strings.Contains(table, "run        "+runDir+"\n") {
+		t.Fatalf("train summary does not say where the run is:\n%s", table)
+	}
+	for _, c := range []struct {
+		key string
+		row map[string]any
+	}{{"val/l1/avg@2", final}, {"val/mean/pass@2", final}, {"reward/acc", last}, {"reward/mean", last}} {
+		checkSummaryValue(t, table, c.key, c.row[c.key].(float64))
+	}
+	var stderr strings.Builder
 	cmd := exec.Command(cdeRun, "eval", "--run", runDir)
+	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("eval: %v", err)
@@ -284,8 +303,62 @@ func TestPretrainThenEval(t *testing.T) {
 	if _, ok := res.Metrics["val/l1/avg@2"]; !ok {
 		t.Fatalf("no val/l1/avg@2 in %v", res.Metrics)
 	}
+	table = summaryTable(t, stderr.String(), "== eval finished ==")
+	if len(summaryLines(table)) != len(res.Metrics) {
+		t.Errorf("eval summary has %d metrics, the JSON %d:\n%s", len(summaryLines(table)), len(res.Metrics), table)
+	}
+	for k, v := range res.Metrics {
+		checkSummaryValue(t, table, k, v)
+	}
 	// A second pretrain into the same directory refuses to overwrite it.
 	if out, err := exec.Command(cdeRun, "pretrain", "--config", cfg, "--out", base).CombinedOutput(); err == nil || !strings.Contains(string(out), "already exists") {
 		t.Fatalf("pretrain over an existing base: %v\n%s", err, out)
+	}
+}
+
+// summaryTable is the part of out after title (the summary a command
+// ends with).
+func summaryTable(t *testing.T, out, title string) string {
+	t.Helper()
+	_, table, ok := strings.Cut(out, title+"\n")
+	if !ok {
+		t.Fatalf("no %q in the output:\n%s", title, out)
+	}
+	return table
+}
+
+// summaryLines are the metric lines of a summary table, name to value, in
+// order; the names must be sorted.
+func summaryLines(table string) map[string]string {
+	_, metrics, _ := strings.Cut(table, "\nmetric ")
+	out := map[string]string{}
+	for _, l := range strings.Split(metrics, "\n")[1:] {
+		if f := strings.Fields(l); len(f) == 2 {
+			out[f[0]] = f[1]
+		}
+	}
+	return out
+}
+
+// checkSummaryValue checks that the table shows key with v to 4
+// significant digits, and that its names are sorted.
+func checkSummaryValue(t *testing.T, table, key string, v float64) {
+	t.Helper()
+	want := strconv.FormatFloat(v, 'g', 4, 64)
+	if v == math.Trunc(v) {
+		want = strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	if got := summaryLines(table)[key]; got != want {
+		t.Errorf("summary shows %s = %q, want %q:\n%s", key, got, want, table)
+	}
+	_, metrics, _ := strings.Cut(table, "\nmetric ")
+	var names []string
+	for _, l := range strings.Split(metrics, "\n")[1:] {
+		if f := strings.Fields(l); len(f) == 2 {
+			names = append(names, f[0])
+		}
+	}
+	if !slices.IsSorted(names) {
+		t.Errorf("summary metrics not sorted: %v", names)
 	}
 }

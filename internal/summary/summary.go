@@ -1,0 +1,90 @@
+// Package summary writes the human-readable table that train, eval and
+// bench end with: a title, facts (where the results are, the wall time)
+// and metrics sorted by name, aligned, whatever the log format, so a run
+// without a terminal (a cluster job's log) ends with something a person
+// can read.
+package summary
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Fact is one labelled line above the metrics.
+type Fact struct{ Label, Value string }
+
+// Write writes title, the facts and the metrics (sorted by name) to w.
+func Write(w io.Writer, title string, facts []Fact, metrics map[string]float64) {
+	if w == nil {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n== %s ==\n", title)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, f := range facts {
+		fmt.Fprintf(tw, "%s\t%s\n", f.Label, f.Value)
+	}
+	tw.Flush()
+	if len(metrics) > 0 {
+		keys := make([]string, 0, len(metrics))
+		width := len("value")
+		for k, v := range metrics {
+			keys = append(keys, k)
+			width = max(width, len(Num(v)))
+		}
+		sort.Strings(keys)
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "metric\t%*s\n", width, "value")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s\t%*s\n", k, width, Num(metrics[k]))
+		}
+		tw.Flush()
+	}
+	io.WriteString(w, b.String())
+}
+
+// Rows writes title, the facts and a table (a header row, then rows) to w.
+func Rows(w io.Writer, title string, facts []Fact, header []string, rows [][]string) {
+	if w == nil {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n== %s ==\n", title)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, f := range facts {
+		fmt.Fprintf(tw, "%s\t%s\n", f.Label, f.Value)
+	}
+	tw.Flush()
+	if len(rows) > 0 {
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+		for _, r := range rows {
+			fmt.Fprintln(tw, strings.Join(r, "\t"))
+		}
+		tw.Flush()
+	}
+	io.WriteString(w, b.String())
+}
+
+// Num formats a metric: integers as integers, others with 4 significant
+// digits, NaN and infinities by name.
+func Num(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "NaN"
+	case math.IsInf(x, 1):
+		return "+Inf"
+	case math.IsInf(x, -1):
+		return "-Inf"
+	case x == math.Trunc(x) && math.Abs(x) < 1e15:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(x, 'g', 4, 64)
+}

@@ -48,6 +48,10 @@ func cmdBench(args []string) int {
 		if o.Dir == "" {
 			o.Dir = filepath.Join("bench-results", spec.Stem)
 		}
+		// An absolute --out inside the working directory is used as a
+		// relative path, so the arm-seeds' configs (pretrain.dir, the base
+		// policy) and the report record no absolute path of this machine.
+		o.Dir = insideRelative(o.Dir)
 		o.Command = "cde-run bench -c " + displayPath(*file)
 		if *out != "" {
 			o.Command += " --out " + displayPath(*out)
@@ -81,11 +85,9 @@ func cmdBench(args []string) int {
 	return exitCode(err)
 }
 
-// displayPath is how the report's record of a bench command names a path:
-// as given when relative, relative to the working directory when inside
-// it, else ".../" and its last element, so that committed results never
-// carry the absolute paths of the machine that made them.
-func displayPath(p string) string {
+// insideRelative is p relative to the working directory when p is an
+// absolute path inside it, else p unchanged.
+func insideRelative(p string) string {
 	if !filepath.IsAbs(p) {
 		return p
 	}
@@ -93,6 +95,17 @@ func displayPath(p string) string {
 		if rel, err := filepath.Rel(wd, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 			return rel
 		}
+	}
+	return p
+}
+
+// displayPath is how the report's record of a bench command names a path:
+// as given when relative, relative to the working directory when inside
+// it, else ".../" and its last element, so that committed results never
+// carry the absolute paths of the machine that made them.
+func displayPath(p string) string {
+	if r := insideRelative(p); !filepath.IsAbs(r) {
+		return r
 	}
 	return ".../" + filepath.Base(p)
 }

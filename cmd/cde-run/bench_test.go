@@ -110,3 +110,47 @@ func TestBenchCLIErrors(t *testing.T) {
 		t.Fatalf("bench --help: %v\n%s", err, out)
 	}
 }
+
+// An absolute --out inside the working directory is recorded relative to
+// it: the arm-seeds' configs (pretrain.dir, the base policy the bench
+// resolved) and the report hold no absolute path of the machine (they
+// held /tmp/.../o/base before).
+func TestBenchOutInsideWorkdirIsRelative(t *testing.T) {
+	wd := t.TempDir()
+	writeFile(t, filepath.Join(wd, "b.yaml"), `description: paths
+base:
+  train: {steps: 1, prompts_per_step: 2, checkpoint_every: 1}
+  rollout: {n: 2, max_response_tokens: 8}
+  eval: {every: 0, k: 1, max_problems: 4}
+seeds: [1]
+arms:
+  - name: a
+`)
+	cmd := exec.Command(cdeRun, "bench", "-c", "b.yaml", "--out", filepath.Join(wd, "o"))
+	cmd.Dir = wd
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	cfg, err := os.ReadFile(filepath.Join(wd, "o", "runs", "a", "seed-1", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"checkpoint: o/base/", "dir: o/base\n"} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("config.yaml lacks %q:\n%s", want, cfg)
+		}
+	}
+	err = filepath.WalkDir(filepath.Join(wd, "o"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !slices.Contains([]string{".yaml", ".md", ".txt", ".json", ".jsonl", ".csv"}, filepath.Ext(path)) {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(b), wd) {
+			t.Errorf("%s names the absolute path %s", path, wd)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

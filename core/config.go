@@ -185,6 +185,21 @@ type PretrainConfig struct {
 	Dir  string // pretrain.dir: where auto bases live (runs/base)
 }
 
+// Upper bounds of the size keys, checked when a config is loaded (before
+// the memory estimate, which bounds their products; docs/config.md).
+const (
+	MaxLayers         = 1024    // model.layers
+	MaxDModel         = 65536   // model.d_model
+	MaxFF             = 1 << 20 // model.ff
+	MaxMaxLen         = 1 << 20 // model.max_len
+	MaxRolloutN       = 65536   // rollout.n
+	MaxPromptsPerStep = 1 << 20 // train.prompts_per_step, pretrain.batch_size
+	MaxMicroBatchSize = 1 << 20 // train.micro_batch_size
+	MaxPPOEpochs      = 1000    // train.ppo_epochs
+	MaxExtraBatches   = 1000    // train.dynamic_sampling.max_extra_batches
+	MaxEvalK          = 65536   // eval.k, pretrain.eval_k
+)
+
 // DefaultConfigYAML holds every default; it is the bottom layer.
 const DefaultConfigYAML = `
 seed: 1
@@ -437,11 +452,11 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		Layers: m.Int("layers", 2), DModel: m.Int("d_model", 64), Heads: m.Int("heads", 4),
 		FF: m.Int("ff", 0), MaxLen: m.Int("max_len", 64), Checkpoint: m.String("checkpoint", "auto"),
 	}
-	m.Check(c.Model.Layers >= 1, "layers", "must be >= 1, got %d", c.Model.Layers)
-	m.Check(c.Model.DModel >= 1, "d_model", "must be >= 1, got %d", c.Model.DModel)
+	m.Check(c.Model.Layers >= 1 && c.Model.Layers <= MaxLayers, "layers", "must be in [1, %d], got %d", MaxLayers, c.Model.Layers)
+	m.Check(c.Model.DModel >= 1 && c.Model.DModel <= MaxDModel, "d_model", "must be in [1, %d], got %d", MaxDModel, c.Model.DModel)
 	m.Check(c.Model.Heads >= 1 && c.Model.DModel%max(c.Model.Heads, 1) == 0, "heads", "must divide d_model = %d, got %d", c.Model.DModel, c.Model.Heads)
-	m.Check(c.Model.FF >= 0, "ff", "must be >= 0, got %d", c.Model.FF)
-	m.Check(c.Model.MaxLen >= 8, "max_len", "must be >= 8, got %d", c.Model.MaxLen)
+	m.Check(c.Model.FF >= 0 && c.Model.FF <= MaxFF, "ff", "must be in [0, %d], got %d", MaxFF, c.Model.FF)
+	m.Check(c.Model.MaxLen >= 8 && c.Model.MaxLen <= MaxMaxLen, "max_len", "must be in [8, %d], got %d", MaxMaxLen, c.Model.MaxLen)
 	c.Model.HF = m.String("hf", "")
 	if c.Model.HF != "" {
 		// The embedded defaults set these keys, so a value other than the
@@ -460,7 +475,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 
 	r := p.Sub("rollout")
 	c.Rollout = RolloutConfig{N: r.Int("n", 8), Temperature: r.Float("temperature", 1), MaxResponseTokens: r.Int("max_response_tokens", 48)}
-	r.Check(c.Rollout.N >= 1, "n", "must be >= 1, got %d", c.Rollout.N)
+	r.Check(c.Rollout.N >= 1 && c.Rollout.N <= MaxRolloutN, "n", "must be in [1, %d], got %d", MaxRolloutN, c.Rollout.N)
 	r.Check(c.Rollout.Temperature > 0 && c.Rollout.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Rollout.Temperature)
 	r.Check(c.Rollout.MaxResponseTokens >= 1, "max_response_tokens", "must be >= 1, got %d", c.Rollout.MaxResponseTokens)
 	r.Check(c.Rollout.MaxResponseTokens < c.Model.MaxLen, "max_response_tokens", "must be < model.max_len = %d", c.Model.MaxLen)
@@ -485,7 +500,8 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	}
 	ds := t.Sub("dynamic_sampling")
 	c.Train.DynamicSampling = DynamicSamplingConfig{Enabled: ds.Bool("enabled", false), MaxExtraBatches: ds.Int("max_extra_batches", 4)}
-	ds.Check(c.Train.DynamicSampling.MaxExtraBatches >= 0, "max_extra_batches", "must be >= 0, got %d", c.Train.DynamicSampling.MaxExtraBatches)
+	ds.Check(c.Train.DynamicSampling.MaxExtraBatches >= 0 && c.Train.DynamicSampling.MaxExtraBatches <= MaxExtraBatches, "max_extra_batches",
+		"must be in [0, %d], got %d", MaxExtraBatches, c.Train.DynamicSampling.MaxExtraBatches)
 	ol := t.Sub("overlong")
 	c.Train.Overlong = OverlongConfig{Buffer: ol.Int("buffer", 0), Penalty: ol.Float("penalty", 1)}
 	ol.Check(c.Train.Overlong.Buffer >= 0 && c.Train.Overlong.Buffer < c.Rollout.MaxResponseTokens, "buffer",
@@ -493,13 +509,13 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	ol.Check(c.Train.Overlong.Penalty >= 0 && c.Train.Overlong.Penalty <= 100, "penalty", "must be in [0, 100], got %v", c.Train.Overlong.Penalty)
 	tc := c.Train
 	t.Check(tc.Steps >= 1, "steps", "must be >= 1, got %d", tc.Steps)
-	t.Check(tc.PromptsPerStep >= 1, "prompts_per_step", "must be >= 1, got %d", tc.PromptsPerStep)
+	t.Check(tc.PromptsPerStep >= 1 && tc.PromptsPerStep <= MaxPromptsPerStep, "prompts_per_step", "must be in [1, %d], got %d", MaxPromptsPerStep, tc.PromptsPerStep)
 	t.Check(tc.ActorLR > 0 && tc.ActorLR <= 1, "actor_lr", "must be in (0, 1], got %v", tc.ActorLR)
 	t.Check(tc.CriticLR > 0 && tc.CriticLR <= 1, "critic_lr", "must be in (0, 1], got %v", tc.CriticLR)
-	t.Check(tc.PPOEpochs >= 1, "ppo_epochs", "must be >= 1, got %d", tc.PPOEpochs)
+	t.Check(tc.PPOEpochs >= 1 && tc.PPOEpochs <= MaxPPOEpochs, "ppo_epochs", "must be in [1, %d], got %d", MaxPPOEpochs, tc.PPOEpochs)
 	t.Check(tc.Minibatches >= 1 && (tc.PromptsPerStep*c.Rollout.N)%max(tc.Minibatches, 1) == 0, "minibatches",
 		"must be >= 1 and divide prompts_per_step * rollout.n = %d, got %d", tc.PromptsPerStep*c.Rollout.N, tc.Minibatches)
-	t.Check(tc.MicroBatchSize >= 0, "micro_batch_size", "must be >= 0 (0: each minibatch in one pass), got %d", tc.MicroBatchSize)
+	t.Check(tc.MicroBatchSize >= 0 && tc.MicroBatchSize <= MaxMicroBatchSize, "micro_batch_size", "must be in [0, %d] (0: each minibatch in one pass), got %d", MaxMicroBatchSize, tc.MicroBatchSize)
 	t.Check(tc.ClipLow > 0 && tc.ClipLow < 1, "clip_low", "must be in (0, 1), got %v", tc.ClipLow)
 	t.Check(tc.ClipHigh > 0 && tc.ClipHigh <= 1, "clip_high", "must be in (0, 1], got %v", tc.ClipHigh)
 	t.Check(tc.EntropyCoef >= 0 && tc.EntropyCoef <= 1, "entropy_coef", "must be in [0, 1], got %v", tc.EntropyCoef)
@@ -534,7 +550,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	c.Eval = EvalConfig{Every: e.Int("every", 20), K: e.Int("k", 4), Temperature: e.Float("temperature", 1), MaxProblems: e.Int("max_problems", 0),
 		AtStart: e.Bool("at_start", true), Details: e.Bool("details", true)}
 	e.Check(c.Eval.Every >= 0, "every", "must be >= 0, got %d", c.Eval.Every)
-	e.Check(c.Eval.K >= 1, "k", "must be >= 1, got %d", c.Eval.K)
+	e.Check(c.Eval.K >= 1 && c.Eval.K <= MaxEvalK, "k", "must be in [1, %d], got %d", MaxEvalK, c.Eval.K)
 	e.Check(c.Eval.Temperature > 0 && c.Eval.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Eval.Temperature)
 	e.Check(c.Eval.MaxProblems >= 0, "max_problems", "must be >= 0, got %d", c.Eval.MaxProblems)
 	if raw, ok := e.Raw("sets"); ok && raw != nil {
@@ -559,10 +575,10 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	pseed := pt.Int("seed", 0)
 	pt.Check(pseed >= 0, "seed", "must be >= 0, got %d", pseed)
 	c.Pretrain.Seed = uint64(pseed)
-	pt.Check(c.Pretrain.EvalK >= 1, "eval_k", "must be >= 1, got %d", c.Pretrain.EvalK)
+	pt.Check(c.Pretrain.EvalK >= 1 && c.Pretrain.EvalK <= MaxEvalK, "eval_k", "must be in [1, %d], got %d", MaxEvalK, c.Pretrain.EvalK)
 	pt.Check(c.Pretrain.EvalMaxProblems >= 0, "eval_max_problems", "must be >= 0, got %d", c.Pretrain.EvalMaxProblems)
 	pt.Check(c.Pretrain.Steps >= 1, "steps", "must be >= 1, got %d", c.Pretrain.Steps)
-	pt.Check(c.Pretrain.BatchSize >= 1, "batch_size", "must be >= 1, got %d", c.Pretrain.BatchSize)
+	pt.Check(c.Pretrain.BatchSize >= 1 && c.Pretrain.BatchSize <= MaxPromptsPerStep, "batch_size", "must be in [1, %d], got %d", MaxPromptsPerStep, c.Pretrain.BatchSize)
 	pt.Check(c.Pretrain.LR > 0 && c.Pretrain.LR <= 1, "lr", "must be in (0, 1], got %v", c.Pretrain.LR)
 	pt.Check(c.Pretrain.EvalEvery >= 1, "eval_every", "must be >= 1, got %d", c.Pretrain.EvalEvery)
 	pt.Check(c.Pretrain.StopAcc > 0 && c.Pretrain.StopAcc <= 1, "stop_acc", "must be in (0, 1], got %v", c.Pretrain.StopAcc)

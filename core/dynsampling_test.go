@@ -24,7 +24,7 @@ func TestTrainConfigLossKeys(t *testing.T) {
 		{"train.ratio_level=group", `train.ratio_level: unknown value "group"`},
 		{"train.kl_estimator=k4", `train.kl_estimator: unknown value "k4" (known: k1, k2, k3)`},
 		{"train.kl_mode=both", `train.kl_mode: unknown value "both" (known: loss, reward)`},
-		{"train.dynamic_sampling.max_extra_batches=-1", "train.dynamic_sampling.max_extra_batches: must be >= 0"},
+		{"train.dynamic_sampling.max_extra_batches=-1", "train.dynamic_sampling.max_extra_batches: must be in [0, 1000]"},
 		{"train.dynamic_sampling.enabled=maybe", "train.dynamic_sampling.enabled: want true or false"},
 		{"train.dynamic_sampling.tries=3", "train.dynamic_sampling.tries: unknown key"},
 		{"train.overlong.buffer=48", "train.overlong.buffer: must be in [0, rollout.max_response_tokens = 48), got 48"},

@@ -93,6 +93,17 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 		}
 		s.Trainer.StopTokens = stops
 	}
+	// The memory estimate, before anything of the run's size is allocated.
+	est := estimateRun(cfg, s.Trainer, policy, needs.ValueHeads)
+	limit, limitWhat, err := MemoryLimit()
+	if err != nil {
+		return nil, err
+	}
+	log.Info().Float64("estimate_gb", est.Total()/1e9).Float64("limit_gb", limit/1e9).Str("largest_pass", est.Largest().Name).
+		Msg("memory estimate: " + est.String())
+	if err := CheckMemory(est, limit, limitWhat); err != nil {
+		return nil, err
+	}
 	s.Backend, err = xla.New(xla.Options{
 		Engine: cfg.Backend.Engine, PJRTPlugin: cfg.Backend.PJRTPlugin, Policy: policy, HFWeights: weights,
 		ValueHeads: needs.ValueHeads, Seed: cfg.Seed, ActorLR: cfg.Train.ActorLR, CriticLR: cfg.Train.CriticLR,
@@ -112,6 +123,54 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 	}
 	log.Info().Str("engine", s.Backend.Engine()).Int("value_heads", needs.ValueHeads).Msg("backend")
 	return s, nil
+}
+
+// estimateRun is EstimateMemory for a run of cfg whose trainer t holds
+// its task: the largest eval pass is its largest eval set (up to
+// eval.max_problems) times eval.k.
+func estimateRun(cfg *core.Config, t *core.Trainer, policy xla.ModelConfig, valueHeads int) MemoryEstimate {
+	evalRows := 0
+	if sets, err := t.EvalSets(); err == nil {
+		for _, set := range sets {
+			n := len(set.Problems)
+			if cfg.Eval.MaxProblems > 0 {
+				n = min(n, cfg.Eval.MaxProblems)
+			}
+			evalRows = max(evalRows, n*cfg.Eval.K)
+		}
+	}
+	return EstimateMemory(cfg, policy, valueHeads, evalRows)
+}
+
+// EstimateConfig is the memory estimate of a run of cfg, made without
+// starting it: the task is built (its problems read) and model.hf's
+// config.json read; the critic is the algorithm's (a strategy that asks
+// for value heads is not started, so its heads are not counted).
+func EstimateConfig(cfg *core.Config) (MemoryEstimate, error) {
+	task, err := tasks.New(core.NewParams("task", cfg.Task))
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	algo, err := BuildAlgorithm(cfg)
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	t := &core.Trainer{Cfg: cfg, Task: task, Algo: algo, Log: zerolog.Nop()}
+	needs, err := t.Needs()
+	if err != nil {
+		return MemoryEstimate{}, err
+	}
+	tok := task.Tokenizer()
+	policy := xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
+		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
+	if cfg.Model.HF != "" {
+		hc, err := hf.LoadConfig(cfg.Model.HF)
+		if err != nil {
+			return MemoryEstimate{}, fmt.Errorf("config: model.hf: %w", err)
+		}
+		policy = xla.HFModelConfig(hc, cfg.Model.MaxLen)
+	}
+	return estimateRun(cfg, t, policy, needs.ValueHeads), nil
 }
 
 // remoteGenerator builds the client of rollout.servers: requests carry the

@@ -126,6 +126,11 @@ func cmdTrain(args []string) int {
 	overwrite := fs.Bool("overwrite", false, "with --run-dir: delete the run already in DIR (config, metrics, checkpoints) and start afresh")
 	resume := fs.String("resume", "", "continue the run in DIR from its newest complete checkpoint (uses DIR/config.yaml)")
 	dump := fs.String("dump-rollouts", "", "write every step's batch as DIR/rollout-<step>.json (DESIGN section 4)")
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		fmt.Fprint(fs.Output(), memoryHelp())
+	}
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -150,6 +155,27 @@ func cmdTrain(args []string) int {
 		log.Error().Err(err).Msg("train failed")
 	}
 	return exitCode(err)
+}
+
+// memoryHelp is the memory paragraph of train --help, with the estimate
+// of the embedded defaults.
+func memoryHelp() string {
+	est := "unknown"
+	if cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}}); err == nil {
+		if e, err := session.EstimateConfig(cfg); err == nil {
+			est = e.String()
+		}
+	}
+	return `
+Memory: before it allocates anything, a run estimates its peak memory from
+the config (weights, gradients and optimiser state, the largest generation
+or training pass: KV caches, activations, logits), logs the estimate, and
+refuses to start when it exceeds this machine's memory (its cgroup limit
+when lower), naming the keys that drive it. ` + session.MemoryLimitEnv + `=N sets
+the limit to N GB, -1 turns the check off. For the embedded defaults:
+` + est + `.
+Upper bounds of the size keys: docs/config.md ("Memory").
+`
 }
 
 func cmdPretrain(args []string) int {

@@ -1,0 +1,157 @@
+package session
+
+import (
+	"encoding/gob"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/hftest"
+	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/core"
+)
+
+// ParamCount equals the parameters the engine really makes: the
+// non-optimiser variables of a saved policy.gob for cde's transformer, and
+// the tensors of model.safetensors for a Hugging Face model.
+func TestParamCount(t *testing.T) {
+	for _, pc := range []xla.ModelConfig{
+		{Vocab: 11, Layers: 1, DModel: 8, Heads: 2, MaxLen: 16},
+		{Vocab: 101, Layers: 3, DModel: 16, Heads: 4, FF: 24, MaxLen: 40},
+	} {
+		b, err := xla.New(xla.Options{Engine: "go", Policy: pc, Seed: 1, PAD: 0, EOS: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := b.Save(dir); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		f, err := os.Open(filepath.Join(dir, "policy.gob"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ck struct {
+			Vars map[string]struct {
+				Dims []int
+				Data []float32
+			}
+		}
+		err = gob.NewDecoder(f).Decode(&ck)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for name, v := range ck.Vars {
+			if !strings.HasPrefix(name, "/adam/") {
+				n += len(v.Data)
+			}
+		}
+		if got := ParamCount(pc); got != float64(n) {
+			t.Errorf("%+v: ParamCount %v, the saved policy has %d", pc, got, n)
+		}
+	}
+
+	dir := t.TempDir()
+	if err := hftest.WriteTinyQwen3(dir, filepath.Join("..", "tokenizer", "testdata", "qwen3"), 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := hf.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var n int64
+	for _, name := range st.Names() {
+		_, info, err := st.Raw(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += info.Elems()
+	}
+	if got := ParamCount(xla.HFModelConfig(hc, 64)); got != float64(n) {
+		t.Errorf("tiny Qwen3: ParamCount %v, model.safetensors holds %d", got, n)
+	}
+}
+
+// The estimate of a tiny config, term by term, worked out by hand.
+func TestEstimateMemoryByHand(t *testing.T) {
+	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: []string{
+		"model.layers=1", "model.d_model=8", "model.heads=2", "model.max_len=16", "rollout.max_response_tokens=8",
+		"train.prompts_per_step=2", "rollout.n=2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := xla.ModelConfig{Vocab: 101, Layers: 1, DModel: 8, Heads: 2, MaxLen: 16}
+	// V = 101, d = 8, ff = 32, T = 16, 2 heads, 1 layer, 4 rows.
+	// params = V d + T d + (4 d^2 + 2 d ff + ff + d + 4 d) + 2 d + d V
+	//        = 808 + 128 + (256 + 512 + 32 + 8 + 32) + 16 + 808 = 2600
+	// state  = 16 x 2600 = 41,600
+	// generation per row: KV 2*1*2*16*8*4 = 2048, prefill 16*(32+32)*4 +
+	//   2*16*16*4 = 6144, logits 101*4*4 = 1616, batch 16*40 = 640: 10,448
+	//   (4 rows: 41,792; 6 eval rows: 62,688)
+	// training, 4 rows: 4*16*(1*(80+64)*4 + 1*2*16*4*2) + 4*16*101*4*3
+	//   = 64*832 + 77,568 = 130,816
+	e := EstimateMemory(cfg, p, 0, 6)
+	want := map[string]float64{"runtime": 64e6, "model state": 41600, "generation of a training batch": 41792,
+		"training pass": 130816, "generation of an evaluation": 62688}
+	for _, part := range append(append([]MemoryPart{}, e.Fixed...), e.Passes...) {
+		if w, ok := want[part.Name]; !ok || part.Bytes != w {
+			t.Errorf("%s: %v bytes, want %v", part.Name, part.Bytes, w)
+		}
+		delete(want, part.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("missing terms: %v", want)
+	}
+	if e.Total() != 64e6+41600+130816 || e.Largest().Name != "training pass" {
+		t.Errorf("total %v, largest %s", e.Total(), e.Largest().Name)
+	}
+	// A critic doubles the state (plus its heads) and the training pass.
+	c := EstimateMemory(cfg, p, 2, 6)
+	if c.Fixed[1].Bytes != 41600+16*(2600+8*2) || c.Passes[1].Bytes != 2*130816 {
+		t.Errorf("with a critic: state %v, training %v", c.Fixed[1].Bytes, c.Passes[1].Bytes)
+	}
+}
+
+// A run over the limit is refused with the estimate and the keys named;
+// CDE_MEMORY_LIMIT_GB sets the limit.
+func TestCheckMemory(t *testing.T) {
+	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: []string{"train.prompts_per_step=1000000", "rollout.n=64"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := EstimateMemory(cfg, xla.ModelConfig{Vocab: 101, Layers: 2, DModel: 64, Heads: 4, MaxLen: 64}, 0, 0)
+	err = CheckMemory(e, 24e9, "this machine's memory")
+	if err == nil || !strings.Contains(err.Error(), "a micro-batch of 64000000 rows: train.prompts_per_step x rollout.n = 64000000") ||
+		!strings.Contains(err.Error(), "more than 24 GB") || !strings.Contains(err.Error(), MemoryLimitEnv) {
+		t.Fatalf("err = %v", err)
+	}
+	if CheckMemory(e, 0, "no check") != nil || CheckMemory(e, e.Total(), "exactly") != nil {
+		t.Fatal("no limit, or a limit equal to the estimate, must pass")
+	}
+	for _, c := range []struct {
+		env  string
+		want float64
+		bad  bool
+	}{{"", MachineMemory(), false}, {"0", MachineMemory(), false}, {"-1", 0, false}, {"2.5", 2.5e9, false}, {"x", 0, true}, {"-2", 0, true}} {
+		t.Setenv(MemoryLimitEnv, c.env)
+		got, _, err := MemoryLimit()
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("%s=%q: %v, %v; want %v (error %v)", MemoryLimitEnv, c.env, got, err, c.want, c.bad)
+		}
+	}
+	if m := MachineMemory(); m <= 0 || math.IsInf(m, 0) {
+		t.Errorf("MachineMemory = %v on Linux", m)
+	}
+}

@@ -3,6 +3,9 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -148,6 +151,54 @@ func TestPromptTooLong(t *testing.T) {
 		status, out := post(t, ts.URL, "/v1/completions", `{"prompt": [`+long+`], "max_tokens": 1}`)
 		if status != 400 || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "at most -") {
 			t.Errorf("%d tokens: status %d: %s", c.n, status, out)
+		}
+	}
+}
+
+// A connection that sends its headers and part of a body, then nothing, is
+// closed once ReadTimeout passes (it used to stay open for as long as the
+// client liked: 500 such connections held for a whole probe), and the
+// server answers others meanwhile.
+func TestSlowConnectionClosed(t *testing.T) {
+	old := ReadTimeout
+	ReadTimeout = 300 * time.Millisecond
+	defer func() { ReadTimeout = old }()
+	m := charModel(t, 1)
+	s, err := New(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, s, time.Second) }()
+	defer func() { cancel(); <-done }()
+	var conns []net.Conn
+	for range 20 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"prompt\":")
+		conns = append(conns, c)
+	}
+	url := "http://" + ln.Addr().String()
+	if status, out := post(t, url, "/v1/completions", `{"prompt": [[1, 5]], "max_tokens": 1}`); status != 200 {
+		t.Fatalf("a request beside the slow connections: %d %s", status, out)
+	}
+	// Each slow connection is closed by the server: a read ends (with
+	// EOF, a reset, or the 400/408 the server writes before closing) well
+	// before the generous deadline below.
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, err := io.ReadAll(c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("slow connection %d: still open after 20 s (read timeout %v)", i, ReadTimeout)
 		}
 	}
 }

@@ -1,0 +1,260 @@
+"""cde_plugin: write a cde exploration strategy in Python.
+
+A strategy is a class; serving it is one line::
+
+    import numpy as np
+    import cde_plugin
+
+    class MyBonus(cde_plugin.Strategy):
+        name = "my_bonus"                 # metrics appear as explore/my_bonus/...
+        needs = cde_plugin.Needs(entropies=False, value_heads=0, embeddings=False)
+
+        def __init__(self, params):       # the config entry's params, as a dict
+            self.scale = float(params.get("scale", 0.01))
+
+        def reward_bonus(self, info, batch):   # -> N floats
+            return self.scale * batch.lengths
+
+    if __name__ == "__main__":
+        cde_plugin.serve(MyBonus)
+
+The optional hooks, each called only if the class defines it:
+
+- ``advantage_bonus(info, batch)``: a list of N arrays, array i of
+  ``batch.lengths[i]`` floats;
+- ``token_loss(info, batch)``: a :class:`TokenLoss`;
+- ``loss_terms(info)``: a :class:`LossTerms`;
+- ``observe(info, batch)``: a dict of metric name to float (a bare name
+  ``x`` is logged as ``explore/<name>/x``);
+- ``save_state(self)`` -> bytes and ``load_state(self, data)``: kept in
+  cde's checkpoints and restored on resume.
+
+``params`` is read strictly: a key the constructor never read is an error
+naming ``strategies[i].params.KEY``, and :class:`ParamError` reports a bad
+value the same way. docs/plugins.md has the walkthrough and the protocol.
+"""
+
+import numpy as np
+
+__all__ = [
+    "Strategy",
+    "Needs",
+    "ParamError",
+    "TokenLoss",
+    "LossTerms",
+    "Info",
+    "Batch",
+    "serve",
+    "SDK_VERSION",
+]
+
+#: Identifies this SDK in the plugin's description (cde-run logs it).
+SDK_VERSION = "cde-python-sdk/1"
+
+
+class ParamError(Exception):
+    """A bad value of the params key ``key``: cde-run reports it as
+    ``config: strategies[i].params.KEY: message`` before training starts."""
+
+    def __init__(self, key, message):
+        super().__init__("%s: %s" % (key, message))
+        self.key = key
+        self.message = message
+
+
+class Needs:
+    """The rollout signals a strategy reads (log-probs are always sent).
+
+    entropies: per-token entropies of the old policy.
+    value_heads: a critic with at least this many value heads; the batch
+        then carries ``values`` (T_i x K per sequence).
+    embeddings: False, True (the mean-pooled last hidden state) or a
+        pooling name, "mean", "last" or "second_last"; the batch then
+        carries ``embedding`` (N x d).
+    """
+
+    def __init__(self, entropies=False, value_heads=0, embeddings=False):
+        if embeddings is True:
+            embeddings = "mean"
+        if embeddings not in (False, None, "", "mean", "last", "second_last"):
+            raise ValueError("Needs.embeddings: want False, True, 'mean', 'last' or 'second_last', got %r" % (embeddings,))
+        if int(value_heads) != value_heads or value_heads < 0:
+            raise ValueError("Needs.value_heads: want an integer >= 0, got %r" % (value_heads,))
+        self.entropies = bool(entropies)
+        self.value_heads = int(value_heads)
+        self.pooling = embeddings or ""
+
+    def __repr__(self):
+        return "Needs(entropies=%r, value_heads=%r, embeddings=%r)" % (self.entropies, self.value_heads, self.pooling or False)
+
+
+class TokenLoss:
+    """Per-token actor-loss weights (core.TokenLoss): ``pg_weight`` and
+    ``abs_kl_coef`` are None (1 and 0 everywhere) or a list of N arrays,
+    array i of ``batch.lengths[i]`` floats; ``entropy_coef`` is added to
+    the run's entropy coefficient."""
+
+    def __init__(self, pg_weight=None, abs_kl_coef=None, entropy_coef=0.0):
+        self.pg_weight = pg_weight
+        self.abs_kl_coef = abs_kl_coef
+        self.entropy_coef = float(entropy_coef)
+
+
+class LossTerms:
+    """Loss terms of a step (core.LossTerms): the entropy coefficient."""
+
+    def __init__(self, entropy_coef=0.0):
+        self.entropy_coef = float(entropy_coef)
+
+
+class Info:
+    """The step: ``step``, ``total_steps``, ``algorithm``, ``value_heads``
+    (K, 0 without a critic) and the run's ``seed``."""
+
+    __slots__ = ("step", "total_steps", "algorithm", "value_heads", "seed")
+
+    def __init__(self, step, total_steps, algorithm, value_heads, seed=0):
+        self.step = int(step)
+        self.total_steps = int(total_steps)
+        self.algorithm = algorithm
+        self.value_heads = int(value_heads)
+        self.seed = int(seed)
+
+    def __repr__(self):
+        return "Info(step=%d, total_steps=%d, algorithm=%r, value_heads=%d)" % (
+            self.step, self.total_steps, self.algorithm, self.value_heads)
+
+
+def _split(flat, lengths, offsets):
+    return [flat[offsets[i]:offsets[i + 1]] for i in range(len(lengths))]
+
+
+class Batch:
+    """One step's rollout, as numpy arrays (read-only views of the message).
+
+    Per sequence (length N = ``len(batch)``): ``group``, ``reward``,
+    ``correct``, ``truncated``, ``lengths`` (T_i, response tokens),
+    ``prompt_lengths``, ``reward_bonus``, ``shaped_reward`` (arrays), and
+    ``problem_id``, ``text`` (lists of str).
+
+    Per sequence, lists of N per-token arrays: ``prompt``, ``response``
+    (token ids), ``logprobs``, ``entropies`` (when declared), ``values``
+    (T_i x K, when declared), ``advantages``, ``advantage_bonus``,
+    ``returns``; a signal the host did not send is None. ``embedding`` is
+    N x d (when declared), else None. The packed forms are there too:
+    ``flat("logprobs")`` is the sum(T_i) array of every sequence's tokens.
+
+    Arrays are converted from the message on first use, so a hook pays
+    only for what it reads.
+    """
+
+    _PER_SEQ = {"group": np.int64, "reward": np.float64, "correct": bool, "truncated": bool,
+                "lengths": np.int64, "prompt_lengths": np.int64, "reward_bonus": np.float64,
+                "shaped_reward": np.float64}
+    _PER_TOKEN = ("logprobs", "entropies", "advantages", "advantage_bonus", "returns")
+
+    def __init__(self, msg):
+        self._msg = msg
+        self._cache = {}
+        self.value_heads = int(msg.value_heads)
+
+    def __len__(self):
+        return len(self._msg.lengths)
+
+    def _offsets(self, key="lengths"):
+        ck = "_off_" + key
+        if ck not in self._cache:
+            off = np.zeros(len(self) + 1, dtype=np.int64)
+            np.cumsum(getattr(self, key), out=off[1:])
+            self._cache[ck] = off
+        return self._cache[ck]
+
+    def flat(self, name):
+        """The packed per-token array of ``name`` (None when absent)."""
+        ck = "_flat_" + name
+        if ck not in self._cache:
+            field = getattr(self._msg, name)
+            if len(field) == 0:
+                arr = None
+            else:
+                dtype = np.int64 if name in ("prompt", "response") else np.float64
+                arr = np.array(field, dtype=dtype)
+                arr.flags.writeable = False
+            self._cache[ck] = arr
+        return self._cache[ck]
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        cache = self.__dict__.get("_cache")
+        if cache is None:
+            raise AttributeError(name)
+        if name in cache:
+            return cache[name]
+        msg = self.__dict__["_msg"]
+        if name in Batch._PER_SEQ:
+            v = np.array(getattr(msg, name), dtype=Batch._PER_SEQ[name])
+            v.flags.writeable = False
+        elif name in ("problem_id", "text"):
+            v = list(getattr(msg, name))
+        elif name == "prompt":
+            f = self.flat("prompt")
+            v = _split(f if f is not None else np.zeros(0, np.int64), self.prompt_lengths, self._offsets("prompt_lengths"))
+        elif name == "response":
+            f = self.flat("response")
+            v = _split(f if f is not None else np.zeros(0, np.int64), self.lengths, self._offsets())
+        elif name in Batch._PER_TOKEN:
+            f = self.flat(name)
+            v = None if f is None else _split(f, self.lengths, self._offsets())
+        elif name == "values":
+            k = self.value_heads
+            if len(msg.values) == 0 or k == 0:
+                v = None
+            else:
+                f = np.array(msg.values, dtype=np.float64).reshape(-1, k)
+                f.flags.writeable = False
+                v = _split(f, self.lengths, self._offsets())
+        elif name == "embedding":
+            d = int(msg.embedding_dim)
+            if len(msg.embedding) == 0 or d == 0:
+                v = None
+            else:
+                v = np.array(msg.embedding, dtype=np.float64).reshape(len(self), d)
+                v.flags.writeable = False
+        else:
+            raise AttributeError("Batch has no field %r" % name)
+        cache[name] = v
+        return v
+
+
+class Strategy:
+    """Base class of a Python strategy. Set ``name`` (the metrics prefix)
+    and ``needs``; define ``__init__(self, params)`` and any hooks.
+
+    Before ``__init__`` runs, the instance has ``algorithm`` (the run's
+    algorithm name), ``algorithm_needs_critic`` and ``seed`` (the run's
+    seed), and ``log``, a :class:`logging.Logger` whose records appear in
+    cde-run's log tagged with the plugin.
+    """
+
+    name = ""
+    needs = Needs()
+
+    def __init__(self, params):
+        pass
+
+
+def _hooks(cls):
+    """The optional hooks cls defines (a name: defined)."""
+    names = ("reward_bonus", "advantage_bonus", "token_loss", "loss_terms", "observe", "save_state", "load_state")
+    return {n: callable(getattr(cls, n, None)) for n in names}
+
+
+def serve(strategy_class):
+    """Serve strategy_class to the cde-run that started this process;
+    returns only when cde-run closes the plugin (then the process exits).
+    Run by hand, it explains that it is a plugin and exits with status 1."""
+    from . import _server
+
+    _server.serve(strategy_class)
+

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -249,7 +250,15 @@ const hostHelperEnv = "CDE_PLUGINS_TEST_HOST"
 func hostHelper(path string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	s, err := plugins.Open(plugins.Config{Path: path, Params: map[string]any{"strategy": "ppl"}, Log: zerolog.Nop()})
+	params := map[string]any{"strategy": "ppl"}
+	if js := os.Getenv(hostHelperParamsEnv); js != "" {
+		params = nil
+		if err := json.Unmarshal([]byte(js), &params); err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+	}
+	s, err := plugins.Open(plugins.Config{Path: path, Params: params, Log: zerolog.Nop(), StartTimeout: 20 * time.Second})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -263,11 +272,20 @@ func hostHelper(path string) int {
 
 // TestNoOrphans: Ctrl-C (SIGINT to the whole foreground process group, as a
 // terminal sends it) and kill -9 of the host both leave no plugin process.
-func TestNoOrphans(t *testing.T) {
+func TestNoOrphans(t *testing.T) { noOrphans(t, testPlugin) }
+
+// hostHelperParamsEnv, when set, holds the params (JSON) hostHelper opens
+// its plugin with (default {"strategy": "ppl"}).
+const hostHelperParamsEnv = "CDE_HOST_HELPER_PARAMS"
+
+// noOrphans starts a host process (hostHelper) with the plugin at path,
+// kills it with SIGINT to its group or SIGKILL to it alone, and checks the
+// plugin process is gone.
+func noOrphans(t *testing.T, path string) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), hostHelperEnv+"="+testPlugin)
+			cmd.Env = append(os.Environ(), hostHelperEnv+"="+path)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			out, err := cmd.StdoutPipe()
 			if err != nil {

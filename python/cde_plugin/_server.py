@@ -199,7 +199,7 @@ class _Service:
                                                                              type(e).__name__, e))
         unknown = sorted(k for k in params if k not in p.read)
         if unknown:
-            known = sorted(p.read & set(params)) or sorted(p.read)
+            known = sorted(p.read)
             return None, (grpc.StatusCode.INVALID_ARGUMENT, "%s: unknown key (known keys here: %s)" % (
                 key(unknown[0]), ", ".join(known) if known else "none"))
         name = getattr(s, "name", "")

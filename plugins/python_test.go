@@ -1,0 +1,233 @@
+package plugins_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/core/strategytest"
+	"github.com/cde-rl/cde/plugins"
+)
+
+// PythonInterpreter is the first of python3 on PATH and /usr/bin/python3
+// that imports grpc, google.protobuf and numpy ("" for none).
+func PythonInterpreter() string {
+	var cands []string
+	if p, err := exec.LookPath("python3"); err == nil {
+		cands = append(cands, p)
+	}
+	cands = append(cands, "/usr/bin/python3")
+	for _, c := range cands {
+		if exec.Command(c, "-c", "import grpc, google.protobuf, numpy").Run() == nil {
+			return c
+		}
+	}
+	return ""
+}
+
+// pythonScript copies the Python plugin at src into a temporary directory
+// with its shebang naming an interpreter that has the SDK's dependencies,
+// executable, and puts the repository's SDK (python/) on PYTHONPATH. The
+// Python tests may skip only outside CI.
+func pythonScript(t *testing.T, src string) string {
+	t.Helper()
+	py := PythonInterpreter()
+	if py == "" {
+		why := "no python3 with grpc, google.protobuf and numpy (Debian: apt-get install python3-grpcio python3-protobuf python3-numpy)"
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s; CI is set, so this test must run", why)
+		}
+		t.Skipf("skipping: %s (CI is unset)", why)
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if strings.HasPrefix(text, "#!") {
+		text = text[strings.IndexByte(text, '\n')+1:]
+	}
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.WriteFile(dst, []byte("#!"+py+"\n"+text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sdk, err := filepath.Abs(filepath.Join("..", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", sdk)
+	return dst
+}
+
+var pyTestPlugin = filepath.Join("testdata", "python", "testplugin.py")
+
+func openPython(t *testing.T, path string, params map[string]any, mod func(*plugins.Config)) (core.Strategy, error) {
+	t.Helper()
+	cfg := plugins.Config{Path: path, Params: params, ParamsPath: "strategies[0].params",
+		CallTimeout: 10 * time.Second, StartTimeout: 20 * time.Second, Log: zerolog.Nop()}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := plugins.Open(cfg)
+	if err == nil {
+		t.Cleanup(func() { s.(core.Closer).Close() })
+	}
+	return s, err
+}
+
+// The conformance kit (Needs, Hooks, Undeclared, Determinism, State) on a
+// Python plugin with every hook.
+func TestPythonConformance(t *testing.T) {
+	path := pythonScript(t, pyTestPlugin)
+	strategytest.Run(t, func() core.Strategy {
+		s, err := openPython(t, path, map[string]any{"mode": "ok"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}, strategytest.Options{})
+	s, err := openPython(t, path, map[string]any{"mode": "ok"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := plugins.Of(s)
+	if s.Name() != "pytest" || p.Hooks() != "reward_bonus,advantage_bonus,loss_terms,observe,state,token_loss" ||
+		!s.Needs().Entropies || !s.Needs().LogProbs {
+		t.Fatalf("name %q, hooks %q, needs %+v", s.Name(), p.Hooks(), s.Needs())
+	}
+}
+
+// The numbers a Python hook returns arrive exactly, and the batch it reads
+// is the rollout: the test plugin's bonus 0.01 T_i + 0.001 b (b batches
+// observed) and its token-loss weights, recomputed here.
+func TestPythonHookValues(t *testing.T) {
+	path := pythonScript(t, pyTestPlugin)
+	s, err := openPython(t, path, map[string]any{"mode": "ok"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, r := randomRollout(5)
+	obs, err := s.(core.Observer).Observe(info, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum, n float64
+	for _, sq := range r.Seqs {
+		for _, e := range sq.Entropies {
+			sum += e
+			n++
+		}
+	}
+	if obs["explore/pytest/batches"] != 1 || !near(obs["explore/pytest/mean_entropy"], sum/n) {
+		t.Fatalf("observe %v, want batches 1 and mean entropy %v", obs, sum/n)
+	}
+	bonus, err := s.(core.RewardHook).RewardBonus(info, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sq := range r.Seqs {
+		if want := 0.01*float64(sq.Len()) + 0.001; bonus[i] != want {
+			t.Fatalf("bonus[%d] = %v, want %v", i, bonus[i], want)
+		}
+	}
+	tl, err := s.(core.TokenLossHook).TokenLoss(info, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sq := range r.Seqs {
+		for j := range sq.Len() {
+			if want := 1 + 0.1*float64(j%2); tl.PGWeight[i][j] != want {
+				t.Fatalf("pg_weight[%d][%d] = %v, want %v", i, j, tl.PGWeight[i][j], want)
+			}
+		}
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 }
+
+// Every failure of a Python plugin is an error naming the plugin and what
+// went wrong, as for a Go one, and leaves no process behind.
+func TestPythonFailures(t *testing.T) {
+	path := pythonScript(t, pyTestPlugin)
+	plugin := "plugin pytest (" + path + ")"
+	for _, c := range []struct {
+		mode, hook string
+		parts      []string
+	}{
+		{"crash", "reward", []string{"RewardBonus", "the plugin process died", "exit status 3", "crashing on purpose"}},
+		{"hang", "reward", []string{"RewardBonus", "no answer within 1.5s (call_timeout)", "killed"}},
+		{"short", "reward", nil}, // the batch's size, below
+		{"nan", "reward", []string{"RewardBonus", "reward_bonus: entry 0 is nan, not finite"}},
+		{"inf", "reward", []string{"RewardBonus", "reward_bonus: entry 0 is inf, not finite"}},
+		{"advlen", "advantage", []string{"AdvantageBonus", "advantage_bonus[0]: want"}},
+		{"error", "reward", []string{"RewardBonus", "reward_bonus: RuntimeError: pytest: failing on purpose"}},
+		{"badtype", "reward", []string{"RewardBonus", "reward_bonus: want floats, got str"}},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			s, err := openPython(t, path, map[string]any{"mode": c.mode, "at_step": 1}, func(cfg *plugins.Config) {
+				cfg.CallTimeout = 1500 * time.Millisecond
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := plugins.Of(s)
+			pid := p.Pid()
+			info, r := randomRollout(2)
+			call := func(step int) error {
+				info.Step = step
+				var err error
+				if c.hook == "advantage" {
+					_, err = s.(core.AdvantageHook).AdvantageBonus(info, r)
+				} else {
+					_, err = s.(core.RewardHook).RewardBonus(info, r)
+				}
+				return err
+			}
+			if err := call(0); err != nil {
+				t.Fatal(err)
+			}
+			err = call(1)
+			parts := c.parts
+			if c.mode == "short" {
+				parts = []string{"RewardBonus", "reward_bonus: want " + strconv.Itoa(len(r.Seqs)) + " floats (one per sequence), got " + strconv.Itoa(len(r.Seqs)-1)}
+			}
+			wantErr(t, err, append([]string{plugin}, parts...)...)
+			if c.mode == "crash" || c.mode == "hang" {
+				waitGone(t, pid)
+			}
+		})
+	}
+}
+
+// Start-up mistakes of a Python plugin are clear errors: a bad or unknown
+// param names strategies[0].params.KEY, printing on stdout before serving
+// is named, and run by hand the script says it is a plugin.
+func TestPythonStartFailures(t *testing.T) {
+	path := pythonScript(t, pyTestPlugin)
+	_, err := openPython(t, path, map[string]any{"mode": "sideways"}, nil)
+	wantErr(t, err, "config: strategies[0].params.mode: want one of ok, crash", "(plugin "+path+")")
+	_, err = openPython(t, path, map[string]any{"mode": "ok", "bogus": 1}, nil)
+	wantErr(t, err, "config: strategies[0].params.bogus: unknown key (known keys here: at_step, mode)")
+	t.Setenv("CDE_PYTEST_STDOUT", "1")
+	_, err = openPython(t, path, nil, nil)
+	wantErr(t, err, path, `printed "hello from the plugin" on stdout before the handshake`)
+	os.Unsetenv("CDE_PYTEST_STDOUT")
+	out, err := exec.Command(path).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "This program is a cde strategy plugin: cde-run starts it") {
+		t.Fatalf("run by hand: %v\n%s", err, out)
+	}
+}
+
+// Killing the host (kill -9) or Ctrl-C leaves no Python plugin process.
+func TestPythonNoOrphans(t *testing.T) {
+	path := pythonScript(t, pyTestPlugin)
+	t.Setenv(hostHelperParamsEnv, `{"mode": "ok"}`)
+	noOrphans(t, path)
+}

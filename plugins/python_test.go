@@ -14,6 +14,8 @@ import (
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/core/strategytest"
 	"github.com/cde-rl/cde/plugins"
+	"github.com/cde-rl/cde/plugins/examples/answercount"
+	"github.com/cde-rl/cde/strategies/ppl"
 )
 
 // PythonInterpreter is the first of python3 on PATH and /usr/bin/python3
@@ -230,4 +232,98 @@ func TestPythonNoOrphans(t *testing.T) {
 	path := pythonScript(t, pyTestPlugin)
 	t.Setenv(hostHelperParamsEnv, `{"mode": "ok"}`)
 	noOrphans(t, path)
+}
+
+// The Python examples give the Go strategies' numbers bit for bit: the
+// numpy perplexity bonus against the in-tree ppl, and the answer-count
+// port against the Go example, over several steps (history included).
+func TestPythonExamplesMatchGo(t *testing.T) {
+	pplPath := pythonScript(t, filepath.Join("examples", "python-ppl", "ppl.py"))
+	py, err := openPython(t, pplPath, map[string]any{"kappa": 2.5, "alpha": 0.7}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goPPL, err := ppl.New(core.NewParams("", map[string]any{"kappa": 2.5, "alpha": 0.7}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := uint64(1); seed <= 5; seed++ {
+		info, r := randomRollout(seed)
+		want, _ := goPPL.(core.RewardHook).RewardBonus(info, r)
+		got, err := py.(core.RewardHook).RewardBonus(info, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("seed %d: ppl bonus[%d] = %v (Python), %v (Go)", seed, i, got[i], want[i])
+			}
+		}
+		gm, _ := goPPL.(core.Observer).Observe(info, r)
+		pm, err := py.(core.Observer).Observe(info, r)
+		if err != nil || pm["explore/ppl/clip_frac"] != gm["explore/ppl/clip_frac"] {
+			t.Fatalf("seed %d: clip_frac %v (Python, %v), %v (Go)", seed, pm["explore/ppl/clip_frac"], err, gm["explore/ppl/clip_frac"])
+		}
+	}
+
+	acPath := pythonScript(t, filepath.Join("examples", "python-answercount", "answercount.py"))
+	params := map[string]any{"beta": 0.8, "history": true, "no_answer_bonus": 0.05}
+	pyAC, err := openPython(t, acPath, params, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goAC, err := answercount.New(core.NewParams("", params), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"Answer: 1,000.", "so Answer: 1000", "Answer: $1000$\nmore", "no answer", "Answer: \\boxed{7}",
+		"Answer: 7.0", "Answer:  -0.50 ", "Answer: -.5", "Answer: 1,00", "Answer: x\u00a0y", "Answer: 12\u2003", "Answer: 3 Answer: 4"}
+	for step := range 3 {
+		info, r := randomRollout(uint64(10 + step))
+		info.Step = step
+		for i := range r.Seqs {
+			r.Seqs[i].Text = texts[(i*5+step)%len(texts)]
+			r.Seqs[i].ProblemID = "p" + strconv.Itoa(r.Seqs[i].Group%2)
+		}
+		want, _ := goAC.(core.RewardHook).RewardBonus(info, r)
+		got, err := pyAC.(core.RewardHook).RewardBonus(info, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("step %d: answercount bonus[%d] = %v (Python), %v (Go); text %q", step, i, got[i], want[i], r.Seqs[i].Text)
+			}
+		}
+		gm, _ := goAC.(core.Observer).Observe(info, r)
+		pm, err := pyAC.(core.Observer).Observe(info, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range gm {
+			if !near(pm[k], v) {
+				t.Fatalf("step %d: %s = %v (Python), %v (Go)", step, k, pm[k], v)
+			}
+		}
+	}
+	// The Python history loads into the Go strategy and gives the same next bonus.
+	state, err := pyAC.(core.Stateful).SaveState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goAC2, _ := answercount.New(core.NewParams("", params), nil)
+	if err := goAC2.(core.Stateful).LoadState(state); err != nil {
+		t.Fatalf("Go loading the Python state %s: %v", state, err)
+	}
+	info, r := randomRollout(20)
+	for i := range r.Seqs {
+		r.Seqs[i].Text, r.Seqs[i].ProblemID = texts[i%len(texts)], "p"+strconv.Itoa(r.Seqs[i].Group%2)
+	}
+	a, _ := goAC.(core.RewardHook).RewardBonus(info, r)
+	b, _ := goAC2.(core.RewardHook).RewardBonus(info, r)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("after loading the Python state: bonus[%d] %v, want %v", i, b[i], a[i])
+		}
+	}
 }

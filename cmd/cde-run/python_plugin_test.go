@@ -1,0 +1,119 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pythonForPlugins is the first of python3 on PATH and /usr/bin/python3
+// that imports grpc, google.protobuf and numpy; the tests that need it may
+// skip only outside CI.
+func pythonForPlugins(t *testing.T) string {
+	t.Helper()
+	var cands []string
+	if p, err := exec.LookPath("python3"); err == nil {
+		cands = append(cands, p)
+	}
+	for _, c := range append(cands, "/usr/bin/python3") {
+		if exec.Command(c, "-c", "import grpc, google.protobuf, numpy").Run() == nil {
+			return c
+		}
+	}
+	why := "no python3 with grpc, google.protobuf and numpy (Debian: apt-get install python3-grpcio python3-protobuf python3-numpy)"
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s; CI is set, so this test must run", why)
+	}
+	t.Skipf("skipping: %s (CI is unset)", why)
+	return ""
+}
+
+// withShebang copies the script src into dir with its first line replaced
+// by "#!" + py, executable.
+func withShebang(t *testing.T, src, dir, py string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if strings.HasPrefix(text, "#!") {
+		text = text[strings.IndexByte(text, '\n')+1:]
+	}
+	dst := filepath.Join(dir, filepath.Base(src))
+	if err := os.WriteFile(dst, []byte("#!"+py+"\n"+text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// A Python strategy trains and resumes exactly like a Go one: the
+// answer-count example with history (its state is in the checkpoints) and
+// a constant weight 0.7 (applied by the host); a run killed with SIGKILL
+// after its step-2 checkpoint and resumed writes the same metrics, bit for
+// bit, as an uninterrupted run.
+func TestTrainWithPythonPlugin(t *testing.T) {
+	py := pythonForPlugins(t)
+	tmp := t.TempDir()
+	plugin := withShebang(t, filepath.Join("..", "..", "plugins", "examples", "python-answercount", "answercount.py"), tmp, py)
+	sdk, _ := filepath.Abs(filepath.Join("..", "..", "python"))
+	cfg := filepath.Join(tmp, "py.yaml")
+	writeFile(t, cfg, tinyBase+`train: {steps: 6, prompts_per_step: 4, checkpoint_every: 2}
+strategies:
+  - {plugin: `+plugin+`, params: {beta: 0.5, history: true}, weight: {schedule: constant, w0: 0.7}, start_timeout: 30s}
+`)
+	env := append(os.Environ(), "PYTHONPATH="+sdk, "GOMLX_NO_AUTO_INSTALL=1")
+	train := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(cdeRun, append([]string{"train"}, args...)...)
+		cmd.Env = env
+		return cmd
+	}
+	full := filepath.Join(tmp, "full")
+	if out, err := train("--config", cfg, "--run-dir", full).CombinedOutput(); err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	want := readMetrics(t, filepath.Join(full, "metrics.jsonl"))
+	seen := false
+	for _, row := range want {
+		if w, ok := row["explore/answercount/weight"].(float64); ok {
+			seen = true
+			if w != 0.7 {
+				t.Fatalf("explore/answercount/weight = %v, want 0.7", w)
+			}
+		}
+	}
+	if !seen {
+		t.Fatalf("no explore/answercount/* metrics in %v", want[0])
+	}
+
+	killed := filepath.Join(tmp, "killed")
+	cmd := train("--config", cfg, "--run-dir", killed)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		data, _ := os.ReadFile(filepath.Join(killed, "checkpoints", "LATEST"))
+		if strings.TrimSpace(string(data)) == "step-000002" {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no step-2 checkpoint within 2 minutes")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if n := len(readMetrics(t, filepath.Join(killed, "metrics.jsonl"))); n >= len(want) {
+		t.Fatalf("the run finished before it was killed (%d lines); the test proves nothing", n)
+	}
+	if out, err := train("--resume", killed).CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	sameMetrics(t, want, readMetrics(t, filepath.Join(killed, "metrics.jsonl")))
+}

@@ -13,11 +13,22 @@ import (
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/core/strategytest"
 	"github.com/cde-rl/cde/plugins"
+	"github.com/cde-rl/cde/plugins/skeleton"
 )
 
 const pluginsUsage = `usage: cde-run plugins check PATH [flags]
+       cde-run plugins new --lang python|go|node [--name NAME] [--python INTERPRETER] DIR
 
-Starts the plugin at PATH, runs the strategy conformance kit against it
+new writes a working plugin skeleton into DIR (new or empty): a placeholder
+reward bonus and a metric, with its unit test, which plugins check passes as
+written. Python: NAME.py (executable; its shebang names --python, default
+the first python3 with grpc, google.protobuf and numpy), test_NAME.py and a
+copy of the SDK (cde_plugin/). Go: main.go and main_test.go, for a module
+that requires github.com/cde-rl/cde. Node: plugin.js, strategy.js,
+strategy.test.js, package.json (npm install) and cde_strategy.proto.
+docs/plugins.md walks through each.
+
+check starts the plugin at PATH, runs the strategy conformance kit against it
 (core/strategytest: Needs, Hooks, Undeclared, Determinism, State; every
 instance is a fresh plugin process) and prints a verdict. Exit status 0 when
 the plugin conforms, 1 when a check fails, 2 on usage errors.
@@ -48,8 +59,11 @@ func cmdPlugins(args []string) int {
 		}
 		return 0
 	}
+	if args[0] == "new" {
+		return cmdPluginsNew(args[1:])
+	}
 	if args[0] != "check" {
-		fmt.Fprintf(os.Stderr, "cde-run plugins: unknown subcommand %q (known: check)\n", args[0])
+		fmt.Fprintf(os.Stderr, "cde-run plugins: unknown subcommand %q (known: check, new)\n", args[0])
 		return 2
 	}
 	if err := fs.Parse(args[1:]); err != nil {
@@ -128,5 +142,57 @@ func cmdPlugins(args []string) int {
 		return 1
 	}
 	fmt.Printf("PASS: %s conforms to the strategy contract (%d checks)\n", path, len(strategytest.Checks()))
+	return 0
+}
+
+// cmdPluginsNew implements `cde-run plugins new`.
+func cmdPluginsNew(args []string) int {
+	fs := flag.NewFlagSet("plugins new", flag.ContinueOnError)
+	lang := fs.String("lang", "", "the plugin's language: "+strings.Join(skeleton.Langs, ", "))
+	name := fs.String("name", "", "the strategy's name, metrics explore/NAME/... (default: DIR's base name)")
+	py := fs.String("python", "", "the interpreter a Python plugin's shebang names (default: the first python3 that imports grpc, google.protobuf and numpy)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), pluginsUsage)
+		fs.PrintDefaults()
+	}
+	// Flags may come before or after DIR.
+	var dir string
+	rest := args
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			if err == flag.ErrHelp {
+				return 0
+			}
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if dir != "" {
+			fmt.Fprintln(os.Stderr, "cde-run plugins new: want exactly one DIR")
+			return 2
+		}
+		dir, rest = fs.Arg(0), fs.Args()[1:]
+	}
+	if dir == "" || *lang == "" {
+		fmt.Fprintln(os.Stderr, "cde-run plugins new: want --lang python|go|node and one DIR")
+		return 2
+	}
+	files, err := skeleton.Write(*lang, dir, skeleton.Options{Name: *name, Python: *py})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cde-run plugins new:", err)
+		return 1
+	}
+	for _, f := range files {
+		fmt.Println("wrote", f)
+	}
+	switch *lang {
+	case "python":
+		fmt.Printf("next: python3 -m unittest discover -s %s && cde-run plugins check %s\n", dir, files[0])
+	case "go":
+		fmt.Printf("next: go test ./%s && go build -o %s/plugin ./%s && cde-run plugins check %s/plugin\n", dir, dir, dir, dir)
+	case "node":
+		fmt.Printf("next: (cd %s && npm install && node --test) && cde-run plugins check %s\n", dir, files[0])
+	}
 	return 0
 }

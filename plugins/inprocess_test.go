@@ -209,8 +209,13 @@ func TestGeneratedCodeFresh(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gen.sh: %v\n%s", err, b)
 	}
-	for _, f := range []string{"proto/cde_strategy.pb.go", "proto/cde_strategy_grpc.pb.go", "wrap_gen.go"} {
-		want, _ := os.ReadFile(filepath.Join(out, f))
+	for f, fresh := range map[string]string{"proto/cde_strategy.pb.go": "proto/cde_strategy.pb.go",
+		"proto/cde_strategy_grpc.pb.go": "proto/cde_strategy_grpc.pb.go", "wrap_gen.go": "wrap_gen.go",
+		"../python/cde_plugin/cde_strategy_pb2.py": "python/cde_plugin/cde_strategy_pb2.py"} {
+		want, err := os.ReadFile(filepath.Join(out, fresh))
+		if err != nil {
+			t.Fatalf("gen.sh did not write %s: %v", fresh, err)
+		}
 		got, _ := os.ReadFile(f)
 		if stripVersions(string(got)) != stripVersions(string(want)) {
 			t.Errorf("%s is stale: run plugins/gen.sh", f)

@@ -327,3 +327,71 @@ func TestPythonExamplesMatchGo(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPythonHookOverhead: one hook call on a 512 x 256-token batch
+// (grpo), a reward hook and an advantage hook, three ways side by side:
+// the in-tree strategy (reward: ppl), the Go plugin (testplugin serving
+// ppl; its ok mode for the advantage hook) and the Python plugin (the
+// numpy ppl example; the Python test plugin's advantage hook). A call
+// through a plugin includes encoding the batch, gRPC over the Unix socket
+// with TLS, decoding on the plugin side, the hook, and the answer back.
+//
+//	go test ./plugins -run '^$' -bench PythonHookOverhead -benchtime 20x
+func BenchmarkPythonHookOverhead(b *testing.B) {
+	py := PythonInterpreter()
+	if py == "" {
+		b.Skip("no python3 with grpc, google.protobuf and numpy")
+	}
+	dir := b.TempDir()
+	script := func(src string) string {
+		text, err := os.ReadFile(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := string(text)
+		s = s[strings.IndexByte(s, '\n')+1:]
+		dst := filepath.Join(dir, filepath.Base(src))
+		if err := os.WriteFile(dst, []byte("#!"+py+"\n"+s), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		return dst
+	}
+	sdk, _ := filepath.Abs(filepath.Join("..", "python"))
+	b.Setenv("PYTHONPATH", sdk)
+	pyPPL := script(filepath.Join("examples", "python-ppl", "ppl.py"))
+	pyTest := script(pyTestPlugin)
+	r := benchRollout(512, 256, 0)
+	info := core.StepInfo{Step: 3, TotalSteps: 100, Algorithm: "grpo", Seed: 1}
+	open := func(b *testing.B, path string, params map[string]any) core.Strategy {
+		s, err := plugins.Open(plugins.Config{Path: path, Params: params, CallTimeout: 10 * time.Minute,
+			StartTimeout: time.Minute, Log: zerolog.Nop()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.(core.Closer).Close() })
+		return s
+	}
+	reward := func(b *testing.B, s core.Strategy) {
+		for b.Loop() {
+			if _, err := s.(core.RewardHook).RewardBonus(info, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	advantage := func(b *testing.B, s core.Strategy) {
+		for b.Loop() {
+			if _, err := s.(core.AdvantageHook).AdvantageBonus(info, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	inTree, err := ppl.New(core.NewParams("", map[string]any{}), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("reward/in-tree", func(b *testing.B) { reward(b, inTree) })
+	b.Run("reward/go-plugin", func(b *testing.B) { reward(b, open(b, testPlugin, map[string]any{"strategy": "ppl"})) })
+	b.Run("reward/python-plugin", func(b *testing.B) { reward(b, open(b, pyPPL, nil)) })
+	b.Run("advantage/go-plugin", func(b *testing.B) { advantage(b, open(b, testPlugin, map[string]any{"mode": "ok"})) })
+	b.Run("advantage/python-plugin", func(b *testing.B) { advantage(b, open(b, pyTest, map[string]any{"mode": "ok"})) })
+}

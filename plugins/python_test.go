@@ -395,3 +395,18 @@ func BenchmarkPythonHookOverhead(b *testing.B) {
 	b.Run("advantage/go-plugin", func(b *testing.B) { advantage(b, open(b, testPlugin, map[string]any{"mode": "ok"})) })
 	b.Run("advantage/python-plugin", func(b *testing.B) { advantage(b, open(b, pyTest, map[string]any{"mode": "ok"})) })
 }
+
+// The SDK's own unit tests (python/tests): batches, params strictness and
+// the checks of hook answers, on the Python side.
+func TestPythonSDKUnit(t *testing.T) {
+	py := PythonInterpreter()
+	if py == "" {
+		pythonScript(t, pyTestPlugin) // skips, or fails under CI
+	}
+	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-v")
+	cmd.Dir = filepath.Join("..", "python")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "\nOK") {
+		t.Fatalf("python -m unittest: %v\n%s", err, out)
+	}
+}

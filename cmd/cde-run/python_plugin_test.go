@@ -117,3 +117,42 @@ strategies:
 	}
 	sameMetrics(t, want, readMetrics(t, filepath.Join(killed, "metrics.jsonl")))
 }
+
+// Each Python example passes `cde-run plugins check` and trains 3 steps.
+func TestPythonExamples(t *testing.T) {
+	py := pythonForPlugins(t)
+	sdk, _ := filepath.Abs(filepath.Join("..", "..", "python"))
+	for _, ex := range []struct{ dir, file, params, metric string }{
+		{"python-answercount", "answercount.py", "{beta: 0.5, history: true}", "explore/answercount/distinct_frac"},
+		{"python-ppl", "ppl.py", "{kappa: 3}", "explore/ppl/clip_frac"},
+	} {
+		t.Run(ex.dir, func(t *testing.T) {
+			tmp := t.TempDir()
+			plugin := withShebang(t, filepath.Join("..", "..", "plugins", "examples", ex.dir, ex.file), tmp, py)
+			env := append(os.Environ(), "PYTHONPATH="+sdk)
+			check := exec.Command(cdeRun, "plugins", "check", plugin, "--params", ex.params, "--start-timeout", "30s")
+			check.Env = env
+			if out, err := check.CombinedOutput(); err != nil || !strings.Contains(string(out), "PASS: ") {
+				t.Fatalf("plugins check: %v\n%s", err, out)
+			}
+			cfg := filepath.Join(tmp, "c.yaml")
+			writeFile(t, cfg, tinyBase+"train: {steps: 3, prompts_per_step: 4}\nstrategies:\n  - {plugin: "+plugin+", params: "+ex.params+", start_timeout: 30s}\n")
+			run := filepath.Join(tmp, "run")
+			train := exec.Command(cdeRun, "train", "--config", cfg, "--run-dir", run)
+			train.Env = env
+			if out, err := train.CombinedOutput(); err != nil {
+				t.Fatalf("train: %v\n%s", err, out)
+			}
+			rows := readMetrics(t, filepath.Join(run, "metrics.jsonl"))
+			n := 0
+			for _, row := range rows {
+				if _, ok := row[ex.metric]; ok {
+					n++
+				}
+			}
+			if n != 3 {
+				t.Fatalf("%s in %d of the 3 steps' rows", ex.metric, n)
+			}
+		})
+	}
+}

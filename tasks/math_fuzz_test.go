@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/cde-rl/cde/internal/fuzzlimit"
 )
 
 // checkRows holds what every accepted row must satisfy: a conversation that
@@ -132,6 +134,9 @@ func FuzzMathParquet(f *testing.F) {
 	f.Add(buf.Bytes())
 	f.Add([]byte("PAR1PAR1"))
 	f.Add([]byte("PAR1\x04\x19\x8cH\x03bowPAR1")) // footer length 2 GiB: the library allocated it
+	// The seeds are parquet files of hundreds of bytes: minimising each new
+	// input byte by byte ran to the fuzzer's 60 s limit (see fuzzlimit).
+	fuzzlimit.MinimizeTime("2s")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rows, err := ReadMathParquet(bytes.NewReader(data), int64(len(data)), "f.parquet", MathKeys{})
 		if err != nil {

@@ -18,7 +18,12 @@ func cmdShape(args []string) int {
 	if code, done := parse(fs, args); done {
 		return code
 	}
-	out, err := shape(cf, *in)
+	cfg, err := cf.load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cde-run shape:", err)
+		return 1
+	}
+	out, err := shape(cfg, *in, zerolog.New(os.Stderr))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cde-run shape:", err)
 		return 1
@@ -28,19 +33,20 @@ func cmdShape(args []string) int {
 }
 
 // shape applies the config's algorithm and strategies to a recorded batch.
-func shape(cf configFlags, in string) ([]byte, error) {
+func shape(cfg *core.Config, in string, log zerolog.Logger) ([]byte, error) {
 	if in == "" {
 		return nil, fmt.Errorf("--in ROLLOUT.json is required")
-	}
-	cfg, err := cf.load()
-	if err != nil {
-		return nil, err
 	}
 	r, err := core.ReadRolloutFile(in)
 	if err != nil {
 		return nil, err
 	}
-	o, err := session.Shape(cfg, r, in, zerolog.New(os.Stderr))
+	return shapeRollout(cfg, r, in, log)
+}
+
+// shapeRollout is shape on a rollout already read from the file in.
+func shapeRollout(cfg *core.Config, r *core.Rollout, in string, log zerolog.Logger) ([]byte, error) {
+	o, err := session.Shape(cfg, r, in, log)
 	if err != nil {
 		return nil, err
 	}

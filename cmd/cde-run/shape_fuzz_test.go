@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/fuzzlimit"
 )
 
 // shapeFuzzConfigs cover every in-tree algorithm path and strategy hook.
@@ -19,26 +25,41 @@ var shapeFuzzConfigs = []string{
 // FuzzShape runs `cde-run shape` in process on arbitrary rollout files: no
 // panic; an error names the rollout file; an accepted file gives one output
 // sequence per input sequence, with per-token arrays of the input's length.
+// Its minimisation is bounded (fuzzlimit): unbounded, minimising each new
+// input of a few hundred bytes took the fuzzer up to its 60 s limit, with
+// no execution counted meanwhile.
 func FuzzShape(f *testing.F) {
 	f.Add([]byte(`{"step": 1, "total_steps": 4, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1, -2], "values": [[0.5, 1], [0, 2]], "entropies": [1, 2], "embedding": [1, -1]},
 	  {"group": 0, "reward": -1, "logprobs": [-0.5], "values": [[0, 0]], "entropies": [0.1], "embedding": [0.5, 2]}]}`), uint8(0))
 	f.Add([]byte(`{"step": 0, "sequences": [{"group": 7, "reward": 1e308, "logprobs": [-1e308], "values": [[1e308, -1e308]], "entropies": [0], "embedding": [1e308, 0]}]}`), uint8(1))
 	f.Add([]byte(`{"step": 0, "sequences": [{"group": 0, "reward": 0, "logprobs": [0], "values": [[0]]}]}`), uint8(3))
 	dir := f.TempDir()
-	var cfgs []string
+	// The configs are loaded once: parsing YAML is work that does not
+	// depend on the input, and under the fuzzer's instrumentation it cost
+	// most of each execution.
+	var cfgs []*core.Config
 	for i, c := range shapeFuzzConfigs {
 		p := filepath.Join(dir, "cfg"+string(rune('0'+i))+".yaml")
 		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
 			f.Fatal(err)
 		}
-		cfgs = append(cfgs, p)
-	}
-	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
-		in := filepath.Join(t.TempDir(), "batch.json")
-		if err := os.WriteFile(in, data, 0o644); err != nil {
-			t.Fatal(err)
+		cf := configFlags{file: p}
+		cfg, err := cf.load()
+		if err != nil {
+			f.Fatal(err)
 		}
-		out, err := shape(configFlags{file: cfgs[int(which)%len(cfgs)]}, in)
+		cfgs = append(cfgs, cfg)
+	}
+	fuzzlimit.MinimizeTime("2s")
+	const in = "batch.json"
+	f.Fuzz(func(t *testing.T, data []byte, which uint8) {
+		// In memory: the file system is work that does not depend on the
+		// input (ReadRolloutFile is ReadRollout on the opened file).
+		r, err := core.ReadRollout(bytes.NewReader(data), in)
+		var out []byte
+		if err == nil {
+			out, err = shapeRollout(cfgs[int(which)%len(cfgs)], r, in, zerolog.Nop())
+		}
 		if err != nil {
 			if !strings.Contains(err.Error(), in) {
 				t.Fatalf("error does not name the rollout file: %v", err)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cde-rl/cde/internal/fuzzlimit"
 )
 
 // FuzzResumeCheckpoint writes an arbitrary manifest, state.json and policy
@@ -28,8 +30,12 @@ func FuzzResumeCheckpoint(f *testing.F) {
 	f.Add([]byte(`{"files":{"../x":{"size":0}}}`), state, policy)
 	f.Add([]byte(`{"files":{}}`), []byte(`{"step":-1}`), policy)
 	f.Add([]byte(`null`), []byte(`{"step":2,"seed":1,"strategies":{"0:x":"AA=="}}`), policy)
+	// The config is loaded once (YAML parsing does not depend on the input),
+	// and the minimisation of new inputs is bounded (see fuzzlimit).
+	cfg := fakeConfig(f, 10, 2)
+	fuzzlimit.MinimizeTime("2s")
 	f.Fuzz(func(t *testing.T, man, st, pol []byte) {
-		tr := fakeTrainer(t, fakeConfig(t, 10, 2), &fakeBackend{})
+		tr := fakeTrainer(t, cfg, &fakeBackend{})
 		dir := filepath.Join(checkpointRoot(tr.RunDir), "step-000002")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)

@@ -145,7 +145,7 @@ func (meanAlgo) Advantages(r *Rollout) error {
 }
 func (meanAlgo) Finalize(r *Rollout) error { return nil }
 
-func fakeConfig(t *testing.T, steps, every int) *Config {
+func fakeConfig(t testing.TB, steps, every int) *Config {
 	t.Helper()
 	cfg, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{
 		"train.steps=" + strconv.Itoa(steps), "train.checkpoint_every=" + strconv.Itoa(every),

@@ -5,6 +5,8 @@ import (
 	"encoding/gob"
 	"math"
 	"testing"
+
+	"github.com/cde-rl/cde/internal/fuzzlimit"
 )
 
 // FuzzCheckpointLoad feeds arbitrary bytes to the policy checkpoint decoder
@@ -27,11 +29,18 @@ func FuzzCheckpointLoad(f *testing.F) {
 	f.Add(flipped)
 	f.Add([]byte{})
 	f.Add([]byte("not a gob"))
+	// The seeds are checkpoints of kilobytes: minimising each new input
+	// byte by byte ran for most of the fuzzer's 60 s limit (see fuzzlimit).
+	fuzzlimit.MinimizeTime("2s")
+	// The model's weights before any input, taken once: every input leaves
+	// the model as it found it (a failed restore must; a successful one is
+	// undone below), so a snapshot per input was work that does not depend
+	// on the input.
+	before, err := b.policy.snapshot()
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		before, err := b.policy.snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
 		var got checkpoint
 		if err := decodeGob(data, "fuzz", &got); err != nil {
 			return

@@ -15,24 +15,13 @@ import (
 	"github.com/cde-rl/cde/core/strategytest"
 	"github.com/cde-rl/cde/plugins"
 	"github.com/cde-rl/cde/plugins/examples/answercount"
+	"github.com/cde-rl/cde/plugins/skeleton"
 	"github.com/cde-rl/cde/strategies/ppl"
 )
 
 // PythonInterpreter is the first of python3 on PATH and /usr/bin/python3
 // that imports grpc, google.protobuf and numpy ("" for none).
-func PythonInterpreter() string {
-	var cands []string
-	if p, err := exec.LookPath("python3"); err == nil {
-		cands = append(cands, p)
-	}
-	cands = append(cands, "/usr/bin/python3")
-	for _, c := range cands {
-		if exec.Command(c, "-c", "import grpc, google.protobuf, numpy").Run() == nil {
-			return c
-		}
-	}
-	return ""
-}
+func PythonInterpreter() string { return skeleton.PythonWithDeps() }
 
 // pythonScript copies the Python plugin at src into a temporary directory
 // with its shebang naming an interpreter that has the SDK's dependencies,

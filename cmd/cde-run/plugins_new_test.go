@@ -70,18 +70,7 @@ func TestPluginsNew(t *testing.T) {
 	})
 	t.Run("node", func(t *testing.T) {
 		example, _ := filepath.Abs(filepath.Join("..", "..", "plugins", "examples", "node-lenbonus"))
-		missing := func(why string) {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s; CI is set, so this test must run", why)
-			}
-			t.Skipf("skipping: %s (CI is unset)", why)
-		}
-		if _, err := exec.LookPath("node"); err != nil {
-			missing("node is not installed (Node.js >= 20)")
-		}
-		if _, err := os.Stat(filepath.Join(example, "node_modules", "@grpc", "grpc-js")); err != nil {
-			missing("node_modules is missing: run `npm ci` in " + example)
-		}
+		needNodeModules(t, example, "@grpc/grpc-js")
 		dir := filepath.Join(t.TempDir(), "lenx")
 		if out, err := exec.Command(cdeRun, "plugins", "new", "--lang", "node", dir).CombinedOutput(); err != nil {
 			t.Fatalf("plugins new: %v\n%s", err, out)

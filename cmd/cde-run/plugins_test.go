@@ -337,18 +337,7 @@ func TestTrainWithNodePlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	missing := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s; CI is set, so this test must run", why)
-		}
-		t.Skipf("skipping: %s (CI is unset)", why)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node is not installed (Node.js >= 20)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@grpc", "grpc-js", "package.json")); err != nil {
-		missing("node_modules is missing: run `npm ci` in " + dir)
-	}
+	needNodeModules(t, dir, "@grpc/grpc-js")
 	run, err := trainWithPlugin(t, "train: {steps: 3, prompts_per_step: 4}\n", map[string]any{
 		"plugin": filepath.Join(dir, "plugin.js"), "params": map[string]any{"scale": 0.5}, "start_timeout": "30s"})
 	if err != nil {

@@ -10,28 +10,6 @@ import (
 	"time"
 )
 
-// pythonForPlugins is the first of python3 on PATH and /usr/bin/python3
-// that imports grpc, google.protobuf and numpy; the tests that need it may
-// skip only outside CI.
-func pythonForPlugins(t *testing.T) string {
-	t.Helper()
-	var cands []string
-	if p, err := exec.LookPath("python3"); err == nil {
-		cands = append(cands, p)
-	}
-	for _, c := range append(cands, "/usr/bin/python3") {
-		if exec.Command(c, "-c", "import grpc, google.protobuf, numpy").Run() == nil {
-			return c
-		}
-	}
-	why := "no python3 with grpc, google.protobuf and numpy (Debian: apt-get install python3-grpcio python3-protobuf python3-numpy)"
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s; CI is set, so this test must run", why)
-	}
-	t.Skipf("skipping: %s (CI is unset)", why)
-	return ""
-}
-
 // withShebang copies the script src into dir with its first line replaced
 // by "#!" + py, executable.
 func withShebang(t *testing.T, src, dir, py string) string {

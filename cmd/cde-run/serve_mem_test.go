@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,19 +36,7 @@ func TestServeHugePromptMemory(t *testing.T) {
 	if err != nil || len(base) == 0 {
 		t.Fatalf("no shipped base policy: %v", err)
 	}
-	cmd := exec.Command(cdeRun, "serve", "--checkpoint", filepath.Dir(base[0]), "--engine", "cpu", "--addr", "127.0.0.1:0")
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		t.Fatalf("no listening line (%v): %q\n%s", err, line, stderr.String())
-	}
+	url, cmd, _ := startServe(t, "--checkpoint", filepath.Dir(base[0]), "--engine", "cpu")
 	before := vmHWM(t, cmd.Process.Pid)
 	// {"prompt": [[1,1,...]]}, 30M ids, streamed to the server.
 	pr, pw := io.Pipe()

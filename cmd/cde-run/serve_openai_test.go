@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"math"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -31,35 +29,12 @@ func TestOpenAIClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	missing := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s; CI is set, so this test must run", why)
-		}
-		t.Skipf("skipping: %s (CI is unset)", why)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node is not installed (Node.js >= 20)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		missing("node_modules is missing: run `npm ci` in " + dir)
-	}
+	needNodeModules(t, dir, "openai")
 	model := t.TempDir()
 	if err := hftest.WriteTinyQwen3(model, filepath.Join("..", "..", "tokenizer", "testdata", "qwen3"), 1, 3); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(cdeRun, "serve", "--model", model, "--engine", "cpu", "--max-len", "64", "--addr", "127.0.0.1:0", "--name", "tiny")
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		t.Fatalf("no listening line (%v): %q\n%s", err, line, stderr.String())
-	}
+	url, _, stderr := startServe(t, "--model", model, "--engine", "cpu", "--max-len", "64", "--name", "tiny")
 
 	node := exec.Command("node", filepath.Join(dir, "client.mjs"), url, "tiny")
 	out, err := node.Output()

@@ -24,12 +24,7 @@ func Write(w io.Writer, title string, facts []Fact, metrics map[string]float64) 
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n== %s ==\n", title)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	for _, f := range facts {
-		fmt.Fprintf(tw, "%s\t%s\n", f.Label, f.Value)
-	}
-	tw.Flush()
+	writeHeader(&b, title, facts)
 	if len(metrics) > 0 {
 		keys := make([]string, 0, len(metrics))
 		width := len("value")
@@ -39,7 +34,7 @@ func Write(w io.Writer, title string, facts []Fact, metrics map[string]float64) 
 		}
 		sort.Strings(keys)
 		b.WriteString("\n")
-		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "metric\t%*s\n", width, "value")
 		for _, k := range keys {
 			fmt.Fprintf(tw, "%s\t%*s\n", k, width, Num(metrics[k]))
@@ -55,15 +50,10 @@ func Rows(w io.Writer, title string, facts []Fact, header []string, rows [][]str
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n== %s ==\n", title)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	for _, f := range facts {
-		fmt.Fprintf(tw, "%s\t%s\n", f.Label, f.Value)
-	}
-	tw.Flush()
+	writeHeader(&b, title, facts)
 	if len(rows) > 0 {
 		b.WriteString("\n")
-		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, strings.Join(header, "\t"))
 		for _, r := range rows {
 			fmt.Fprintln(tw, strings.Join(r, "\t"))
@@ -71,6 +61,16 @@ func Rows(w io.Writer, title string, facts []Fact, header []string, rows [][]str
 		tw.Flush()
 	}
 	io.WriteString(w, b.String())
+}
+
+// writeHeader writes the title line and the aligned facts.
+func writeHeader(b *strings.Builder, title string, facts []Fact) {
+	fmt.Fprintf(b, "\n== %s ==\n", title)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for _, f := range facts {
+		fmt.Fprintf(tw, "%s\t%s\n", f.Label, f.Value)
+	}
+	tw.Flush()
 }
 
 // Num formats a metric: integers as integers, others with 4 significant

@@ -220,11 +220,23 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		"(a verdict needs 5 when only seeds are resampled: an interval over n seeds alone excludes 0 whenever all n effects share a sign, "+
 		"by chance 1 time in 2^(n-1) without any effect; 3 when problems are resampled too). "+
 		"The same verdicts are in `%s`.\n\n", claimReps, VerdictsFile)
+	reg, err := registered(dir)
+	if err != nil {
+		return err
+	}
+	if reg != nil {
+		fmt.Fprintf(b, "Claims were registered when the bench first started (%s, `%s`); a claim added or changed since is **exploratory**: "+
+			"its numbers are shown, it gets no verdict.\n\n", reg.Registered, ClaimsFile)
+	}
 	b.WriteString("| claim | metric | better arm | than arm | seeds | resampled | d | 95% interval | verdict |\n|---|---|---|---|---|---|---|---|---|\n")
 	var details strings.Builder
 	var out []ClaimVerdict
 	for _, c := range spec.Claims {
 		v := judgeClaimPaired(c, dir, runs)
+		if reg.exploratory(c) {
+			v.Note = strings.TrimPrefix(v.Note+"; judged "+v.Verdict+", but registered after the bench started", "; ")
+			v.Verdict = "exploratory"
+		}
 		out = append(out, v)
 		metric := c.Metric
 		if c.Window > 1 {

@@ -152,3 +152,46 @@ func TestVerdictsFile(t *testing.T) {
 		t.Errorf("verdict %v, section:\n%s", got[0], b.String())
 	}
 }
+
+// A claim added or changed after the bench started is exploratory: its
+// numbers are shown, its verdict is withheld; a registered claim is judged;
+// a directory without a registration judges every claim (older benches).
+func TestClaimsRegisteredAtStart(t *testing.T) {
+	dir := t.TempDir()
+	runs := fakeRuns("m", map[uint64]float64{1: 0.6, 2: 0.7, 3: 0.6, 4: 0.7, 5: 0.65}, map[uint64]float64{1: 0.5, 2: 0.5, 3: 0.5, 4: 0.5, 5: 0.5})
+	first := Claim{Name: "a beats b", Better: "a", Than: "b", Metric: "m"}
+	if err := registerClaims(&Spec{Claims: []Claim{first}}, dir); err != nil {
+		t.Fatal(err)
+	}
+	// A rerun with more claims keeps the first registration.
+	later := Claim{Name: "a beats b again", Better: "a", Than: "b", Metric: "m"}
+	changed := first
+	changed.Window = 3
+	if err := registerClaims(&Spec{Claims: []Claim{first, later}}, dir); err != nil {
+		t.Fatal(err)
+	}
+	verdicts := func(claims ...Claim) []ClaimVerdict {
+		var b strings.Builder
+		if err := writeClaimsSection(&b, &Spec{Claims: claims}, dir, runs); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, VerdictsFile))
+		var got []ClaimVerdict
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := verdicts(first, later)
+	if got[0].Verdict != "held" || got[1].Verdict != "exploratory" || got[1].DeltaMean == nil ||
+		!strings.Contains(got[1].Note, "judged held, but registered after the bench started") {
+		t.Fatalf("verdicts %+v", got)
+	}
+	if got := verdicts(changed); got[0].Verdict != "exploratory" {
+		t.Fatalf("a claim changed since registration: %+v", got[0])
+	}
+	os.Remove(filepath.Join(dir, ClaimsFile))
+	if got := verdicts(first, later); got[0].Verdict != "held" || got[1].Verdict != "held" {
+		t.Fatalf("without a registration: %+v", got)
+	}
+}

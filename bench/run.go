@@ -93,6 +93,9 @@ func Run(ctx context.Context, spec *Spec, o Options) error {
 	if err := recordCommand(o.Dir, o.Command); err != nil {
 		return err
 	}
+	if err := registerClaims(spec, o.Dir); err != nil {
+		return err
+	}
 	runErr := train(ctx, spec, o)
 	if errors.Is(runErr, context.Canceled) {
 		return runErr

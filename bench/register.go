@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ClaimsFile records the claims a bench had when it first started in its
+// results directory. A claim in the spec that is not there, or whose
+// definition changed since, was registered after runs had begun: the
+// report shows its numbers as exploratory and gives it no verdict, so
+// a claim cannot be written after seeing the results and then judged.
+const ClaimsFile = "claims-registered.json"
+
+type registration struct {
+	Registered string            `json:"registered"` // RFC 3339, when the bench first started
+	Claims     map[string]string `json:"claims"`     // claim name -> sha256 of its definition
+}
+
+// claimHash identifies a claim's definition: arms, metric, direction and
+// window (not its name, which keys it).
+func claimHash(c Claim) string {
+	b, _ := json.Marshal([]any{c.Better, c.Than, c.Metric, c.LowerIsBetter, max(c.Window, 1)})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// registerClaims writes DIR/ClaimsFile with spec's claims unless it exists
+// (a rerun keeps the first registration).
+func registerClaims(spec *Spec, dir string) error {
+	path := filepath.Join(dir, ClaimsFile)
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	reg := registration{Registered: time.Now().UTC().Format(time.RFC3339), Claims: map[string]string{}}
+	for _, c := range spec.Claims {
+		reg.Claims[c.Name] = claimHash(c)
+	}
+	data, err := json.MarshalIndent(reg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// registered reads DIR/ClaimsFile: nil when the directory has none (a
+// bench made before registration existed: its claims are judged).
+func registered(dir string) (*registration, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ClaimsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var reg registration
+	if err := json.Unmarshal(data, &reg); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ClaimsFile), err)
+	}
+	return &reg, nil
+}
+
+// exploratory reports whether claim c was not registered when the bench
+// started (reg nil: no record, every claim counts as registered).
+func (reg *registration) exploratory(c Claim) bool {
+	if reg == nil {
+		return false
+	}
+	h, ok := reg.Claims[c.Name]
+	return !ok || h != claimHash(c)
+}

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // minTemperature is the lowest temperature served.
@@ -379,9 +378,6 @@ func encodeWith(m *Model, what, text string, bos int32) ([]int32, *apiError) {
 	}
 	if limit := MaxTextBytesPerToken * m.MaxLen; len(text) > limit {
 		return nil, badRequest("%s: %d bytes, more than %d (%d per position of the model's max length %d)", what, len(text), limit, MaxTextBytesPerToken, m.MaxLen)
-	}
-	if !utf8.ValidString(text) {
-		return nil, badRequest("%s: not valid UTF-8", what)
 	}
 	var ids []int32
 	if bos >= 0 {

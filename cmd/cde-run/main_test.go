@@ -113,21 +113,10 @@ func TestKillAndResumeReproduces(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		// Kill once a checkpoint after step 3 exists (and before the end).
-		data, _ := os.ReadFile(filepath.Join(killed, "checkpoints", "LATEST"))
-		if latest := strings.TrimSpace(string(data)); latest != "" && latest != "step-000003" {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("no checkpoint after step 3 within 2 minutes")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	// Kill once a checkpoint after step 3 exists (and before the end).
+	killAtCheckpoint(t, cmd, killed, "a checkpoint after step 3", func(latest string) bool {
+		return latest != "" && latest != "step-000003"
+	})
 	partial := readMetrics(t, filepath.Join(killed, "metrics.jsonl"))
 	if len(partial) >= 13 {
 		t.Fatalf("the run finished before it was killed (%d lines); the test proves nothing", len(partial))
@@ -361,4 +350,25 @@ func checkSummaryValue(t *testing.T, table, key string, v float64) {
 	if !slices.IsSorted(names) {
 		t.Errorf("summary metrics not sorted: %v", names)
 	}
+}
+
+// killAtCheckpoint SIGKILLs the train started as cmd in run directory run
+// once its LATEST checkpoint satisfies ok (what names it in the failure
+// after 2 minutes without).
+func killAtCheckpoint(t *testing.T, cmd *exec.Cmd, run, what string, ok func(latest string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		data, _ := os.ReadFile(filepath.Join(run, "checkpoints", "LATEST"))
+		if ok(strings.TrimSpace(string(data))) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no %s within 2 minutes", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
 }

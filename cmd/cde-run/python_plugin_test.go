@@ -5,9 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // withShebang copies the script src into dir with its first line replaced
@@ -73,20 +71,7 @@ strategies:
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		data, _ := os.ReadFile(filepath.Join(killed, "checkpoints", "LATEST"))
-		if strings.TrimSpace(string(data)) == "step-000002" {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("no step-2 checkpoint within 2 minutes")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	killAtCheckpoint(t, cmd, killed, "step-2 checkpoint", func(latest string) bool { return latest == "step-000002" })
 	if n := len(readMetrics(t, filepath.Join(killed, "metrics.jsonl"))); n >= len(want) {
 		t.Fatalf("the run finished before it was killed (%d lines); the test proves nothing", n)
 	}

@@ -48,20 +48,45 @@ type Interval struct {
 	Reps      int
 }
 
+// Design says how a bootstrap draw resamples problems.
+type Design int
+
+const (
+	// Nested draws each drawn seed's problems on their own: right when
+	// seeds were evaluated on different problems.
+	Nested Design = iota
+	// Crossed draws one set of problem indices per eval set and uses it
+	// for every drawn seed: right when every seed was evaluated on the same
+	// problems, so a problem's difficulty is shared by all seeds and the
+	// seeds are not independent given the problems.
+	Crossed
+)
+
+func (d Design) String() string {
+	if d == Crossed {
+		return "crossed"
+	}
+	return "nested"
+}
+
 // PairedBootstrap is the effect of A over B and its percentile bootstrap
 // interval at level conf (0.95 for a 95% interval), from reps resamples
 // drawn with rng. The resampling is two-level and paired: each resample
-// draws len(seeds) seeds with replacement, and within each drawn seed and
-// set draws that set's units with replacement, the same units for A and B
-// (so the noise A and B share, the problem's difficulty, cancels); the
-// resampled effect is the mean over the drawn seeds of metric(A) -
-// metric(B) on the drawn units. Low and High are the (1-conf)/2 and
-// (1+conf)/2 quantiles of the reps effects (linear interpolation between
-// order statistics, R's type 7). Units of different sets are never mixed.
+// draws len(seeds) seeds with replacement and draws units with
+// replacement, the same units for A and B (so the noise A and B share, the
+// problem's difficulty, cancels); the resampled effect is the mean over
+// the drawn seeds of metric(A) - metric(B) on the drawn units. With
+// design Nested every drawn seed draws its own units of each set; with
+// Crossed one draw of unit indices per set serves every drawn seed (unit i
+// is the same problem in every seed), so the spread between problems is
+// counted once for the whole experiment, not averaged away over seeds.
+// Low and High are the (1-conf)/2 and (1+conf)/2 quantiles of the reps
+// effects (linear interpolation between order statistics, R's type 7).
+// Units of different sets are never mixed.
 //
 // It is an error when seeds is empty, a seed's A and B differ in sets or
-// units, or a set has no units.
-func PairedBootstrap(seeds []PairedSeed, reps int, conf float64, rng *rand.Rand) (Interval, error) {
+// units, a set has no units, or (Crossed) two seeds differ in sets or units.
+func PairedBootstrap(seeds []PairedSeed, reps int, conf float64, design Design, rng *rand.Rand) (Interval, error) {
 	if len(seeds) == 0 {
 		return Interval{}, fmt.Errorf("bootstrap: no seeds")
 	}
@@ -77,6 +102,17 @@ func PairedBootstrap(seeds []PairedSeed, reps int, conf float64, rng *rand.Rand)
 				return Interval{}, fmt.Errorf("bootstrap: seed %d set %d: %d units for A, %d for B (want the same, at least one)", s.Seed, j, len(s.A[j]), len(s.B[j]))
 			}
 		}
+		if design == Crossed {
+			s0 := seeds[0]
+			if len(s.A) != len(s0.A) {
+				return Interval{}, fmt.Errorf("bootstrap: crossed design: seed %d has %d sets, seed %d has %d", s.Seed, len(s.A), s0.Seed, len(s0.A))
+			}
+			for j := range s.A {
+				if len(s.A[j]) != len(s0.A[j]) {
+					return Interval{}, fmt.Errorf("bootstrap: crossed design: set %d has %d units in seed %d, %d in seed %d", j, len(s.A[j]), s.Seed, len(s0.A[j]), s0.Seed)
+				}
+			}
+		}
 	}
 	out := Interval{Reps: reps}
 	for _, s := range seeds {
@@ -87,24 +123,46 @@ func PairedBootstrap(seeds []PairedSeed, reps int, conf float64, rng *rand.Rand)
 	out.Delta /= float64(len(seeds))
 	effects := make([]float64, reps)
 	for r := range effects {
-		sum := 0.0
-		for range seeds {
-			s := seeds[rng.IntN(len(seeds))]
-			idx := make([][]int, len(s.A))
-			for j, xs := range s.A {
-				idx[j] = make([]int, len(xs))
-				for i := range idx[j] {
-					idx[j][i] = rng.IntN(len(xs))
-				}
-			}
-			sum += seedMetric(s.A, idx) - seedMetric(s.B, idx)
-		}
-		effects[r] = sum / float64(len(seeds))
+		effects[r] = resampledEffect(seeds, design, rng)
 	}
 	slices.Sort(effects)
 	out.Low = quantile(effects, (1-conf)/2)
 	out.High = quantile(effects, (1+conf)/2)
 	return out, nil
+}
+
+// resampledEffect is one bootstrap draw of PairedBootstrap's effect.
+func resampledEffect(seeds []PairedSeed, design Design, rng *rand.Rand) float64 {
+	draw := func(sets [][]float64) [][]int {
+		idx := make([][]int, len(sets))
+		for j, xs := range sets {
+			idx[j] = make([]int, len(xs))
+			for i := range idx[j] {
+				idx[j][i] = rng.IntN(len(xs))
+			}
+		}
+		return idx
+	}
+	// Seeds are drawn before problems in both designs, so that a draw's
+	// seeds do not depend on the design.
+	drawn := make([]int, len(seeds))
+	for i := range drawn {
+		drawn[i] = rng.IntN(len(seeds))
+	}
+	var shared [][]int
+	if design == Crossed {
+		shared = draw(seeds[0].A)
+	}
+	sum := 0.0
+	for _, k := range drawn {
+		s := seeds[k]
+		idx := shared
+		if idx == nil {
+			idx = draw(s.A)
+		}
+		sum += seedMetric(s.A, idx) - seedMetric(s.B, idx)
+	}
+	return sum / float64(len(seeds))
 }
 
 // quantile is the q-quantile of sorted xs by linear interpolation between

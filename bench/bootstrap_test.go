@@ -28,7 +28,7 @@ func TestPairedBootstrapShift(t *testing.T) {
 		}
 		seeds = append(seeds, PairedSeed{Seed: uint64(s + 1), A: a, B: b})
 	}
-	iv, err := PairedBootstrap(seeds, 500, 0.95, rngFor(2))
+	iv, err := PairedBootstrap(seeds, 500, 0.95, Crossed, rngFor(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestPairedBootstrapByHand(t *testing.T) {
 		{"units", []PairedSeed{{Seed: 1, A: [][]float64{{1, 0}}, B: [][]float64{{0, 0}}}}, 0.5, 0, 1, 0.5},
 		{"seeds", []PairedSeed{{Seed: 1, A: [][]float64{{1.5}}, B: [][]float64{{0.5}}}, {Seed: 2, A: [][]float64{{3}}, B: [][]float64{{0}}}}, 2, 1, 3, 1},
 	} {
-		iv, err := PairedBootstrap(c.seeds, 4000, 0.95, rngFor(7))
+		iv, err := PairedBootstrap(c.seeds, 4000, 0.95, Nested, rngFor(7))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestPairedBootstrapNormal(t *testing.T) {
 		ss += d * d
 	}
 	half := 1.96 * math.Sqrt(ss/float64(n-1)) / math.Sqrt(float64(n))
-	iv, err := PairedBootstrap([]PairedSeed{{A: [][]float64{a}, B: [][]float64{b}}}, 4000, 0.95, rngFor(4))
+	iv, err := PairedBootstrap([]PairedSeed{{A: [][]float64{a}, B: [][]float64{b}}}, 4000, 0.95, Nested, rngFor(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +98,89 @@ func TestPairedBootstrapNormal(t *testing.T) {
 		}
 	}
 	// The same generator state gives the same interval.
-	again, _ := PairedBootstrap([]PairedSeed{{A: [][]float64{a}, B: [][]float64{b}}}, 4000, 0.95, rngFor(4))
+	again, _ := PairedBootstrap([]PairedSeed{{A: [][]float64{a}, B: [][]float64{b}}}, 4000, 0.95, Nested, rngFor(4))
 	if again.Low != iv.Low || again.High != iv.High {
 		t.Errorf("not reproducible: %+v vs %+v", again, iv)
+	}
+}
+
+// The two designs' resampling distributions, worked by hand and compared
+// with the frequencies of 200,000 draws (a probability's standard error is
+// at most 0.0011, the tolerance 0.006).
+//
+// "same": two seeds with the same per-problem effects (1, 0). Crossed:
+// whatever seeds are drawn, one draw of two problem indices serves both,
+// so the effect is 1, 0.5, 0 with probabilities 1/4, 1/2, 1/4. Nested:
+// each drawn seed draws its own problems, the effect is the mean of two
+// independent such values, Bin(4, 1/2)/4: 0, .25, .5, .75, 1 with
+// probabilities 1, 4, 6, 4, 1 sixteenths.
+//
+// "one": seed 1 has effects (2, 0), seed 2 has (0, 0). Let m be the number
+// of times seed 1 is drawn (0, 1, 2 with 1/4, 1/2, 1/4) and Y the mean of
+// seed 1 on a draw of problems (2, 1, 0 with 1/4, 1/2, 1/4). Crossed: the
+// effect is m*Y/2: 0 with 1/4 + 3/4*1/4 = 7/16; 0.5 (m=1, Y=1) 4/16; 1
+// (m=1, Y=2 or m=2, Y=1) 1/8 + 1/8 = 4/16; 2 (m=2, Y=2) 1/16. Nested: with
+// m=2 the two draws of seed 1 have their own Y1, Y2 and the effect is
+// (Y1+Y2)/2, Bin(4, 1/2)/2; so 0: 1/4 + 1/8 + 1/64 = 25/64; 0.5: 1/4 +
+// 1/16 = 20/64; 1: 1/8 + 6/64 = 14/64; 1.5: 4/64; 2: 1/64.
+func TestResampledEffectByHand(t *testing.T) {
+	same := []PairedSeed{{Seed: 1, A: [][]float64{{1, 0}}, B: [][]float64{{0, 0}}}, {Seed: 2, A: [][]float64{{3, 2}}, B: [][]float64{{2, 2}}}}
+	one := []PairedSeed{{Seed: 1, A: [][]float64{{2, 0}}, B: [][]float64{{0, 0}}}, {Seed: 2, A: [][]float64{{5, 1}}, B: [][]float64{{5, 1}}}}
+	for _, c := range []struct {
+		name   string
+		seeds  []PairedSeed
+		design Design
+		want   map[float64]float64
+	}{
+		{"same/crossed", same, Crossed, map[float64]float64{0: 1. / 4, 0.5: 1. / 2, 1: 1. / 4}},
+		{"same/nested", same, Nested, map[float64]float64{0: 1. / 16, 0.25: 4. / 16, 0.5: 6. / 16, 0.75: 4. / 16, 1: 1. / 16}},
+		{"one/crossed", one, Crossed, map[float64]float64{0: 7. / 16, 0.5: 4. / 16, 1: 4. / 16, 2: 1. / 16}},
+		{"one/nested", one, Nested, map[float64]float64{0: 25. / 64, 0.5: 20. / 64, 1: 14. / 64, 1.5: 4. / 64, 2: 1. / 64}},
+	} {
+		const n = 200000
+		rng := rngFor(11)
+		got := map[float64]float64{}
+		for range n {
+			got[resampledEffect(c.seeds, c.design, rng)] += 1. / n
+		}
+		for v, p := range got {
+			if _, ok := c.want[v]; !ok {
+				t.Errorf("%s: effect %v drawn with frequency %.4f, impossible by hand", c.name, v, p)
+			}
+		}
+		for v, p := range c.want {
+			if math.Abs(got[v]-p) > 0.006 {
+				t.Errorf("%s: effect %v: frequency %.4f, want %.4f", c.name, v, got[v], p)
+			}
+		}
+	}
+}
+
+// Four seeds with the same per-problem effects (1, 0). Crossed: as in
+// "same" above the effect is 0, 0.5, 1 (1/4, 1/2, 1/4), so the 95%
+// interval is [0, 1]. Nested: the mean of four independent seed draws,
+// Bin(8, 1/2)/8; P(0) = 1/256 and P(<= 1/8) = 9/256 bracket 2.5%, so the
+// interval is [0.125, 0.875]. Nesting averages the problems' spread over
+// the seeds as if each seed had had its own problems, which is what made
+// the committed intervals too narrow.
+func TestCrossedWiderThanNested(t *testing.T) {
+	var same []PairedSeed
+	for s := range 4 {
+		same = append(same, PairedSeed{Seed: uint64(s + 1), A: [][]float64{{1, 0}}, B: [][]float64{{0, 0}}})
+	}
+	cr, err := PairedBootstrap(same, 4000, 0.95, Crossed, rngFor(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ne, err := PairedBootstrap(same, 4000, 0.95, Nested, rngFor(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.Low != 0 || cr.High != 1 || cr.Delta != 0.5 {
+		t.Errorf("crossed: %+v, want [0, 1] around 0.5", cr)
+	}
+	if ne.Low != 0.125 || ne.High != 0.875 || ne.Delta != 0.5 {
+		t.Errorf("nested: %+v, want [0.125, 0.875] around 0.5", ne)
 	}
 }
 
@@ -115,15 +195,20 @@ func TestQuantileType7(t *testing.T) {
 
 func TestPairedBootstrapErrors(t *testing.T) {
 	for _, c := range []struct {
-		seeds []PairedSeed
-		want  string
+		seeds  []PairedSeed
+		design Design
+		want   string
 	}{
-		{nil, "no seeds"},
-		{[]PairedSeed{{Seed: 2, A: [][]float64{{1}}, B: [][]float64{{1}, {2}}}}, "seed 2: 1 sets for A, 2 for B"},
-		{[]PairedSeed{{Seed: 3, A: [][]float64{{1, 2}}, B: [][]float64{{1}}}}, "seed 3 set 0: 2 units for A, 1 for B"},
-		{[]PairedSeed{{Seed: 4, A: [][]float64{{}}, B: [][]float64{{}}}}, "seed 4 set 0: 0 units"},
+		{nil, Nested, "no seeds"},
+		{[]PairedSeed{{Seed: 2, A: [][]float64{{1}}, B: [][]float64{{1}, {2}}}}, Nested, "seed 2: 1 sets for A, 2 for B"},
+		{[]PairedSeed{{Seed: 3, A: [][]float64{{1, 2}}, B: [][]float64{{1}}}}, Nested, "seed 3 set 0: 2 units for A, 1 for B"},
+		{[]PairedSeed{{Seed: 4, A: [][]float64{{}}, B: [][]float64{{}}}}, Nested, "seed 4 set 0: 0 units"},
+		{[]PairedSeed{{Seed: 5, A: [][]float64{{1}}, B: [][]float64{{1}}}, {Seed: 6, A: [][]float64{{1}, {2}}, B: [][]float64{{1}, {2}}}}, Crossed,
+			"crossed design: seed 6 has 2 sets, seed 5 has 1"},
+		{[]PairedSeed{{Seed: 5, A: [][]float64{{1}}, B: [][]float64{{1}}}, {Seed: 6, A: [][]float64{{1, 2}}, B: [][]float64{{1, 2}}}}, Crossed,
+			"crossed design: set 0 has 2 units in seed 6, 1 in seed 5"},
 	} {
-		if _, err := PairedBootstrap(c.seeds, 10, 0.95, rngFor(1)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := PairedBootstrap(c.seeds, 10, 0.95, c.design, rngFor(1)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want %q", err, c.want)
 		}
 	}

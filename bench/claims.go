@@ -46,6 +46,11 @@ type ClaimVerdict struct {
 	// (per-problem eval results of both arms) or "none" (one value per
 	// seed: seeds only).
 	Units string `json:"units"`
+	// Design is how problems were resampled when Units is "problems":
+	// "crossed" (every seed has the same problems: one draw of problem
+	// indices serves all drawn seeds) or "nested" (each drawn seed draws
+	// its own).
+	Design string `json:"design,omitempty"`
 	// PerSeed is the effect of each seed, in Seeds order.
 	PerSeed []float64 `json:"per_seed"`
 	Note    string    `json:"note,omitempty"`
@@ -136,7 +141,7 @@ func claimSeed(name string) uint64 {
 // with a two-level bootstrap interval (PairedBootstrap) over seeds and, for
 // eval metrics whose runs kept per-problem results, over problems.
 func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdict {
-	v := ClaimVerdict{Claim: c.Name, Metric: c.Metric, Arms: []string{c.Better, c.Than}, Units: "problems"}
+	v := ClaimVerdict{Claim: c.Name, Metric: c.Metric, Arms: []string{c.Better, c.Than}}
 	than := map[uint64]*armRun{}
 	for _, r := range runs[c.Than] {
 		than[r.Seed] = r
@@ -146,6 +151,7 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 		sign = -1
 	}
 	var seeds []PairedSeed
+	var seedIDs [][][]string // per seed, the problem ids of each set (nil: no units)
 	var notes []string
 	for _, ra := range runs[c.Better] {
 		rb, ok := than[ra.Seed]
@@ -156,8 +162,9 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 		ps.Seed = ra.Seed
 		va, ia, okA := problemUnits(RunDir(dir, c.Better, ra.Seed), ra, c.Metric)
 		vb, ib, okB := problemUnits(RunDir(dir, c.Than, ra.Seed), rb, c.Metric)
+		var ids [][]string
 		if okA && okB && slices.EqualFunc(ia, ib, slices.Equal) && c.Window <= 1 {
-			ps.A, ps.B = va, vb
+			ps.A, ps.B, ids = va, vb, ia
 		} else {
 			a, okA := claimValue(ra, c)
 			b, okB := claimValue(rb, c)
@@ -166,7 +173,6 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 				continue
 			}
 			ps.A, ps.B = [][]float64{{a}}, [][]float64{{b}}
-			v.Units = "none"
 		}
 		for _, sets := range [][][]float64{ps.A, ps.B} {
 			for _, xs := range sets {
@@ -176,7 +182,30 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 			}
 		}
 		seeds = append(seeds, ps)
+		seedIDs = append(seedIDs, ids)
 		v.Seeds = append(v.Seeds, ps.Seed)
+	}
+	v.Units, v.Design = "problems", Crossed.String()
+	design := Crossed
+	for _, ids := range seedIDs {
+		if ids == nil {
+			// One seed without per-problem results: every seed is judged
+			// on its seed-level value, so all seeds are weighed alike.
+			v.Units, v.Design = "none", ""
+			for j := range seeds {
+				if seedIDs[j] != nil {
+					seeds[j].A = [][]float64{{seedMetric(seeds[j].A, nil)}}
+					seeds[j].B = [][]float64{{seedMetric(seeds[j].B, nil)}}
+				}
+			}
+			break
+		}
+		if !slices.EqualFunc(ids, seedIDs[0], slices.Equal) {
+			design, v.Design = Nested, Nested.String()
+		}
+	}
+	if len(seeds) == 0 {
+		v.Units, v.Design = "none", ""
 	}
 	need := minSeedsProblems
 	if v.Units == "none" {
@@ -191,7 +220,7 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 			return v
 		}
 	}
-	iv, err := PairedBootstrap(seeds, claimReps, claimLevel, rand.New(rand.NewPCG(claimSeed(c.Name), 0x5eed)))
+	iv, err := PairedBootstrap(seeds, claimReps, claimLevel, design, rand.New(rand.NewPCG(claimSeed(c.Name), 0x5eed)))
 	if err != nil {
 		v.Verdict, v.Note = "inconclusive", err.Error()
 		return v
@@ -215,7 +244,9 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 	fmt.Fprintf(b, "Each claim is judged on the seeds both arms finished, paired by seed (arms share a seed's base policy, training problems and eval draws). "+
 		"The effect d is the mean over seeds of (claimed-better arm - other arm) of the metric's final value (or the mean of its last `window` values), "+
 		"sign flipped for lower-is-better metrics. Its 95%% interval is a percentile bootstrap (%d resamples): seeds drawn with replacement and, "+
-		"for eval metrics whose runs kept per-problem results, each seed's held-out problems drawn with replacement, the same problems for both arms. "+
+		"for eval metrics whose runs kept per-problem results, held-out problems drawn with replacement, the same problems for both arms: "+
+		"when every seed was evaluated on the same problems (**crossed**), one draw of problems per eval set serves every drawn seed, "+
+		"so a problem's difficulty counts once for the experiment; otherwise (**nested**) each drawn seed draws its own. "+
 		"**held**: the interval is above 0; **not held**: at or below 0; **inconclusive**: it contains 0, or too few paired seeds "+
 		"(a verdict needs 5 when only seeds are resampled: an interval over n seeds alone excludes 0 whenever all n effects share a sign, "+
 		"by chance 1 time in 2^(n-1) without any effect; 3 when problems are resampled too). "+
@@ -226,7 +257,11 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 	}
 	if reg != nil {
 		fmt.Fprintf(b, "Claims were registered when the bench first started (%s, `%s`); a claim added or changed since is **exploratory**: "+
-			"its numbers are shown, it gets no verdict.\n\n", reg.Registered, ClaimsFile)
+			"its numbers are shown, it gets no verdict.", reg.Registered, ClaimsFile)
+		if reg.Note != "" {
+			fmt.Fprintf(b, " (%s)", reg.Note)
+		}
+		b.WriteString("\n\n")
 	}
 	b.WriteString("| claim | metric | better arm | than arm | seeds | resampled | d | 95% interval | verdict |\n|---|---|---|---|---|---|---|---|---|\n")
 	var details strings.Builder
@@ -247,7 +282,7 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		}
 		res := "seeds"
 		if v.Units == "problems" {
-			res = "seeds, problems"
+			res = "seeds x problems (" + v.Design + ")"
 		}
 		d, ci := "missing", "missing"
 		if v.DeltaMean != nil {

@@ -61,46 +61,60 @@ func TestJudgeClaimSeedLevel(t *testing.T) {
 	}
 }
 
-// With per-problem eval results the bootstrap resamples problems inside
-// each seed. Two problems, n = 4 samples: arm a solves 4 and 0, arm b 2
-// and 0, in each of 3 seeds: avg@4 is 0.5 vs 0.25, an effect of 0.25 per
-// seed. The per-problem effects are 0.5 and 0, so one set's resampled
-// effect is 0.25 x Binomial(2, 1/2) (seeds are alike, so drawing seeds
-// changes nothing). For val/c3 a resample is the mean of three such:
-// Binomial(6, 1/2) / 12, whose 2.5% and 97.5% quantiles are 1/12 (P(0) =
-// 1/64 < 2.5% < P(<= 1) = 7/64) and 5/12 (P(<= 4) = 57/64 < 97.5% <
-// P(<= 5) = 63/64): held. For val/mean (sets c3 and c4, the same counts,
-// resampled separately) it is Binomial(12, 1/2) / 24: quantiles 3/24
-// (P(<= 2) = 79/4096 < 2.5% < P(<= 3) = 299/4096) and 9/24 (P(<= 8) =
-// 3797/4096 < 97.5% < P(<= 9) = 4017/4096). With two
-// seeds the same data is inconclusive (fewer than 3).
+// With per-problem eval results the bootstrap resamples problems too. Two
+// problems, n = 4 samples: arm a solves 4 and 0, arm b 2 and 0, in each of
+// 3 seeds: avg@4 is 0.5 vs 0.25, an effect of 0.25 per seed, and the
+// per-problem effects are 0.5 and 0 (seeds are alike, so drawing seeds
+// changes nothing).
+//
+// Crossed (every seed has problems p1, p2): one draw of the two problems
+// serves all seeds, so for val/c3 the resampled effect is 0.25 x
+// Binomial(2, 1/2): 0, 0.25, 0.5 with 1/4, 1/2, 1/4; the interval is
+// [0, 0.5], inconclusive. For val/mean (sets c3 and c4, each drawn once)
+// it is 0.125 x Binomial(4, 1/2); P(0) = 1/16 > 2.5%, so [0, 0.5] again.
+//
+// Nested (seed 3 evaluated on other problems, p3 and p4, with the same
+// counts): each seed draws its own problems and for val/c3 the effect is
+// the mean of three draws, Binomial(6, 1/2) / 12, whose 2.5% and 97.5%
+// quantiles are 1/12 (P(0) = 1/64 < 2.5% < P(<= 1) = 7/64) and 5/12
+// (P(<= 4) = 57/64 < 97.5% < P(<= 5) = 63/64): held. For val/mean it is
+// Binomial(12, 1/2) / 24: quantiles 3/24 (P(<= 2) = 79/4096 < 2.5% <
+// P(<= 3) = 299/4096) and 9/24 (P(<= 8) = 3797/4096 < 97.5% < P(<= 9) =
+// 4017/4096). With two seeds the same data is inconclusive (fewer than 3).
 func TestJudgeClaimProblemLevel(t *testing.T) {
 	dir := t.TempDir()
 	seeds3 := func(m string, a, b float64) map[string][]*armRun {
 		return fakeRuns(m, map[uint64]float64{1: a, 2: a, 3: a}, map[uint64]float64{1: b, 2: b, 3: b})
 	}
-	for _, arm := range []string{"a", "b"} {
-		correct := map[string][]int{"a": {4, 0}, "b": {2, 0}}[arm]
-		for _, seed := range []uint64{1, 2, 3} {
+	write := func(seed uint64, problems []string) {
+		for _, arm := range []string{"a", "b"} {
+			correct := map[string][]int{"a": {4, 0}, "b": {2, 0}}[arm]
 			for _, set := range []string{"c3", "c4"} {
-				if err := core.WriteEvalDetail(RunDir(dir, arm, seed), core.EvalDetail{Step: 10, Set: set, N: 4, Problems: []string{"p1", "p2"}, Correct: correct}); err != nil {
+				if err := core.WriteEvalDetail(RunDir(dir, arm, seed), core.EvalDetail{Step: 10, Set: set, N: 4, Problems: problems, Correct: correct}); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
 	}
-	for _, c := range []struct {
+	for _, seed := range []uint64{1, 2, 3} {
+		write(seed, []string{"p1", "p2"})
+	}
+	type want struct {
 		m         string
 		low, high float64
 		verdict   string
-	}{{"val/c3/avg@4", 1.0 / 12, 5.0 / 12, "held"}, {"val/mean/avg@4", 3.0 / 24, 9.0 / 24, "held"}} {
-		m := c.m
-		runs := seeds3(m, 0.5, 0.25)
-		v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: m}, dir, runs)
-		if v.Units != "problems" || !near(v.DeltaMean, 0.25) || !near(v.CILow, c.low) || !near(v.CIHigh, c.high) || v.Verdict != c.verdict {
-			t.Errorf("%s: %+v (low %v high %v)", m, v, deref(v.CILow), deref(v.CIHigh))
+	}
+	check := func(design string, cases []want) {
+		for _, c := range cases {
+			v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: c.m}, dir, seeds3(c.m, 0.5, 0.25))
+			if v.Units != "problems" || v.Design != design || !near(v.DeltaMean, 0.25) || !near(v.CILow, c.low) || !near(v.CIHigh, c.high) || v.Verdict != c.verdict {
+				t.Errorf("%s %s: %+v (low %v high %v)", design, c.m, v, deref(v.CILow), deref(v.CIHigh))
+			}
 		}
 	}
+	check("crossed", []want{{"val/c3/avg@4", 0, 0.5, "inconclusive"}, {"val/mean/avg@4", 0, 0.5, "inconclusive"}})
+	write(3, []string{"p3", "p4"})
+	check("nested", []want{{"val/c3/avg@4", 1.0 / 12, 5.0 / 12, "held"}, {"val/mean/avg@4", 3.0 / 24, 9.0 / 24, "held"}})
 	two := fakeRuns("val/c3/avg@4", map[uint64]float64{1: 0.5, 2: 0.5}, map[uint64]float64{1: 0.25, 2: 0.25})
 	if v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: "val/c3/avg@4"}, dir, two); v.Verdict != "inconclusive" || v.Units != "problems" ||
 		!strings.Contains(v.Note, "at least 3 when problems are resampled") {
@@ -154,7 +168,8 @@ func TestVerdictsFile(t *testing.T) {
 }
 
 // A claim added or changed after the bench started is exploratory: its
-// numbers are shown, its verdict is withheld; a registered claim is judged;
+// numbers are shown, its verdict is withheld; a registered claim is judged,
+// under its registered name or another;
 // a directory without a registration judges every claim (older benches).
 func TestClaimsRegisteredAtStart(t *testing.T) {
 	dir := t.TempDir()
@@ -164,7 +179,7 @@ func TestClaimsRegisteredAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A rerun with more claims keeps the first registration.
-	later := Claim{Name: "a beats b again", Better: "a", Than: "b", Metric: "m"}
+	later := Claim{Name: "a beats b late", Better: "a", Than: "b", Metric: "m", Window: 2}
 	changed := first
 	changed.Window = 3
 	if err := registerClaims(&Spec{Claims: []Claim{first, later}}, dir); err != nil {
@@ -189,6 +204,12 @@ func TestClaimsRegisteredAtStart(t *testing.T) {
 	}
 	if got := verdicts(changed); got[0].Verdict != "exploratory" {
 		t.Fatalf("a claim changed since registration: %+v", got[0])
+	}
+	// A name is a label: a registered definition renamed is still judged.
+	renamed := first
+	renamed.Name = "a beats b (mean)"
+	if got := verdicts(renamed); got[0].Verdict != "held" {
+		t.Fatalf("a registered claim renamed: %+v", got[0])
 	}
 	os.Remove(filepath.Join(dir, ClaimsFile))
 	if got := verdicts(first, later); got[0].Verdict != "held" || got[1].Verdict != "held" {

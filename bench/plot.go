@@ -50,22 +50,95 @@ func smoothSeries(ys []float64, w int) []float64 {
 	return out
 }
 
+// rollingMedian is the centred moving median of ys over a window of w
+// points (shorter at the ends); w <= 1 returns ys. Unlike a mean it
+// ignores a one-step spike (a batch with one degenerate response).
+func rollingMedian(ys []float64, w int) []float64 {
+	if w <= 1 {
+		return ys
+	}
+	out := make([]float64, len(ys))
+	win := make([]float64, 0, w+1)
+	for i := range ys {
+		lo, hi := max(0, i-w/2), min(len(ys), i+w/2+1)
+		win = append(win[:0], ys[lo:hi]...)
+		slices.Sort(win)
+		n := len(win)
+		out[i] = (win[(n-1)/2] + win[n/2]) / 2
+	}
+	return out
+}
+
+// allZeroAfterBase reports whether every value of b past step 0 (the base
+// policy's, when drawn) is 0, and there is one.
+func allZeroAfterBase(b band) bool {
+	n := 0
+	for i, x := range b.X {
+		if x == 0 {
+			continue
+		}
+		if b.Lo[i] != 0 || b.Hi[i] != 0 {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// metricValue reads one metric of a row.
+func metricValue(metric string) func(map[string]float64) (float64, bool) {
+	return func(row map[string]float64) (float64, bool) {
+		v, ok := row[metric]
+		return v, ok
+	}
+}
+
+// ratioValue reads num / den of a row.
+func ratioValue(num, den string) func(map[string]float64) (float64, bool) {
+	return func(row map[string]float64) (float64, bool) {
+		a, okA := row[num]
+		b, okB := row[den]
+		if !okA || !okB || b == 0 {
+			return 0, false
+		}
+		return a / b, true
+	}
+}
+
 // seedBand is the band of metric over rs, each seed's series first
 // smoothed over smooth points.
 func seedBand(rs []*armRun, metric string, smooth int) band {
+	return seedBandOf(rs, metricValue(metric), smooth, false, nil)
+}
+
+// seedBandOf is the band of value over rs, each seed's series first
+// smoothed over smooth points (a moving median when median is set).
+// base, when not nil, gives a seed's value at step 0 (the base policy's
+// evaluation), put before its series when the series has none.
+func seedBandOf(rs []*armRun, value func(map[string]float64) (float64, bool), smooth int, median bool,
+	base func(seed uint64) (float64, bool)) band {
 	vals := map[int][]float64{}
 	for _, r := range rs {
 		var steps []int
 		var ys []float64
 		for _, row := range r.Rows {
-			v, ok := row[metric]
+			v, ok := value(row)
 			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
 			steps = append(steps, int(row["step"]))
 			ys = append(ys, v)
 		}
-		for i, y := range smoothSeries(ys, smooth) {
+		if base != nil && (len(steps) == 0 || steps[0] != 0) {
+			if v, ok := base(r.Seed); ok {
+				steps, ys = append([]int{0}, steps...), append([]float64{v}, ys...)
+			}
+		}
+		sm := smoothSeries(ys, smooth)
+		if median {
+			sm = rollingMedian(ys, smooth)
+		}
+		for i, y := range sm {
 			vals[steps[i]] = append(vals[steps[i]], y)
 		}
 	}
@@ -159,6 +232,9 @@ type series struct {
 	Arm    string
 	Metric string
 	Dashed bool // the second metric of a two-metric panel
+	// Value, when set, computes the line's value from a metrics row
+	// instead of reading Metric (which then only names it).
+	Value func(map[string]float64) (float64, bool)
 }
 
 // panelSpec is one plot: lines with seed bands.
@@ -170,6 +246,17 @@ type panelSpec struct {
 	// step, for eval set Set ("mean": the mean over sets).
 	PassK bool
 	Set   string
+	// Median smooths with a moving median instead of a mean.
+	Median bool
+	// WithBase starts every seed's line at step 0 with the base policy's
+	// value of the same metric (the base arm's evaluation of that seed).
+	WithBase bool
+	// SkipZero leaves out an arm whose every value past step 0 is 0 (a
+	// collapsed arm would squash the axis); the caption names it.
+	SkipZero bool
+	// Ref draws a thin dashed horizontal line at RefLine.
+	Ref     bool
+	RefLine float64
 }
 
 // plotStyle gives each arm its colour and dash pattern over the whole
@@ -259,7 +346,7 @@ func firstEval(r *armRun) (map[string]float64, bool) {
 }
 
 // drawPanel builds one plot; it reports whether any line had data.
-func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map[string]plot.Thumbnailer) (*plot.Plot, bool, error) {
+func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map[string]plot.Thumbnailer, skipped *[]string) (*plot.Plot, bool, error) {
 	p := plot.New()
 	p.Title.Text = ps.Title
 	p.X.Label.Text, p.Y.Label.Text = ps.XLabel, ps.YLabel
@@ -267,7 +354,8 @@ func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map
 	p.X.Tick.Marker, p.Y.Tick.Marker = readableTicks{}, readableTicks{}
 	var all []float64
 	drawn := false
-	for _, s := range ps.Lines {
+	bands := make([]band, len(ps.Lines))
+	for i, s := range ps.Lines {
 		var b band
 		switch {
 		case ps.PassK && s.Arm == "base":
@@ -289,7 +377,51 @@ func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map
 		case ps.PassK:
 			b = passCurve(runs[s.Arm], ps.Set, lastEval)
 		default:
-			b = seedBand(runs[s.Arm], s.Metric, ps.Smooth)
+			value := s.Value
+			if value == nil {
+				value = metricValue(s.Metric)
+			}
+			var base func(uint64) (float64, bool)
+			if ps.WithBase {
+				base = func(seed uint64) (float64, bool) {
+					for _, r := range runs[BaseArm] {
+						if r.Seed != seed {
+							continue
+						}
+						for _, row := range r.Rows {
+							if v, ok := value(row); ok && row["step"] == 0 {
+								return v, true
+							}
+						}
+					}
+					return 0, false
+				}
+			}
+			b = seedBandOf(runs[s.Arm], value, ps.Smooth, ps.Median, base)
+		}
+		bands[i] = b
+	}
+	// Arms at 0 after the base are left out, unless every arm is.
+	skip := make([]bool, len(ps.Lines))
+	if ps.SkipZero {
+		some := false
+		for i, b := range bands {
+			skip[i] = allZeroAfterBase(b)
+			some = some || len(b.X) > 0 && !skip[i]
+		}
+		for i, s := range ps.Lines {
+			if skip[i] && some {
+				*skipped = append(*skipped, s.Arm)
+			}
+		}
+		if !some {
+			clear(skip)
+		}
+	}
+	for i, s := range ps.Lines {
+		b := bands[i]
+		if skip[i] {
+			continue
 		}
 		if len(b.X) == 0 || ps.PassK && len(b.X) < 2 {
 			continue
@@ -345,6 +477,25 @@ func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map
 	}
 	if ps.PassK {
 		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, powersOfTwo{}
+	}
+	if drawn && ps.Ref {
+		xmin, xmax := math.Inf(1), math.Inf(-1)
+		for _, s := range ps.Lines {
+			for _, r := range runs[s.Arm] {
+				if len(r.Rows) > 0 {
+					xmin, xmax = min(xmin, r.Rows[0]["step"]), max(xmax, r.Rows[len(r.Rows)-1]["step"])
+				}
+			}
+		}
+		if xmin < xmax {
+			l, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: ps.RefLine}, {X: xmax, Y: ps.RefLine}})
+			if err != nil {
+				return nil, false, err
+			}
+			l.Color, l.Width, l.Dashes = color.Gray{Y: 90}, vg.Points(0.8), []vg.Length{vg.Points(2), vg.Points(2)}
+			p.Add(l)
+			all = append(all, ps.RefLine)
+		}
 	}
 	if spiky(all) {
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
@@ -413,6 +564,23 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 		}
 		return ps
 	}
+	// Held-out accuracy starts at the base policy (step 0) where the bench
+	// evaluated it, and leaves out arms that scored 0 everywhere.
+	heldout := perFamily("held-out accuracy", valKey, 1, valKey)
+	for i := range heldout {
+		heldout[i].WithBase, heldout[i].SkipZero = spec.BaseEval, true
+	}
+	// Calibration as the paper's Figure 6 reads it: how much more
+	// perplexing the incorrect responses are than the correct ones. 1 is
+	// no separation. A moving median, because a batch's mean perplexity
+	// of the incorrect responses spikes when one response degenerates.
+	calib := perFamily("PPL(incorrect) / PPL(correct)", "calib/ppl_incorrect / calib/ppl_correct", 9, "calib/ppl_incorrect / calib/ppl_correct in one step")
+	for i := range calib {
+		calib[i].Median, calib[i].Ref, calib[i].RefLine = true, true, 1
+		for j := range calib[i].Lines {
+			calib[i].Lines[j].Value = ratioValue("calib/ppl_incorrect", "calib/ppl_correct")
+		}
+	}
 	// pass@k panels: one per eval set (the mean over sets first), per family.
 	sets := map[string]bool{}
 	for _, rs := range runs {
@@ -444,9 +612,9 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 		return ps
 	}
 	figs := []figureSpec{
-		{"heldout_accuracy", "Held-out accuracy (" + valKey + ", mean over eval sets) vs step", perFamily("held-out accuracy", valKey, 1, valKey)},
+		{"heldout_accuracy", "Held-out accuracy (" + valKey + ", mean over eval sets) vs step" + map[bool]string{true: ", from the base policy at step 0", false: ""}[spec.BaseEval], heldout},
 		{"entropy", "Policy entropy of the rollouts (rollout/entropy, nats per token) vs step, each seed smoothed over 5 logged steps", perFamily("policy entropy", "rollout/entropy", 5, "rollout/entropy")},
-		{"calibration", "Calibration: mean perplexity of correct (solid) and incorrect (dashed) rollouts vs step, on the same axes, each seed smoothed over 5 logged steps", perFamily("response perplexity", "calib/ppl_correct, calib/ppl_incorrect", 5, "calib/ppl_correct", "calib/ppl_incorrect")},
+		{"calibration", "Calibration gap (the paper's Figure 6): the batch's mean perplexity of incorrect rollouts over that of correct ones (calib/ppl_incorrect / calib/ppl_correct) vs step; above 1, confidence tracks correctness; 1 (dotted), it no longer does. Each seed is smoothed by a moving median over 9 logged steps", calib},
 		{"auroc", "Calibration AUROC (calib/auroc: perplexity separating correct from incorrect rollouts) vs step, each seed smoothed over 5 logged steps", perFamily("PPL AUROC", "calib/auroc", 5, "calib/auroc")},
 		{"critic_head_std", "Critic head std on the training batch (critic/head_std, B_critic) vs step, arms with a critic", perFamily("critic head std", "critic/head_std", 5, "critic/head_std")},
 		{"simhash_cells", "SimHash occupied cells (simhash/occupied_cells) vs step, arms with SimHash", perFamily("SimHash occupied cells", "simhash/occupied_cells", 1, "simhash/occupied_cells")},
@@ -467,8 +635,9 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 		}
 		legend := map[string]plot.Thumbnailer{}
 		var plots []*plot.Plot
+		var skipped []string
 		for _, ps := range f.Panels {
-			p, ok, err := drawPanel(ps, runs, st, legend)
+			p, ok, err := drawPanel(ps, runs, st, legend, &skipped)
 			if err != nil {
 				return nil, err
 			}
@@ -502,7 +671,11 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 		if err := savePanels(plots, &leg, filepath.Join(dir, f.Name)); err != nil {
 			return nil, err
 		}
-		notes = append(notes, fmt.Sprintf("**%s** (plots/%s.svg)\n\n![%s](plots/%s.png)\n", f.Caption, f.Name, f.Name, f.Name))
+		caption := f.Caption + ". Lines: the mean over seeds; shaded: the range (min to max) over seeds"
+		if len(skipped) > 0 {
+			caption += fmt.Sprintf(". Not drawn, 0 at every point: %s", strings.Join(skipped, ", "))
+		}
+		notes = append(notes, fmt.Sprintf("**%s.** (plots/%s.svg)\n\n![%s](plots/%s.png)\n", caption, f.Name, f.Name, f.Name))
 	}
 	return notes, nil
 }

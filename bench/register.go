@@ -22,6 +22,9 @@ const ClaimsFile = "claims-registered.json"
 type registration struct {
 	Registered string            `json:"registered"` // RFC 3339, when the bench first started
 	Claims     map[string]string `json:"claims"`     // claim name -> sha256 of its definition
+	// Note says how the record was made when not by the bench itself (one
+	// reconstructed for a bench that predates registration).
+	Note string `json:"note,omitempty"`
 }
 
 // claimHash identifies a claim's definition: arms, metric, direction and
@@ -69,12 +72,19 @@ func registered(dir string) (*registration, error) {
 	return &reg, nil
 }
 
-// exploratory reports whether claim c was not registered when the bench
-// started (reg nil: no record, every claim counts as registered).
+// exploratory reports whether claim c's definition was not registered
+// when the bench started, under any name (a name is a label: renaming a
+// registered claim keeps it registered). reg nil: no record, every claim
+// counts as registered.
 func (reg *registration) exploratory(c Claim) bool {
 	if reg == nil {
 		return false
 	}
-	h, ok := reg.Claims[c.Name]
-	return !ok || h != claimHash(c)
+	h := claimHash(c)
+	for _, r := range reg.Claims {
+		if r == h {
+			return false
+		}
+	}
+	return true
 }

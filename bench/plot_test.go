@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -61,5 +62,33 @@ func TestSeedBandOfBaseAndRatio(t *testing.T) {
 		if got := allZeroAfterBase(c.b); got != c.want {
 			t.Errorf("allZeroAfterBase(%+v) = %v", c.b, got)
 		}
+	}
+}
+
+// The cap's binding fraction, worked by hand. Seed 1: steps 50, 100, 150
+// with clip_frac 0.6, 0.8, 0.2 and weight 1, 1, 0: on-steps mean 0.7,
+// steps 1-100 mean 0.7. Seed 2: 0.4, 0.6, 0.9 with weight 1, 1, 0: 0.5
+// and 0.5. Mean over seeds 60.0, std (n-1) sqrt(0.02) = 14.1 points,
+// range 50.0-70.0. An arm without the metric has no row.
+func TestPPLCapSection(t *testing.T) {
+	mk := func(seed uint64, f [3]float64) *armRun {
+		var rows []map[string]float64
+		for i, w := range []float64{1, 1, 0} {
+			rows = append(rows, map[string]float64{"step": float64(50 * (i + 1)), "explore/ppl/clip_frac": f[i], "explore/ppl/weight": w})
+		}
+		return &armRun{Seed: seed, Rows: rows}
+	}
+	runs := map[string][]*armRun{"ppl": {mk(1, [3]float64{0.6, 0.8, 0.2}), mk(2, [3]float64{0.4, 0.6, 0.9})},
+		"grpo": {{Seed: 1, Rows: []map[string]float64{{"step": 1, "reward/acc": 0.5}}}}}
+	var b strings.Builder
+	writePPLCapSection(&b, runs, []string{"grpo", "ppl"})
+	want := "| ppl | 2 | 2 ± 0 | 60.0 ± 14.1 | 50.0-70.0 | 60.0 ± 14.1 |"
+	if !strings.Contains(b.String(), want) || strings.Contains(b.String(), "| grpo |") {
+		t.Errorf("section lacks %q or has a grpo row:\n%s", want, b.String())
+	}
+	b.Reset()
+	writePPLCapSection(&b, map[string][]*armRun{"grpo": runs["grpo"]}, []string{"grpo"})
+	if b.Len() != 0 {
+		t.Errorf("a section without any PPL arm: %q", b.String())
 	}
 }

@@ -324,6 +324,7 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 
 	writePassCurveSection(&b, runs, tableArms)
 	writeHeadStdSection(&b, spec, runs, arms)
+	writePPLCapSection(&b, runs, arms)
 	if err := writeClaimsSection(&b, spec, dir, runs); err != nil {
 		return err
 	}
@@ -421,6 +422,63 @@ func writeHeadStdSection(b *strings.Builder, spec *Spec, runs map[string][]*armR
 	}
 	if len(notMeasured) > 0 {
 		fmt.Fprintf(b, "\nNot measured (no critic, or a single head whose spread is 0 by construction): %s.\n", strings.Join(notMeasured, ", "))
+	}
+}
+
+// writePPLCapSection is the binding fraction of the PPL bonus's cap per arm
+// that has one: how often |r|/kappa < alpha * B_actor, when the bonus is
+// the constant |r|/kappa and carries no perplexity signal. Nothing when no
+// arm logs explore/ppl/clip_frac.
+func writePPLCapSection(b *strings.Builder, runs map[string][]*armRun, arms []string) {
+	type row struct {
+		arm       string
+		on, first []float64 // per seed: mean over steps with w_t > 0; over the first 100 steps
+		steps     []float64 // per seed: steps with w_t > 0
+	}
+	var rows []row
+	for _, arm := range arms {
+		var r row
+		r.arm = arm
+		for _, run := range runs[arm] {
+			var on, first []float64
+			for _, m := range run.Rows {
+				f, ok := m["explore/ppl/clip_frac"]
+				if !ok {
+					continue
+				}
+				if w, ok := m["explore/ppl/weight"]; !ok || w > 0 {
+					on = append(on, f)
+				}
+				if m["step"] <= 100 {
+					first = append(first, f)
+				}
+			}
+			if len(on) > 0 {
+				r.on = append(r.on, core.Mean(on))
+				r.steps = append(r.steps, float64(len(on)))
+			}
+			if len(first) > 0 {
+				r.first = append(r.first, core.Mean(first))
+			}
+		}
+		if len(r.on) > 0 || len(r.first) > 0 {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n## PPL bonus: how often its cap binds\n\n" +
+		"The bonus is `w_t * min(|r|/kappa, alpha * B_actor)`. When the cap `|r|/kappa` is the smaller, the bonus is a constant with no perplexity signal. " +
+		"`explore/ppl/clip_frac` is the fraction of a step's responses where that happens. Below, per seed, its mean over the steps where the bonus is on " +
+		"(`explore/ppl/weight` > 0) and over steps 1-100; then the mean ± std over seeds, with the range.\n\n" +
+		"| arm | seeds | steps with w_t > 0 | binding fraction, bonus on (%) | range over seeds (%) | binding fraction, steps 1-100 (%) |\n|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		rng := "missing"
+		if len(r.on) > 0 {
+			rng = fmt.Sprintf("%.1f-%.1f", 100*slices.Min(r.on), 100*slices.Max(r.on))
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", r.arm, max(len(r.on), len(r.first)), fmtPM(r.steps, 1, 0), fmtPM(r.on, 100, 1), rng, fmtPM(r.first, 100, 1))
 	}
 }
 

@@ -2,7 +2,10 @@ package core
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,8 +30,13 @@ type Config struct {
 	Strategies []map[string]any
 	Eval       EvalConfig
 	Pretrain   PretrainConfig
+	// Preset is the top-level `preset` (none, paper): named settings that
+	// fill the keys the user left at their defaults (applyPreset).
+	Preset string
+	// PresetApplied lists the keys the preset set, for the run's log.
+	PresetApplied []string
 	// Raw is the merged key tree the values were read from (saved as the
-	// run's resolved config).
+	// run's resolved config), with the preset's values filled in.
 	Raw map[string]any
 }
 
@@ -163,6 +171,18 @@ type EvalConfig struct {
 	// Details is eval.details: write each evaluation's per-problem correct
 	// counts to RUN/evals/<set>/step-N.json (true).
 	Details bool
+	// SetK is eval.set_k: samples per problem for the eval sets it names
+	// (the paper: 1 on MATH, 16 elsewhere); other sets use K ({}).
+	SetK map[string]int
+}
+
+// KFor is the samples per problem of eval set name: eval.set_k's, else
+// eval.k.
+func (e EvalConfig) KFor(name string) int {
+	if k, ok := e.SetK[name]; ok {
+		return k
+	}
+	return e.K
 }
 
 // PretrainConfig controls the supervised warm start (cde-run pretrain and
@@ -203,6 +223,7 @@ const (
 // DefaultConfigYAML holds every default; it is the bottom layer.
 const DefaultConfigYAML = `
 seed: 1
+preset: none
 task: {name: arith}
 model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: ""}
 backend: {engine: auto, pjrt_plugin: ""}
@@ -220,7 +241,7 @@ train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         checkpoint_every: 10, keep_checkpoints: 2}
 algorithm: {name: grpo}
 strategies: []
-eval: {every: 20, k: 4, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
+eval: {every: 20, k: 4, set_k: {}, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
 pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.35, eval_k: 2,
            eval_max_problems: 64, seed: 0, dir: runs/base}
 `
@@ -256,6 +277,10 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 	if err := k.Load(rawbytes.Provider(base), yaml.Parser()); err != nil {
 		return nil, fmt.Errorf("config: defaults: %w", err)
 	}
+	var userKeys []string
+	if o.Base != nil {
+		userKeys = append(userKeys, k.Keys()...)
+	}
 	if o.File != "" {
 		data, err := os.ReadFile(o.File)
 		if err != nil {
@@ -268,6 +293,7 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 		if err := checkKnownTop(fk.Raw(), o.File); err != nil {
 			return nil, err
 		}
+		userKeys = append(userKeys, fk.Keys()...)
 		if err := k.Merge(fk); err != nil {
 			return nil, err
 		}
@@ -281,6 +307,7 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 		if err := checkKnownTop(lk.Raw(), name); err != nil {
 			return nil, err
 		}
+		userKeys = append(userKeys, lk.Keys()...)
 		if err := k.Merge(lk); err != nil {
 			return nil, err
 		}
@@ -336,7 +363,27 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 			return nil, err
 		}
 	}
-	cfg, err := decodeConfig(k.Raw())
+	// The keys the user set (for a resume, the run's resolved config is
+	// complete: every key counts as set), so a preset fills only the rest.
+	userSet := map[string]bool{}
+	for _, key := range userKeys {
+		userSet[key] = true
+	}
+	for key := range envMap {
+		userSet[key] = true
+	}
+	for key := range setMap {
+		userSet[key] = true
+	}
+	raw := k.Raw()
+	applied, err := applyPreset(raw, userSet)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := decodeConfig(raw)
+	if cfg != nil {
+		cfg.PresetApplied = applied
+	}
 	if err != nil {
 		if src := originOf(err, origin); src != "" {
 			return nil, fmt.Errorf("%w (set by %s)", err, src)
@@ -411,7 +458,7 @@ func ConfigEnvVars(environ []string) []string {
 	return out
 }
 
-var topKeys = []string{"seed", "task", "model", "backend", "rollout", "train", "algorithm", "strategies", "eval", "pretrain"}
+var topKeys = []string{"seed", "preset", "task", "model", "backend", "rollout", "train", "algorithm", "strategies", "eval", "pretrain"}
 
 func checkKnownTop(m map[string]any, file string) error {
 	for k := range m {
@@ -439,6 +486,7 @@ func parseScalar(s string) (any, error) {
 func decodeConfig(raw map[string]any) (*Config, error) {
 	p := NewParams("", raw)
 	c := &Config{Raw: raw}
+	c.Preset = p.OneOf("preset", "none", Presets...)
 	seed := p.Int("seed", 1)
 	p.Check(seed >= 0, "seed", "must be >= 0, got %d", seed)
 	c.Seed = uint64(seed)
@@ -565,6 +613,24 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 				break
 			}
 			c.Eval.Sets = append(c.Eval.Sets, name)
+		}
+	}
+
+	if raw, ok := e.Raw("set_k"); ok && raw != nil {
+		mm, isMap := raw.(map[string]any)
+		if !isMap {
+			e.Fail("set_k", "want a mapping of eval set name to k, got %v (%T)", raw, raw)
+		}
+		for _, name := range slices.Sorted(maps.Keys(mm)) {
+			f, isNum := ToFloat(mm[name])
+			if !isNum || f != math.Trunc(f) || f < 1 || f > MaxEvalK {
+				e.Fail("set_k."+name, "want an integer in [1, %d], got %v", MaxEvalK, mm[name])
+				break
+			}
+			if c.Eval.SetK == nil {
+				c.Eval.SetK = map[string]int{}
+			}
+			c.Eval.SetK[name] = int(f)
 		}
 	}
 

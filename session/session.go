@@ -93,6 +93,9 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 		}
 		s.Trainer.StopTokens = stops
 	}
+	if cfg.Preset != "none" {
+		log.Info().Str("preset", cfg.Preset).Strs("set", cfg.PresetApplied).Msg("preset: these keys took the preset's values (every other key is as configured)")
+	}
 	// The memory estimate, before anything of the run's size is allocated.
 	est := estimateRun(cfg, s.Trainer, policy, needs.ValueHeads)
 	limit, limitWhat, err := MemoryLimit()
@@ -136,7 +139,7 @@ func estimateRun(cfg *core.Config, t *core.Trainer, policy xla.ModelConfig, valu
 			if cfg.Eval.MaxProblems > 0 {
 				n = min(n, cfg.Eval.MaxProblems)
 			}
-			evalRows = max(evalRows, n*cfg.Eval.K)
+			evalRows = max(evalRows, n*cfg.Eval.KFor(set.Name))
 		}
 	}
 	return EstimateMemory(cfg, policy, valueHeads, evalRows)

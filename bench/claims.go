@@ -114,7 +114,13 @@ func problemUnits(run string, r *armRun, metric string) (vals [][]float64, ids [
 	}
 	for _, s := range sets {
 		d, err := core.ReadEvalDetail(core.EvalDetailPath(run, s, step))
-		if err != nil || k > d.N {
+		if err != nil {
+			return nil, nil, false
+		}
+		if kind == "pass" && k > d.N {
+			if set == "mean" {
+				continue // val/mean/pass@k is over the sets evaluated with n >= k
+			}
 			return nil, nil, false
 		}
 		xs := make([]float64, len(d.Correct))
@@ -126,6 +132,9 @@ func problemUnits(run string, r *armRun, metric string) (vals [][]float64, ids [
 			}
 		}
 		vals, ids = append(vals, xs), append(ids, d.Problems)
+	}
+	if len(vals) == 0 {
+		return nil, nil, false
 	}
 	return vals, ids, true
 }

@@ -216,3 +216,27 @@ func TestClaimsRegisteredAtStart(t *testing.T) {
 		t.Fatalf("without a registration: %+v", got)
 	}
 }
+
+// With eval.set_k a set may have fewer samples than the mean's k:
+// val/mean/avg@4 is over every set (avg is c/n whatever n), val/mean/pass@4
+// over the sets with n >= 4, as the trainer logs them.
+func TestProblemUnitsMixedK(t *testing.T) {
+	run := t.TempDir()
+	for _, d := range []core.EvalDetail{{Step: 5, Set: "a", N: 1, Problems: []string{"p"}, Correct: []int{1}}, {Step: 5, Set: "b", N: 4, Problems: []string{"p"}, Correct: []int{2}}} {
+		if err := core.WriteEvalDetail(run, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &armRun{Rows: []map[string]float64{{"step": 5, "val/mean/avg@4": 0.75, "val/mean/pass@4": 1}}}
+	vals, ids, ok := problemUnits(run, r, "val/mean/avg@4")
+	if !ok || len(vals) != 2 || vals[0][0] != 1 || vals[1][0] != 0.5 || ids[1][0] != "p" {
+		t.Errorf("avg: %v %v %v", vals, ids, ok)
+	}
+	vals, _, ok = problemUnits(run, r, "val/mean/pass@4")
+	if !ok || len(vals) != 1 || vals[0][0] != 1 {
+		t.Errorf("pass@4: %v %v", vals, ok)
+	}
+	if _, _, ok := problemUnits(run, &armRun{Rows: []map[string]float64{{"step": 5, "val/a/pass@4": 1}}}, "val/a/pass@4"); ok {
+		t.Error("pass@4 of a set with n = 1")
+	}
+}

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -853,14 +855,19 @@ func RolloutMetrics(r *Rollout, m map[string]float64) {
 // empty), in the task's order; an unknown name is an error naming the key.
 func (t *Trainer) EvalSets() ([]EvalSet, error) {
 	all := t.Task.EvalSets()
-	if len(t.Cfg.Eval.Sets) == 0 {
-		return all, nil
-	}
 	var names []string
 	byName := map[string]bool{}
 	for _, s := range all {
 		names = append(names, s.Name)
 		byName[s.Name] = true
+	}
+	for _, n := range slices.Sorted(maps.Keys(t.Cfg.Eval.SetK)) {
+		if !byName[n] {
+			return nil, fmt.Errorf("config: eval.set_k.%s: unknown eval set %q (the task has: %s)", n, n, strings.Join(names, ", "))
+		}
+	}
+	if len(t.Cfg.Eval.Sets) == 0 {
+		return all, nil
 	}
 	want := map[string]bool{}
 	for i, n := range t.Cfg.Eval.Sets {
@@ -878,17 +885,19 @@ func (t *Trainer) EvalSets() ([]EvalSet, error) {
 	return out, nil
 }
 
-// Evaluate samples eval.k responses per held-out problem of every eval set
-// and adds val/<set>/avg@k and val/<set>/pass@j for every j of the curve
-// CurveKs(k) (1, 2, 4, ..., k), and their means over sets as val/mean/...,
-// to m. With eval.details and a run directory it writes each set's
-// per-problem correct counts (WriteEvalDetail).
+// Evaluate samples k responses per held-out problem of every eval set (k
+// = eval.set_k's for the set, else eval.k) and adds val/<set>/avg@k and
+// val/<set>/pass@j for every j of the curve CurveKs(k) (1, 2, 4, ..., k)
+// to m. Over sets it adds val/mean/avg@<eval.k>, the mean of every set's
+// avg@k (each an estimate of pass@1, as the paper's Avg column averages
+// MATH's Avg@1 with the others' Avg@16), and val/mean/pass@j, the mean
+// over the sets evaluated with k >= j. With eval.details and a run
+// directory it writes each set's per-problem correct counts
+// (WriteEvalDetail).
 func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 	c := t.Cfg
-	k := c.Eval.K
-	ks := CurveKs(k)
-	curves := make([][]float64, len(ks))
-	var avgs, passes []float64
+	curves := map[int][]float64{} // j -> pass@j of the sets that have it
+	var avgs []float64
 	sets, err := t.EvalSets()
 	if err != nil {
 		return err
@@ -901,6 +910,8 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		if len(problems) == 0 {
 			continue
 		}
+		k := c.Eval.KFor(set.Name)
+		ks := CurveKs(k)
 		r, _, err := t.rollout(step, problems, k, c.Eval.Temperature, Mix(c.Seed, seedEval, uint64(step), uint64(si)), Needs{}, nil)
 		if err != nil {
 			return fmt.Errorf("eval %s: %w", set.Name, err)
@@ -931,12 +942,11 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 			if kj != k {
 				m[fmt.Sprintf("val/%s/pass@%d", set.Name, kj)] = curve[j]
 			}
-			curves[j] = append(curves[j], curve[j])
+			curves[kj] = append(curves[kj], curve[j])
 		}
 		m[fmt.Sprintf("val/%s/avg@%d", set.Name, k)] = avg
 		m[fmt.Sprintf("val/%s/pass@%d", set.Name, k)] = pass
 		avgs = append(avgs, avg)
-		passes = append(passes, pass)
 		if c.Eval.Details && t.RunDir != "" {
 			// Details serve the bench's statistics; failing to write them
 			// (a set name that is no file name) does not stop training.
@@ -946,14 +956,16 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		}
 	}
 	if len(avgs) > 0 {
-		for j, kj := range ks {
-			if kj != k {
-				m[fmt.Sprintf("val/mean/pass@%d", kj)] = Mean(curves[j])
-			}
+		for kj, vals := range curves {
+			m[fmt.Sprintf("val/mean/pass@%d", kj)] = Mean(vals)
 		}
+		k := c.Eval.K
 		m[fmt.Sprintf("val/mean/avg@%d", k)] = Mean(avgs)
-		m[fmt.Sprintf("val/mean/pass@%d", k)] = Mean(passes)
-		t.Log.Info().Int("step", step).Float64("avg@k", Mean(avgs)).Float64("pass@k", Mean(passes)).Int("k", k).Msg("eval")
+		ev := t.Log.Info().Int("step", step).Float64("avg@k", Mean(avgs)).Int("k", k)
+		if p, ok := m[fmt.Sprintf("val/mean/pass@%d", k)]; ok {
+			ev = ev.Float64("pass@k", p)
+		}
+		ev.Msg("eval")
 	}
 	return nil
 }

@@ -138,3 +138,69 @@ func TestCriticWarmup(t *testing.T) {
 		t.Errorf("warm-up without a critic: %v", err)
 	}
 }
+
+// eval.set_k: set "a" at k = 1 and set "b" at eval.k = 4. Each set's keys
+// carry its own k, its details file its own n; val/mean/avg@4 is the mean
+// of the two sets' avg (a's avg@1 with b's avg@4), val/mean/pass@1 the
+// mean over both sets, val/mean/pass@2 and @4 are b's alone (the sets
+// evaluated with k >= j). Expected values come from the correct counts in
+// the details files, by the formula 1 - C(n-c, j)/C(n, j).
+func TestEvaluatePerSetK(t *testing.T) {
+	cfg := fakeConfig(t, 1, 1)
+	cfg.Eval.K, cfg.Eval.SetK = 4, map[string]int{"a": 1}
+	tr := fakeTrainer(t, cfg, &fakeBackend{})
+	probs := []Problem{{ID: "p", Prompt: "1", Answer: "1"}, {ID: "q", Prompt: "2", Answer: "2"}}
+	tr.Task = listTask{evals: []EvalSet{{Name: "a", Problems: probs}, {Name: "b", Problems: probs}}}
+	m := map[string]float64{}
+	if err := tr.Evaluate(3, m); err != nil {
+		t.Fatal(err)
+	}
+	pass := func(set string, j int) float64 {
+		d, err := ReadEvalDetail(EvalDetailPath(tr.RunDir, set, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.N != map[string]int{"a": 1, "b": 4}[set] {
+			t.Fatalf("set %s: details n = %d", set, d.N)
+		}
+		s := 0.0
+		for _, c := range d.Correct {
+			s += 1 - binom(d.N-c, j)/binom(d.N, j)
+		}
+		return s / float64(len(d.Correct))
+	}
+	want := map[string]float64{
+		"val/a/avg@1": pass("a", 1), "val/a/pass@1": pass("a", 1),
+		"val/b/avg@4": pass("b", 1), "val/b/pass@1": pass("b", 1), "val/b/pass@2": pass("b", 2), "val/b/pass@4": pass("b", 4),
+		"val/mean/avg@4": (pass("a", 1) + pass("b", 1)) / 2, "val/mean/pass@1": (pass("a", 1) + pass("b", 1)) / 2,
+		"val/mean/pass@2": pass("b", 2), "val/mean/pass@4": pass("b", 4),
+	}
+	for k, v := range want {
+		if got, ok := m[k]; !ok || math.Abs(got-v) > 1e-12 {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	if len(m) != len(want) {
+		t.Errorf("keys %v, want exactly %v", m, want)
+	}
+	tr.Cfg.Eval.SetK = map[string]int{"c": 2}
+	if err := tr.Evaluate(3, map[string]float64{}); err == nil || !strings.Contains(err.Error(), `eval.set_k.c: unknown eval set "c" (the task has: a, b)`) {
+		t.Errorf("an unknown set in eval.set_k: %v", err)
+	}
+}
+
+// eval.set_k is checked when the config loads.
+func TestEvalSetKConfig(t *testing.T) {
+	c, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"eval.set_k={math: 1, aime24: 16}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Eval.KFor("math") != 1 || c.Eval.KFor("aime24") != 16 || c.Eval.KFor("other") != 4 {
+		t.Errorf("set_k %v", c.Eval.SetK)
+	}
+	for _, bad := range []string{"eval.set_k={math: 0}", "eval.set_k={math: 1.5}", "eval.set_k=[1]", "eval.set_k={math: x}"} {
+		if _, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{bad}}); err == nil || !strings.Contains(err.Error(), "eval.set_k") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}

@@ -102,7 +102,7 @@ func Pretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.Log
 	pcfg.Algorithm = map[string]any{"name": "grpo"}
 	pcfg.Strategies = nil
 	pcfg.Model.Checkpoint = ""
-	pcfg.Eval.K, pcfg.Eval.MaxProblems = cfg.Pretrain.EvalK, cfg.Pretrain.EvalMaxProblems
+	pcfg.Eval.K, pcfg.Eval.MaxProblems, pcfg.Eval.SetK = cfg.Pretrain.EvalK, cfg.Pretrain.EvalMaxProblems, nil
 	pcfg.Seed = pretrainSeed(cfg)
 	s, err := New(&pcfg, log)
 	if err != nil {

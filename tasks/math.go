@@ -2,9 +2,12 @@ package tasks
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/tokenizer"
@@ -25,6 +28,9 @@ import (
 //	                  tokenizer.json (tokenizer_config.json)
 //	chat_template     auto | chatml | llama3 | none          default auto
 //	system_prompt     system message ("" for none)           default ""
+//	prompt_template   "", "dapo" or text holding {problem}   default ""
+//	                  once: wraps the last user message (an
+//	                  eval entry may set its own)
 //	prompt_suffix     text appended to the last user message default ""
 //	eos_token         token that ends a response (text)      default the tokenizer's
 //	correct_reward    reward of a correct answer             default 1
@@ -45,8 +51,32 @@ var (
 	_ core.TrainLister = (*Math)(nil)
 )
 
-// mathSource is a file to read: its config key (for errors), path and format.
-type mathSource struct{ key, name, path string }
+// PromptTemplates are the named values of the math task's prompt_template.
+// "dapo" is the prompt of DAPO (Yu et al. 2025; its DAPO-Math-17K rows
+// carry it) that the CDE paper trains and evaluates with (its appendix
+// "Prompt"): the answer goes on a last line "Answer: ...", which the math
+// verifier reads.
+var PromptTemplates = map[string]string{
+	"dapo": "Solve the following math problem step by step. The last line of your response should be of the form Answer: $Answer " +
+		"(without quotes) where $Answer is the answer to the problem.\n\n{problem}\n\nRemember to put your answer on its own line after \"Answer:\".",
+}
+
+// mathSource is a file to read: its config key (for errors), path and
+// prompt template (the text, "" for none).
+type mathSource struct{ key, name, path, tpl string }
+
+// promptTemplate reads p's prompt_template: a name of PromptTemplates, a
+// text holding {problem} once, or "" (none); def when absent. It returns
+// the text.
+func promptTemplate(p *core.Params, def string) string {
+	v := p.String("prompt_template", def)
+	if named, ok := PromptTemplates[v]; ok {
+		v = named
+	}
+	p.Check(v == "" || strings.Count(v, "{problem}") == 1, "prompt_template",
+		`want "", a name (%s) or a text holding {problem} once, got %q`, strings.Join(slices.Sorted(maps.Keys(PromptTemplates)), ", "), v)
+	return v
+}
 
 // NewMath builds the math task from p. It does not call p.Finish; New does.
 func NewMath(p *core.Params) (*Math, error) {
@@ -61,8 +91,9 @@ func NewMath(p *core.Params) (*Math, error) {
 	tplName := p.String("chat_template", "auto")
 	system := p.String("system_prompt", "")
 	suffix := p.String("prompt_suffix", "")
+	tplText := promptTemplate(p, "")
 	eosText := p.String("eos_token", "")
-	p.Check(len(system)+len(suffix) <= MaxPromptBytes, "system_prompt", "with prompt_suffix over the limit of %d bytes", MaxPromptBytes)
+	p.Check(len(system)+len(suffix)+len(tplText) <= MaxPromptBytes, "system_prompt", "with prompt_suffix and prompt_template over the limit of %d bytes", MaxPromptBytes)
 	rw := readRewards(p)
 	t.verifier = MathVerifier{CorrectReward: rw.CorrectReward, IncorrectReward: rw.IncorrectReward}
 	subs, _ := readMaps(p, "eval")
@@ -72,7 +103,8 @@ func NewMath(p *core.Params) (*Math, error) {
 	var evals []mathSource
 	seen := map[string]bool{}
 	for i, sp := range subs {
-		e := mathSource{key: fmt.Sprintf("%s[%d].path", keyPath(p, "eval"), i), name: sp.String("name", ""), path: sp.String("path", "")}
+		e := mathSource{key: fmt.Sprintf("%s[%d].path", keyPath(p, "eval"), i), name: sp.String("name", ""), path: sp.String("path", ""),
+			tpl: promptTemplate(sp, tplText)}
 		sp.Check(e.name != "", "name", "required")
 		sp.Check(!seen[e.name], "name", "duplicate eval set name %q", e.name)
 		seen[e.name] = true
@@ -116,6 +148,17 @@ func NewMath(p *core.Params) (*Math, error) {
 				}
 				msgs = append([]Message{{Role: "system", Content: system}}, msgs...)
 			}
+			if src.tpl != "" {
+				tplBefore, tplAfter, _ := strings.Cut(src.tpl, "{problem}")
+				last := msgs[len(msgs)-1].Content
+				if strings.TrimSpace(tplBefore) != "" && strings.Contains(last, strings.TrimSpace(tplBefore)) ||
+					strings.TrimSpace(tplAfter) != "" && strings.Contains(last, strings.TrimSpace(tplAfter)) {
+					return nil, fmt.Errorf("config: %s: %s: the prompt already holds the text of the prompt_template (DAPO-17K's rows come templated): leave it empty for this file",
+						src.key, where)
+				}
+				msgs = append([]Message(nil), msgs...)
+				msgs[len(msgs)-1].Content = tplBefore + last + tplAfter
+			}
 			if suffix != "" {
 				msgs = append([]Message(nil), msgs...)
 				msgs[len(msgs)-1].Content += suffix
@@ -131,7 +174,7 @@ func NewMath(p *core.Params) (*Math, error) {
 		}
 		return out, nil
 	}
-	if t.Train, err = load(mathSource{key: keyPath(p, "train"), path: train}); err != nil {
+	if t.Train, err = load(mathSource{key: keyPath(p, "train"), path: train, tpl: tplText}); err != nil {
 		return nil, err
 	}
 	trainAt := map[string]string{}

@@ -137,6 +137,47 @@ func TestMathSystemPromptAndSuffix(t *testing.T) {
 	}
 }
 
+// prompt_template "dapo" wraps the problem in DAPO's instruction, the text
+// the CDE paper's appendix prints (written out here, not taken from the
+// code), before the suffix; a custom text holds {problem} once; a row
+// that already holds the template's text is an error.
+func TestMathPromptTemplate(t *testing.T) {
+	task := newMath(t, map[string]any{"train": mathStyle, "chat_template": "none", "prompt_template": "dapo", "prompt_suffix": "!"})
+	want := "Solve the following math problem step by step. The last line of your response should be of the form Answer: $Answer (without quotes) " +
+		"where $Answer is the answer to the problem.\n\nSolve $2x + 3 = 11$ for $x$.\n\nRemember to put your answer on its own line after \"Answer:\".!"
+	if got := task.Train[1].Prompt; got != want {
+		t.Fatalf("dapo: %q\nwant %q", got, want)
+	}
+	custom := newMath(t, map[string]any{"train": mathStyle, "chat_template": "none", "prompt_template": "Q: {problem}\nA:"})
+	if got := custom.Train[1].Prompt; got != "Q: Solve $2x + 3 = 11$ for $x$.\nA:" {
+		t.Fatalf("custom: %q", got)
+	}
+	dir := t.TempDir()
+	wrapped := strings.TrimSuffix(want, "!")
+	trainWrapped := strings.Replace(wrapped, "Solve $2x + 3 = 11$ for $x$.", "What is 2+2?", 1)
+	templated := writeFile(t, dir, "dapo.jsonl", `{"prompt": "`+strings.ReplaceAll(strings.ReplaceAll(trainWrapped, "\n", `\n`), `"`, `\"`)+`", "answer": "4"}`+"\n")
+	// The paper's layout: DAPO's templated training rows as they are, bare
+	// eval problems wrapped by their entry's own template.
+	mixed := newMath(t, map[string]any{"train": templated, "chat_template": "none",
+		"eval": []any{map[string]any{"name": "m", "path": mathStyle, "prompt_template": "dapo"}}})
+	if mixed.Train[0].Prompt != trainWrapped || mixed.EvalSets()[0].Problems[1].Prompt != wrapped {
+		t.Fatalf("train %q, eval %q", mixed.Train[0].Prompt, mixed.EvalSets()[0].Problems[1].Prompt)
+	}
+	for _, c := range []struct {
+		m    map[string]any
+		want string
+	}{
+		{map[string]any{"train": mathStyle, "prompt_template": "no placeholder"}, `task.prompt_template: want "", a name (dapo) or a text holding {problem} once`},
+		{map[string]any{"train": mathStyle, "prompt_template": "{problem}{problem}"}, "task.prompt_template"},
+		{map[string]any{"train": templated, "prompt_template": "dapo"}, "dapo.jsonl:1: the prompt already holds the text of the prompt_template"},
+	} {
+		c.m["name"] = "math"
+		if _, err := New(core.NewParams("task", c.m)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.m, err, c.want)
+		}
+	}
+}
+
 // MATH-style JSONL: answer when given, else the solution's last \boxed{};
 // "Level N" levels.
 func TestMathStyle(t *testing.T) {

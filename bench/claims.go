@@ -265,12 +265,12 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		return err
 	}
 	if reg != nil {
-		fmt.Fprintf(b, "Claims were registered when the bench first started (%s, `%s`); a claim added or changed since is **exploratory**: "+
-			"its numbers are shown, it gets no verdict.", reg.Registered, ClaimsFile)
+		when := reg.Registered + ", `" + ClaimsFile + "`"
 		if reg.Note != "" {
-			fmt.Fprintf(b, " (%s)", reg.Note)
+			when += "; " + reg.Note
 		}
-		b.WriteString("\n\n")
+		fmt.Fprintf(b, "Claims were registered when the bench first started (%s). A claim added or changed since is **exploratory**: "+
+			"its numbers are shown, it gets no verdict.\n\n", when)
 	}
 	b.WriteString("| claim | metric | better arm | than arm | seeds | resampled | d | 95% interval | verdict |\n|---|---|---|---|---|---|---|---|---|\n")
 	var details strings.Builder

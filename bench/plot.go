@@ -105,12 +105,6 @@ func ratioValue(num, den string) func(map[string]float64) (float64, bool) {
 	}
 }
 
-// seedBand is the band of metric over rs, each seed's series first
-// smoothed over smooth points.
-func seedBand(rs []*armRun, metric string, smooth int) band {
-	return seedBandOf(rs, metricValue(metric), smooth, false, nil)
-}
-
 // seedBandOf is the band of value over rs, each seed's series first
 // smoothed over smooth points (a moving median when median is set).
 // base, when not nil, gives a seed's value at step 0 (the base policy's

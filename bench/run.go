@@ -42,6 +42,14 @@ type Options struct {
 	TTY    bool
 	// Log receives structured messages (failures, the report's path).
 	Log zerolog.Logger
+	// Executor, when set, overrides the bench file's executor.name
+	// (local or slurm).
+	Executor string
+	// Detach (slurm) returns ErrDetached once the jobs are submitted.
+	Detach bool
+	// Confirm (slurm) asks a yes/no question on Ctrl-C: whether to cancel
+	// the queued and running jobs. nil: leave them.
+	Confirm func(question string) bool
 }
 
 func (o *Options) out() io.Writer {
@@ -96,8 +104,19 @@ func Run(ctx context.Context, spec *Spec, o Options) error {
 	if err := registerClaims(spec, o.Dir); err != nil {
 		return err
 	}
-	runErr := train(ctx, spec, o)
-	if errors.Is(runErr, context.Canceled) {
+	if o.Executor != "" {
+		if !slices.Contains(Executors, o.Executor) {
+			return fmt.Errorf("bench: --executor %q: want one of %s", o.Executor, strings.Join(Executors, ", "))
+		}
+		spec.Executor.Name = o.Executor
+	}
+	var runErr error
+	if spec.Executor.Name == "slurm" {
+		runErr = runSlurm(ctx, spec, o)
+	} else {
+		runErr = train(ctx, spec, o)
+	}
+	if errors.Is(runErr, context.Canceled) || errors.Is(runErr, ErrDetached) {
 		return runErr
 	}
 	if rerr := writeReport(spec, o.Dir, o.Command, o.Log); rerr != nil {
@@ -145,17 +164,52 @@ type job struct {
 	base string // the base policy resolved up front ("" to let train decide)
 }
 
+// armSeeds is every arm-seed of spec, seed-major (every arm of the first
+// seed, then the second ...). An arm-seed's index in it is its task number
+// (`cde-run bench --worker N`), whatever --only selects.
+func armSeeds(spec *Spec) []job {
+	var all []job
+	for _, seed := range spec.Seeds {
+		for _, arm := range spec.Arms {
+			all = append(all, job{arm: arm, seed: seed})
+		}
+	}
+	return all
+}
+
+// resolveJobBase sets j.base to the base policy of an arm-seed that starts
+// afresh (no checkpoint in its run) from model.checkpoint: auto, making it
+// when missing; bases caches them by directory, so a base is resolved once.
+func resolveJobBase(ctx context.Context, spec *Spec, dir string, j *job, bases map[string]string, log zerolog.Logger, out session.Output) error {
+	if ck, _ := core.LatestCheckpoint(RunDir(dir, j.arm.Name, j.seed)); ck != "" {
+		return nil
+	}
+	cfg, err := spec.ArmConfig(dir, j.arm, j.seed)
+	if err != nil {
+		return err
+	}
+	if cfg.Model.Checkpoint != "auto" {
+		return nil
+	}
+	key := filepath.Join(cfg.Pretrain.Dir, session.BaseKey(cfg))
+	if j.base = bases[key]; j.base == "" {
+		if j.base, err = session.ResolveBase(ctx, cfg, log, out); err != nil {
+			return err
+		}
+		bases[key] = j.base
+	}
+	return nil
+}
+
 // train trains every arm-seed not yet DONE, seed-major (all arms of the
 // first seed first, so a bench stopped early still compares every arm),
 // with up to o.Jobs arm-seeds at a time.
 func train(ctx context.Context, spec *Spec, o Options) error {
 	dir, jobs, stderr := o.Dir, max(o.Jobs, 1), o.out()
 	var all []job
-	for _, seed := range spec.Seeds {
-		for _, arm := range spec.Arms {
-			if len(o.Only) == 0 || slices.Contains(o.Only, arm.Name) {
-				all = append(all, job{arm: arm, seed: seed})
-			}
+	for _, j := range armSeeds(spec) {
+		if len(o.Only) == 0 || slices.Contains(o.Only, j.arm.Name) {
+			all = append(all, j)
 		}
 	}
 	// Skip the finished ones; make the missing base policies first, one at
@@ -174,20 +228,8 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 			fmt.Fprintf(stderr, "bench [%d/%d] %s seed %d: done, skipping (%s)\n", i+1, len(all), j.arm.Name, j.seed, run)
 			continue
 		}
-		if ck, _ := core.LatestCheckpoint(run); ck == "" {
-			cfg, err := spec.ArmConfig(dir, j.arm, j.seed)
-			if err != nil {
-				return err
-			}
-			if cfg.Model.Checkpoint == "auto" {
-				key := filepath.Join(cfg.Pretrain.Dir, session.BaseKey(cfg))
-				if j.base = bases[key]; j.base == "" {
-					if j.base, err = session.ResolveBase(ctx, cfg, o.Log, session.Output{W: stderr, TTY: o.TTY}); err != nil {
-						return err
-					}
-					bases[key] = j.base
-				}
-			}
+		if err := resolveJobBase(ctx, spec, dir, &j, bases, o.Log, session.Output{W: stderr, TTY: o.TTY}); err != nil {
+			return err
 		}
 		todo = append(todo, j)
 	}

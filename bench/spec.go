@@ -40,6 +40,8 @@ type Spec struct {
 	// as the pseudo-arm "base" (BaseArm); arms then usually set
 	// eval.at_start: false.
 	BaseEval bool
+	// Executor is where the arm-seeds train (executor:; local by default).
+	Executor Executor
 }
 
 // Arm is one named overlay on the base config.
@@ -105,11 +107,16 @@ func ParseSpec(data []byte, name string) (*Spec, error) {
 		return nil, fmt.Errorf("bench %s: empty file", name)
 	}
 	p := core.NewParams("", top)
-	if err := finishKnown(p, "description", "base", "seeds", "arms", "claims", "base_eval"); err != nil {
+	if err := finishKnown(p, "description", "base", "seeds", "arms", "claims", "base_eval", "executor"); err != nil {
 		return nil, specErr(name, err)
 	}
 	spec := &Spec{File: name, Stem: strings.TrimSuffix(filepath.Base(name), filepath.Ext(name)),
 		Description: p.String("description", ""), BaseEval: p.Bool("base_eval", false)}
+	ex, err := parseExecutor(top["executor"])
+	if err != nil {
+		return nil, specErr(name, err)
+	}
+	spec.Executor = ex
 
 	switch b := top["base"].(type) {
 	case nil:

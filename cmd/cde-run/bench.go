@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -12,13 +13,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mattn/go-isatty"
+
 	"github.com/cde-rl/cde/bench"
 	"github.com/cde-rl/cde/internal/summary"
 )
 
 // cmdBench wires the flags of `cde-run bench` to package bench.
 func cmdBench(args []string) int {
-	fs := newFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--report-only]")
+	fs := newFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--executor local|slurm [--detach]] [--report-only]")
 	file := fs.String("c", "", "the bench file (arms x seeds over a base config; docs/bench.md), or a shipped preset by name from any directory: smoke, paper-countdown, paper-small, zoo-small, zoo-estimators")
 	fs.StringVar(file, "config", "", "same as -c")
 	out := fs.String("out", "", "results directory (default bench-results/<bench file stem>)")
@@ -26,6 +29,9 @@ func cmdBench(args []string) int {
 	fs.Var(&only, "only", "run only this arm (repeatable); the report covers every arm with finished runs")
 	jobs := fs.Int("jobs", 1, "arm-seeds trained at a time (each uses about one core)")
 	reportOnly := fs.Bool("report-only", false, "write the report from the finished runs in DIR; train nothing")
+	executor := fs.String("executor", "", "where the arm-seeds train: local (child processes, --jobs at a time) or slurm (a Slurm job array; docs/bench.md); default: the bench file's executor.name, else local")
+	detach := fs.Bool("detach", false, "with slurm: submit the jobs, record them in DIR and return; the same command again follows them and writes the report")
+	worker := fs.String("worker", "", "internal, what a Slurm job runs: base (the base policies and evaluations) or N (arm-seed number N)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -62,6 +68,21 @@ func cmdBench(args []string) int {
 		if *jobs > 1 {
 			o.Command += fmt.Sprintf(" --jobs %d", *jobs)
 		}
+		if *worker != "" {
+			if o.Exe, err = os.Executable(); err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			return bench.Work(ctx, spec, o, *worker)
+		}
+		o.Executor, o.Detach = *executor, *detach
+		if *executor != "" {
+			o.Command += " --executor " + *executor
+		}
+		if stdinIsTTY() {
+			o.Confirm = askYesNo
+		}
 		began := time.Now()
 		if *reportOnly {
 			o.Command += " --report-only"
@@ -77,12 +98,26 @@ func cmdBench(args []string) int {
 		if err == nil {
 			benchSummary(os.Stderr, o.Dir, time.Since(began))
 		}
+		if errors.Is(err, bench.ErrDetached) {
+			return nil
+		}
 		return err
 	}()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Error().Err(err).Msg("bench failed")
 	}
 	return exitCode(err)
+}
+
+func stdinIsTTY() bool { return isatty.IsTerminal(os.Stdin.Fd()) }
+
+// askYesNo asks question on stderr and reads the answer from stdin: true
+// for y or yes.
+func askYesNo(question string) bool {
+	fmt.Fprintf(os.Stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "y" || a == "yes"
 }
 
 // insideRelative is p relative to the working directory when p is an

@@ -317,6 +317,7 @@ func runSlurm(ctx context.Context, spec *Spec, o Options) error {
 		}
 		var done, running, pending int
 		var failed, resubmit []job
+		var runningNames []string
 		byArm := map[string][2]int{} // arm -> done, total
 		for _, j := range todo {
 			c := byArm[j.arm.Name]
@@ -337,6 +338,7 @@ func runSlurm(ctx context.Context, spec *Spec, o Options) error {
 			switch {
 			case state == "RUNNING" || state == "COMPLETING":
 				running++
+				runningNames = append(runningNames, fmt.Sprintf("%s seed %d", j.arm.Name, j.seed))
 			case state != "" && alive[t.ID][1] != "DependencyNeverSatisfied":
 				pending++
 			case t != nil && t.GaveUp:
@@ -394,8 +396,11 @@ func runSlurm(ctx context.Context, spec *Spec, o Options) error {
 				arms = append(arms, fmt.Sprintf("%s %d/%d", a.Name, c[0], c[1]))
 			}
 		}
-		line := fmt.Sprintf("bench: slurm: %d/%d arm-seeds done, %d running, %d pending, %d failed (by arm: %s)",
+		line := fmt.Sprintf("bench: slurm: %d/%d arm-seeds done, %d running, %d pending, %d failed (done by arm: %s)",
 			done, total, running, pending, len(failed), strings.Join(arms, ", "))
+		if len(runningNames) > 0 && len(runningNames) <= 8 {
+			line += "; running: " + strings.Join(runningNames, ", ")
+		}
 		if line != last {
 			fmt.Fprintf(out, "%s; elapsed %s\n", line, time.Since(start).Round(time.Second))
 			last = line

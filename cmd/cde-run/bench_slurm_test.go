@@ -250,6 +250,23 @@ func TestBenchSlurm(t *testing.T) {
 		}
 	}
 
+	// The shipped smoke bench, on Slurm and locally: the same metrics.
+	smokeS, smokeL := filepath.Join(work, "smoke-slurm"), filepath.Join(work, "smoke-local")
+	for _, c := range [][]string{{"--out", smokeS, "--executor", "slurm"}, {"--out", smokeL}} {
+		cmd := exec.Command(cdeRun, append([]string{"bench", "-c", "smoke"}, c...)...)
+		cmd.Env, cmd.Dir = env, work
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("smoke %v: %v\n%s", c, err, b)
+		}
+	}
+	for _, run := range []string{"grpo_simhash", "ppo_mh_ppl", "grpo_tokenloss", "rloo_options"} {
+		s := readMetrics(t, filepath.Join(smokeS, "runs", run, "seed-1", "metrics.jsonl"))
+		l := readMetrics(t, filepath.Join(smokeL, "runs", run, "seed-1", "metrics.jsonl"))
+		if !reflect.DeepEqual(s, l) {
+			t.Errorf("smoke %s: metrics.jsonl on Slurm differs from the local run", run)
+		}
+	}
+
 	sv, _ := os.ReadFile(filepath.Join(out, "verdicts.json"))
 	lv, _ := os.ReadFile(filepath.Join(local, "verdicts.json"))
 	if len(sv) == 0 || !bytes.Equal(sv, lv) {

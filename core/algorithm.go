@@ -13,3 +13,17 @@ type Algorithm interface {
 	// (PPO's batch whitening); it may be a no-op.
 	Finalize(r *Rollout) error
 }
+
+// RewardLevels is implemented by a verifier whose reward has two levels:
+// Rewards returns the reward of an incorrect and of a correct answer (the
+// task's incorrect_reward and correct_reward).
+type RewardLevels interface {
+	Rewards() (incorrect, correct float64)
+}
+
+// RewardLevelsUser is implemented by an algorithm that needs the task's
+// two reward levels (maxrl); the run calls UseRewardLevels once, before
+// the first step, when the task's verifier has them (RewardLevels).
+type RewardLevelsUser interface {
+	UseRewardLevels(incorrect, correct float64) error
+}

@@ -64,6 +64,13 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 	if err := CheckAlgorithmFits(cfg, algo); err != nil {
 		return nil, err
 	}
+	if u, ok := algo.(core.RewardLevelsUser); ok {
+		if lv, ok := task.Verifier().(core.RewardLevels); ok {
+			if err := u.UseRewardLevels(lv.Rewards()); err != nil {
+				return nil, err
+			}
+		}
+	}
 	strats, err := BuildStrategies(cfg, algo, log)
 	if err != nil {
 		return nil, err

@@ -88,3 +88,33 @@ func metricRows(t *testing.T, run string) []map[string]any {
 	}
 	return rows
 }
+
+// maxrl takes the task's reward levels (here 0 and 2), and a key set
+// against them is an error naming it.
+func TestMaxRLTakesTaskRewards(t *testing.T) {
+	base := strings.Replace(tiny, "task: {name: arith, levels: [1], eval_n: 8}", "task: {name: arith, levels: [1], eval_n: 8, correct_reward: 2, incorrect_reward: 0}", 1)
+	load := func(extra string) *core.Config {
+		cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Layers: [][]byte{[]byte(base + extra)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	s, err := session.New(load("algorithm: {name: maxrl}\n"), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := &core.Rollout{Seqs: []core.Sequence{{Group: 0, Response: []int32{1}, ShapedReward: 2}, {Group: 0, Response: []int32{1}, ShapedReward: 0}}}
+	if err := s.Algo.Advantages(r); err != nil {
+		t.Fatal(err)
+	}
+	// u = 1, 0 with r_inc 0 and r_cor 2: mean 1/2, A = +-0.5/0.500001.
+	if a := r.Seqs[0].Advantages[0]; a != 0.5/0.500001 {
+		t.Errorf("A = %v, want 0.5/0.500001 (the task's levels)", a)
+	}
+	if _, err := session.New(load("algorithm: {name: maxrl, incorrect_reward: -1}\n"), zerolog.Nop()); err == nil ||
+		!strings.Contains(err.Error(), "algorithm.incorrect_reward = -1, but the task rewards an incorrect answer 0") {
+		t.Errorf("a key against the task: %v", err)
+	}
+}

@@ -544,3 +544,7 @@ func CountdownSolutions(nums []int, target int) []string {
 	solMu.Unlock()
 	return out
 }
+
+// Rewards returns the rewards of an incorrect and a correct answer
+// (core.RewardLevels).
+func (v CountdownVerifier) Rewards() (incorrect, correct float64) { return v.IncorrectReward, v.CorrectReward }

@@ -461,3 +461,7 @@ func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <
 func isSpaceByte(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
+
+// Rewards returns the rewards of an incorrect and a correct answer
+// (core.RewardLevels).
+func (v MathVerifier) Rewards() (incorrect, correct float64) { return v.IncorrectReward, v.CorrectReward }

@@ -138,3 +138,7 @@ func canonicalNumber(s string) string {
 	}
 	return out
 }
+
+// Rewards returns the rewards of an incorrect and a correct answer
+// (core.RewardLevels).
+func (v AnswerVerifier) Rewards() (incorrect, correct float64) { return v.IncorrectReward, v.CorrectReward }

@@ -16,6 +16,7 @@ import (
 func TestShapeEstimators(t *testing.T) {
 	w1 := 1 / math.Sqrt(1+1e-8)      // reinforce_pp: sample var 1
 	w23 := 1 / math.Sqrt(2.0/3+1e-8) // reinforce_pp_baseline: sample var 2/3
+	mx := (2.0 / 3) / (1.0/3 + 1e-6) // maxrl: the lone correct answer of three
 	cases := []struct {
 		name, yaml, batch string
 		adv, ret          [][]float64
@@ -91,6 +92,30 @@ func TestShapeEstimators(t *testing.T) {
 				{"group": 1, "reward": 1, "correct": true, "logprobs": [-0.9]}]}`,
 			adv: [][]float64{{-1.0 / 3, -1.0 / 3}, {1}, {-1.0 / 3}, {-1.0 / 3, -1.0 / 3, -1.0 / 3}, {0}, {0}},
 			ret: [][]float64{{-1.0 / 3, -1.0 / 3}, {1}, {-1.0 / 3}, {-1.0 / 3, -1.0 / 3, -1.0 / 3}, {0}, {0}},
+		},
+		{
+			name: "maxrl",
+			yaml: "algorithm: {name: maxrl}\n",
+			// No task here: r_inc = -1, r_cor = 1. Group 0: u = 1, 0, 0,
+			// mean 1/3: A = (2/3)/(1/3 + 1e-6), (-1/3)/(1/3 + 1e-6).
+			// Group 1: none correct -> 0.
+			batch: `{"step": 0, "total_steps": 5, "sequences": [
+				{"group": 0, "reward": 1, "logprobs": [-0.1, -0.2]},
+				{"group": 0, "reward": -1, "logprobs": [-0.3]},
+				{"group": 0, "reward": -1, "logprobs": [-0.4]},
+				{"group": 1, "reward": -1, "logprobs": [-0.5]}]}`,
+			adv: [][]float64{{mx, mx}, {-mx / 2}, {-mx / 2}, {0}},
+			ret: [][]float64{{mx, mx}, {-mx / 2}, {-mx / 2}, {0}},
+		},
+		{
+			name: "rs_grpo",
+			yaml: "algorithm: {name: rs_grpo, beta: 2}\n",
+			// A pair r = 1, -1: A = +-tanh(beta)/beta = +-tanh(2)/2.
+			batch: `{"step": 0, "total_steps": 5, "sequences": [
+				{"group": 0, "reward": 1, "logprobs": [-0.1]},
+				{"group": 0, "reward": -1, "logprobs": [-0.2, -0.3]}]}`,
+			adv: [][]float64{{math.Tanh(2) / 2}, {-math.Tanh(2) / 2, -math.Tanh(2) / 2}},
+			ret: [][]float64{{math.Tanh(2) / 2}, {-math.Tanh(2) / 2, -math.Tanh(2) / 2}},
 		},
 	}
 	tmp := t.TempDir()

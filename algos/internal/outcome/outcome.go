@@ -1,5 +1,5 @@
 // Package outcome holds what the outcome-reward estimators (rloo,
-// reinforce_pp, reinforce_pp_baseline, dr_grpo, grpo_passk) share: reading
+// reinforce_pp, reinforce_pp_baseline, dr_grpo, grpo_passk, maxrl, rs_grpo) share: reading
 // one finite shaped reward per sequence, and copying one number per sequence
 // onto every valid token. The formulas themselves live in each algorithm's
 // package.

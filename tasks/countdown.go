@@ -547,4 +547,6 @@ func CountdownSolutions(nums []int, target int) []string {
 
 // Rewards returns the rewards of an incorrect and a correct answer
 // (core.RewardLevels).
-func (v CountdownVerifier) Rewards() (incorrect, correct float64) { return v.IncorrectReward, v.CorrectReward }
+func (v CountdownVerifier) Rewards() (incorrect, correct float64) {
+	return v.IncorrectReward, v.CorrectReward
+}

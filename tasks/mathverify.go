@@ -464,4 +464,6 @@ func isSpaceByte(c byte) bool {
 
 // Rewards returns the rewards of an incorrect and a correct answer
 // (core.RewardLevels).
-func (v MathVerifier) Rewards() (incorrect, correct float64) { return v.IncorrectReward, v.CorrectReward }
+func (v MathVerifier) Rewards() (incorrect, correct float64) {
+	return v.IncorrectReward, v.CorrectReward
+}

@@ -141,4 +141,6 @@ func canonicalNumber(s string) string {
 
 // Rewards returns the rewards of an incorrect and a correct answer
 // (core.RewardLevels).
-func (v AnswerVerifier) Rewards() (incorrect, correct float64) { return v.IncorrectReward, v.CorrectReward }
+func (v AnswerVerifier) Rewards() (incorrect, correct float64) {
+	return v.IncorrectReward, v.CorrectReward
+}

@@ -50,6 +50,46 @@ type EvalDetail struct {
 	N        int      `json:"n"`
 	Problems []string `json:"problems"`
 	Correct  []int    `json:"correct"`
+	// The samples, in order, when the task's verifier names answers
+	// (AnswerKeyer): per problem, its distinct answer keys (Keys, in order
+	// of first appearance), each sample's index into them (Answers; -1: no
+	// answer), and each sample's correctness (Hits: '1' or '0' per
+	// sample). maj@k and per-problem diversity are computed from these.
+	Keys    [][]string `json:"keys,omitempty"`
+	Answers [][]int    `json:"answers,omitempty"`
+	Hits    []string   `json:"hits,omitempty"`
+}
+
+// recordSamples fills Keys, Answers and Hits from each problem's sample
+// keys and correctness.
+func (d *EvalDetail) recordSamples(keys [][]string, correct [][]bool) {
+	d.Keys = make([][]string, len(keys))
+	d.Answers = make([][]int, len(keys))
+	d.Hits = make([]string, len(keys))
+	for i, ks := range keys {
+		index := map[string]int{}
+		d.Keys[i] = []string{}
+		d.Answers[i] = make([]int, len(ks))
+		hits := make([]byte, len(ks))
+		for j, k := range ks {
+			hits[j] = '0'
+			if correct[i][j] {
+				hits[j] = '1'
+			}
+			if k == "" {
+				d.Answers[i][j] = -1
+				continue
+			}
+			at, ok := index[k]
+			if !ok {
+				at = len(d.Keys[i])
+				index[k] = at
+				d.Keys[i] = append(d.Keys[i], k)
+			}
+			d.Answers[i][j] = at
+		}
+		d.Hits[i] = string(hits)
+	}
 }
 
 var evalSetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)

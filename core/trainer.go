@@ -886,17 +886,20 @@ func (t *Trainer) EvalSets() ([]EvalSet, error) {
 }
 
 // Evaluate samples k responses per held-out problem of every eval set (k
-// = eval.set_k's for the set, else eval.k) and adds val/<set>/avg@k and
-// val/<set>/pass@j for every j of the curve CurveKs(k) (1, 2, 4, ..., k)
-// to m. Over sets it adds val/mean/avg@<eval.k>, the mean of every set's
+// = eval.set_k's for the set, else eval.k) and adds val/<set>/avg@k and,
+// for every j of the curve CurveKs(k) (1, 2, 4, ..., k), val/<set>/pass@j,
+// val/<set>/pass^j (PassHatK) and, when the task's verifier names answers
+// (AnswerKeyer), val/<set>/maj@j (MajAtK over the first j samples) to m. Over sets it adds val/mean/avg@<eval.k>, the mean of every set's
 // avg@k (each an estimate of pass@1, as the paper's Avg column averages
-// MATH's Avg@1 with the others' Avg@16), and val/mean/pass@j, the mean
-// over the sets evaluated with k >= j. With eval.details and a run
+// MATH's Avg@1 with the others' Avg@16), and val/mean/pass@j (pass^j,
+// maj@j), the mean over the sets evaluated with k >= j. With eval.details and a run
 // directory it writes each set's per-problem correct counts
 // (WriteEvalDetail).
 func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 	c := t.Cfg
 	curves := map[int][]float64{} // j -> pass@j of the sets that have it
+	hats := map[int][]float64{}   // j -> pass^j, likewise
+	majs := map[int][]float64{}   // j -> maj@j of the sets whose verifier names answers
 	var avgs []float64
 	sets, err := t.EvalSets()
 	if err != nil {
@@ -917,8 +920,16 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 			return fmt.Errorf("eval %s: %w", set.Name, err)
 		}
 		per := make([][]bool, len(problems))
+		keyer, hasKeys := t.Task.Verifier().(AnswerKeyer)
+		var keys [][]string
+		if hasKeys {
+			keys = make([][]string, len(problems))
+		}
 		for _, s := range r.Seqs {
 			per[s.Group] = append(per[s.Group], s.Correct)
+			if hasKeys {
+				keys[s.Group] = append(keys[s.Group], keyer.AnswerKey(problems[s.Group], s.Text))
+			}
 		}
 		avg, pass, err := EvalSummary(per, k)
 		if err != nil {
@@ -943,6 +954,28 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 				m[fmt.Sprintf("val/%s/pass@%d", set.Name, kj)] = curve[j]
 			}
 			curves[kj] = append(curves[kj], curve[j])
+			hat := 0.0
+			for _, c := range counts {
+				p, err := PassHatK(k, c, kj)
+				if err != nil {
+					return fmt.Errorf("eval %s: %w", set.Name, err)
+				}
+				hat += p
+			}
+			hat /= float64(len(counts))
+			m[fmt.Sprintf("val/%s/pass^%d", set.Name, kj)] = hat
+			hats[kj] = append(hats[kj], hat)
+			if hasKeys {
+				maj := 0.0
+				for i := range per {
+					if MajAtK(keys[i], per[i], kj) {
+						maj++
+					}
+				}
+				maj /= float64(len(per))
+				m[fmt.Sprintf("val/%s/maj@%d", set.Name, kj)] = maj
+				majs[kj] = append(majs[kj], maj)
+			}
 		}
 		m[fmt.Sprintf("val/%s/avg@%d", set.Name, k)] = avg
 		m[fmt.Sprintf("val/%s/pass@%d", set.Name, k)] = pass
@@ -950,7 +983,11 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		if c.Eval.Details && t.RunDir != "" {
 			// Details serve the bench's statistics; failing to write them
 			// (a set name that is no file name) does not stop training.
-			if err := WriteEvalDetail(t.RunDir, EvalDetail{Step: step, Set: set.Name, N: k, Problems: ids, Correct: counts}); err != nil {
+			d := EvalDetail{Step: step, Set: set.Name, N: k, Problems: ids, Correct: counts}
+			if hasKeys {
+				d.recordSamples(keys, per)
+			}
+			if err := WriteEvalDetail(t.RunDir, d); err != nil {
 				t.Log.Warn().Err(err).Str("set", set.Name).Msg("eval details not written")
 			}
 		}
@@ -958,6 +995,12 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 	if len(avgs) > 0 {
 		for kj, vals := range curves {
 			m[fmt.Sprintf("val/mean/pass@%d", kj)] = Mean(vals)
+		}
+		for kj, vals := range hats {
+			m[fmt.Sprintf("val/mean/pass^%d", kj)] = Mean(vals)
+		}
+		for kj, vals := range majs {
+			m[fmt.Sprintf("val/mean/maj@%d", kj)] = Mean(vals)
 		}
 		k := c.Eval.K
 		m[fmt.Sprintf("val/mean/avg@%d", k)] = Mean(avgs)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -169,7 +170,17 @@ func TestEvaluatePerSetK(t *testing.T) {
 		}
 		return s / float64(len(d.Correct))
 	}
+	hat := func(set string, j int) float64 {
+		d, _ := ReadEvalDetail(EvalDetailPath(tr.RunDir, set, 3))
+		s := 0.0
+		for _, c := range d.Correct {
+			s += binom(c, j) / binom(d.N, j)
+		}
+		return s / float64(len(d.Correct))
+	}
 	want := map[string]float64{
+		"val/a/pass^1": hat("a", 1), "val/b/pass^1": hat("b", 1), "val/b/pass^2": hat("b", 2), "val/b/pass^4": hat("b", 4),
+		"val/mean/pass^1": (hat("a", 1) + hat("b", 1)) / 2, "val/mean/pass^2": hat("b", 2), "val/mean/pass^4": hat("b", 4),
 		"val/a/avg@1": pass("a", 1), "val/a/pass@1": pass("a", 1),
 		"val/b/avg@4": pass("b", 1), "val/b/pass@1": pass("b", 1), "val/b/pass@2": pass("b", 2), "val/b/pass@4": pass("b", 4),
 		"val/mean/avg@4": (pass("a", 1) + pass("b", 1)) / 2, "val/mean/pass@1": (pass("a", 1) + pass("b", 1)) / 2,
@@ -202,5 +213,74 @@ func TestEvalSetKConfig(t *testing.T) {
 		if _, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{bad}}); err == nil || !strings.Contains(err.Error(), "eval.set_k") {
 			t.Errorf("%s: %v", bad, err)
 		}
+	}
+}
+
+// keyedVerifier names answers: the response itself.
+type keyedVerifier struct{ fakeVerifier }
+
+func (keyedVerifier) AnswerKey(p Problem, response string) string { return response }
+
+type keyedTask struct{ listTask }
+
+func (keyedTask) Verifier() Verifier { return keyedVerifier{} }
+
+// With a verifier that names answers, Evaluate records every sample's
+// answer and correctness, and val/<set>/maj@j is majority voting over the
+// first j of them: checked against a vote counted here by a separate loop
+// over the recorded samples (a tie to the earlier first appearance).
+func TestEvaluateMajAtK(t *testing.T) {
+	cfg := fakeConfig(t, 1, 1)
+	cfg.Eval.K = 8
+	tr := fakeTrainer(t, cfg, &fakeBackend{})
+	var probs []Problem
+	for i := range 6 {
+		d := strconv.Itoa(i)
+		probs = append(probs, Problem{ID: d, Prompt: d, Answer: d})
+	}
+	tr.Task = keyedTask{listTask{evals: []EvalSet{{Name: "v", Problems: probs}}}}
+	m := map[string]float64{}
+	if err := tr.Evaluate(2, m); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ReadEvalDetail(EvalDetailPath(tr.RunDir, "v", 2))
+	if err != nil || len(d.Keys) != 6 || len(d.Answers[0]) != 8 || len(d.Hits[0]) != 8 {
+		t.Fatalf("details %+v %v", d, err)
+	}
+	varied := false
+	for _, j := range []int{1, 2, 4, 8} {
+		right := 0
+		for i := range d.Problems {
+			votes := make([]int, len(d.Keys[i]))
+			winner := -1
+			for s := range j {
+				if a := d.Answers[i][s]; a >= 0 {
+					votes[a]++
+				}
+			}
+			for a := range votes { // keys are in order of first appearance
+				if votes[a] > 0 && (winner < 0 || votes[a] > votes[winner]) {
+					winner = a
+				}
+			}
+			if winner >= 0 {
+				for s := range j {
+					if d.Answers[i][s] == winner {
+						if d.Hits[i][s] == '1' {
+							right++
+						}
+						break
+					}
+				}
+			}
+			varied = varied || len(d.Keys[i]) > 1
+		}
+		want := float64(right) / float64(len(d.Problems))
+		if got, ok := m["val/v/maj@"+strconv.Itoa(j)]; !ok || math.Abs(got-want) > 1e-15 || m["val/mean/maj@"+strconv.Itoa(j)] != got {
+			t.Errorf("maj@%d = %v (present %v), want %v", j, got, ok, want)
+		}
+	}
+	if !varied || !strings.Contains(strings.Join(d.Hits, ""), "1") {
+		t.Error("every problem's samples gave one answer, or none was right: the vote was never tested")
 	}
 }

@@ -550,3 +550,20 @@ func CountdownSolutions(nums []int, target int) []string {
 func (v CountdownVerifier) Rewards() (incorrect, correct float64) {
 	return v.IncorrectReward, v.CorrectReward
 }
+
+// AnswerKey is the exact value of the response's expression, as a
+// fraction or integer ("" when it has none or it does not parse):
+// core.AnswerKeyer, so maj@k votes on the number reached. The vote is
+// right when the first response with the winning value is correct (a
+// response reaching the target with numbers it was not given is not).
+func (v CountdownVerifier) AnswerKey(_ core.Problem, response string) string {
+	expr, ok := ExtractAnswer(response)
+	if !ok {
+		return ""
+	}
+	val, _, err := CountdownExpr(expr)
+	if err != nil {
+		return ""
+	}
+	return val.RatString()
+}

@@ -268,3 +268,26 @@ func TestCountdownConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// Answer keys for maj@k: the value reached (countdown), the normalised
+// answer (arith and math); "" without an answer.
+func TestAnswerKeys(t *testing.T) {
+	var cd CountdownVerifier
+	p := CountdownProblem(3, []int{3, 7, 25}, 46)
+	for _, c := range []struct{ resp, want string }{
+		{"Answer: 25 + 3*7", "46"}, {"Answer: (7+25)/3", "32/3"}, {"Answer: 3 +", ""}, {"no answer", ""},
+	} {
+		if got := cd.AnswerKey(p, c.resp); got != c.want {
+			t.Errorf("countdown %q: %q, want %q", c.resp, got, c.want)
+		}
+	}
+	if got := (AnswerVerifier{}).AnswerKey(core.Problem{}, "Answer:  1,000 "); got != NormalizeAnswer("1000") || got == "" {
+		t.Errorf("arith: %q", got)
+	}
+	if got := (MathVerifier{}).AnswerKey(core.Problem{}, `so \boxed{\frac{1}{2}}`); got != NormalizeMathAnswer(`\frac{1}{2}`) || got == "" {
+		t.Errorf("math: %q", got)
+	}
+	if got := (MathVerifier{}).AnswerKey(core.Problem{}, "nothing"); got != "" {
+		t.Errorf("math without an answer: %q", got)
+	}
+}

@@ -467,3 +467,13 @@ func isSpaceByte(c byte) bool {
 func (v MathVerifier) Rewards() (incorrect, correct float64) {
 	return v.IncorrectReward, v.CorrectReward
 }
+
+// AnswerKey is the response's final answer as the verifier compares it
+// (normalised; "" for none): core.AnswerKeyer, for maj@k.
+func (v MathVerifier) AnswerKey(_ core.Problem, response string) string {
+	got, ok := ExtractMathAnswer(response)
+	if !ok {
+		return ""
+	}
+	return NormalizeMathAnswer(got)
+}

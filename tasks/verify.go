@@ -144,3 +144,13 @@ func canonicalNumber(s string) string {
 func (v AnswerVerifier) Rewards() (incorrect, correct float64) {
 	return v.IncorrectReward, v.CorrectReward
 }
+
+// AnswerKey is the response's final answer as the verifier compares it
+// (normalised; "" for none): core.AnswerKeyer, for maj@k.
+func (v AnswerVerifier) AnswerKey(_ core.Problem, response string) string {
+	got, ok := ExtractAnswer(response)
+	if !ok {
+		return ""
+	}
+	return NormalizeAnswer(got)
+}

@@ -58,6 +58,9 @@ type EvalDetail struct {
 	Keys    [][]string `json:"keys,omitempty"`
 	Answers [][]int    `json:"answers,omitempty"`
 	Hits    []string   `json:"hits,omitempty"`
+	// Distinct is each problem's count of distinct correct solutions
+	// (distinct@k), when the verifier tells solutions or answers apart.
+	Distinct []int `json:"distinct,omitempty"`
 }
 
 // recordSamples fills Keys, Answers and Hits from each problem's sample

@@ -10,6 +10,27 @@ type AnswerKeyer interface {
 	AnswerKey(p Problem, response string) string
 }
 
+// SolutionKeyer is implemented by a verifier that can tell solutions
+// apart beyond their final answer: SolutionKey names a correct response's
+// solution ("" for an incorrect one), so that distinct keys are distinct
+// solutions (countdown: the canonical expression). The diversity metric
+// distinct@k counts them; without it, the answer key serves.
+type SolutionKeyer interface {
+	SolutionKey(p Problem, response string) string
+}
+
+// DistinctCorrect is the number of distinct non-empty keys among the
+// correct samples.
+func DistinctCorrect(keys []string, correct []bool) int {
+	seen := map[string]bool{}
+	for i, k := range keys {
+		if correct[i] && k != "" {
+			seen[k] = true
+		}
+	}
+	return len(seen)
+}
+
 // PassHatK is the unbiased pass^k of one problem: the probability that k
 // samples drawn without replacement from its n, c of them correct, are all
 // correct, C(c, k) / C(n, k) (0 when c < k).

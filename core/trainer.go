@@ -889,7 +889,9 @@ func (t *Trainer) EvalSets() ([]EvalSet, error) {
 // = eval.set_k's for the set, else eval.k) and adds val/<set>/avg@k and,
 // for every j of the curve CurveKs(k) (1, 2, 4, ..., k), val/<set>/pass@j,
 // val/<set>/pass^j (PassHatK) and, when the task's verifier names answers
-// (AnswerKeyer), val/<set>/maj@j (MajAtK over the first j samples) to m. Over sets it adds val/mean/avg@<eval.k>, the mean of every set's
+// (AnswerKeyer), val/<set>/maj@j (MajAtK over the first j samples) and
+// val/<set>/distinct@k, the mean over problems of its distinct correct
+// solutions (SolutionKeyer, else answer keys) to m. Over sets it adds val/mean/avg@<eval.k>, the mean of every set's
 // avg@k (each an estimate of pass@1, as the paper's Avg column averages
 // MATH's Avg@1 with the others' Avg@16), and val/mean/pass@j (pass^j,
 // maj@j), the mean over the sets evaluated with k >= j. With eval.details and a run
@@ -900,6 +902,7 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 	curves := map[int][]float64{} // j -> pass@j of the sets that have it
 	hats := map[int][]float64{}   // j -> pass^j, likewise
 	majs := map[int][]float64{}   // j -> maj@j of the sets whose verifier names answers
+	var distincts []float64       // distinct@k of the sets evaluated with eval.k
 	var avgs []float64
 	sets, err := t.EvalSets()
 	if err != nil {
@@ -921,14 +924,35 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		}
 		per := make([][]bool, len(problems))
 		keyer, hasKeys := t.Task.Verifier().(AnswerKeyer)
-		var keys [][]string
-		if hasKeys {
-			keys = make([][]string, len(problems))
+		solver, hasSolutions := t.Task.Verifier().(SolutionKeyer)
+		var keys, sols [][]string
+		if hasKeys || hasSolutions {
+			keys, sols = make([][]string, len(problems)), make([][]string, len(problems))
 		}
 		for _, s := range r.Seqs {
 			per[s.Group] = append(per[s.Group], s.Correct)
 			if hasKeys {
 				keys[s.Group] = append(keys[s.Group], keyer.AnswerKey(problems[s.Group], s.Text))
+			}
+			switch {
+			case hasSolutions:
+				sols[s.Group] = append(sols[s.Group], solver.SolutionKey(problems[s.Group], s.Text))
+			case hasKeys:
+				sols[s.Group] = keys[s.Group]
+			}
+		}
+		var distinct []int
+		if sols != nil {
+			distinct = make([]int, len(per))
+			sum := 0
+			for i := range per {
+				distinct[i] = DistinctCorrect(sols[i], per[i])
+				sum += distinct[i]
+			}
+			dm := float64(sum) / float64(len(per))
+			m[fmt.Sprintf("val/%s/distinct@%d", set.Name, k)] = dm
+			if k == c.Eval.K {
+				distincts = append(distincts, dm)
 			}
 		}
 		avg, pass, err := EvalSummary(per, k)
@@ -987,6 +1011,7 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 			if hasKeys {
 				d.recordSamples(keys, per)
 			}
+			d.Distinct = distinct
 			if err := WriteEvalDetail(t.RunDir, d); err != nil {
 				t.Log.Warn().Err(err).Str("set", set.Name).Msg("eval details not written")
 			}
@@ -1001,6 +1026,9 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		}
 		for kj, vals := range majs {
 			m[fmt.Sprintf("val/mean/maj@%d", kj)] = Mean(vals)
+		}
+		if len(distincts) > 0 {
+			m[fmt.Sprintf("val/mean/distinct@%d", c.Eval.K)] = Mean(distincts)
 		}
 		k := c.Eval.K
 		m[fmt.Sprintf("val/mean/avg@%d", k)] = Mean(avgs)

@@ -280,6 +280,25 @@ func TestEvaluateMajAtK(t *testing.T) {
 			t.Errorf("maj@%d = %v (present %v), want %v", j, got, ok, want)
 		}
 	}
+	// distinct@8 from the recorded samples: the distinct answers of the
+	// correct samples (the keyed verifier tells no solutions apart, so its
+	// answers serve).
+	total := 0
+	for i := range d.Problems {
+		seen := map[int]bool{}
+		for s, a := range d.Answers[i] {
+			if d.Hits[i][s] == '1' && a >= 0 {
+				seen[a] = true
+			}
+		}
+		if d.Distinct[i] != len(seen) {
+			t.Errorf("problem %d: distinct %d, want %d", i, d.Distinct[i], len(seen))
+		}
+		total += len(seen)
+	}
+	if got := m["val/v/distinct@8"]; math.Abs(got-float64(total)/6) > 1e-15 || m["val/mean/distinct@8"] != got {
+		t.Errorf("distinct@8 = %v, want %v", got, float64(total)/6)
+	}
 	if !varied || !strings.Contains(strings.Join(d.Hits, ""), "1") {
 		t.Error("every problem's samples gave one answer, or none was right: the vote was never tested")
 	}

@@ -39,7 +39,7 @@ func CountdownCanonical(s string) (string, error) {
 }
 
 type (
-	canonSum struct{ pos, neg []canonProd }
+	canonSum  struct{ pos, neg []canonProd }
 	canonProd struct {
 		num, den []canonFactor
 	}

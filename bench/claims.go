@@ -150,6 +150,13 @@ func claimSeed(name string) uint64 {
 // with a two-level bootstrap interval (PairedBootstrap) over seeds and, for
 // eval metrics whose runs kept per-problem results, over problems.
 func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdict {
+	v, _, _ := judgeClaim(c, dir, runs)
+	return v
+}
+
+// judgeClaim is judgeClaimPaired that also returns the paired data it
+// judged and the design, for the power table.
+func judgeClaim(c Claim, dir string, runs map[string][]*armRun) (ClaimVerdict, []PairedSeed, Design) {
 	v := ClaimVerdict{Claim: c.Name, Metric: c.Metric, Arms: []string{c.Better, c.Than}}
 	than := map[uint64]*armRun{}
 	for _, r := range runs[c.Than] {
@@ -226,13 +233,13 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 			map[bool]string{true: "only seeds are", false: "problems are"}[v.Units == "none"])), "; ")
 		if len(seeds) == 0 {
 			v.Units = "none"
-			return v
+			return v, nil, design
 		}
 	}
 	iv, err := PairedBootstrap(seeds, claimReps, claimLevel, design, rand.New(rand.NewPCG(claimSeed(c.Name), 0x5eed)))
 	if err != nil {
 		v.Verdict, v.Note = "inconclusive", err.Error()
-		return v
+		return v, seeds, design
 	}
 	v.DeltaMean, v.CILow, v.CIHigh, v.PerSeed = &iv.Delta, &iv.Low, &iv.High, iv.PerSeed
 	if len(seeds) >= need {
@@ -241,7 +248,7 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 			v.Note = strings.Join(notes, "; ")
 		}
 	}
-	return v
+	return v, seeds, design
 }
 
 func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[string][]*armRun) error {
@@ -275,8 +282,24 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 	b.WriteString("| claim | metric | better arm | than arm | seeds | resampled | d | 95% interval | verdict |\n|---|---|---|---|---|---|---|---|---|\n")
 	var details strings.Builder
 	var out []ClaimVerdict
+	var power []powerRow
 	for _, c := range spec.Claims {
-		v := judgeClaimPaired(c, dir, runs)
+		v, seeds, design := judgeClaim(c, dir, runs)
+		if len(seeds) > 0 {
+			m, ok := fitPower(seeds, design == Crossed)
+			units := "seeds"
+			if v.Units == "problems" {
+				units = "seeds x problems (" + v.Design + ")"
+			}
+			row := powerRow{claim: c.Name, units: units, m: m, ok: ok, paper: c.PaperEffect}
+			if v.DeltaMean != nil {
+				row.observed = *v.DeltaMean
+			}
+			if !ok {
+				row.m.Seeds = len(seeds)
+			}
+			power = append(power, row)
+		}
 		if reg.exploratory(c) {
 			v.Note = strings.TrimPrefix(v.Note+"; judged "+v.Verdict+", but registered after the bench started", "; ")
 			v.Verdict = "exploratory"
@@ -310,6 +333,7 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		details.WriteString("\n")
 	}
 	b.WriteString("\n" + details.String())
+	writePowerSection(b, power)
 	data, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err

@@ -59,6 +59,10 @@ type Claim struct {
 	Metric        string
 	LowerIsBetter bool
 	Window        int
+	// PaperEffect (paper_effect), when set, is the effect the claim's
+	// source reports, in the metric's units and the claim's direction: the
+	// power table says whether the bench could detect it.
+	PaperEffect *float64
 }
 
 var armNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
@@ -225,7 +229,7 @@ func parseClaim(v any, key string, names map[string]bool) (Claim, error) {
 		return Claim{}, fmt.Errorf("config: %s: want a mapping, got %v", key, v)
 	}
 	p := core.NewParams(key, m)
-	if err := finishKnown(p, "name", "better", "than", "metric", "lower_is_better", "window"); err != nil {
+	if err := finishKnown(p, "name", "better", "than", "metric", "lower_is_better", "window", "paper_effect"); err != nil {
 		return Claim{}, err
 	}
 	var cl Claim
@@ -244,6 +248,11 @@ func parseClaim(v any, key string, names map[string]bool) (Claim, error) {
 	cl.LowerIsBetter = p.Bool("lower_is_better", false)
 	cl.Window = p.Int("window", 1)
 	p.Check(cl.Window >= 1, "window", "must be >= 1, got %d", cl.Window)
+	if p.Has("paper_effect") {
+		e := p.Float("paper_effect", 0)
+		p.Check(e != 0 && !math.IsInf(e, 0) && !math.IsNaN(e), "paper_effect", "want a finite effect other than 0, got %v", e)
+		cl.PaperEffect = &e
+	}
 	return cl, p.Finish()
 }
 

@@ -199,4 +199,3 @@ func writePowerSection(b *strings.Builder, rows []powerRow) {
 			fmtNum(r.m.se(r.m.Seeds, r.m.Problems)), fmtNum(r.m.mde(r.m.Seeds, r.m.Problems)), fmtNum(r.observed), paper, powered, forPaper, seeds(r.observed))
 	}
 }
-

@@ -25,6 +25,9 @@ type Sequence struct {
 	// Correct is the verifier's verdict.
 	Reward  float64
 	Correct bool
+	// AnswerKey is the response's final answer as the verifier normalises
+	// it (AnswerKeyer), "" when it has none or the verifier names none.
+	AnswerKey string
 
 	// LogProbs[t] = log pi_old(o_t | q, o_<t), under the sampling temperature.
 	LogProbs []float64

@@ -37,6 +37,10 @@ type RolloutSeq struct {
 	RolloutLogProbs []*float64 `json:"rollout_logprobs,omitempty"`
 	Correct         *bool      `json:"correct,omitempty"`
 	Text            string     `json:"text,omitempty"`
+	// ProblemID and AnswerKey (optional) are Sequence.ProblemID and
+	// Sequence.AnswerKey: outcome_ucb counts (problem, answer) pairs.
+	ProblemID string `json:"problem_id,omitempty"`
+	AnswerKey string `json:"answer_key,omitempty"`
 }
 
 // RolloutFileExtras is what a rollout file says beyond the Rollout it
@@ -70,7 +74,7 @@ func MarshalRollout(r *Rollout) ([]byte, error) {
 		c := s.Correct
 		seq := RolloutSeq{Group: s.Group, Reward: s.Reward, LogProbs: s.LogProbs,
 			Entropies: s.Entropies, Values: s.Values, Embedding: s.Embedding, RefLogProbs: s.RefLogProbs,
-			RolloutLogProbs: nullNaN(s.RolloutLogProbs), Correct: &c, Text: s.Text}
+			RolloutLogProbs: nullNaN(s.RolloutLogProbs), Correct: &c, Text: s.Text, ProblemID: s.ProblemID, AnswerKey: s.AnswerKey}
 		if r.File != nil { // a batch read from a file: write back what it said
 			if i < len(r.File.HasCorrect) && !r.File.HasCorrect[i] {
 				seq.Correct = nil
@@ -155,6 +159,8 @@ type seqFields struct {
 	RolloutLP []*float64   `json:"rollout_logprobs"`
 	Correct   *bool        `json:"correct"`
 	Text      *string      `json:"text"`
+	ProblemID *string      `json:"problem_id"`
+	AnswerKey *string      `json:"answer_key"`
 }
 
 func decodeRollout(data []byte) (*Rollout, error) {
@@ -326,6 +332,12 @@ func decodeSeq(raw json.RawMessage, k, dim *int) (Sequence, []float64, bool, err
 	}
 	if s.Text != nil {
 		seq.Text = *s.Text
+	}
+	if s.ProblemID != nil {
+		seq.ProblemID = *s.ProblemID
+	}
+	if s.AnswerKey != nil {
+		seq.AnswerKey = *s.AnswerKey
 	}
 	return seq, newLP, s.Correct != nil, nil
 }

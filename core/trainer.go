@@ -330,6 +330,9 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 		}
 		s.Text = tok.Decode(g.Tokens)
 		s.Reward, s.Correct = ver.Verify(problems[s.Group], s.Text)
+		if keyer, ok := ver.(AnswerKeyer); ok {
+			s.AnswerKey = keyer.AnswerKey(problems[s.Group], s.Text)
+		}
 	}
 	if remote {
 		if err := t.rescore(r, temp, needs.Pooling); err != nil {
@@ -923,7 +926,7 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 			return fmt.Errorf("eval %s: %w", set.Name, err)
 		}
 		per := make([][]bool, len(problems))
-		keyer, hasKeys := t.Task.Verifier().(AnswerKeyer)
+		_, hasKeys := t.Task.Verifier().(AnswerKeyer) // rollout set AnswerKey
 		solver, hasSolutions := t.Task.Verifier().(SolutionKeyer)
 		var keys, sols [][]string
 		if hasKeys || hasSolutions {
@@ -932,7 +935,7 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		for _, s := range r.Seqs {
 			per[s.Group] = append(per[s.Group], s.Correct)
 			if hasKeys {
-				keys[s.Group] = append(keys[s.Group], keyer.AnswerKey(problems[s.Group], s.Text))
+				keys[s.Group] = append(keys[s.Group], s.AnswerKey)
 			}
 			switch {
 			case hasSolutions:

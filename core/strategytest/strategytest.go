@@ -206,6 +206,10 @@ func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
 			}
 			s.RewardBonus = 0.1 * rng.Float64()
 			s.ShapedReward = s.Reward + s.RewardBonus
+			// Answers for outcome-based strategies, repeating within and
+			// across groups, one in three missing (no draw from rng, so
+			// the other fields are as they always were).
+			s.AnswerKey = []string{"", "7", "9"}[(len(r.Seqs)+g)%3]
 			r.Seqs = append(r.Seqs, s)
 		}
 	}

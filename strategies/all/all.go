@@ -1,5 +1,5 @@
 // Package all registers every in-tree exploration strategy (adaptive_entropy,
-// clip_cov, entropy, forking_tokens, kl_cov, multihead, ppl, simhash):
+// clip_cov, entropy, forking_tokens, kl_cov, multihead, outcome_ucb, ppl, simhash):
 // import it for its side effect,
 // `import _ "github.com/cde-rl/cde/strategies/all"`.
 package all
@@ -11,6 +11,7 @@ import (
 	_ "github.com/cde-rl/cde/strategies/forking"
 	_ "github.com/cde-rl/cde/strategies/klcov"
 	_ "github.com/cde-rl/cde/strategies/multihead"
+	_ "github.com/cde-rl/cde/strategies/outcomeucb"
 	_ "github.com/cde-rl/cde/strategies/ppl"
 	_ "github.com/cde-rl/cde/strategies/simhash"
 )

@@ -1,0 +1,183 @@
+// Package outcomeucb implements historical outcome-based exploration,
+// registered as strategy "outcome_ucb": Song, Kempe and Munos 2025,
+// "Outcome-based Exploration for LLM Reasoning", arXiv 2509.06941. The
+// bonus depends only on a response's final answer, not on its reasoning:
+// answers rarely seen for a problem are paid more, UCB style.
+//
+// For response i to problem q whose final answer, as the verifier extracts
+// and normalises it, is a (Sequence.AnswerKey):
+//
+//	N(q, a) = the responses to q with answer a over all earlier steps plus this one
+//	bonus_i = w_t * beta / sqrt(N(q, a))
+//
+// Our readings and choices (docs/algorithms.md): "plus this one" counts
+// every response of the current step before any bonus, so the responses of
+// a step that give one answer get one bonus (SimHash counts in batch
+// order instead); a response with no answer gets 0 and is not counted;
+// problems are told apart by Sequence.ProblemID (a rollout file without
+// problem_id falls back to its group, which is only meaningful within one
+// batch). The counts persist across steps and in checkpoints. beta
+// defaults to 0.1: the SimHash baseline at beta 1 collapsed GRPO on the
+// countdown testbed (docs/results/paper-countdown), and the paper's value
+// was not available to us. The paper's second form, batch exploration
+// (penalising answers repeated within a batch), is not implemented:
+// `mode: batch` is refused by name.
+//
+// Config keys: beta (> 0, default 0.1), mode (historical; batch is refused),
+// weight (schedule mapping, default constant 1).
+//
+// Metrics (Observe): outcome_ucb/pairs (distinct (problem, answer) pairs
+// seen), outcome_ucb/answers_per_problem (their mean per problem seen).
+package outcomeucb
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/cde-rl/cde/core"
+)
+
+func init() {
+	core.RegisterStrategy("outcome_ucb", New)
+}
+
+// OutcomeUCB is the historical outcome bonus. It is Stateful: the counts
+// are saved in checkpoints. Not safe for concurrent use.
+type OutcomeUCB struct {
+	// Beta scales the bonus beta / sqrt(N).
+	Beta float64
+	// Weight is the schedule w_t.
+	Weight core.WeightSchedule
+
+	counts map[string]map[string]int // problem -> answer -> N
+}
+
+// New builds the strategy from a `strategies:` entry; it works with any
+// algorithm.
+func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
+	s := &OutcomeUCB{Beta: p.Float("beta", 0.1), counts: map[string]map[string]int{}}
+	p.Check(s.Beta > 0 && !math.IsInf(s.Beta, 0), "beta", "must be a finite number > 0, got %v", s.Beta)
+	mode := p.String("mode", "historical")
+	p.Check(mode == "historical", "mode", "%q is not implemented (only historical: the paper's batch exploration formula was not available to us)", mode)
+	w := p.Sub("weight")
+	s.Weight = core.ParseSchedule(w)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	if err := w.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Name returns "outcome_ucb".
+func (s *OutcomeUCB) Name() string { return "outcome_ucb" }
+
+// Needs asks for nothing: answer keys come with every rollout whose
+// verifier names answers.
+func (s *OutcomeUCB) Needs() core.Needs { return core.Needs{} }
+
+func problemKey(q *core.Sequence) string {
+	if q.ProblemID != "" {
+		return q.ProblemID
+	}
+	return "group:" + strconv.Itoa(q.Group)
+}
+
+// RewardBonus counts this step's (problem, answer) pairs, then returns
+// w_t * beta / sqrt(N) for every response with an answer and 0 for one
+// without.
+func (s *OutcomeUCB) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
+	for i := range r.Seqs {
+		q := &r.Seqs[i]
+		if q.AnswerKey == "" {
+			continue
+		}
+		k := problemKey(q)
+		if s.counts[k] == nil {
+			s.counts[k] = map[string]int{}
+		}
+		s.counts[k][q.AnswerKey]++
+	}
+	w := s.Weight.Weight(info.Step, info.TotalSteps)
+	out := make([]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		q := &r.Seqs[i]
+		if q.AnswerKey != "" {
+			out[i] = w * s.Beta / math.Sqrt(float64(s.counts[problemKey(q)][q.AnswerKey]))
+		}
+	}
+	return out, nil
+}
+
+// Observe reports the pairs seen and the answers per problem.
+func (s *OutcomeUCB) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
+	pairs := 0
+	for _, a := range s.counts {
+		pairs += len(a)
+	}
+	m := map[string]float64{"outcome_ucb/pairs": float64(pairs)}
+	if len(s.counts) > 0 {
+		m["outcome_ucb/answers_per_problem"] = float64(pairs) / float64(len(s.counts))
+	}
+	return m, nil
+}
+
+// Count is N(problem, answer) so far.
+func (s *OutcomeUCB) Count(problem, answer string) int { return s.counts[problem][answer] }
+
+// state is the checkpointed form: the counts, sorted.
+type state struct {
+	Version int        `json:"version"`
+	Rows    []stateRow `json:"counts"`
+}
+
+type stateRow struct {
+	Problem string `json:"problem"`
+	Answer  string `json:"answer"`
+	N       int    `json:"n"`
+}
+
+// SaveState serialises the counts as JSON, sorted by problem and answer.
+func (s *OutcomeUCB) SaveState() ([]byte, error) {
+	st := state{Version: 1, Rows: []stateRow{}}
+	for q, as := range s.counts {
+		for a, n := range as {
+			st.Rows = append(st.Rows, stateRow{q, a, n})
+		}
+	}
+	slices.SortFunc(st.Rows, func(x, y stateRow) int {
+		return cmp.Or(cmp.Compare(x.Problem, y.Problem), cmp.Compare(x.Answer, y.Answer))
+	})
+	return json.Marshal(st)
+}
+
+// LoadState restores counts saved by SaveState.
+func (s *OutcomeUCB) LoadState(data []byte) error {
+	var st state
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("outcome_ucb: state: %w", err)
+	}
+	if st.Version != 1 {
+		return fmt.Errorf("outcome_ucb: state version %d, want 1", st.Version)
+	}
+	counts := map[string]map[string]int{}
+	for _, r := range st.Rows {
+		if r.N < 1 || r.Answer == "" {
+			return fmt.Errorf("outcome_ucb: state: count %d of (%q, %q) out of range", r.N, r.Problem, r.Answer)
+		}
+		if counts[r.Problem] == nil {
+			counts[r.Problem] = map[string]int{}
+		}
+		if _, dup := counts[r.Problem][r.Answer]; dup {
+			return fmt.Errorf("outcome_ucb: state: (%q, %q) listed twice", r.Problem, r.Answer)
+		}
+		counts[r.Problem][r.Answer] = r.N
+	}
+	s.counts = counts
+	return nil
+}

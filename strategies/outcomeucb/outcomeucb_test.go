@@ -1,0 +1,100 @@
+package outcomeucb
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/core/strategytest"
+)
+
+func build(t *testing.T, m map[string]any) *OutcomeUCB {
+	t.Helper()
+	s, err := core.NewStrategy("outcome_ucb", core.NewParams("strategies[0]", m), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.(*OutcomeUCB)
+}
+
+// Worked by hand with beta 0.5, weight 1. Step 0: problem p answers 4, 4,
+// 5, "" (no answer) and problem q answers 4: N(p,4) = 2, N(p,5) = 1,
+// N(q,4) = 1, so bonuses 0.5/sqrt2, 0.5/sqrt2, 0.5, 0, 0.5. Step 1: p
+// answers 5 and 6: N(p,5) = 2, N(p,6) = 1: 0.5/sqrt2 and 0.5. A weight
+// schedule scales the bonus by w_t.
+func TestBonusByHand(t *testing.T) {
+	s := build(t, map[string]any{"beta": 0.5})
+	seq := func(p, a string) core.Sequence {
+		return core.Sequence{ProblemID: p, AnswerKey: a, Response: []int32{1}}
+	}
+	r0 := &core.Rollout{Seqs: []core.Sequence{seq("p", "4"), seq("p", "4"), seq("p", "5"), seq("p", ""), seq("q", "4")}}
+	got, err := s.RewardBonus(core.StepInfo{Step: 0, TotalSteps: 10}, r0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := 0.5 / math.Sqrt2
+	for i, want := range []float64{h, h, 0.5, 0, 0.5} {
+		if math.Abs(got[i]-want) > 1e-15 {
+			t.Errorf("step 0 seq %d: %v, want %v", i, got[i], want)
+		}
+	}
+	r1 := &core.Rollout{Seqs: []core.Sequence{seq("p", "5"), seq("p", "6")}}
+	got, _ = s.RewardBonus(core.StepInfo{Step: 1, TotalSteps: 10}, r1)
+	if math.Abs(got[0]-h) > 1e-15 || got[1] != 0.5 {
+		t.Errorf("step 1: %v, want [%v 0.5]", got, h)
+	}
+	m, _ := s.Observe(core.StepInfo{Step: 1}, r1)
+	if m["outcome_ucb/pairs"] != 4 || m["outcome_ucb/answers_per_problem"] != 2 {
+		t.Errorf("metrics %v", m)
+	}
+	// The weight scales it: linear 1 -> 0 at step 5 of 10 is 0.5.
+	lin := build(t, map[string]any{"beta": 0.5, "weight": map[string]any{"schedule": "linear", "w0": 1.0, "w_end": 0.0}})
+	got, _ = lin.RewardBonus(core.StepInfo{Step: 5, TotalSteps: 10}, &core.Rollout{Seqs: []core.Sequence{seq("p", "1")}})
+	if w := lin.Weight.Weight(5, 10); math.Abs(got[0]-w*0.5) > 1e-15 || w <= 0 || w >= 1 {
+		t.Errorf("weighted bonus %v at w %v", got[0], w)
+	}
+
+	// The counts survive a checkpoint.
+	data, err := s.SaveState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := build(t, map[string]any{"beta": 0.5})
+	if err := s2.LoadState(data); err != nil {
+		t.Fatal(err)
+	}
+	if s2.Count("p", "4") != 2 || s2.Count("p", "5") != 2 || s2.Count("p", "6") != 1 || s2.Count("q", "4") != 1 {
+		t.Errorf("restored counts: %v", s2.counts)
+	}
+	for _, bad := range []string{`{"version": 2}`, `{"version": 1, "counts": [{"problem": "p", "answer": "a", "n": 0}]}`,
+		`{"version": 1, "counts": [{"problem": "p", "answer": "a", "n": 1}, {"problem": "p", "answer": "a", "n": 2}]}`, `nope`} {
+		if err := s2.LoadState([]byte(bad)); err == nil {
+			t.Errorf("state %s loaded", bad)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	if b := build(t, nil); b.Beta != 0.1 {
+		t.Errorf("default beta %v", b.Beta)
+	}
+	for _, c := range []struct {
+		m    map[string]any
+		want string
+	}{
+		{map[string]any{"beta": 0.0}, "strategies[0].beta: must be a finite number > 0"},
+		{map[string]any{"mode": "batch"}, `strategies[0].mode: "batch" is not implemented`},
+		{map[string]any{"bits": 3}, "strategies[0].bits: unknown key"},
+	} {
+		if _, err := core.NewStrategy("outcome_ucb", core.NewParams("strategies[0]", c.m), nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.m, err, c.want)
+		}
+	}
+}
+
+// The strategy contract (core/strategytest), on rollouts with repeating
+// answers.
+func TestConformance(t *testing.T) {
+	strategytest.Run(t, func() core.Strategy { return build(t, map[string]any{"beta": 0.3}) }, strategytest.Options{Seed: 3, Steps: 4})
+}

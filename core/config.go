@@ -174,6 +174,10 @@ type EvalConfig struct {
 	// SetK is eval.set_k: samples per problem for the eval sets it names
 	// (the paper: 1 on MATH, 16 elsewhere); other sets use K ({}).
 	SetK map[string]int
+	// FinalK is eval.final_k: K at the evaluation after the last step, for
+	// the sets SetK does not name (0: K), so a run can end with pass@256
+	// without paying for 256 samples at every evaluation.
+	FinalK int
 }
 
 // KFor is the samples per problem of eval set name: eval.set_k's, else
@@ -181,6 +185,24 @@ type EvalConfig struct {
 func (e EvalConfig) KFor(name string) int {
 	if k, ok := e.SetK[name]; ok {
 		return k
+	}
+	return e.K
+}
+
+// KAt is KFor at an evaluation, the final one when final is set: there
+// eval.final_k (when set) replaces eval.k.
+func (e EvalConfig) KAt(name string, final bool) int {
+	if _, ok := e.SetK[name]; !ok && final && e.FinalK > 0 {
+		return e.FinalK
+	}
+	return e.KFor(name)
+}
+
+// MeanK is the k that names the means over sets (val/mean/avg@k): eval.k,
+// or eval.final_k at the final evaluation when set.
+func (e EvalConfig) MeanK(final bool) int {
+	if final && e.FinalK > 0 {
+		return e.FinalK
 	}
 	return e.K
 }
@@ -241,7 +263,7 @@ train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         checkpoint_every: 10, keep_checkpoints: 2}
 algorithm: {name: grpo}
 strategies: []
-eval: {every: 20, k: 4, set_k: {}, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
+eval: {every: 20, k: 4, set_k: {}, final_k: 0, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
 pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.35, eval_k: 2,
            eval_max_problems: 64, seed: 0, dir: runs/base}
 `
@@ -599,6 +621,8 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		AtStart: e.Bool("at_start", true), Details: e.Bool("details", true)}
 	e.Check(c.Eval.Every >= 0, "every", "must be >= 0, got %d", c.Eval.Every)
 	e.Check(c.Eval.K >= 1 && c.Eval.K <= MaxEvalK, "k", "must be in [1, %d], got %d", MaxEvalK, c.Eval.K)
+	c.Eval.FinalK = e.Int("final_k", 0)
+	e.Check(c.Eval.FinalK >= 0 && c.Eval.FinalK <= MaxEvalK, "final_k", "must be in [0, %d] (0: eval.k), got %d", MaxEvalK, c.Eval.FinalK)
 	e.Check(c.Eval.Temperature > 0 && c.Eval.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Eval.Temperature)
 	e.Check(c.Eval.MaxProblems >= 0, "max_problems", "must be >= 0, got %d", c.Eval.MaxProblems)
 	if raw, ok := e.Raw("sets"); ok && raw != nil {

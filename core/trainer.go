@@ -60,6 +60,9 @@ type Trainer struct {
 
 	needs   Needs
 	metrics *os.File
+	// finalEval is set during the evaluation after the last step
+	// (eval.final_k applies).
+	finalEval bool
 	// synced is set once the servers were given the policy in this Run.
 	synced bool
 }
@@ -160,7 +163,10 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 		return ctx.Err()
 	}
 	m := map[string]float64{}
-	if err := t.Evaluate(total, m); err != nil {
+	t.finalEval = true
+	err = t.Evaluate(total, m)
+	t.finalEval = false
+	if err != nil {
 		return err
 	}
 	if err := t.writeMetrics(total, m); err != nil {
@@ -919,7 +925,7 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		if len(problems) == 0 {
 			continue
 		}
-		k := c.Eval.KFor(set.Name)
+		k := c.Eval.KAt(set.Name, t.finalEval)
 		ks := CurveKs(k)
 		r, _, err := t.rollout(step, problems, k, c.Eval.Temperature, Mix(c.Seed, seedEval, uint64(step), uint64(si)), Needs{}, nil)
 		if err != nil {
@@ -954,7 +960,7 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 			}
 			dm := float64(sum) / float64(len(per))
 			m[fmt.Sprintf("val/%s/distinct@%d", set.Name, k)] = dm
-			if k == c.Eval.K {
+			if k == c.Eval.MeanK(t.finalEval) {
 				distincts = append(distincts, dm)
 			}
 		}
@@ -1031,9 +1037,9 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 			m[fmt.Sprintf("val/mean/maj@%d", kj)] = Mean(vals)
 		}
 		if len(distincts) > 0 {
-			m[fmt.Sprintf("val/mean/distinct@%d", c.Eval.K)] = Mean(distincts)
+			m[fmt.Sprintf("val/mean/distinct@%d", c.Eval.MeanK(t.finalEval))] = Mean(distincts)
 		}
-		k := c.Eval.K
+		k := c.Eval.MeanK(t.finalEval)
 		m[fmt.Sprintf("val/mean/avg@%d", k)] = Mean(avgs)
 		ev := t.Log.Info().Int("step", step).Float64("avg@k", Mean(avgs)).Int("k", k)
 		if p, ok := m[fmt.Sprintf("val/mean/pass@%d", k)]; ok {

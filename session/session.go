@@ -146,7 +146,7 @@ func estimateRun(cfg *core.Config, t *core.Trainer, policy xla.ModelConfig, valu
 			if cfg.Eval.MaxProblems > 0 {
 				n = min(n, cfg.Eval.MaxProblems)
 			}
-			evalRows = max(evalRows, n*cfg.Eval.KFor(set.Name))
+			evalRows = max(evalRows, n*cfg.Eval.KFor(set.Name), n*cfg.Eval.KAt(set.Name, true))
 		}
 	}
 	return EstimateMemory(cfg, policy, valueHeads, evalRows)

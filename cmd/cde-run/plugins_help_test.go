@@ -13,7 +13,7 @@ func TestPluginsHelpListsAlgorithms(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	want := "(one of: dr_grpo, grpo, grpo_passk, ppo, reinforce_pp, reinforce_pp_baseline, rloo)"
+	want := "(one of: dr_grpo, grpo, grpo_passk, maxrl, ppo, reinforce_pp, reinforce_pp_baseline, rloo, rs_grpo)"
 	if !strings.Contains(string(out), want) || !strings.Contains(string(out), "-algorithm-params") {
 		t.Fatalf("help does not list %s and --algorithm-params:\n%s", want, out)
 	}

@@ -12,13 +12,8 @@ import (
 // coefficient. It requires 1 <= k <= n and 0 <= c <= n; otherwise it returns
 // an error.
 func PassAtK(n, c, k int) (float64, error) {
-	switch {
-	case n < 1:
-		return 0, fmt.Errorf("pass@k: n = %d samples, want at least 1", n)
-	case k < 1 || k > n:
-		return 0, fmt.Errorf("pass@k: k = %d, want 1 <= k <= n = %d", k, n)
-	case c < 0 || c > n:
-		return 0, fmt.Errorf("pass@k: c = %d correct, want 0 <= c <= n = %d", c, n)
+	if err := checkNCK("pass@k", n, c, k); err != nil {
+		return 0, err
 	}
 	if n-c < k {
 		// Every draw of k samples contains a correct one.
@@ -116,4 +111,18 @@ func AUROC(scores []float64, positive []bool) float64 {
 		lo = hi
 	}
 	return wins / (float64(nPos) * float64(nNeg))
+}
+
+// checkNCK checks the arguments of an unbiased estimator of k samples out
+// of n, c of them correct: 1 <= k <= n and 0 <= c <= n.
+func checkNCK(what string, n, c, k int) error {
+	switch {
+	case n < 1:
+		return fmt.Errorf("%s: n = %d samples, want at least 1", what, n)
+	case k < 1 || k > n:
+		return fmt.Errorf("%s: k = %d, want 1 <= k <= n = %d", what, k, n)
+	case c < 0 || c > n:
+		return fmt.Errorf("%s: c = %d correct, want 0 <= c <= n = %d", what, c, n)
+	}
+	return nil
 }

@@ -1,7 +1,5 @@
 package core
 
-import "fmt"
-
 // AnswerKeyer is implemented by a verifier that can name a response's
 // final answer: AnswerKey is the extracted answer normalised so that two
 // answers the verifier judges alike have the same key, and "" when the
@@ -35,13 +33,8 @@ func DistinctCorrect(keys []string, correct []bool) int {
 // samples drawn without replacement from its n, c of them correct, are all
 // correct, C(c, k) / C(n, k) (0 when c < k).
 func PassHatK(n, c, k int) (float64, error) {
-	switch {
-	case n < 1:
-		return 0, fmt.Errorf("pass^k: n = %d samples, want at least 1", n)
-	case k < 1 || k > n:
-		return 0, fmt.Errorf("pass^k: k = %d, want 1 <= k <= n = %d", k, n)
-	case c < 0 || c > n:
-		return 0, fmt.Errorf("pass^k: c = %d correct, want 0 <= c <= n = %d", c, n)
+	if err := checkNCK("pass^k", n, c, k); err != nil {
+		return 0, err
 	}
 	p := 1.0
 	for i := range k {

@@ -1,5 +1,5 @@
 // Package all registers every in-tree exploration strategy (adaptive_entropy,
-// clip_cov, entropy, forking_tokens, kl_cov, multihead, outcome_ucb, ppl, simhash):
+// clip_cov, elliptical, entropy, forking_tokens, kl_cov, multihead, outcome_ucb, ppl, simhash):
 // import it for its side effect,
 // `import _ "github.com/cde-rl/cde/strategies/all"`.
 package all
@@ -7,6 +7,7 @@ package all
 import (
 	_ "github.com/cde-rl/cde/strategies/adaptiveentropy"
 	_ "github.com/cde-rl/cde/strategies/clipcov"
+	_ "github.com/cde-rl/cde/strategies/elliptical"
 	_ "github.com/cde-rl/cde/strategies/entropy"
 	_ "github.com/cde-rl/cde/strategies/forking"
 	_ "github.com/cde-rl/cde/strategies/klcov"

@@ -199,3 +199,52 @@ func writePowerSection(b *strings.Builder, rows []powerRow) {
 			fmtNum(r.m.se(r.m.Seeds, r.m.Problems)), fmtNum(r.m.mde(r.m.Seeds, r.m.Problems)), fmtNum(r.observed), paper, powered, forPaper, seeds(r.observed))
 	}
 }
+
+// Plan writes, from the finished runs in o.Dir as a pilot, a power table
+// for a bench of seeds seeds on the same problems: per claim, the minimum
+// detectable effect now and with seeds, and the seeds each claim's
+// paper_effect and its observed effect need (`cde-run bench --plan N`).
+func Plan(spec *Spec, o Options, seeds int) (string, error) {
+	if seeds < 1 {
+		return "", fmt.Errorf("bench: --plan %d: want a number of seeds >= 1", seeds)
+	}
+	if err := spec.Validate(o.Dir, o.Only...); err != nil {
+		return "", err
+	}
+	runs, _, err := loadRuns(spec, o.Dir)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Power plan from the finished runs in %s (the pilot) for %d seeds on the same problems: the minimum detectable effect (MDE, "+
+		"80%% power, two-sided 0.05, normal approximation) and the seeds that reach an effect.\n\n", o.Dir, seeds)
+	b.WriteString("| claim | pilot S | P | MDE now | MDE with the planned seeds | paper's effect | seeds for it | observed d | seeds for it |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range spec.Claims {
+		v, ps, design := judgeClaim(c, o.Dir, runs)
+		m, ok := fitPower(ps, design == Crossed)
+		if !ok {
+			fmt.Fprintf(&b, "| %s | %d | - | - | - | - | - | - | - |\n", c.Name, len(ps))
+			continue
+		}
+		seedsFor := func(delta float64) string {
+			n, ok := m.seedsFor(math.Abs(delta), m.Problems)
+			if !ok {
+				return "not reachable"
+			}
+			return fmt.Sprint(n)
+		}
+		P, paper, forPaper, obs, forObs := "-", "-", "-", "-", "-"
+		if m.Problems > 0 {
+			P = fmt.Sprint(m.Problems)
+		}
+		if c.PaperEffect != nil {
+			paper, forPaper = fmtNum(*c.PaperEffect), seedsFor(*c.PaperEffect)
+		}
+		if v.DeltaMean != nil {
+			obs, forObs = fmtNum(*v.DeltaMean), seedsFor(*v.DeltaMean)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, m.Seeds, P,
+			fmtNum(m.mde(m.Seeds, m.Problems)), fmtNum(m.mde(seeds, m.Problems)), paper, forPaper, obs, forObs)
+	}
+	return b.String(), nil
+}

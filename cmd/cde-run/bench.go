@@ -21,7 +21,7 @@ import (
 
 // cmdBench wires the flags of `cde-run bench` to package bench.
 func cmdBench(args []string) int {
-	fs := newFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--executor local|slurm [--detach]] [--report-only] [--worker base|N]")
+	fs := newFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--executor local|slurm [--detach]] [--report-only] [--plan N] [--worker base|N]")
 	file := fs.String("c", "", "the bench file (arms x seeds over a base config; docs/bench.md), or a shipped preset by name from any directory: smoke, paper-countdown, paper-small, zoo-small, zoo-estimators")
 	fs.StringVar(file, "config", "", "same as -c")
 	out := fs.String("out", "", "results directory (default bench-results/<bench file stem>)")
@@ -32,6 +32,7 @@ func cmdBench(args []string) int {
 	executor := fs.String("executor", "", "where the arm-seeds train: local (child processes, --jobs at a time) or slurm (a Slurm job array; docs/bench.md); default: the bench file's executor.name, else local")
 	detach := fs.Bool("detach", false, "with slurm: submit the jobs, record them in DIR and return; the same command again follows them and writes the report")
 	worker := fs.String("worker", "", "internal, what a Slurm job runs: base (the base policies and evaluations) or N (arm-seed number N)")
+	plan := fs.Int("plan", 0, "print a power plan for N seeds from the finished runs in DIR as the pilot (the report's Power table, projected); train nothing")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -67,6 +68,13 @@ func cmdBench(args []string) int {
 		}
 		if *jobs > 1 {
 			o.Command += fmt.Sprintf(" --jobs %d", *jobs)
+		}
+		if *plan != 0 {
+			table, err := bench.Plan(spec, o, *plan)
+			if err == nil {
+				fmt.Print(table)
+			}
+			return err
 		}
 		if *worker != "" {
 			if o.Exe, err = os.Executable(); err != nil {

@@ -154,3 +154,38 @@ arms:
 		t.Fatal(err)
 	}
 }
+
+// bench --plan on the committed paper-countdown runs: with the pilot's own
+// 5 seeds the planned MDE equals the current one and the report's Power
+// table; with 20 seeds it is smaller wherever seeds carry variance.
+func TestBenchPlan(t *testing.T) {
+	dir := filepath.Join("..", "..", "docs", "results", "paper-countdown")
+	run := func(n string) map[string][]string {
+		out, err := exec.Command(cdeRun, "bench", "-c", "paper-countdown", "--out", dir, "--plan", n).Output()
+		if err != nil {
+			t.Fatalf("--plan %s: %v\n%s", n, err, out)
+		}
+		rows := map[string][]string{}
+		for _, l := range strings.Split(string(out), "\n") {
+			f := strings.Split(l, " | ")
+			if len(f) == 9 && strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "| claim") {
+				rows[strings.TrimPrefix(f[0], "| ")] = f
+			}
+		}
+		return rows
+	}
+	five, twenty := run("5"), run("20")
+	const claim = "Staircase beats no decay (avg@64)"
+	if len(five) != 19 || five[claim][3] != five[claim][4] || five[claim][3] != "0.00984" {
+		t.Fatalf("--plan 5: %d rows; %q", len(five), five[claim])
+	}
+	now, _ := strconv.ParseFloat(twenty[claim][3], 64)
+	planned, _ := strconv.ParseFloat(twenty[claim][4], 64)
+	if !(planned < now) || twenty[claim][5] != "0.024" || twenty[claim][6] != "3" {
+		t.Errorf("--plan 20: %q", twenty[claim])
+	}
+	if out, err := exec.Command(cdeRun, "bench", "-c", "paper-countdown", "--out", dir, "--plan", "-2").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "--plan -2: want a number of seeds >= 1") {
+		t.Errorf("--plan -2: %v\n%s", err, out)
+	}
+}

@@ -70,3 +70,35 @@ func HeadStd(r *Rollout) (std float64, ok bool) {
 	}
 	return sum / float64(n), true
 }
+
+// ExplainedVariance is the critic's explained variance over the batch's
+// valid tokens (CleanRL's diagnostic): 1 - Var(R - V) / Var(R), with V the
+// mean of a token's value heads (as the rollout scored them, before the
+// update) and R its return (the critic's target); population variances.
+// 1 is a perfect critic, 0 one no better than a constant, below 0 worse.
+// ok is false without values or returns, or when Var(R) is 0.
+func ExplainedVariance(r *Rollout) (ev float64, ok bool) {
+	var res, ret []float64
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		if len(s.Values) != len(s.Returns) {
+			continue
+		}
+		for t, v := range s.Values {
+			if len(v) == 0 {
+				continue
+			}
+			res = append(res, s.Returns[t]-Mean(v))
+			ret = append(ret, s.Returns[t])
+		}
+	}
+	if len(ret) == 0 {
+		return 0, false
+	}
+	vr := PopStd(ret)
+	if vr == 0 {
+		return 0, false
+	}
+	e := PopStd(res)
+	return 1 - e*e/(vr*vr), true
+}

@@ -82,3 +82,26 @@ func TestHeadStd(t *testing.T) {
 		})
 	}
 }
+
+// Explained variance worked by hand: head means V = 1, 2, 3 (heads (0, 2),
+// (2, 2), (3, 3)), returns 1, 3, 5: R - V = 0, 1, 2 with variance 2/3;
+// Var(R) = 8/3; EV = 1 - (2/3)/(8/3) = 0.75. Constant returns: none.
+func TestExplainedVariance(t *testing.T) {
+	r := &Rollout{ValueHeads: 2, Seqs: []Sequence{
+		{Response: []int32{1, 2}, Values: [][]float64{{0, 2}, {2, 2}}, Returns: []float64{1, 3}},
+		{Response: []int32{1}, Values: [][]float64{{3, 3}}, Returns: []float64{5}},
+	}}
+	if ev, ok := ExplainedVariance(r); !ok || math.Abs(ev-0.75) > 1e-15 {
+		t.Errorf("EV %v %v, want 0.75", ev, ok)
+	}
+	r.Seqs[0].Returns, r.Seqs[1].Returns = []float64{2, 2}, []float64{2}
+	if _, ok := ExplainedVariance(r); ok {
+		t.Error("EV of constant returns")
+	}
+	m := map[string]float64{}
+	r.Seqs[0].Returns, r.Seqs[1].Returns = []float64{1, 3}, []float64{5}
+	RolloutMetrics(r, m)
+	if math.Abs(m["critic/explained_variance"]-0.75) > 1e-15 {
+		t.Errorf("RolloutMetrics: %v", m["critic/explained_variance"])
+	}
+}

@@ -857,6 +857,9 @@ func RolloutMetrics(r *Rollout, m map[string]float64) {
 		if std, ok := HeadStd(r); ok {
 			m["critic/head_std"] = std
 		}
+		if ev, ok := ExplainedVariance(r); ok {
+			m["critic/explained_variance"] = ev
+		}
 	}
 }
 

@@ -60,8 +60,10 @@ type ActorUpdate struct {
 	EntropyCoef       float64
 	KLCoef            float64
 	KLEstimator       string // k1 | k2 | k3 ("" = k3)
-	Temperature       float64
-	Seed              uint64
+	// PolicyLoss is one of PolicyLosses ("" = ppo).
+	PolicyLoss  string
+	Temperature float64
+	Seed        uint64
 }
 
 // ReferenceScorer is an optional Backend capability: the per-token

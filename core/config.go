@@ -122,7 +122,9 @@ type TrainConfig struct {
 	// else > 1).
 	ClipRatioC float64
 	// RatioLevel is train.ratio_level: token | sequence (GSPO) (token).
-	RatioLevel      string
+	RatioLevel string
+	// PolicyLoss is train.policy_loss: ppo | cispo | gmpo (ppo).
+	PolicyLoss      string
 	DynamicSampling DynamicSamplingConfig // train.dynamic_sampling
 	Overlong        OverlongConfig        // train.overlong
 	MaxGradNorm     float64               // train.max_grad_norm (1.0)
@@ -256,7 +258,7 @@ rollout: {n: 8, temperature: 1.0, max_response_tokens: 48,
 train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         ppo_epochs: 1, minibatches: 1, micro_batch_size: 0, clip_low: 0.2, clip_high: 0.2,
         entropy_coef: 0.0, kl_coef: 0.0, kl_estimator: k3, kl_mode: loss,
-        loss_agg_mode: token-mean, clip_ratio_c: 0.0, ratio_level: token,
+        loss_agg_mode: token-mean, clip_ratio_c: 0.0, ratio_level: token, policy_loss: ppo,
         dynamic_sampling: {enabled: false, max_extra_batches: 4},
         overlong: {buffer: 0, penalty: 1.0},
         max_grad_norm: 1.0, value_heads: 1, critic_init: policy, critic_warmup: 0,
@@ -567,6 +569,10 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		LossAggMode: t.OneOf("loss_agg_mode", AggTokenMean, LossAggModes...),
 		ClipRatioC:  t.Float("clip_ratio_c", 0),
 		RatioLevel:  t.OneOf("ratio_level", RatioToken, RatioToken, RatioSequence),
+		PolicyLoss:  t.OneOf("policy_loss", LossPPO, PolicyLosses...),
+	}
+	if err := CheckPolicyLoss(c.Train.PolicyLoss, c.Train.RatioLevel, c.Train.ClipRatioC); err != nil {
+		t.Fail("policy_loss", "%s", strings.TrimPrefix(err.Error(), "train.policy_loss "))
 	}
 	ds := t.Sub("dynamic_sampling")
 	c.Train.DynamicSampling = DynamicSamplingConfig{Enabled: ds.Bool("enabled", false), MaxExtraBatches: ds.Int("max_extra_batches", 4)}

@@ -38,6 +38,28 @@ const (
 	RatioSequence = "sequence"
 )
 
+// Policy losses (train.policy_loss).
+const (
+	// LossPPO is PPO's clipped surrogate (with GSPO's sequence ratio and
+	// the dual clip as options).
+	LossPPO = "ppo"
+	// LossCISPO is MiniMax-M1's clipped importance-sampling policy
+	// optimisation (arXiv 2506.13585, its equations 4 and 5): per token
+	// -sg[clip(rho, 1 - clip_low, 1 + clip_high)] * A * log pi(o_t), so
+	// every token keeps its gradient, scaled by the clipped ratio.
+	LossCISPO = "cispo"
+	// LossGMPO is geometric-mean policy optimisation (Zhao et al. 2025,
+	// arXiv 2507.20673; verl's "geo_mean" loss): per sequence, the
+	// geometric mean of the token ratios, each clipped in log space to
+	// [-clip_low, clip_high] on the side its advantage's sign makes
+	// pessimistic, times the sequence's mean advantage; the mean over
+	// sequences (loss_agg_mode does not apply to it).
+	LossGMPO = "gmpo"
+)
+
+// PolicyLosses lists the policy losses.
+var PolicyLosses = []string{LossPPO, LossCISPO, LossGMPO}
+
 // KL estimators (train.kl_estimator), from J. Schulman, "Approximating KL
 // Divergence" (2020): with log r = log pi_ref(o_t) - log pi(o_t), samples
 // from pi,
@@ -63,6 +85,7 @@ type PolicyLossOptions struct {
 	// MaxResponseTokens is Lmax of seq-mean-token-sum-norm.
 	MaxResponseTokens int
 	KLEstimator       string // train.kl_estimator (k3 when empty)
+	Loss              string // train.policy_loss (ppo when empty)
 }
 
 // LossSeq is one sequence's per-token inputs to the actor loss; all have the
@@ -136,6 +159,13 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 	if level != RatioToken && level != RatioSequence {
 		return res, fmt.Errorf("policy loss: train.ratio_level %q: want token or sequence", level)
 	}
+	loss := o.Loss
+	if loss == "" {
+		loss = LossPPO
+	}
+	if err := CheckPolicyLoss(loss, level, o.ClipRatioC); err != nil {
+		return res, fmt.Errorf("policy loss: %w", err)
+	}
 	if agg == AggSeqMeanTokenSumNorm && o.MaxResponseTokens < 1 {
 		return res, fmt.Errorf("policy loss: %s needs rollout.max_response_tokens >= 1", agg)
 	}
@@ -184,13 +214,40 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 			seqLogRatio, seqClamped = clampLogRatio(seqLogRatio)
 		}
 		res.PGCoef[i] = make([]float64, T)
+		if loss == LossGMPO {
+			if s.PGWeight != nil || s.AbsKLCoef != nil {
+				return res, fmt.Errorf("policy loss: sequence %d: gmpo is a sequence-level loss; token-loss strategies cannot weight it", i)
+			}
+			pg, frac := gmpoSequence(s, lo, hi, res.PGCoef[i], 1/B)
+			res.PGLoss += pg / B
+			res.ClipFrac += frac / float64(N)
+		}
 		for t := range T {
+			if loss == LossGMPO {
+				break
+			}
 			A := s.Advantages[t]
 			logRatio, clamped := seqLogRatio, seqClamped
 			if level == RatioToken {
 				logRatio, clamped = clampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
 			}
 			rho := math.Exp(logRatio)
+			if loss == LossCISPO {
+				// -sg[clip(rho)] * A * new_t: its gradient is -clip(rho) * A
+				// whatever rho is (the weight is a constant).
+				c := math.Min(math.Max(rho, lo), hi)
+				if c != rho {
+					res.ClipFrac += 1 / float64(N)
+				}
+				g := 1.0
+				if s.PGWeight != nil {
+					g = s.PGWeight[t]
+				}
+				res.PGLoss += w * g * -c * A * s.NewLogProbs[t]
+				res.PGCoef[i][t] = w * g * -c * A
+				res.addAbsKL(s, i, t, w)
+				continue
+			}
 			loss1 := -A * rho
 			loss2 := -A * math.Min(math.Max(rho, lo), hi)
 			pg := loss1
@@ -216,17 +273,7 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 			}
 			res.PGLoss += w * g * pg
 			res.PGCoef[i][t] = w * g * grad * rho
-			if s.AbsKLCoef != nil {
-				d := s.NewLogProbs[t] - s.OldLogProbs[t]
-				sign := 0.0
-				if d > 0 {
-					sign = 1
-				} else if d < 0 {
-					sign = -1
-				}
-				res.PGLoss += w * s.AbsKLCoef[t] * math.Abs(d)
-				res.PGCoef[i][t] += w * s.AbsKLCoef[t] * sign
-			}
+			res.addAbsKL(s, i, t, w)
 		}
 		if s.RefLogProbs == nil {
 			continue
@@ -243,6 +290,90 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// addAbsKL adds KL-Cov's term w * AbsKLCoef[t] * |new_t - old_t| (the
+// unclamped log-ratio; its derivative is sign(new_t - old_t), 0 at 0).
+func (res *PolicyLossResult) addAbsKL(s LossSeq, i, t int, w float64) {
+	if s.AbsKLCoef == nil {
+		return
+	}
+	d := s.NewLogProbs[t] - s.OldLogProbs[t]
+	sign := 0.0
+	if d > 0 {
+		sign = 1
+	} else if d < 0 {
+		sign = -1
+	}
+	res.PGLoss += w * s.AbsKLCoef[t] * math.Abs(d)
+	res.PGCoef[i][t] += w * s.AbsKLCoef[t] * sign
+}
+
+// gmpoSequence is GMPO's loss of one sequence, pg = -mean_t(A_t) *
+// exp(mean_t s_t) with
+//
+//	d_t = clamp(new_t - old_t),  c_t = clip(d_t, -clip_low, clip_high)
+//	s_t = sgn(A_t) * min(sgn(A_t) d_t, sgn(A_t) c_t)
+//
+// (verl's compute_policy_loss_geo_mean: the log-ratio clipped where
+// clipping lowers the objective; lo and hi are 1 - clip_low and 1 +
+// clip_high), and fills
+// coef[t] = scale * d pg / d new_t: d s_t / d d_t is 1 where the unclipped
+// branch holds and 0 where the clipped one does, or sgn(A_t) is 0, or d_t
+// was clamped. frac counts the tokens where the clipped branch holds.
+func gmpoSequence(s LossSeq, lo, hi float64, coef []float64, scale float64) (pg, frac float64) {
+	T := len(s.NewLogProbs)
+	low, high := 1-lo, hi-1 // clip_low, clip_high
+	sum, adv := 0.0, 0.0
+	ds := make([]float64, T)
+	for t := range T {
+		A := s.Advantages[t]
+		adv += A
+		d, clamped := clampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
+		c := math.Min(math.Max(d, -low), high)
+		sgn := 0.0
+		if A > 0 {
+			sgn = 1
+		} else if A < 0 {
+			sgn = -1
+		}
+		st := sgn * math.Min(sgn*d, sgn*c)
+		sum += st
+		switch {
+		case sgn == 0:
+		case sgn*c < sgn*d:
+			frac++ // the clipped branch, a constant
+		case !clamped:
+			ds[t] = 1
+		}
+	}
+	ratio := math.Exp(sum / float64(T))
+	mean := adv / float64(T)
+	pg = -mean * ratio
+	for t := range T {
+		coef[t] = scale * pg * ds[t] / float64(T)
+	}
+	return pg, frac
+}
+
+// CheckPolicyLoss reports a train.policy_loss that does not combine with
+// the other keys: CISPO and GMPO take the token ratio (train.ratio_level:
+// token) and no dual clip (train.clip_ratio_c: 0), which belong to PPO's
+// surrogate.
+func CheckPolicyLoss(loss, ratioLevel string, clipRatioC float64) error {
+	switch loss {
+	case "", LossPPO:
+		return nil
+	case LossCISPO, LossGMPO:
+		if ratioLevel == RatioSequence {
+			return fmt.Errorf("train.policy_loss %s: train.ratio_level sequence (GSPO) belongs to the ppo loss; set ratio_level: token", loss)
+		}
+		if clipRatioC != 0 {
+			return fmt.Errorf("train.policy_loss %s: train.clip_ratio_c (the dual clip) belongs to the ppo loss; set it to 0", loss)
+		}
+		return nil
+	}
+	return fmt.Errorf("train.policy_loss %q: unknown (known: %v)", loss, PolicyLosses)
 }
 
 // KLEstimate returns the estimator's value at log r = log pi_ref - log pi

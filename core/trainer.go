@@ -514,10 +514,18 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	// Critic warm-up: the first train.critic_warmup steps leave the actor
 	// as it is and only fit the critic (actor/updated 0).
 	if step >= c.Train.CriticWarmup {
+		if c.Train.PolicyLoss == LossGMPO {
+			for i := range r.Seqs {
+				if r.Seqs[i].PGWeight != nil || r.Seqs[i].AbsKLCoef != nil {
+					return fmt.Errorf("train.policy_loss gmpo is a sequence-level loss: the per-token weights of a token-loss strategy " +
+						"(clip_cov, kl_cov, forking_tokens, a plugin's token loss) or of rollout.tis_cap cannot apply to it")
+				}
+			}
+		}
 		am, err := t.Backend.UpdateActor(r, ActorUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches, MicroBatchSize: c.Train.MicroBatchSize,
 			ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, ClipRatioC: c.Train.ClipRatioC,
 			LossAggMode: c.Train.LossAggMode, RatioLevel: c.Train.RatioLevel, MaxResponseTokens: c.Rollout.MaxResponseTokens,
-			EntropyCoef: lossTerms.EntropyCoef, KLCoef: klCoef, KLEstimator: c.Train.KLEstimator,
+			EntropyCoef: lossTerms.EntropyCoef, KLCoef: klCoef, KLEstimator: c.Train.KLEstimator, PolicyLoss: c.Train.PolicyLoss,
 			Temperature: c.Rollout.Temperature, Seed: Mix(c.Seed, seedActor, uint64(step))})
 		if err != nil {
 			return err

@@ -145,7 +145,7 @@ func shapeLoss(cfg *core.Config, r *core.Rollout, o *ShapeOutput) error {
 	}
 	res, err := core.PolicyLoss(seqs, core.PolicyLossOptions{ClipLow: tc.ClipLow, ClipHigh: tc.ClipHigh,
 		ClipRatioC: tc.ClipRatioC, AggMode: tc.LossAggMode, RatioLevel: tc.RatioLevel,
-		MaxResponseTokens: cfg.Rollout.MaxResponseTokens, KLEstimator: tc.KLEstimator})
+		MaxResponseTokens: cfg.Rollout.MaxResponseTokens, KLEstimator: tc.KLEstimator, Loss: tc.PolicyLoss})
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,10 @@ const (
 	hKLk1
 	hKLk2
 	hKLk3
+	// Policy loss (train.policy_loss): one-hot weights of ppo, cispo, gmpo.
+	hLossPPO
+	hLossCISPO
+	hLossGMPO
 	// Micro-batching (train.micro_batch_size): the whole minibatch's
 	// denominators, which one micro-batch cannot count (0: count them in
 	// the graph, the minibatch is one pass), namely N and B of the
@@ -512,11 +516,37 @@ func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node
 	kl := graph.Add(graph.Add(graph.Mul(hyperAt(hyper, hKLk1), k1), graph.Mul(hyperAt(hyper, hKLk2), k2)),
 		graph.Mul(hyperAt(hyper, hKLk3), k3))
 
+	// CISPO (core.LossCISPO): -sg[clip(rho)] * A * logp at the token ratio.
+	tokRatio := graph.Exp(tokLogRatio)
+	cispoW := graph.StopGradient(graph.Min(graph.Max(tokRatio, lo), hi))
+	pgCISPO := graph.Neg(graph.Mul(graph.Mul(cispoW, adv), graph.Where(valid, logp, zeros)))
+	fracCISPO := graph.ConvertDType(graph.NotEqual(cispoW, tokRatio), dtypes.Float32)
+
 	// Token weights (core.TokenLoss): PGWeight on the surrogate, KL-Cov's
 	// |log-ratio| (unclamped; d|x|/dx = sign(x), 0 at 0) with AbsKLCoef.
-	pg = graph.Add(graph.Mul(pgW, pg), graph.Mul(absKL, graph.Abs(diff)))
+	absTerm := graph.Mul(absKL, graph.Abs(diff))
+	pg = graph.Add(graph.Mul(pgW, pg), absTerm)
+	pgCISPO = graph.Add(graph.Mul(pgW, pgCISPO), absTerm)
 
-	a := actorTerms{pg: agg(pg), clipFrac: graph.Div(graph.ReduceAllSum(graph.Mul(clipFrac, mask)), nTok), ent: agg(ent), kl: agg(kl), nTok: nTok}
+	// GMPO (core.LossGMPO): per row, -mean(A) * exp(mean(s)) with s the
+	// log-ratio clipped to [-clip_low, clip_high] on the pessimistic side
+	// of sign(A); the mean over rows. Token weights do not apply (the
+	// trainer refuses token-loss strategies with it).
+	sgn := graph.Where(graph.GreaterThan(adv, zeros), graph.OnesLike(adv),
+		graph.Where(graph.LessThan(adv, zeros), graph.Neg(graph.OnesLike(adv)), zeros))
+	dClip := graph.Min(graph.Max(tokLogRatio, graph.Neg(hyperAt(hyper, hClipLow))), hyperAt(hyper, hClipHigh))
+	sTok := graph.Mul(sgn, graph.Min(graph.Mul(sgn, tokLogRatio), graph.Mul(sgn, dClip)))
+	sMean := graph.Div(graph.ReduceSum(graph.Mul(sTok, mask), 1), lensSafe)  // [B]
+	advMean := graph.Div(graph.ReduceSum(graph.Mul(adv, mask), 1), lensSafe) // [B]
+	rowValid := graph.ConvertDType(graph.GreaterThan(lens, graph.ZerosLike(lens)), dtypes.Float32)
+	pgGMPO := graph.Div(graph.ReduceAllSum(graph.Mul(graph.Neg(graph.Mul(advMean, graph.Exp(sMean))), rowValid)), bRows)
+	fracGMPO := graph.ConvertDType(graph.LessThan(graph.Mul(sgn, dClip), graph.Mul(sgn, tokLogRatio)), dtypes.Float32)
+
+	fPPO, fCISPO, fGMPO := hyperAt(hyper, hLossPPO), hyperAt(hyper, hLossCISPO), hyperAt(hyper, hLossGMPO)
+	pgLoss := graph.Add(graph.Add(graph.Mul(fPPO, agg(pg)), graph.Mul(fCISPO, agg(pgCISPO))), graph.Mul(fGMPO, pgGMPO))
+	clipFrac = graph.Add(graph.Add(graph.Mul(fPPO, clipFrac), graph.Mul(fCISPO, fracCISPO)), graph.Mul(fGMPO, fracGMPO))
+
+	a := actorTerms{pg: pgLoss, clipFrac: graph.Div(graph.ReduceAllSum(graph.Mul(clipFrac, mask)), nTok), ent: agg(ent), kl: agg(kl), nTok: nTok}
 	a.loss = graph.Sub(a.pg, graph.Mul(hyperAt(hyper, hEntCoef), a.ent))
 	a.loss = graph.Add(a.loss, graph.Mul(hyperAt(hyper, hKLCoef), a.kl))
 	return a
@@ -555,6 +585,17 @@ func actorHyper(hyper []float32, u core.ActorUpdate) error {
 		hyper[hSeqRatio] = 1
 	default:
 		return fmt.Errorf("config: train.ratio_level: unknown value %q (known: token, sequence)", u.RatioLevel)
+	}
+	if err := core.CheckPolicyLoss(u.PolicyLoss, u.RatioLevel, u.ClipRatioC); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	switch u.PolicyLoss {
+	case "", core.LossPPO:
+		hyper[hLossPPO] = 1
+	case core.LossCISPO:
+		hyper[hLossCISPO] = 1
+	case core.LossGMPO:
+		hyper[hLossGMPO] = 1
 	}
 	switch u.KLEstimator {
 	case "k1":

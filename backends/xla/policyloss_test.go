@@ -99,55 +99,64 @@ func checkActorLoss(t *testing.T, be backends.Backend) {
 			}
 			seqs[i] = s
 		}
-		for _, agg := range core.LossAggModes {
-			for _, level := range []string{core.RatioToken, core.RatioSequence} {
-				for _, dual := range []float64{0, 3} {
-					for _, est := range core.KLEstimators {
-						name := fmt.Sprintf("batch%d/%s/%s/c=%v/%s", batch, agg, level, dual, est)
-						u := core.ActorUpdate{ClipLow: 0.2, ClipHigh: 0.28, ClipRatioC: dual, LossAggMode: agg,
-							RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est, KLCoef: 0.1, Temperature: 1}
-						if level == core.RatioSequence {
-							u.ClipLow, u.ClipHigh = 0.03, 0.04 // GSPO's ranges are narrow (the paper: 3e-4, 4e-4)
-						}
-						hyper := make([]float32, hNum)
-						if err := actorHyper(hyper, u); err != nil {
-							t.Fatal(err)
-						}
-						want, err := core.PolicyLoss(seqs, core.PolicyLossOptions{ClipLow: u.ClipLow, ClipHigh: u.ClipHigh,
-							ClipRatioC: dual, AggMode: agg, RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est})
-						if err != nil {
-							t.Fatal(err)
-						}
-						out := graph.MustExecOnceN(be, func(in []*graph.Node) []*graph.Node {
-							logp, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]
-							a := actorLoss(logp, graph.ZerosLike(logp), mask, adv, oldLP, refLP, pgW, absKL, hyper)
-							return []*graph.Node{a.pg, a.kl, a.clipFrac, graph.Gradient(a.pg, logp)[0], graph.Gradient(a.kl, logp)[0]}
-						}, tensors.FromFlatDataAndDimensions(newLP, B, T), tensors.FromFlatDataAndDimensions(mask, B, T),
-							tensors.FromFlatDataAndDimensions(adv, B, T), tensors.FromFlatDataAndDimensions(oldLP, B, T),
-							tensors.FromFlatDataAndDimensions(refLP, B, T), tensors.FromFlatDataAndDimensions(pgW, B, T),
-							tensors.FromFlatDataAndDimensions(absKL, B, T), tensors.FromFlatDataAndDimensions(hyper, hNum))
-						got := make([][]float32, len(out))
-						for k, o := range out {
-							got[k] = tensors.MustCopyFlatData[float32](o)
-						}
-						close := func(g float32, w float64) bool {
-							return math.Abs(float64(g)-w) <= 2e-4*(1+math.Abs(w))
-						}
-						for k, w := range []float64{want.PGLoss, want.KL, want.ClipFrac} {
-							if !close(got[k][0], w) {
-								t.Errorf("%s: %s = %v, reference %v", name, []string{"pg_loss", "kl", "clipfrac"}[k], got[k][0], w)
+		for _, loss := range core.PolicyLosses {
+			for _, agg := range core.LossAggModes {
+				for _, level := range []string{core.RatioToken, core.RatioSequence} {
+					for _, dual := range []float64{0, 3} {
+						for _, est := range core.KLEstimators {
+							// CISPO and GMPO take the token ratio and no dual
+							// clip; GMPO no token weights (batches 1 and 2);
+							// one KL estimator is enough for them.
+							if loss != core.LossPPO && (level != core.RatioToken || dual != 0 || est != "k3") ||
+								loss == core.LossGMPO && (batch == 1 || batch == 2) {
+								continue
 							}
-						}
-						for i := range B {
-							for tk := range T {
-								p := i*T + tk
-								wPG, wKL := 0.0, 0.0
-								if tk < lens[i] {
-									wPG, wKL = want.PGCoef[i][tk], want.KLCoef[i][tk]
+							name := fmt.Sprintf("batch%d/%s/%s/%s/c=%v/%s", batch, loss, agg, level, dual, est)
+							u := core.ActorUpdate{ClipLow: 0.2, ClipHigh: 0.28, ClipRatioC: dual, LossAggMode: agg, PolicyLoss: loss,
+								RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est, KLCoef: 0.1, Temperature: 1}
+							if level == core.RatioSequence {
+								u.ClipLow, u.ClipHigh = 0.03, 0.04 // GSPO's ranges are narrow (the paper: 3e-4, 4e-4)
+							}
+							hyper := make([]float32, hNum)
+							if err := actorHyper(hyper, u); err != nil {
+								t.Fatal(err)
+							}
+							want, err := core.PolicyLoss(seqs, core.PolicyLossOptions{ClipLow: u.ClipLow, ClipHigh: u.ClipHigh,
+								ClipRatioC: dual, AggMode: agg, RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est, Loss: loss})
+							if err != nil {
+								t.Fatal(err)
+							}
+							out := graph.MustExecOnceN(be, func(in []*graph.Node) []*graph.Node {
+								logp, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]
+								a := actorLoss(logp, graph.ZerosLike(logp), mask, adv, oldLP, refLP, pgW, absKL, hyper)
+								return []*graph.Node{a.pg, a.kl, a.clipFrac, graph.Gradient(a.pg, logp)[0], graph.Gradient(a.kl, logp)[0]}
+							}, tensors.FromFlatDataAndDimensions(newLP, B, T), tensors.FromFlatDataAndDimensions(mask, B, T),
+								tensors.FromFlatDataAndDimensions(adv, B, T), tensors.FromFlatDataAndDimensions(oldLP, B, T),
+								tensors.FromFlatDataAndDimensions(refLP, B, T), tensors.FromFlatDataAndDimensions(pgW, B, T),
+								tensors.FromFlatDataAndDimensions(absKL, B, T), tensors.FromFlatDataAndDimensions(hyper, hNum))
+							got := make([][]float32, len(out))
+							for k, o := range out {
+								got[k] = tensors.MustCopyFlatData[float32](o)
+							}
+							close := func(g float32, w float64) bool {
+								return math.Abs(float64(g)-w) <= 2e-4*(1+math.Abs(w))
+							}
+							for k, w := range []float64{want.PGLoss, want.KL, want.ClipFrac} {
+								if !close(got[k][0], w) {
+									t.Errorf("%s: %s = %v, reference %v", name, []string{"pg_loss", "kl", "clipfrac"}[k], got[k][0], w)
 								}
-								if !close(got[3][p], wPG) || !close(got[4][p], wKL) {
-									t.Errorf("%s: seq %d token %d: d pg/d logp = %v, d kl/d logp = %v; reference %v, %v",
-										name, i, tk, got[3][p], got[4][p], wPG, wKL)
+							}
+							for i := range B {
+								for tk := range T {
+									p := i*T + tk
+									wPG, wKL := 0.0, 0.0
+									if tk < lens[i] {
+										wPG, wKL = want.PGCoef[i][tk], want.KLCoef[i][tk]
+									}
+									if !close(got[3][p], wPG) || !close(got[4][p], wKL) {
+										t.Errorf("%s: seq %d token %d: d pg/d logp = %v, d kl/d logp = %v; reference %v, %v",
+											name, i, tk, got[3][p], got[4][p], wPG, wKL)
+									}
 								}
 							}
 						}
@@ -167,7 +176,7 @@ func TestActorHyper(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[int]float32{hInvTemp: 0.5, hClipLow: 0.1, hClipHigh: 0.3, hEntCoef: 0.01, hKLCoef: 0.5, hClipRatioC: 3,
-		hAggSeqMeanTokenSumNorm: 1, hMaxResponseTokens: 16, hSeqRatio: 1, hKLk2: 1}
+		hAggSeqMeanTokenSumNorm: 1, hMaxResponseTokens: 16, hSeqRatio: 1, hKLk2: 1, hLossPPO: 1}
 	for i := range hNum {
 		if h[i] != want[i] {
 			t.Errorf("slot %d = %v, want %v", i, h[i], want[i])
@@ -187,6 +196,9 @@ func TestActorHyper(t *testing.T) {
 		{core.ActorUpdate{LossAggMode: core.AggSeqMeanTokenSumNorm}, "rollout.max_response_tokens >= 1"},
 		{core.ActorUpdate{RatioLevel: "group"}, `train.ratio_level: unknown value "group"`},
 		{core.ActorUpdate{KLEstimator: "k4"}, `train.kl_estimator: unknown value "k4"`},
+		{core.ActorUpdate{PolicyLoss: core.LossCISPO, RatioLevel: core.RatioSequence}, "train.policy_loss cispo: train.ratio_level sequence (GSPO) belongs to the ppo loss"},
+		{core.ActorUpdate{PolicyLoss: core.LossGMPO, ClipRatioC: 3}, "train.policy_loss gmpo: train.clip_ratio_c (the dual clip) belongs to the ppo loss"},
+		{core.ActorUpdate{PolicyLoss: "sapo"}, `train.policy_loss "sapo": unknown`},
 	} {
 		c.u.Temperature = 1
 		if err := actorHyper(make([]float32, hNum), c.u); err == nil || !strings.Contains(err.Error(), c.want) {

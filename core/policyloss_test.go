@@ -273,3 +273,64 @@ func TestPolicyLossTokenWeights(t *testing.T) {
 		t.Errorf("a weight row of the wrong length: %v", err)
 	}
 }
+
+// CISPO and GMPO worked by hand (clip_low 0.2, clip_high 0.28).
+//
+// CISPO, token-mean, one sequence: new - old = log 1.5, log 0.9 with A =
+// 2, -1. Token 1: rho 1.5 is clipped to 1.28: pg = -1.28 * 2 * log 1.5,
+// gradient -2.56 (kept, not zeroed as PPO would), clipped. Token 2: rho
+// 0.9 is inside: pg = -0.9 * (-1) * log 0.9, gradient 0.9. Token-mean
+// halves both.
+//
+// GMPO, two sequences. Sequence 1, A = 1, 1, log-ratios 0.5 and -0.1:
+// 0.5 is clipped to 0.28 (the pessimistic side for A > 0), -0.1 is kept:
+// mean 0.09, pg = -e^0.09, d pg / d new = (0, -e^0.09 / 2). Sequence 2, A
+// = -1, -1, log-ratios -0.5 and 0.1: -0.5 is clipped to -0.2 (pessimistic
+// for A < 0), 0.1 kept: mean -0.05, pg = e^-0.05, gradient (0, e^-0.05 /
+// 2). The loss is the mean over the two sequences; 2 of 4 tokens clipped.
+func TestCISPOAndGMPOByHand(t *testing.T) {
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+	l15, l09 := math.Log(1.5), math.Log(0.9)
+	res, err := PolicyLoss([]LossSeq{{OldLogProbs: []float64{0, 0}, NewLogProbs: []float64{l15, l09}, Advantages: []float64{2, -1}}},
+		PolicyLossOptions{ClipLow: 0.2, ClipHigh: 0.28, Loss: LossCISPO})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(res.PGLoss, (-1.28*2*l15+-0.9*-1*l09)/2) || !near(res.PGCoef[0][0], -1.28) || !near(res.PGCoef[0][1], 0.45) || res.ClipFrac != 0.5 {
+		t.Errorf("cispo: %+v", res)
+	}
+	gm := []LossSeq{
+		{OldLogProbs: []float64{0, 0}, NewLogProbs: []float64{0.5, -0.1}, Advantages: []float64{1, 1}},
+		{OldLogProbs: []float64{0, 0}, NewLogProbs: []float64{-0.5, 0.1}, Advantages: []float64{-1, -1}},
+	}
+	for _, agg := range LossAggModes { // GMPO's mean over sequences whatever loss_agg_mode says
+		res, err = PolicyLoss(gm, PolicyLossOptions{ClipLow: 0.2, ClipHigh: 0.28, Loss: LossGMPO, AggMode: agg, MaxResponseTokens: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e1, e2 := math.Exp(0.09), math.Exp(-0.05)
+		if !near(res.PGLoss, (-e1+e2)/2) || res.PGCoef[0][0] != 0 || !near(res.PGCoef[0][1], -e1/4) ||
+			res.PGCoef[1][0] != 0 || !near(res.PGCoef[1][1], e2/4) || res.ClipFrac != 0.5 {
+			t.Errorf("gmpo %s: %+v", agg, res)
+		}
+	}
+	for _, c := range []struct {
+		o    PolicyLossOptions
+		seqs []LossSeq
+		want string
+	}{
+		{PolicyLossOptions{Loss: LossCISPO, RatioLevel: RatioSequence}, gm, "ratio_level sequence (GSPO) belongs to the ppo loss"},
+		{PolicyLossOptions{Loss: LossGMPO, ClipRatioC: 3}, gm, "clip_ratio_c (the dual clip) belongs to the ppo loss"},
+		{PolicyLossOptions{Loss: "sapo"}, gm, `train.policy_loss "sapo": unknown`},
+		{PolicyLossOptions{Loss: LossGMPO}, []LossSeq{{OldLogProbs: []float64{0}, NewLogProbs: []float64{0}, Advantages: []float64{1}, PGWeight: []float64{1}}},
+			"gmpo is a sequence-level loss"},
+	} {
+		if _, err := PolicyLoss(c.seqs, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+	if _, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"train.policy_loss=cispo", "train.ratio_level=sequence"}}); err == nil ||
+		!strings.Contains(err.Error(), "train.policy_loss: cispo: train.ratio_level sequence") {
+		t.Errorf("config: %v", err)
+	}
+}

@@ -176,10 +176,25 @@ type EvalConfig struct {
 	// SetK is eval.set_k: samples per problem for the eval sets it names
 	// (the paper: 1 on MATH, 16 elsewhere); other sets use K ({}).
 	SetK map[string]int
+	// MaxRows is eval.max_rows: the most responses one evaluation
+	// generates at once; a set's problems x k above it go through in
+	// chunks of whole problems (16384).
+	MaxRows int
 	// FinalK is eval.final_k: K at the evaluation after the last step, for
 	// the sets SetK does not name (0: K), so a run can end with pass@256
 	// without paying for 256 samples at every evaluation.
 	FinalK int
+}
+
+// DefaultEvalMaxRows is eval.max_rows's default: 16384 responses at once
+// (the default model's evaluation of 300 problems x 64 samples, 19200,
+// already goes in two chunks).
+const DefaultEvalMaxRows = 16384
+
+// EvalChunk is how many problems of k samples each one evaluation chunk
+// holds under eval.max_rows (at least one).
+func (e EvalConfig) EvalChunk(k int) int {
+	return max(1, e.MaxRows/max(k, 1))
 }
 
 // KFor is the samples per problem of eval set name: eval.set_k's, else
@@ -265,7 +280,7 @@ train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         checkpoint_every: 10, keep_checkpoints: 2}
 algorithm: {name: grpo}
 strategies: []
-eval: {every: 20, k: 4, set_k: {}, final_k: 0, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
+eval: {every: 20, k: 4, set_k: {}, final_k: 0, max_rows: 16384, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
 pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.35, eval_k: 2,
            eval_max_problems: 64, seed: 0, dir: runs/base}
 `
@@ -627,6 +642,8 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		AtStart: e.Bool("at_start", true), Details: e.Bool("details", true)}
 	e.Check(c.Eval.Every >= 0, "every", "must be >= 0, got %d", c.Eval.Every)
 	e.Check(c.Eval.K >= 1 && c.Eval.K <= MaxEvalK, "k", "must be in [1, %d], got %d", MaxEvalK, c.Eval.K)
+	c.Eval.MaxRows = e.Int("max_rows", DefaultEvalMaxRows)
+	e.Check(c.Eval.MaxRows >= 1, "max_rows", "must be >= 1, got %d", c.Eval.MaxRows)
 	c.Eval.FinalK = e.Int("final_k", 0)
 	e.Check(c.Eval.FinalK >= 0 && c.Eval.FinalK <= MaxEvalK, "final_k", "must be in [0, %d] (0: eval.k), got %d", MaxEvalK, c.Eval.FinalK)
 	e.Check(c.Eval.Temperature > 0 && c.Eval.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Eval.Temperature)

@@ -938,7 +938,7 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		}
 		k := c.Eval.KAt(set.Name, t.finalEval)
 		ks := CurveKs(k)
-		r, _, err := t.rollout(step, problems, k, c.Eval.Temperature, Mix(c.Seed, seedEval, uint64(step), uint64(si)), Needs{}, nil)
+		r, err := t.evalRollout(step, si, problems, k)
 		if err != nil {
 			return fmt.Errorf("eval %s: %w", set.Name, err)
 		}
@@ -1059,6 +1059,41 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 		ev.Msg("eval")
 	}
 	return nil
+}
+
+// evalRollout samples k responses to each problem of eval set number si,
+// in chunks of whole problems of at most eval.max_rows responses. The
+// first chunk draws with the set's seed as an unchunked evaluation does,
+// chunk c > 0 with that seed mixed with c; groups are numbered over the
+// whole set.
+func (t *Trainer) evalRollout(step, si int, problems []Problem, k int) (*Rollout, error) {
+	c := t.Cfg
+	seed := Mix(c.Seed, seedEval, uint64(step), uint64(si))
+	chunk := c.Eval.EvalChunk(k)
+	var all *Rollout
+	for lo := 0; lo < len(problems); lo += chunk {
+		hi := min(lo+chunk, len(problems))
+		s := seed
+		if lo > 0 {
+			s = Mix(seed, uint64(lo/chunk))
+		}
+		r, _, err := t.rollout(step, problems[lo:hi], k, c.Eval.Temperature, s, Needs{}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = r
+			continue
+		}
+		for i := range r.Seqs {
+			r.Seqs[i].Group += lo
+		}
+		all.Seqs = append(all.Seqs, r.Seqs...)
+	}
+	if all == nil {
+		all = &Rollout{}
+	}
+	return all, nil
 }
 
 // openMetrics opens RUN/metrics.jsonl for appending, first dropping any

@@ -303,3 +303,48 @@ func TestEvaluateMajAtK(t *testing.T) {
 		t.Error("every problem's samples gave one answer, or none was right: the vote was never tested")
 	}
 }
+
+// eval.max_rows: a set of 5 problems x 2 samples with at most 4 rows at
+// once goes through in chunks of 2, 2 and 1 problems; every problem is
+// evaluated once, in order, and the first chunk draws as the unchunked
+// evaluation does (the fake backend answers each prompt in order from the
+// seed, so its first two problems' counts must match).
+func TestEvalMaxRowsChunks(t *testing.T) {
+	var probs []Problem
+	for i := range 5 {
+		d := strconv.Itoa(i)
+		probs = append(probs, Problem{ID: "q" + d, Prompt: d, Answer: d})
+	}
+	run := func(maxRows int) EvalDetail {
+		cfg := fakeConfig(t, 1, 1)
+		cfg.Eval.K, cfg.Eval.MaxRows = 2, maxRows
+		tr := fakeTrainer(t, cfg, &fakeBackend{})
+		tr.Task = listTask{evals: []EvalSet{{Name: "v", Problems: probs}}}
+		m := map[string]float64{}
+		if err := tr.Evaluate(1, m); err != nil {
+			t.Fatal(err)
+		}
+		d, err := ReadEvalDetail(EvalDetailPath(tr.RunDir, "v", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := 0
+		for _, c := range d.Correct {
+			sum += c
+		}
+		if got := m["val/v/avg@2"]; math.Abs(got-float64(sum)/10) > 1e-15 {
+			t.Errorf("max_rows %d: avg@2 %v, details sum %d", maxRows, got, sum)
+		}
+		return d
+	}
+	whole, chunked := run(1000), run(4)
+	if strings.Join(chunked.Problems, ",") != "q0,q1,q2,q3,q4" || len(chunked.Correct) != 5 {
+		t.Fatalf("chunked details %+v", chunked)
+	}
+	if chunked.Correct[0] != whole.Correct[0] || chunked.Correct[1] != whole.Correct[1] {
+		t.Errorf("first chunk %v, unchunked %v", chunked.Correct[:2], whole.Correct[:2])
+	}
+	if c := (EvalConfig{MaxRows: 16384}); c.EvalChunk(256) != 64 || c.EvalChunk(64) != 256 || c.EvalChunk(1<<20) != 1 {
+		t.Errorf("EvalChunk: %d %d %d", c.EvalChunk(256), c.EvalChunk(64), c.EvalChunk(1<<20))
+	}
+}

@@ -148,7 +148,7 @@ func EstimateMemory(cfg *core.Config, p xla.ModelConfig, valueHeads, evalRows in
 	}
 	if evalRows > 0 {
 		e.Passes = append(e.Passes, MemoryPart{"generation of an evaluation", gen(f(evalRows)),
-			fmt.Sprintf("the largest eval set's problems (eval.max_problems) x eval.k = %d rows, model.max_len", evalRows)})
+			fmt.Sprintf("the largest eval set's problems (eval.max_problems) x eval.k, at most eval.max_rows = %d rows, model.max_len", evalRows)})
 	}
 	return e
 }

@@ -137,7 +137,8 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 
 // estimateRun is EstimateMemory for a run of cfg whose trainer t holds
 // its task: the largest eval pass is its largest eval set (up to
-// eval.max_problems) times eval.k.
+// eval.max_problems) times eval.k, or the chunk of eval.max_rows that
+// goes through at once.
 func estimateRun(cfg *core.Config, t *core.Trainer, policy xla.ModelConfig, valueHeads int) MemoryEstimate {
 	evalRows := 0
 	if sets, err := t.EvalSets(); err == nil {
@@ -146,7 +147,9 @@ func estimateRun(cfg *core.Config, t *core.Trainer, policy xla.ModelConfig, valu
 			if cfg.Eval.MaxProblems > 0 {
 				n = min(n, cfg.Eval.MaxProblems)
 			}
-			evalRows = max(evalRows, n*cfg.Eval.KFor(set.Name), n*cfg.Eval.KAt(set.Name, true))
+			for _, k := range []int{cfg.Eval.KFor(set.Name), cfg.Eval.KAt(set.Name, true)} {
+				evalRows = max(evalRows, min(n, cfg.Eval.EvalChunk(k))*k)
+			}
 		}
 	}
 	return EstimateMemory(cfg, policy, valueHeads, evalRows)

@@ -22,7 +22,7 @@ import (
 // cmdBench wires the flags of `cde-run bench` to package bench.
 func cmdBench(args []string) int {
 	fs := newFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--executor local|slurm [--detach]] [--report-only] [--plan N] [--worker base|N]")
-	file := fs.String("c", "", "the bench file (arms x seeds over a base config; docs/bench.md), or a shipped preset by name from any directory: smoke, paper-countdown, paper-small, zoo-small, zoo-estimators")
+	file := fs.String("c", "", "the bench file (arms x seeds over a base config; docs/bench.md), or a shipped preset by name from any directory: "+strings.Join(bench.Presets(), ", "))
 	fs.StringVar(file, "config", "", "same as -c")
 	out := fs.String("out", "", "results directory (default bench-results/<bench file stem>)")
 	var only stringList

@@ -87,7 +87,9 @@ func evalBase(ctx context.Context, spec *Spec, dir string, seed uint64, out io.W
 	fmt.Fprintf(out, "bench: evaluating the base policy %s for seed %d\n", base, seed)
 	m := map[string]any{"step": 0}
 	vals := map[string]float64{}
-	if err := s.Trainer.Evaluate(0, vals); err != nil {
+	// With the samples of the arms' final evaluation (eval.final_k), which
+	// the base row is compared with.
+	if err := s.Trainer.EvaluateFinal(0, vals); err != nil {
 		return err
 	}
 	for k, v := range vals {

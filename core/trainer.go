@@ -1061,6 +1061,15 @@ func (t *Trainer) Evaluate(step int, m map[string]float64) error {
 	return nil
 }
 
+// EvaluateFinal is Evaluate as the evaluation after the last step runs it
+// (eval.final_k applies): a bench's base row, which stands for every arm's
+// step 0, is compared with the arms' final evaluations.
+func (t *Trainer) EvaluateFinal(step int, m map[string]float64) error {
+	t.finalEval = true
+	defer func() { t.finalEval = false }()
+	return t.Evaluate(step, m)
+}
+
 // evalRollout samples k responses to each problem of eval set number si,
 // in chunks of whole problems of at most eval.max_rows responses. The
 // first chunk draws with the set's seed as an unchunked evaluation does,

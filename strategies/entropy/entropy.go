@@ -31,12 +31,8 @@ type Entropy struct {
 func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	s := &Entropy{Coef: p.Float("coef", 0.001)}
 	p.Check(s.Coef >= 0, "coef", "must be >= 0, got %v", s.Coef)
-	w := p.Sub("weight")
-	s.Weight = core.ParseSchedule(w)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	if err := w.Err(); err != nil {
+	var err error
+	if s.Weight, err = core.StrategyWeight(p); err != nil {
 		return nil, err
 	}
 	return s, nil

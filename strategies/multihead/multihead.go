@@ -128,12 +128,8 @@ func New(p *core.Params, algo core.Algorithm) (core.Strategy, error) {
 	p.Check(s.Zeta > 0 && s.Zeta <= 1, "zeta", "must be in (0, 1], got %v", s.Zeta)
 	p.Check(s.Kappa > 0, "kappa", "must be > 0, got %v", s.Kappa)
 	p.Check(s.Alpha > 0, "alpha", "must be > 0, got %v", s.Alpha)
-	wp := p.Sub("weight")
-	s.Weight = core.ParseSchedule(wp)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	if err := wp.Err(); err != nil {
+	var err error
+	if s.Weight, err = core.StrategyWeight(p); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -63,12 +63,8 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	p.Check(s.Beta > 0 && !math.IsInf(s.Beta, 0), "beta", "must be a finite number > 0, got %v", s.Beta)
 	mode := p.String("mode", "historical")
 	p.Check(mode == "historical", "mode", "%q is not implemented (only historical: the paper's batch exploration formula was not available to us)", mode)
-	w := p.Sub("weight")
-	s.Weight = core.ParseSchedule(w)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	if err := w.Err(); err != nil {
+	var err error
+	if s.Weight, err = core.StrategyWeight(p); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -49,12 +49,8 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	}
 	p.Check(s.Kappa > 0, "kappa", "must be > 0, got %v", s.Kappa)
 	p.Check(s.Alpha > 0, "alpha", "must be > 0, got %v", s.Alpha)
-	w := p.Sub("weight")
-	s.Weight = core.ParseSchedule(w)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	if err := w.Err(); err != nil {
+	var err error
+	if s.Weight, err = core.StrategyWeight(p); err != nil {
 		return nil, err
 	}
 	return s, nil

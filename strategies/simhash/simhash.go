@@ -83,12 +83,8 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	seed := p.Int("projection_seed", 1)
 	p.Check(seed >= 0, "projection_seed", "must be >= 0, got %d", seed)
 	s.ProjectionSeed = uint64(max(seed, 0))
-	w := p.Sub("weight")
-	s.Weight = core.ParseSchedule(w)
-	if err := p.Err(); err != nil {
-		return nil, err
-	}
-	if err := w.Err(); err != nil {
+	var err error
+	if s.Weight, err = core.StrategyWeight(p); err != nil {
 		return nil, err
 	}
 	return s, nil

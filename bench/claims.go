@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -333,6 +335,7 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		details.WriteString("\n")
 	}
 	b.WriteString("\n" + details.String())
+	writeRankedSection(b, out)
 	writePowerSection(b, power)
 	data, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
@@ -382,5 +385,77 @@ func writePassCurveSection(b *strings.Builder, runs map[string][]*armRun, arms [
 			fmt.Fprintf(b, " %s |", fmtPM(xs, 100, 1))
 		}
 		b.WriteString("\n")
+	}
+}
+
+// writeRankedSection ranks, for every control arm that two or more claims
+// compare against, the arms claimed better than it: a row per arm, a
+// column per metric (in the order the claims first name them), each cell
+// the effect, its interval and its verdict; rows sorted by the first
+// metric's effect, largest first. It restates verdicts.json; it decides
+// nothing new.
+func writeRankedSection(b *strings.Builder, vs []ClaimVerdict) {
+	var controls []string
+	byControl := map[string][]ClaimVerdict{}
+	for _, v := range vs {
+		c := v.Arms[1]
+		if _, ok := byControl[c]; !ok {
+			controls = append(controls, c)
+		}
+		byControl[c] = append(byControl[c], v)
+	}
+	wrote := false
+	for _, c := range controls {
+		claims := byControl[c]
+		if len(claims) < 2 {
+			continue
+		}
+		var metrics, arms []string
+		cells := map[[2]string]ClaimVerdict{}
+		for _, v := range claims {
+			if !slices.Contains(metrics, v.Metric) {
+				metrics = append(metrics, v.Metric)
+			}
+			if !slices.Contains(arms, v.Arms[0]) {
+				arms = append(arms, v.Arms[0])
+			}
+			cells[[2]string{v.Arms[0], v.Metric}] = v
+		}
+		first := func(a string) float64 {
+			if v, ok := cells[[2]string{a, metrics[0]}]; ok && v.DeltaMean != nil {
+				return *v.DeltaMean
+			}
+			return math.Inf(-1)
+		}
+		slices.SortStableFunc(arms, func(x, y string) int { return cmp.Compare(first(y), first(x)) })
+		if !wrote {
+			b.WriteString("\n## Ranked\n\nThe claims again, one table per arm they compare with: each cell is the effect over that arm, its 95% interval " +
+				"and the verdict (**held**, not held, inconclusive, or exploratory); rows by the first column's effect, largest first.\n")
+			wrote = true
+		}
+		fmt.Fprintf(b, "\n### Against %s\n\n| arm |", c)
+		for _, m := range metrics {
+			fmt.Fprintf(b, " %s |", m)
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---|", len(metrics)) + "\n")
+		for _, a := range arms {
+			fmt.Fprintf(b, "| %s |", a)
+			for _, m := range metrics {
+				v, ok := cells[[2]string{a, m}]
+				switch {
+				case !ok:
+					b.WriteString(" - |")
+				case v.DeltaMean == nil:
+					fmt.Fprintf(b, " missing, %s |", v.Verdict)
+				default:
+					verdict := v.Verdict
+					if verdict == "held" {
+						verdict = "**held**"
+					}
+					fmt.Fprintf(b, " %s [%s, %s] %s |", fmtNum(*v.DeltaMean), fmtNum(*v.CILow), fmtNum(*v.CIHigh), verdict)
+				}
+			}
+			b.WriteString("\n")
+		}
 	}
 }

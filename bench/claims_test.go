@@ -240,3 +240,26 @@ func TestProblemUnitsMixedK(t *testing.T) {
 		t.Error("pass@4 of a set with n = 1")
 	}
 }
+
+// The ranked tables restate the verdicts: one per control with two or
+// more claims, rows by the first metric's effect, largest first; a control
+// with one claim gets none.
+func TestRankedSection(t *testing.T) {
+	f := func(x float64) *float64 { return &x }
+	vs := []ClaimVerdict{
+		{Arms: []string{"a", "grpo"}, Metric: "m1", DeltaMean: f(0.01), CILow: f(-0.01), CIHigh: f(0.03), Verdict: "inconclusive"},
+		{Arms: []string{"b", "grpo"}, Metric: "m1", DeltaMean: f(0.05), CILow: f(0.02), CIHigh: f(0.08), Verdict: "held"},
+		{Arms: []string{"b", "grpo"}, Metric: "m2", DeltaMean: f(-0.2), CILow: f(-0.3), CIHigh: f(-0.1), Verdict: "not held"},
+		{Arms: []string{"a", "grpo"}, Metric: "m2", Verdict: "inconclusive"},
+		{Arms: []string{"c", "ctl"}, Metric: "m1", DeltaMean: f(0.5), CILow: f(0.4), CIHigh: f(0.6), Verdict: "held"},
+	}
+	var b strings.Builder
+	writeRankedSection(&b, vs)
+	got := b.String()
+	want := "### Against grpo\n\n| arm | m1 | m2 |\n|---|---|---|\n" +
+		"| b | 0.05 [0.02, 0.08] **held** | -0.2 [-0.3, -0.1] not held |\n" +
+		"| a | 0.01 [-0.01, 0.03] inconclusive | missing, inconclusive |\n"
+	if !strings.Contains(got, want) || strings.Contains(got, "Against ctl") {
+		t.Errorf("ranked section:\n%s\nwant it to hold:\n%s", got, want)
+	}
+}

@@ -150,6 +150,15 @@ func fitPower(seeds []PairedSeed, crossed bool) (powerModel, bool) {
 	return m, true
 }
 
+// seedsText is seedsFor(|delta|) at the pilot's problems as a table cell.
+func (m powerModel) seedsText(delta float64) string {
+	n, ok := m.seedsFor(math.Abs(delta), m.Problems)
+	if !ok {
+		return "not reachable"
+	}
+	return fmt.Sprint(n)
+}
+
 // powerRow is a claim's line of the power table.
 type powerRow struct {
 	claim, units string
@@ -182,21 +191,14 @@ func writePowerSection(b *strings.Builder, rows []powerRow) {
 		if r.m.Problems > 0 {
 			P = fmt.Sprint(r.m.Problems)
 		}
-		seeds := func(delta float64) string {
-			n, ok := r.m.seedsFor(math.Abs(delta), r.m.Problems)
-			if !ok {
-				return "not reachable"
-			}
-			return fmt.Sprint(n)
-		}
 		paper, powered, forPaper := "-", "-", "-"
 		if r.paper != nil {
 			paper = fmtNum(*r.paper)
 			powered = map[bool]string{true: "yes", false: "**no**"}[r.m.mde(r.m.Seeds, r.m.Problems) <= math.Abs(*r.paper)]
-			forPaper = seeds(*r.paper)
+			forPaper = r.m.seedsText(*r.paper)
 		}
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.claim, r.units, r.m.Seeds, P,
-			fmtNum(r.m.se(r.m.Seeds, r.m.Problems)), fmtNum(r.m.mde(r.m.Seeds, r.m.Problems)), fmtNum(r.observed), paper, powered, forPaper, seeds(r.observed))
+			fmtNum(r.m.se(r.m.Seeds, r.m.Problems)), fmtNum(r.m.mde(r.m.Seeds, r.m.Problems)), fmtNum(r.observed), paper, powered, forPaper, r.m.seedsText(r.observed))
 	}
 }
 
@@ -226,22 +228,15 @@ func Plan(spec *Spec, o Options, seeds int) (string, error) {
 			fmt.Fprintf(&b, "| %s | %d | - | - | - | - | - | - | - |\n", c.Name, len(ps))
 			continue
 		}
-		seedsFor := func(delta float64) string {
-			n, ok := m.seedsFor(math.Abs(delta), m.Problems)
-			if !ok {
-				return "not reachable"
-			}
-			return fmt.Sprint(n)
-		}
 		P, paper, forPaper, obs, forObs := "-", "-", "-", "-", "-"
 		if m.Problems > 0 {
 			P = fmt.Sprint(m.Problems)
 		}
 		if c.PaperEffect != nil {
-			paper, forPaper = fmtNum(*c.PaperEffect), seedsFor(*c.PaperEffect)
+			paper, forPaper = fmtNum(*c.PaperEffect), m.seedsText(*c.PaperEffect)
 		}
 		if v.DeltaMean != nil {
-			obs, forObs = fmtNum(*v.DeltaMean), seedsFor(*v.DeltaMean)
+			obs, forObs = fmtNum(*v.DeltaMean), m.seedsText(*v.DeltaMean)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, m.Seeds, P,
 			fmtNum(m.mde(m.Seeds, m.Problems)), fmtNum(m.mde(seeds, m.Problems)), paper, forPaper, obs, forObs)

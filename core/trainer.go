@@ -163,10 +163,7 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 		return ctx.Err()
 	}
 	m := map[string]float64{}
-	t.finalEval = true
-	err = t.Evaluate(total, m)
-	t.finalEval = false
-	if err != nil {
+	if err := t.EvaluateFinal(total, m); err != nil {
 		return err
 	}
 	if err := t.writeMetrics(total, m); err != nil {
@@ -295,6 +292,7 @@ func EncodePrompt(tok Tokenizer, prompt string) []int32 {
 func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, seed uint64, needs Needs, gen Generator) (*Rollout, time.Duration, error) {
 	tok := t.Task.Tokenizer()
 	ver := t.Task.Verifier()
+	keyer, hasKeys := ver.(AnswerKeyer)
 	var prompts [][]int32
 	r := &Rollout{Step: step, TotalSteps: t.Cfg.Train.Steps, ValueHeads: needs.ValueHeads}
 	if t.Algo != nil {
@@ -336,7 +334,7 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 		}
 		s.Text = tok.Decode(g.Tokens)
 		s.Reward, s.Correct = ver.Verify(problems[s.Group], s.Text)
-		if keyer, ok := ver.(AnswerKeyer); ok {
+		if hasKeys {
 			s.AnswerKey = keyer.AnswerKey(problems[s.Group], s.Text)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,12 +29,18 @@ import (
 // in {0, 0.5, 1, 2}, and in batch 2 also AbsKLCoef in [0, 1); batches 0 and
 // 3 leave them nil (the graph gets 1 and 0).
 //
-// It runs on both engines a run can use: GoMLX's pure-Go one and cde's own
-// (engines/cpu, the default).
+// It runs on both engines a run can use here: GoMLX's pure-Go one and cde's
+// own (engines/cpu, the default), and on the conformance reference
+// (CDE_CONFORMANCE_REF) when that names another, as the GPU check's
+// xla:cuda does.
 func TestActorLossMatchesReference(t *testing.T) {
-	for _, engine := range []string{"go", "cpu"} {
+	engines := []string{"go", "cpu"}
+	if ref := confRef(); !slices.Contains(engines, ref) {
+		engines = append(engines, ref)
+	}
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			be, err := NewEngine(engine, "")
+			be, err := NewEngine(engine, testPlugin(engine))
 			if err != nil {
 				t.Fatal(err)
 			}

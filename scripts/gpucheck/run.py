@@ -195,7 +195,7 @@ def check_a(ctx):
         env.update(extra)
         logf = os.path.join(ctx.out, "logs", "a" + suffix + ".log")
         try:
-            run(ctx, "a" + suffix, [ctx.bins["xla.test"], "-test.run", "^TestConformance(Forward|ActorStep|CriticStep)$", "-test.v"],
+            run(ctx, "a" + suffix, [ctx.bins["xla.test"], "-test.run", "^(TestConformance(Forward|ActorStep|CriticStep)|TestActorLossMatchesReference)$", "-test.v"],
                 timeout=ctx.t(300), cwd=os.path.join(ROOT, "backends", "xla"), env=env)
             ok = True
         except RuntimeError as e:

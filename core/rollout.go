@@ -28,6 +28,10 @@ type Sequence struct {
 	// AnswerKey is the response's final answer as the verifier normalises
 	// it (AnswerKeyer), "" when it has none or the verifier names none.
 	AnswerKey string
+	// SolutionKey names a correct response's solution (SolutionKeyer;
+	// countdown: the canonical expression), "" for an incorrect one or when
+	// the verifier names none. rare_correct clusters by it.
+	SolutionKey string
 
 	// LogProbs[t] = log pi_old(o_t | q, o_<t), under the sampling temperature.
 	LogProbs []float64

@@ -37,10 +37,12 @@ type RolloutSeq struct {
 	RolloutLogProbs []*float64 `json:"rollout_logprobs,omitempty"`
 	Correct         *bool      `json:"correct,omitempty"`
 	Text            string     `json:"text,omitempty"`
-	// ProblemID and AnswerKey (optional) are Sequence.ProblemID and
-	// Sequence.AnswerKey: outcome_ucb counts (problem, answer) pairs.
-	ProblemID string `json:"problem_id,omitempty"`
-	AnswerKey string `json:"answer_key,omitempty"`
+	// ProblemID, AnswerKey and SolutionKey (optional) are the Sequence's:
+	// outcome_ucb counts (problem, answer) pairs, rare_correct clusters a
+	// group's correct responses by solution.
+	ProblemID   string `json:"problem_id,omitempty"`
+	AnswerKey   string `json:"answer_key,omitempty"`
+	SolutionKey string `json:"solution_key,omitempty"`
 }
 
 // RolloutFileExtras is what a rollout file says beyond the Rollout it
@@ -74,7 +76,7 @@ func MarshalRollout(r *Rollout) ([]byte, error) {
 		c := s.Correct
 		seq := RolloutSeq{Group: s.Group, Reward: s.Reward, LogProbs: s.LogProbs,
 			Entropies: s.Entropies, Values: s.Values, Embedding: s.Embedding, RefLogProbs: s.RefLogProbs,
-			RolloutLogProbs: nullNaN(s.RolloutLogProbs), Correct: &c, Text: s.Text, ProblemID: s.ProblemID, AnswerKey: s.AnswerKey}
+			RolloutLogProbs: nullNaN(s.RolloutLogProbs), Correct: &c, Text: s.Text, ProblemID: s.ProblemID, AnswerKey: s.AnswerKey, SolutionKey: s.SolutionKey}
 		if r.File != nil { // a batch read from a file: write back what it said
 			if i < len(r.File.HasCorrect) && !r.File.HasCorrect[i] {
 				seq.Correct = nil
@@ -161,6 +163,7 @@ type seqFields struct {
 	Text      *string      `json:"text"`
 	ProblemID *string      `json:"problem_id"`
 	AnswerKey *string      `json:"answer_key"`
+	SolKey    *string      `json:"solution_key"`
 }
 
 func decodeRollout(data []byte) (*Rollout, error) {
@@ -338,6 +341,9 @@ func decodeSeq(raw json.RawMessage, k, dim *int) (Sequence, []float64, bool, err
 	}
 	if s.AnswerKey != nil {
 		seq.AnswerKey = *s.AnswerKey
+	}
+	if s.SolKey != nil {
+		seq.SolutionKey = *s.SolKey
 	}
 	return seq, newLP, s.Correct != nil, nil
 }

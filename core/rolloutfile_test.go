@@ -105,6 +105,14 @@ func TestReadRolloutGood(t *testing.T) {
 				{Group: 0, Reward: 1, LogProbs: []float64{-1, -2}, RefLogProbs: []float64{-1.5, -2.5}, Correct: true, Response: []int32{0, 0}},
 				{Group: 0, Reward: -1, LogProbs: []float64{-3}, RefLogProbs: []float64{-3.5}, Response: []int32{0}},
 			}, File: &RolloutFileExtras{HasCorrect: []bool{true, false}, NewLogProbs: [][]float64{{-0.9, -2.1}, {-2.9}}}}},
+		{"problem id, answer and solution keys (outcome_ucb, rare_correct)",
+			`{"step": 2, "sequences": [
+			  {"group": 0, "reward": 1, "logprobs": [-1], "correct": true, "problem_id": "p7", "answer_key": "24", "solution_key": "(1+2)*8"},
+			  {"group": 0, "reward": -1, "logprobs": [-2], "correct": false, "problem_id": "p7", "answer_key": "23"}]}`,
+			&Rollout{Step: 2, Seqs: []Sequence{
+				{Group: 0, Reward: 1, LogProbs: []float64{-1}, Correct: true, ProblemID: "p7", AnswerKey: "24", SolutionKey: "(1+2)*8", Response: []int32{0}},
+				{Group: 0, Reward: -1, LogProbs: []float64{-2}, ProblemID: "p7", AnswerKey: "23", Response: []int32{0}},
+			}, File: &RolloutFileExtras{HasCorrect: []bool{true, true}}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

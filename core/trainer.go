@@ -293,6 +293,7 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 	tok := t.Task.Tokenizer()
 	ver := t.Task.Verifier()
 	keyer, hasKeys := ver.(AnswerKeyer)
+	solver, hasSolutions := ver.(SolutionKeyer)
 	var prompts [][]int32
 	r := &Rollout{Step: step, TotalSteps: t.Cfg.Train.Steps, ValueHeads: needs.ValueHeads}
 	if t.Algo != nil {
@@ -336,6 +337,9 @@ func (t *Trainer) rollout(step int, problems []Problem, n int, temp float64, see
 		s.Reward, s.Correct = ver.Verify(problems[s.Group], s.Text)
 		if hasKeys {
 			s.AnswerKey = keyer.AnswerKey(problems[s.Group], s.Text)
+		}
+		if hasSolutions && s.Correct {
+			s.SolutionKey = solver.SolutionKey(problems[s.Group], s.Text)
 		}
 	}
 	if remote {

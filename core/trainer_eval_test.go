@@ -348,3 +348,43 @@ func TestEvalMaxRowsChunks(t *testing.T) {
 		t.Errorf("EvalChunk: %d %d %d", c.EvalChunk(256), c.EvalChunk(64), c.EvalChunk(1<<20))
 	}
 }
+
+// solvedVerifier names answers and solutions: "sol:" + the response.
+type solvedVerifier struct{ keyedVerifier }
+
+func (solvedVerifier) SolutionKey(p Problem, response string) string { return "sol:" + response }
+
+type solvedTask struct{ listTask }
+
+func (solvedTask) Verifier() Verifier { return solvedVerifier{} }
+
+// A training rollout carries each response's answer key and, for a correct
+// response only, its solution key (rare_correct clusters by it).
+func TestRolloutSolutionKeys(t *testing.T) {
+	cfg := fakeConfig(t, 1, 1)
+	tr := fakeTrainer(t, cfg, &fakeBackend{})
+	var probs []Problem
+	for i := range 4 {
+		d := strconv.Itoa(i)
+		probs = append(probs, Problem{ID: d, Prompt: d, Answer: d})
+	}
+	tr.Task = solvedTask{listTask{evals: []EvalSet{{Name: "v", Problems: probs}}}}
+	r, _, err := tr.rollout(0, probs, 16, 1, 7, Needs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	correct := 0
+	for i, s := range r.Seqs {
+		wantSol := ""
+		if s.Correct {
+			wantSol = "sol:" + s.Text
+			correct++
+		}
+		if s.AnswerKey != s.Text || s.SolutionKey != wantSol {
+			t.Errorf("seq %d (%q, correct %v): answer key %q, solution key %q", i, s.Text, s.Correct, s.AnswerKey, s.SolutionKey)
+		}
+	}
+	if correct == 0 || correct == len(r.Seqs) {
+		t.Errorf("%d of %d correct: the batch does not test both kinds", correct, len(r.Seqs))
+	}
+}

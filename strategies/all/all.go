@@ -1,5 +1,5 @@
 // Package all registers every in-tree exploration strategy (adaptive_entropy,
-// clip_cov, elliptical, entropy, forking_tokens, kl_cov, multihead, outcome_ucb, ppl, simhash):
+// clip_cov, elliptical, entropy, forking_tokens, kl_cov, multihead, outcome_ucb, ppl, rare_correct, simhash):
 // import it for its side effect,
 // `import _ "github.com/cde-rl/cde/strategies/all"`.
 package all
@@ -14,5 +14,6 @@ import (
 	_ "github.com/cde-rl/cde/strategies/multihead"
 	_ "github.com/cde-rl/cde/strategies/outcomeucb"
 	_ "github.com/cde-rl/cde/strategies/ppl"
+	_ "github.com/cde-rl/cde/strategies/rarecorrect"
 	_ "github.com/cde-rl/cde/strategies/simhash"
 )

@@ -19,10 +19,26 @@
 // so two identical responses in one batch get beta/1 and beta/sqrt(2).
 // Counts advance even when w_t = 0.
 //
+// That is the paper's form. Under GRPO it can collapse training: in a group
+// whose responses are all wrong, the count bonus is the only thing that
+// differs between them, and the group's std normalisation turns it, however
+// small, into the whole advantage (on the countdown testbed every arm at
+// beta 1 and 0.1 went to 0% on every seed, docs/results/paper-countdown).
+// Two options, off by default, bound it (ours, modelled on the PPL bonus's
+// |r|/kappa cap):
+//
+//	kappa > 0:     bonus_b = w_t * min(beta / sqrt(n), |r_b| / kappa)
+//	correct_only:  bonus_b = 0 for a response the verifier judged wrong
+//
+// (counts advance for every response either way). correct_only removes the
+// mechanism above: an all-wrong group gets no bonus, so no advantage.
+//
 // Config keys: bits (integer in 1..64, default 16), beta (number > 0,
 // default 1), projection (gaussian | rademacher, default gaussian),
 // pooling (last | second_last | mean, default last), projection_seed
-// (integer >= 0, default 1), weight (schedule mapping, default constant 1).
+// (integer >= 0, default 1), kappa (number >= 0, default 0: no cap),
+// correct_only (bool, default false), weight (schedule mapping, default
+// constant 1).
 //
 // Metrics (Observe): simhash/occupied_cells (distinct codes seen so far),
 // simhash/max_count (largest count).
@@ -61,6 +77,10 @@ type SimHash struct {
 	ProjectionSeed uint64
 	// Pooling is the embedding pooling asked of the backend.
 	Pooling string
+	// Kappa > 0 caps the bonus at |r|/Kappa (0: the paper's uncapped form).
+	Kappa float64
+	// CorrectOnly pays the bonus to correct responses only.
+	CorrectOnly bool
 	// Weight is the schedule w_t.
 	Weight core.WeightSchedule
 
@@ -72,12 +92,15 @@ type SimHash struct {
 // New builds SimHash from a `strategies:` entry. It works with any algorithm.
 func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	s := &SimHash{
-		Bits:       p.Int("bits", 16),
-		Beta:       p.Float("beta", 1),
-		Projection: p.OneOf("projection", "gaussian", Projections...),
-		Pooling:    p.OneOf("pooling", "last", Poolings...),
-		counts:     map[uint64]int{},
+		Bits:        p.Int("bits", 16),
+		Beta:        p.Float("beta", 1),
+		Projection:  p.OneOf("projection", "gaussian", Projections...),
+		Pooling:     p.OneOf("pooling", "last", Poolings...),
+		Kappa:       p.Float("kappa", 0),
+		CorrectOnly: p.Bool("correct_only", false),
+		counts:      map[uint64]int{},
 	}
+	p.Check(s.Kappa >= 0 && !math.IsInf(s.Kappa, 0), "kappa", "must be a finite number >= 0 (0: no cap), got %v", s.Kappa)
 	p.Check(s.Bits >= 1 && s.Bits <= 64, "bits", "must be in 1..64, got %d", s.Bits)
 	p.Check(s.Beta > 0, "beta", "must be > 0, got %v", s.Beta)
 	seed := p.Int("projection_seed", 1)
@@ -182,8 +205,9 @@ func (s *SimHash) Code(h []float64) uint64 {
 }
 
 // RewardBonus hashes every embedding, counts it, and returns
-// w_t * beta / sqrt(n) with n the updated count of its code, in batch order.
-// On an error no count is changed.
+// w_t * beta / sqrt(n) with n the updated count of its code, in batch order
+// (capped at w_t * |r|/kappa when kappa > 0; 0 for a wrong response with
+// correct_only). On an error no count is changed.
 func (s *SimHash) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
 	codes := make([]uint64, len(r.Seqs))
 	for i := range r.Seqs {
@@ -202,7 +226,14 @@ func (s *SimHash) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, e
 	out := make([]float64, len(r.Seqs))
 	for i, c := range codes {
 		s.counts[c]++
-		out[i] = w * s.Beta / math.Sqrt(float64(s.counts[c]))
+		b := s.Beta / math.Sqrt(float64(s.counts[c]))
+		if s.Kappa > 0 {
+			b = min(b, math.Abs(r.Seqs[i].Reward)/s.Kappa)
+		}
+		if s.CorrectOnly && !r.Seqs[i].Correct {
+			b = 0
+		}
+		out[i] = w * b
 	}
 	return out, nil
 }

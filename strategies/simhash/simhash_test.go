@@ -127,6 +127,52 @@ func TestHandProjection(t *testing.T) {
 	}
 }
 
+// The bounded forms, by hand, with the 2-bit projection, beta 2, w 1 and
+// the batch h1 (r 1, correct), h1 (r -1, wrong), h1 (r 0.5, correct), h2
+// (r -1, wrong). Uncapped: 2, 2/sqrt(2), 2/sqrt(3), 2. kappa 4 caps at
+// |r|/4 = 0.25, 0.25, 0.125, 0.25, all below the uncapped bonus.
+// correct_only zeroes the wrong ones. Counts advance for every response.
+func TestBoundedBonus(t *testing.T) {
+	rs := []struct {
+		h       []float64
+		reward  float64
+		correct bool
+	}{{h1, 1, true}, {h1, -1, false}, {h1, 0.5, true}, {h2, -1, false}}
+	for _, c := range []struct {
+		name        string
+		kappa       float64
+		correctOnly bool
+		want        []float64
+	}{
+		{"paper's form", 0, false, []float64{2, math.Sqrt2, 2 / math.Sqrt(3), 2}},
+		{"kappa 4", 4, false, []float64{0.25, 0.25, 0.125, 0.25}},
+		{"correct_only", 0, true, []float64{2, 0, 2 / math.Sqrt(3), 0}},
+		{"both", 4, true, []float64{0.25, 0, 0.125, 0}},
+	} {
+		s, err := NewWithProjection(proj, 2, core.WeightSchedule{Kind: "constant", W0: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Kappa, s.CorrectOnly = c.kappa, c.correctOnly
+		r := &core.Rollout{}
+		for _, x := range rs {
+			r.Seqs = append(r.Seqs, core.Sequence{Reward: x.reward, Correct: x.correct, Embedding: x.h, Response: []int32{1}, LogProbs: []float64{-1}})
+		}
+		got, err := s.RewardBonus(core.StepInfo{Step: 0, TotalSteps: 4}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, c.name, got, c.want)
+		if h := s.Histogram(); h[1] != 3 || h[2] != 1 {
+			t.Errorf("%s: counts %v, want every response counted", c.name, h)
+		}
+	}
+	// The keys reach the fields.
+	if s := build(t, map[string]any{"kappa": 3.0, "correct_only": true}); s.Kappa != 3 || !s.CorrectOnly {
+		t.Errorf("kappa %v correct_only %v", s.Kappa, s.CorrectOnly)
+	}
+}
+
 func TestSeededProjection(t *testing.T) {
 	s := build(t, nil)
 	if s.Bits != 16 || s.Beta != 1 || s.Projection != "gaussian" || s.Pooling != "last" || s.ProjectionSeed != 1 || s.Weight.W0 != 1 {
@@ -214,6 +260,8 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"projection": "uniform"}, "config: strategies[0].projection: unknown value \"uniform\""},
 		{map[string]any{"projection_seed": -1}, "config: strategies[0].projection_seed: must be >= 0"},
 		{map[string]any{"seed": 3}, "config: strategies[0].seed: unknown key"},
+		{map[string]any{"kappa": -1}, "config: strategies[0].kappa: must be a finite number >= 0"},
+		{map[string]any{"correct_only": "yes"}, "config: strategies[0].correct_only"},
 		{map[string]any{"weight": map[string]any{"schedule": "staircase", "stairs": []any{[]any{0.6, 1}, []any{0.2, 0}}}},
 			"config: strategies[0].weight.stairs: must be sorted"},
 	}
@@ -233,6 +281,7 @@ func TestConformance(t *testing.T) {
 		nil,
 		{"bits": 4, "projection": "rademacher", "pooling": "mean", "weight": map[string]any{"schedule": "linear"}},
 		{"bits": 64, "beta": 0.5, "projection_seed": 9},
+		{"kappa": 3.0, "correct_only": true},
 	} {
 		strategytest.Run(t, func() core.Strategy { return build(t, m) }, strategytest.Options{Seed: 5, Steps: 4})
 	}

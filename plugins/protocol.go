@@ -223,6 +223,20 @@ func encodeBatch(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Bat
 		b.Prompt = append(b.Prompt, s.Prompt...)
 		b.Response = append(b.Response, s.Response...)
 	}
+	keys := func(get func(s *core.Sequence) string) []string {
+		for i := range r.Seqs {
+			if get(&r.Seqs[i]) != "" {
+				out := make([]string, n)
+				for j := range r.Seqs {
+					out[j] = get(&r.Seqs[j])
+				}
+				return out
+			}
+		}
+		return nil
+	}
+	b.AnswerKey = keys(func(s *core.Sequence) string { return s.AnswerKey })
+	b.SolutionKey = keys(func(s *core.Sequence) string { return s.SolutionKey })
 	var err error
 	pack := func(name string, get func(s *core.Sequence) []float64) []float64 {
 		if err != nil {
@@ -317,6 +331,11 @@ func decodeBatch(b *pb.Batch) (core.StepInfo, *core.Rollout, error) {
 			return core.StepInfo{}, nil, fmt.Errorf("batch: %s has %d entries for %d sequences", name, l, n)
 		}
 	}
+	for name, l := range map[string]int{"answer_key": len(b.AnswerKey), "solution_key": len(b.SolutionKey)} {
+		if l != 0 && l != n {
+			return core.StepInfo{}, nil, fmt.Errorf("batch: %s has %d entries for %d sequences (want %d or none)", name, l, n, n)
+		}
+	}
 	total, ptotal := 0, 0
 	for i := range n {
 		if b.Lengths[i] < 0 || b.PromptLengths[i] < 0 {
@@ -357,6 +376,12 @@ func decodeBatch(b *pb.Batch) (core.StepInfo, *core.Rollout, error) {
 		s := &r.Seqs[i]
 		s.Group, s.ProblemID, s.Reward, s.Correct = int(b.Group[i]), b.ProblemId[i], b.Reward[i], b.Correct[i]
 		s.Truncated, s.Text, s.RewardBonus, s.ShapedReward = b.Truncated[i], b.Text[i], b.RewardBonus[i], b.ShapedReward[i]
+		if len(b.AnswerKey) > 0 {
+			s.AnswerKey = b.AnswerKey[i]
+		}
+		if len(b.SolutionKey) > 0 {
+			s.SolutionKey = b.SolutionKey[i]
+		}
 		if len(b.Prompt) > 0 {
 			s.Prompt = b.Prompt[poff : poff+P : poff+P]
 		}

@@ -506,6 +506,11 @@ type Batch struct {
 	PromptLengths []int32   `protobuf:"varint,17,rep,packed,name=prompt_lengths,json=promptLengths,proto3" json:"prompt_lengths,omitempty"`
 	RewardBonus   []float64 `protobuf:"fixed64,18,rep,packed,name=reward_bonus,json=rewardBonus,proto3" json:"reward_bonus,omitempty"`
 	ShapedReward  []float64 `protobuf:"fixed64,19,rep,packed,name=shaped_reward,json=shapedReward,proto3" json:"shaped_reward,omitempty"`
+	// The final answer and (for a correct response) the solution, as the
+	// task's verifier names them ("" for none): N entries each, or empty
+	// when no sequence has one (hosts before these fields send none).
+	AnswerKey   []string `protobuf:"bytes,22,rep,name=answer_key,json=answerKey,proto3" json:"answer_key,omitempty"`
+	SolutionKey []string `protobuf:"bytes,23,rep,name=solution_key,json=solutionKey,proto3" json:"solution_key,omitempty"`
 	// Token ids: sum(prompt_lengths) and sum(lengths) entries.
 	Prompt   []int32 `protobuf:"varint,20,rep,packed,name=prompt,proto3" json:"prompt,omitempty"`
 	Response []int32 `protobuf:"varint,21,rep,packed,name=response,proto3" json:"response,omitempty"`
@@ -655,6 +660,20 @@ func (x *Batch) GetRewardBonus() []float64 {
 func (x *Batch) GetShapedReward() []float64 {
 	if x != nil {
 		return x.ShapedReward
+	}
+	return nil
+}
+
+func (x *Batch) GetAnswerKey() []string {
+	if x != nil {
+		return x.AnswerKey
+	}
+	return nil
+}
+
+func (x *Batch) GetSolutionKey() []string {
+	if x != nil {
+		return x.SolutionKey
 	}
 	return nil
 }
@@ -1211,7 +1230,7 @@ const file_cde_strategy_proto_rawDesc = "" +
 	"\vtotal_steps\x18\x02 \x01(\x03R\n" +
 	"totalSteps\x12\x1c\n" +
 	"\talgorithm\x18\x03 \x01(\tR\talgorithm\x12\x12\n" +
-	"\x04seed\x18\x04 \x01(\x04R\x04seed\"\xa5\x06\n" +
+	"\x04seed\x18\x04 \x01(\x04R\x04seed\"\xe7\x06\n" +
 	"\x05Batch\x12-\n" +
 	"\x04info\x18\x01 \x01(\v2\x19.cde.strategy.v1.StepInfoR\x04info\x12!\n" +
 	"\frollout_step\x18\x02 \x01(\x03R\vrolloutStep\x12.\n" +
@@ -1230,7 +1249,10 @@ const file_cde_strategy_proto_rawDesc = "" +
 	"\alengths\x18\x10 \x03(\x05R\alengths\x12%\n" +
 	"\x0eprompt_lengths\x18\x11 \x03(\x05R\rpromptLengths\x12!\n" +
 	"\freward_bonus\x18\x12 \x03(\x01R\vrewardBonus\x12#\n" +
-	"\rshaped_reward\x18\x13 \x03(\x01R\fshapedReward\x12\x16\n" +
+	"\rshaped_reward\x18\x13 \x03(\x01R\fshapedReward\x12\x1d\n" +
+	"\n" +
+	"answer_key\x18\x16 \x03(\tR\tanswerKey\x12!\n" +
+	"\fsolution_key\x18\x17 \x03(\tR\vsolutionKey\x12\x16\n" +
 	"\x06prompt\x18\x14 \x03(\x05R\x06prompt\x12\x1a\n" +
 	"\bresponse\x18\x15 \x03(\x05R\bresponse\x12\x1a\n" +
 	"\blogprobs\x18\x1e \x03(\x01R\blogprobs\x12\x1c\n" +

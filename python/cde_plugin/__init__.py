@@ -135,7 +135,9 @@ class Batch:
     Per sequence (length N = ``len(batch)``): ``group``, ``reward``,
     ``correct``, ``truncated``, ``lengths`` (T_i, response tokens),
     ``prompt_lengths``, ``reward_bonus``, ``shaped_reward`` (arrays), and
-    ``problem_id``, ``text`` (lists of str).
+    ``problem_id``, ``text``, ``answer_key``, ``solution_key`` (lists of
+    str; the keys are "" where the verifier names none, and all "" when
+    the host sent none).
 
     Per sequence, lists of N per-token arrays: ``prompt``, ``response``
     (token ids), ``logprobs``, ``entropies`` (when declared), ``values``
@@ -197,6 +199,8 @@ class Batch:
             v.flags.writeable = False
         elif name in ("problem_id", "text"):
             v = list(getattr(msg, name))
+        elif name in ("answer_key", "solution_key"):
+            v = list(getattr(msg, name)) or [""] * len(self)
         elif name == "prompt":
             f = self.flat("prompt")
             v = _split(f if f is not None else np.zeros(0, np.int64), self.prompt_lengths, self._offsets("prompt_lengths"))

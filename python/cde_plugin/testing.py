@@ -35,13 +35,14 @@ def make_info(step=0, total_steps=10, algorithm="grpo", value_heads=0, seed=1):
 
 
 def make_batch(lengths, reward=None, group=None, correct=None, truncated=None, text=None, problem_id=None,
-               prompt_lengths=None, logprobs=None, entropies=None, advantages=None, values=None, value_heads=0,
+               answer_key=None, solution_key=None, prompt_lengths=None, logprobs=None, entropies=None, advantages=None, values=None, value_heads=0,
                embedding=None, step=0, total_steps=10, algorithm="grpo"):
     """A Batch of len(lengths) sequences, as cde-run would send it.
 
     lengths: T_i, the response tokens of each sequence. reward (default 0),
     group (default: all in group 0), correct, truncated (default False),
-    text (default ""), problem_id (default "p<group>"), prompt_lengths
+    text (default ""), problem_id (default "p<group>"), answer_key and
+    solution_key (default: none sent), prompt_lengths
     (default 2): per sequence. logprobs, entropies, advantages: lists of
     N per-token lists (logprobs default to -1.0 each). values: N arrays of
     T_i x value_heads. embedding: N x d.
@@ -56,6 +57,8 @@ def make_batch(lengths, reward=None, group=None, correct=None, truncated=None, t
         info=pb.StepInfo(step=step, total_steps=total_steps, algorithm=algorithm, seed=1),
         rollout_step=step, rollout_total_steps=total_steps, rollout_algorithm=algorithm, value_heads=value_heads,
         group=group, problem_id=list(problem_id) if problem_id is not None else ["p%d" % g for g in group],
+        answer_key=list(answer_key) if answer_key is not None else [],
+        solution_key=list(solution_key) if solution_key is not None else [],
         reward=list(reward) if reward is not None else [0.0] * n,
         correct=list(correct) if correct is not None else [False] * n,
         truncated=list(truncated) if truncated is not None else [False] * n,

@@ -32,6 +32,12 @@ class BatchTest(unittest.TestCase):
             b.reward[0] = 2
         with self.assertRaises(AttributeError):
             b.nonsense
+        # Keys the host did not send read as "" for every sequence.
+        self.assertEqual(b.answer_key, ["", "", ""])
+        self.assertEqual(b.solution_key, ["", "", ""])
+        k = make_batch([1, 1], answer_key=["24", ""], solution_key=["3*8", ""])
+        self.assertEqual(k.answer_key, ["24", ""])
+        self.assertEqual(k.solution_key, ["3*8", ""])
 
 
 class Bonus(cde_plugin.Strategy):

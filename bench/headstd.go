@@ -50,13 +50,19 @@ func measureHeadStd(ctx context.Context, run string, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	heads, err := criticHeads(cfg)
-	if err != nil || heads < 2 {
-		return err
-	}
 	ckpt, err := core.LatestCheckpoint(run)
 	if err != nil || ckpt == "" {
 		return fmt.Errorf("%s: no checkpoint (%v)", run, err)
+	}
+	// The checkpoint says how many critic heads the run had; one written
+	// before it recorded them is asked the slow way, by building the run's
+	// strategies (plugin processes included).
+	heads, known, err := core.CheckpointValueHeads(ckpt)
+	if err == nil && !known {
+		heads, err = criticHeads(cfg)
+	}
+	if err != nil || heads < 2 {
+		return err
 	}
 	s, err := session.New(cfg, log.Level(zerolog.WarnLevel))
 	if err != nil {

@@ -313,11 +313,11 @@ func (s *Spec) Validate(dir string, only ...string) error {
 	return s.checkSharedBase(dir)
 }
 
-// criticHeads builds the task, algorithm and strategies of cfg (no model)
-// and returns the number of critic heads the run will have (0: no critic).
+// criticHeads builds the task, algorithm and strategies of cfg (no model),
+// which checks their keys, and returns the number of critic heads the run
+// will have (0: no critic).
 func criticHeads(cfg *core.Config) (int, error) {
-	task, err := tasks.New(core.NewParams("task", cfg.Task))
-	if err != nil {
+	if _, err := tasks.New(core.NewParams("task", cfg.Task)); err != nil {
 		return 0, err
 	}
 	algo, err := session.BuildAlgorithm(cfg)
@@ -335,7 +335,6 @@ func criticHeads(cfg *core.Config) (int, error) {
 			}
 		}
 	}()
-	tr := &core.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats}
-	n, err := tr.Needs()
+	n, err := core.TrainNeeds(cfg, algo, strats)
 	return n.ValueHeads, err
 }

@@ -14,6 +14,15 @@ type Algorithm interface {
 	Finalize(r *Rollout) error
 }
 
+// AlgorithmNeeds is implemented by an algorithm that needs more of a run
+// than a critic (NeedsCritic): the signals and the run shape a strategy's
+// Needs can declare, such as the verifier's verdicts (Needs.Correct) or a
+// least group size (Needs.MinGroup). RunNeeds merges them with the
+// strategies', so no caller special-cases an algorithm by name.
+type AlgorithmNeeds interface {
+	Needs() Needs
+}
+
 // RewardLevels is implemented by a verifier whose reward has two levels:
 // Rewards returns the reward of an incorrect and of a correct answer (the
 // task's incorrect_reward and correct_reward).

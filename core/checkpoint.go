@@ -21,6 +21,10 @@ type CheckpointState struct {
 	// Config holds the keys a resumed run may not change (see
 	// FixedConfigKeys), as the run had them.
 	Config map[string]any `json:"config,omitempty"`
+	// ValueHeads is the run's number of critic heads (0: no critic), so a
+	// reader learns it without building the run's strategies (plugin
+	// processes included). Absent (nil) in checkpoints written before it.
+	ValueHeads *int `json:"value_heads,omitempty"`
 }
 
 func checkpointRoot(runDir string) string { return filepath.Join(runDir, "checkpoints") }
@@ -43,7 +47,8 @@ func (t *Trainer) Checkpoint(step int) error {
 	if err := t.Backend.Save(tmp); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	st := CheckpointState{Step: step, Seed: t.Cfg.Seed, Strategies: map[string][]byte{}, Config: fixedConfig(t.Cfg)}
+	heads := t.needs.ValueHeads
+	st := CheckpointState{Step: step, Seed: t.Cfg.Seed, Strategies: map[string][]byte{}, Config: fixedConfig(t.Cfg), ValueHeads: &heads}
 	for i, s := range t.Strategies {
 		if sf, ok := s.(Stateful); ok {
 			data, err := sf.SaveState()
@@ -288,4 +293,22 @@ func (t *Trainer) Restore(dir string) (int, error) {
 		}
 	}
 	return st.Step, nil
+}
+
+// CheckpointValueHeads reads the number of critic heads a checkpoint's run
+// had from its state.json; known is false for a checkpoint written before
+// the state recorded it.
+func CheckpointValueHeads(dir string) (heads int, known bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return 0, false, err
+	}
+	var st CheckpointState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return 0, false, fmt.Errorf("%s/state.json: %w", dir, err)
+	}
+	if st.ValueHeads == nil {
+		return 0, false, nil
+	}
+	return *st.ValueHeads, true, nil
 }

@@ -12,6 +12,14 @@ type Needs struct {
 	ValueHeads int
 	// HeadMasks asks the trainer to request per-head bootstrap masks.
 	HeadMasks bool
+	// Correct asks for the verifier's verdict on every sequence: a rollout
+	// file must say `correct` for each (grpo_passk counts correct subsets).
+	Correct bool
+	// MinGroup asks every group to hold at least this many responses
+	// (rollout.n >= MinGroup); MinGroupKey is the config key that set it,
+	// named in the error.
+	MinGroup    int
+	MinGroupKey string
 }
 
 // Merge returns the union of two needs. Two different poolings conflict;
@@ -27,6 +35,10 @@ func (n Needs) Merge(o Needs) (Needs, bool) {
 	}
 	n.ValueHeads = max(n.ValueHeads, o.ValueHeads)
 	n.HeadMasks = n.HeadMasks || o.HeadMasks
+	n.Correct = n.Correct || o.Correct
+	if o.MinGroup > n.MinGroup {
+		n.MinGroup, n.MinGroupKey = o.MinGroup, o.MinGroupKey
+	}
 	return n, ok
 }
 

@@ -91,21 +91,21 @@ const (
 	seedStrategy
 )
 
-// Needs returns the merged needs of the algorithm and strategies.
-func (t *Trainer) Needs() (Needs, error) {
-	n := Needs{LogProbs: true, Entropies: true}
-	if t.Algo.NeedsCritic() {
-		n.ValueHeads = max(n.ValueHeads, 1)
+// Needs is TrainNeeds of the trainer's config, algorithm and strategies.
+func (t *Trainer) Needs() (Needs, error) { return TrainNeeds(t.Cfg, t.Algo, t.Strategies) }
+
+// TrainNeeds is what a run of cfg computes: RunNeeds of its algorithm and
+// strategies, plus log-probs and entropies (always), with a critic of
+// train.value_heads heads unless a strategy asks for more (cfg may be nil:
+// then the declared heads).
+func TrainNeeds(cfg *Config, algo Algorithm, strategies []Strategy) (Needs, error) {
+	n, err := RunNeeds(algo, strategies)
+	if err != nil {
+		return n, err
 	}
-	for i, s := range t.Strategies {
-		var ok bool
-		if n, ok = n.Merge(s.Needs()); !ok {
-			return n, fmt.Errorf("config: strategies[%d] (%s): asks for pooling %q but another strategy asked for %q", i, s.Name(), s.Needs().Pooling, n.Pooling)
-		}
-	}
-	if n.ValueHeads > 0 && t.Cfg != nil {
-		// The critic has train.value_heads heads unless a strategy asks for more.
-		n.ValueHeads = max(n.ValueHeads, t.Cfg.Train.ValueHeads)
+	n.LogProbs, n.Entropies = true, true
+	if n.ValueHeads > 0 && cfg != nil {
+		n.ValueHeads = max(n.ValueHeads, cfg.Train.ValueHeads)
 	}
 	return n, nil
 }

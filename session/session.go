@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	_ "github.com/cde-rl/cde/algos/all" // every in-tree algorithm
-	"github.com/cde-rl/cde/algos/grpopassk"
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
@@ -239,15 +238,17 @@ func BuildAlgorithm(cfg *core.Config) (core.Algorithm, error) {
 	return core.NewAlgorithm(name, p)
 }
 
-// CheckAlgorithmFits checks the algorithm against the rest of the config:
-// grpo_passk needs every group of rollout.n responses to hold at least
-// algorithm.k of them. (cde-run shape does not call it: there the file's
-// groups count, and grpo_passk checks each.)
+// CheckAlgorithmFits checks the algorithm's needs (core.AlgorithmNeeds)
+// against the rest of the config: a least group size against rollout.n
+// (grpo_passk draws subsets of algorithm.k of each group). (cde-run shape
+// does not call it: there the file's groups count, and the algorithm
+// checks each.)
 func CheckAlgorithmFits(cfg *core.Config, algo core.Algorithm) error {
-	if pk, ok := algo.(*grpopassk.PassK); ok && cfg.Rollout.N < pk.K {
-		return fmt.Errorf("config: rollout.n = %d is less than algorithm.k = %d: grpo_passk draws subsets of k of each prompt's rollout.n responses (raise rollout.n or lower algorithm.k)", cfg.Rollout.N, pk.K)
+	n, err := core.RunNeeds(algo, nil)
+	if err != nil {
+		return err
 	}
-	return nil
+	return n.CheckGroupSize(cfg.Rollout.N)
 }
 
 // BuildStrategies builds every `strategies:` entry in order: a registered

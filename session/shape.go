@@ -69,24 +69,17 @@ func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (
 			}
 		}
 	}()
-	tr := &core.Trainer{Cfg: cfg, Algo: algo, Strategies: strats}
-	if _, err := tr.Needs(); err != nil {
+	needs, err := core.RunNeeds(algo, strats)
+	if err != nil {
 		return o, err
-	}
-	var needs core.Needs
-	if algo.NeedsCritic() {
-		needs.ValueHeads = 1
-	}
-	for _, s := range strats {
-		needs, _ = needs.Merge(s.Needs())
 	}
 	if err := checkNeeds(r, needs, path); err != nil {
 		return o, err
 	}
-	if algo.Name() == "grpo_passk" && r.File != nil {
+	if a, ok := algo.(core.AlgorithmNeeds); ok && a.Needs().Correct && r.File != nil {
 		for i, given := range r.File.HasCorrect {
 			if !given {
-				return o, fmt.Errorf("%s: sequences[%d].correct: required by algorithm grpo_passk (the verifier's verdict, true or false)", path, i)
+				return o, fmt.Errorf("%s: sequences[%d].correct: required by algorithm %s (the verifier's verdict, true or false)", path, i, algo.Name())
 			}
 		}
 	}
@@ -97,6 +90,7 @@ func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (
 			return o, fmt.Errorf("%s: step: %d: must be < train.steps (%d) of the config, which stands in for the file's missing total_steps", path, r.Step, r.TotalSteps)
 		}
 	}
+	tr := &core.Trainer{Cfg: cfg, Algo: algo, Strategies: strats} // for its Shape and ApplyTokenLoss
 	m := map[string]float64{}
 	info := core.StepInfo{Step: r.Step, TotalSteps: r.TotalSteps, Algorithm: algo.Name(), Seed: cfg.Seed}
 	if err := tr.Shape(info, r, m); err != nil {

@@ -53,6 +53,12 @@ func init() {
 	core.RegisterAlgorithm("grpo_passk", New, "k") // its keys besides name
 }
 
+// Needs asks for the verifier's verdicts (a rollout file must say
+// `correct`) and groups of at least k responses (rollout.n >= k).
+func (a *PassK) Needs() core.Needs {
+	return core.Needs{Correct: true, MinGroup: a.K, MinGroupKey: "algorithm.k"}
+}
+
 // PassK is the analytic pass@k advantage estimator.
 type PassK struct {
 	// K is the subset size k of pass@k.

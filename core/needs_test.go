@@ -19,7 +19,6 @@ func (s needsStrategy) Needs() Needs { return s.n }
 
 // needyAlgo declares needs of its own (criticAlgo, a critic: trainer_eval_test.go).
 
-
 type needyAlgo struct {
 	meanAlgo
 	n Needs

@@ -17,8 +17,8 @@ type needsStrategy struct {
 func (s needsStrategy) Name() string { return s.name }
 func (s needsStrategy) Needs() Needs { return s.n }
 
-// needyAlgo declares needs of its own (criticAlgo, a critic: trainer_eval_test.go).
-
+// needyAlgo declares needs of its own (criticAlgo, a critic, is in
+// trainer_eval_test.go).
 type needyAlgo struct {
 	meanAlgo
 	n Needs

@@ -67,7 +67,7 @@ var presets = map[string]Shape{
 	"d128":    {Vocab: 101, Layers: 2, DModel: 128, Heads: 4, MaxLen: 64, Batch: 64, Prompt: 32, Response: 32},
 }
 
-// The backend's padding rules (backend.go): Generate pads prompts to a
+// The backend's padding rules (generate.go, score.go): Generate pads prompts to a
 // multiple of 4, scoring and training pad sequences to a multiple of 8.
 const (
 	promptPad = 4

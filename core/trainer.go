@@ -197,129 +197,195 @@ func (t *Trainer) info(step int) StepInfo {
 // Step runs one training step and adds its metrics to m.
 func (t *Trainer) Step(step int, m map[string]float64) error {
 	stepStart := time.Now()
-	c := t.Cfg
 	info := t.info(step)
-	if !t.synced {
-		// Once before the first generation of this Run, so the servers
-		// hold the trainer's policy from the start, and after a resume.
+	r, genTime, klCoef, err := t.sample(step, m)
+	if err != nil {
+		return err
+	}
+	lossTerms, err := t.shapeStep(step, info, r, m)
+	if err != nil {
+		return err
+	}
+	updStart := time.Now()
+	if err := t.updateActor(step, r, lossTerms, klCoef, m); err != nil {
+		return err
+	}
+	if err := t.updateCritic(step, info, r, m); err != nil {
+		return err
+	}
+	if err := t.observe(info, r, m); err != nil {
+		return err
+	}
+	RolloutMetrics(r, m)
+	m["perf/gen_s"] = genTime.Seconds()
+	if _, ok := m["perf/gen_tokens_per_s"]; !ok { // set by Collect under dynamic sampling
+		m["perf/gen_tokens_per_s"] = float64(r.NumTokens()) / genTime.Seconds()
+	}
+	m["perf/update_s"] = time.Since(updStart).Seconds()
+	if every := t.Cfg.Rollout.WeightSync.Every; every > 0 && (step+1)%every == 0 && step+1 < t.Cfg.Train.Steps {
 		if err := t.syncWeights(m); err != nil {
 			return err
 		}
 	}
-	r, genTime, err := t.Collect(step, m)
+	m["perf/step_s"] = time.Since(stepStart).Seconds()
+	return nil
+}
+
+// sample is a step's first part: the servers synced (once per Run), the
+// batch collected, the critic's values and (for the KL reward) the
+// reference log-probs scored, all checked finite. klCoef is the actor
+// loss's KL weight: train.kl_coef, or 0 when the KL is in the reward.
+func (t *Trainer) sample(step int, m map[string]float64) (r *Rollout, genTime time.Duration, klCoef float64, err error) {
+	c := t.Cfg
+	if !t.synced {
+		// Once before the first generation of this Run, so the servers
+		// hold the trainer's policy from the start, and after a resume.
+		if err := t.syncWeights(m); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	r, genTime, err = t.Collect(step, m)
 	if err != nil {
-		return err
+		return nil, 0, 0, err
 	}
 	if sg, ok := t.Gen.(ServerGenerator); ok {
 		m["rollout/servers_live"] = float64(sg.LiveServers())
 	}
 	if t.needs.ValueHeads > 0 {
 		if err := inParts(r, t.scoringPart(len(r.Seqs)), t.Backend.ScoreValues); err != nil {
-			return err
+			return nil, 0, 0, err
 		}
 	}
-	klCoef := c.Train.KLCoef // the actor loss's KL weight
+	klCoef = c.Train.KLCoef
 	if c.Train.KLMode == "reward" && c.Train.KLCoef > 0 {
 		klCoef = 0
 		if err := t.referenceLogProbs(r); err != nil {
-			return err
+			return nil, 0, 0, err
 		}
 	}
 	if err := checkRolloutFinite(r); err != nil {
-		return err
+		return nil, 0, 0, err
 	}
+	return r, genTime, klCoef, nil
+}
+
+// shapeStep is a step's second part: rewards and advantages shaped (Shape),
+// the strategies' loss terms and token-loss weights gathered, the
+// importance weights of a remote batch applied, the batch dumped when
+// asked. It returns the actor loss's terms.
+func (t *Trainer) shapeStep(step int, info StepInfo, r *Rollout, m map[string]float64) (LossTerms, error) {
+	c := t.Cfg
 	if err := t.Shape(info, r, m); err != nil {
-		return err
+		return LossTerms{}, err
 	}
 	if err := checkShapedFinite(r); err != nil {
-		return err
+		return LossTerms{}, err
 	}
 	lossTerms := LossTerms{EntropyCoef: c.Train.EntropyCoef}
 	for i, s := range t.Strategies {
 		if h, ok := s.(LossHook); ok {
 			lt, err := h.LossTerms(info)
 			if err != nil {
-				return fmt.Errorf("strategies[%d] (%s): loss terms: %w", i, s.Name(), err)
+				return LossTerms{}, fmt.Errorf("strategies[%d] (%s): loss terms: %w", i, s.Name(), err)
 			}
 			if err := CheckLossTerms(lt); err != nil {
-				return fmt.Errorf("strategies[%d] (%s): loss terms: %w", i, s.Name(), err)
+				return LossTerms{}, fmt.Errorf("strategies[%d] (%s): loss terms: %w", i, s.Name(), err)
 			}
 			lossTerms.EntropyCoef += lt.EntropyCoef
 		}
 	}
 	tokenEntCoef, err := t.ApplyTokenLoss(info, r, m)
 	if err != nil {
-		return err
+		return LossTerms{}, err
 	}
 	lossTerms.EntropyCoef += tokenEntCoef
 	if t.Gen != nil {
 		if err := applyTIS(r, c.Rollout.TISCap, m); err != nil {
-			return err
+			return LossTerms{}, err
 		}
 	}
 	if t.DumpRollouts != "" {
 		if err := WriteRolloutFile(filepath.Join(t.DumpRollouts, fmt.Sprintf("rollout-%06d.json", step)), r); err != nil {
-			return err
+			return LossTerms{}, err
 		}
 	}
-	updStart := time.Now()
-	// Critic warm-up: the first train.critic_warmup steps leave the actor
-	// as it is and only fit the critic (actor/updated 0).
-	if step >= c.Train.CriticWarmup {
-		if c.Train.PolicyLoss == LossGMPO {
-			for i := range r.Seqs {
-				if r.Seqs[i].PGWeight != nil || r.Seqs[i].AbsKLCoef != nil {
-					return fmt.Errorf("train.policy_loss gmpo is a sequence-level loss: the per-token weights of a token-loss strategy " +
-						"(clip_cov, kl_cov, forking_tokens, a plugin's token loss) or of rollout.tis_cap cannot apply to it")
-				}
-			}
-		}
-		am, err := t.Backend.UpdateActor(r, ActorUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches, MicroBatchSize: c.Train.MicroBatchSize,
-			ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, ClipRatioC: c.Train.ClipRatioC,
-			LossAggMode: c.Train.LossAggMode, RatioLevel: c.Train.RatioLevel, MaxResponseTokens: c.Rollout.MaxResponseTokens,
-			EntropyCoef: lossTerms.EntropyCoef, KLCoef: klCoef, KLEstimator: c.Train.KLEstimator, PolicyLoss: c.Train.PolicyLoss,
-			Temperature: c.Rollout.Temperature, Seed: Mix(c.Seed, seedActor, uint64(step))})
-		if err != nil {
-			return err
-		}
-		if err := checkMetricsFinite(am, "actor/"); err != nil {
-			return err
-		}
-		for k, v := range am {
-			m[k] = v
-		}
-		m["actor/updated"] = 1
-	} else {
-		m["actor/updated"] = 0
-	}
+	return lossTerms, nil
+}
+
+// updateActor takes the actor's update of a step, unless the critic is
+// still warming up (the first train.critic_warmup steps leave the actor as
+// it is: actor/updated 0).
+func (t *Trainer) updateActor(step int, r *Rollout, lossTerms LossTerms, klCoef float64, m map[string]float64) error {
+	c := t.Cfg
 	m["actor/entropy_coef"] = lossTerms.EntropyCoef
-	if t.needs.ValueHeads > 0 {
-		for i, s := range t.Strategies {
-			if h, ok := s.(HeadMasker); ok {
-				masks, err := h.HeadMasks(info, r)
-				if err != nil {
-					return fmt.Errorf("strategies[%d] (%s): head masks: %w", i, s.Name(), err)
-				}
-				if err := CheckHeadMasks(r.SeqLens(), masks, r.ValueHeads); err != nil {
-					return fmt.Errorf("strategies[%d] (%s): head masks: %w", i, s.Name(), err)
-				}
-				for j := range r.Seqs {
-					r.Seqs[j].HeadMask = masks[j]
-				}
+	if step < c.Train.CriticWarmup {
+		m["actor/updated"] = 0
+		return nil
+	}
+	if c.Train.PolicyLoss == LossGMPO {
+		for i := range r.Seqs {
+			if r.Seqs[i].PGWeight != nil || r.Seqs[i].AbsKLCoef != nil {
+				return fmt.Errorf("train.policy_loss gmpo is a sequence-level loss: the per-token weights of a token-loss strategy " +
+					"(clip_cov, kl_cov, forking_tokens, a plugin's token loss) or of rollout.tis_cap cannot apply to it")
 			}
 		}
-		cm, err := t.Backend.UpdateCritic(r, CriticUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches, MicroBatchSize: c.Train.MicroBatchSize,
-			Seed: Mix(c.Seed, seedCritic, uint64(step))})
-		if err != nil {
-			return err
-		}
-		if err := checkMetricsFinite(cm, "critic/"); err != nil {
-			return err
-		}
-		for k, v := range cm {
-			m[k] = v
+	}
+	am, err := t.Backend.UpdateActor(r, ActorUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches, MicroBatchSize: c.Train.MicroBatchSize,
+		ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, ClipRatioC: c.Train.ClipRatioC,
+		LossAggMode: c.Train.LossAggMode, RatioLevel: c.Train.RatioLevel, MaxResponseTokens: c.Rollout.MaxResponseTokens,
+		EntropyCoef: lossTerms.EntropyCoef, KLCoef: klCoef, KLEstimator: c.Train.KLEstimator, PolicyLoss: c.Train.PolicyLoss,
+		Temperature: c.Rollout.Temperature, Seed: Mix(c.Seed, seedActor, uint64(step))})
+	if err != nil {
+		return err
+	}
+	if err := checkMetricsFinite(am, "actor/"); err != nil {
+		return err
+	}
+	for k, v := range am {
+		m[k] = v
+	}
+	m["actor/updated"] = 1
+	return nil
+}
+
+// updateCritic fits the critic, when the run has one, with the head masks
+// the strategies draw.
+func (t *Trainer) updateCritic(step int, info StepInfo, r *Rollout, m map[string]float64) error {
+	if t.needs.ValueHeads == 0 {
+		return nil
+	}
+	c := t.Cfg
+	for i, s := range t.Strategies {
+		if h, ok := s.(HeadMasker); ok {
+			masks, err := h.HeadMasks(info, r)
+			if err != nil {
+				return fmt.Errorf("strategies[%d] (%s): head masks: %w", i, s.Name(), err)
+			}
+			if err := CheckHeadMasks(r.SeqLens(), masks, r.ValueHeads); err != nil {
+				return fmt.Errorf("strategies[%d] (%s): head masks: %w", i, s.Name(), err)
+			}
+			for j := range r.Seqs {
+				r.Seqs[j].HeadMask = masks[j]
+			}
 		}
 	}
+	cm, err := t.Backend.UpdateCritic(r, CriticUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches, MicroBatchSize: c.Train.MicroBatchSize,
+		Seed: Mix(c.Seed, seedCritic, uint64(step))})
+	if err != nil {
+		return err
+	}
+	if err := checkMetricsFinite(cm, "critic/"); err != nil {
+		return err
+	}
+	for k, v := range cm {
+		m[k] = v
+	}
+	return nil
+}
+
+// observe gives the finished step to the strategies' Observers and adds
+// their metrics.
+func (t *Trainer) observe(info StepInfo, r *Rollout, m map[string]float64) error {
 	for i, s := range t.Strategies {
 		if o, ok := s.(Observer); ok {
 			om, err := o.Observe(info, r)
@@ -334,18 +400,6 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 			}
 		}
 	}
-	RolloutMetrics(r, m)
-	m["perf/gen_s"] = genTime.Seconds()
-	if _, ok := m["perf/gen_tokens_per_s"]; !ok { // set by Collect under dynamic sampling
-		m["perf/gen_tokens_per_s"] = float64(r.NumTokens()) / genTime.Seconds()
-	}
-	m["perf/update_s"] = time.Since(updStart).Seconds()
-	if every := c.Rollout.WeightSync.Every; every > 0 && (step+1)%every == 0 && step+1 < c.Train.Steps {
-		if err := t.syncWeights(m); err != nil {
-			return err
-		}
-	}
-	m["perf/step_s"] = time.Since(stepStart).Seconds()
 	return nil
 }
 

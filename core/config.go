@@ -584,7 +584,7 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		LossAggMode: t.OneOf("loss_agg_mode", AggTokenMean, LossAggModes...),
 		ClipRatioC:  t.Float("clip_ratio_c", 0),
 		RatioLevel:  t.OneOf("ratio_level", RatioToken, RatioToken, RatioSequence),
-		PolicyLoss:  t.OneOf("policy_loss", LossPPO, PolicyLosses...),
+		PolicyLoss:  t.OneOf("policy_loss", LossPPO, PolicyLosses()...),
 	}
 	if err := CheckPolicyLoss(c.Train.PolicyLoss, c.Train.RatioLevel, c.Train.ClipRatioC); err != nil {
 		t.Fail("policy_loss", "%s", strings.TrimPrefix(err.Error(), "train.policy_loss "))

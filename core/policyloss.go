@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 )
 
 // Loss aggregation modes (train.loss_agg_mode), verl's names. Each gives
@@ -37,28 +39,6 @@ const (
 	// al. 2025, arXiv 2507.18071), in its GSPO-token form (see PolicyLoss).
 	RatioSequence = "sequence"
 )
-
-// Policy losses (train.policy_loss).
-const (
-	// LossPPO is PPO's clipped surrogate (with GSPO's sequence ratio and
-	// the dual clip as options).
-	LossPPO = "ppo"
-	// LossCISPO is MiniMax-M1's clipped importance-sampling policy
-	// optimisation (arXiv 2506.13585, its equations 4 and 5): per token
-	// -sg[clip(rho, 1 - clip_low, 1 + clip_high)] * A * log pi(o_t), so
-	// every token keeps its gradient, scaled by the clipped ratio.
-	LossCISPO = "cispo"
-	// LossGMPO is geometric-mean policy optimisation (Zhao et al. 2025,
-	// arXiv 2507.20673; verl's "geo_mean" loss): per sequence, the
-	// geometric mean of the token ratios, each clipped in log space to
-	// [-clip_low, clip_high] on the side its advantage's sign makes
-	// pessimistic, times the sequence's mean advantage; the mean over
-	// sequences (loss_agg_mode does not apply to it).
-	LossGMPO = "gmpo"
-)
-
-// PolicyLosses lists the policy losses.
-var PolicyLosses = []string{LossPPO, LossCISPO, LossGMPO}
 
 // KL estimators (train.kl_estimator), from J. Schulman, "Approximating KL
 // Divergence" (2020): with log r = log pi_ref(o_t) - log pi(o_t), samples
@@ -114,19 +94,21 @@ type PolicyLossResult struct {
 
 // PolicyLoss is the plain-Go reference of the actor's policy loss (DESIGN
 // section 4), written as a loop over tokens so each line can be checked
-// against the formula; backends/xla's graph is tested equal to it. Per valid
-// token t of sequence i, with A = Advantages[t]:
+// against the formula; backends/xla's graph is tested equal to it. The loss
+// o.Loss is a registered PolicyLossDef (loss_ppo.go, loss_cispo.go,
+// loss_gmpo.go document theirs). For a token loss, per valid token t of
+// sequence i, with the log-ratio
 //
-//	token ratio:    rho = exp(clamp(new_t - old_t))
-//	sequence ratio: rho = exp(clamp((1/T_i) sum_u (new_u - old_u)))   (GSPO)
-//	pg = max(-A*rho, -A*clip(rho, 1 - clip_low, 1 + clip_high))
-//	if A < 0 and clip_ratio_c > 1: pg = min(pg, -A*clip_ratio_c)      (dual clip)
+//	token ratio:    clamp(new_t - old_t)
+//	sequence ratio: clamp((1/T_i) sum_u (new_u - old_u))   (GSPO)
 //
-// and PGLoss = sum_i sum_t w_i * (g_i,t * pg_i,t + c_i,t * |new_t - old_t|)
-// with the weights w_i of the loss aggregation mode (see AggTokenMean), g
-// the token's PGWeight (1 when nil) and c its AbsKLCoef (0 when nil; the
-// unclamped log-ratio, whose derivative is sign(new_t - old_t), 0 at 0). clamp is to [-MaxLogRatio,
-// MaxLogRatio].
+// PGLoss = sum_i sum_t w_i * (g_i,t * pg_i,t + c_i,t * |new_t - old_t|)
+// with pg_i,t the loss's Token term, the weights w_i of the loss
+// aggregation mode (see AggTokenMean), g the token's PGWeight (1 when nil)
+// and c its AbsKLCoef (0 when nil; the unclamped log-ratio, whose
+// derivative is sign(new_t - old_t), 0 at 0). clamp is to [-MaxLogRatio,
+// MaxLogRatio]. PGCoef[i][t] = w_i * g_i,t * dNew + c_i,t * sign. A sequence
+// loss gives PGLoss = (1/B) sum_i pg_i and PGCoef its dNew / B.
 //
 // The sequence ratio is the paper's GSPO-token variant: its value at
 // every token is the sequence ratio s_i, and its gradient with respect to
@@ -134,11 +116,9 @@ type PolicyLossResult struct {
 // one advantage per sequence (every outcome estimator) this is exactly GSPO:
 // the T_i tokens' terms sum to the gradient of T_i * w_i * pg(s_i).
 //
-// The gradient PGCoef[i][t] is w_i * d pg_i,t / d rho * rho (zero when the
-// log-ratio was clamped, the clipped branch is active with rho outside the
-// clip range, or the dual clip's constant is active). The KL term, when
-// reference log-probs are given, is KL = sum_i sum_t w_i * k(new_t, ref_t)
-// with the estimator k of KLEstimators and log r clamped likewise.
+// The KL term, when reference log-probs are given, is KL = sum_i sum_t w_i
+// * k(new_t, ref_t) with the estimator k of KLEstimators and log r clamped
+// likewise.
 func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 	var res PolicyLossResult
 	if len(seqs) == 0 {
@@ -163,6 +143,7 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 	if loss == "" {
 		loss = LossPPO
 	}
+	def, _ := LookupPolicyLoss(loss)
 	if err := CheckPolicyLoss(loss, level, o.ClipRatioC); err != nil {
 		return res, fmt.Errorf("policy loss: %w", err)
 	}
@@ -184,7 +165,6 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 		withKL = withKL || s.RefLogProbs != nil
 	}
 	B := float64(len(seqs))
-	lo, hi := 1-o.ClipLow, 1+o.ClipHigh
 	res.PGCoef = make([][]float64, len(seqs))
 	if withKL {
 		res.KLCoef = make([][]float64, len(seqs))
@@ -214,65 +194,36 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 			seqLogRatio, seqClamped = clampLogRatio(seqLogRatio)
 		}
 		res.PGCoef[i] = make([]float64, T)
-		if loss == LossGMPO {
+		if def.Sequence != nil {
 			if s.PGWeight != nil || s.AbsKLCoef != nil {
-				return res, fmt.Errorf("policy loss: sequence %d: gmpo is a sequence-level loss; token-loss strategies cannot weight it", i)
+				return res, fmt.Errorf("policy loss: sequence %d: %s is a sequence-level loss; token-loss strategies cannot weight it", i, loss)
 			}
-			pg, frac := gmpoSequence(s, lo, hi, res.PGCoef[i], 1/B)
+			pg, clipped := def.Sequence(s, o.ClipLow, o.ClipHigh, res.PGCoef[i])
+			for t := range res.PGCoef[i] {
+				res.PGCoef[i][t] /= B
+			}
 			res.PGLoss += pg / B
-			res.ClipFrac += frac / float64(N)
+			res.ClipFrac += float64(clipped) / float64(N)
 		}
 		for t := range T {
-			if loss == LossGMPO {
+			if def.Token == nil {
 				break
 			}
-			A := s.Advantages[t]
 			logRatio, clamped := seqLogRatio, seqClamped
 			if level == RatioToken {
 				logRatio, clamped = clampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
 			}
-			rho := math.Exp(logRatio)
-			if loss == LossCISPO {
-				// -sg[clip(rho)] * A * new_t: its gradient is -clip(rho) * A
-				// whatever rho is (the weight is a constant).
-				c := math.Min(math.Max(rho, lo), hi)
-				if c != rho {
-					res.ClipFrac += 1 / float64(N)
-				}
-				g := 1.0
-				if s.PGWeight != nil {
-					g = s.PGWeight[t]
-				}
-				res.PGLoss += w * g * -c * A * s.NewLogProbs[t]
-				res.PGCoef[i][t] = w * g * -c * A
-				res.addAbsKL(s, i, t, w)
-				continue
-			}
-			loss1 := -A * rho
-			loss2 := -A * math.Min(math.Max(rho, lo), hi)
-			pg := loss1
-			// d pg / d rho
-			grad := -A
-			if loss2 > loss1 {
-				pg = loss2
+			pg, dNew, clipped := def.Token(LossToken{A: s.Advantages[t], LogRatio: logRatio, Clamped: clamped, NewLogProb: s.NewLogProbs[t],
+				ClipLow: o.ClipLow, ClipHigh: o.ClipHigh, ClipRatioC: o.ClipRatioC})
+			if clipped {
 				res.ClipFrac += 1 / float64(N)
-				if rho <= lo || rho >= hi {
-					grad = 0
-				}
-			}
-			if A < 0 && o.ClipRatioC > 1 && pg >= -A*o.ClipRatioC {
-				pg = -A * o.ClipRatioC
-				grad = 0
-			}
-			if clamped {
-				grad = 0
 			}
 			g := 1.0
 			if s.PGWeight != nil {
 				g = s.PGWeight[t]
 			}
 			res.PGLoss += w * g * pg
-			res.PGCoef[i][t] = w * g * grad * rho
+			res.PGCoef[i][t] = w * g * dNew
 			res.addAbsKL(s, i, t, w)
 		}
 		if s.RefLogProbs == nil {
@@ -309,73 +260,6 @@ func (res *PolicyLossResult) addAbsKL(s LossSeq, i, t int, w float64) {
 	res.PGCoef[i][t] += w * s.AbsKLCoef[t] * sign
 }
 
-// gmpoSequence is GMPO's loss of one sequence, pg = -mean_t(A_t) *
-// exp(mean_t s_t) with
-//
-//	d_t = clamp(new_t - old_t),  c_t = clip(d_t, -clip_low, clip_high)
-//	s_t = sgn(A_t) * min(sgn(A_t) d_t, sgn(A_t) c_t)
-//
-// (verl's compute_policy_loss_geo_mean: the log-ratio clipped where
-// clipping lowers the objective; lo and hi are 1 - clip_low and 1 +
-// clip_high), and fills
-// coef[t] = scale * d pg / d new_t: d s_t / d d_t is 1 where the unclipped
-// branch holds and 0 where the clipped one does, or sgn(A_t) is 0, or d_t
-// was clamped. frac counts the tokens where the clipped branch holds.
-func gmpoSequence(s LossSeq, lo, hi float64, coef []float64, scale float64) (pg, frac float64) {
-	T := len(s.NewLogProbs)
-	low, high := 1-lo, hi-1 // clip_low, clip_high
-	sum, adv := 0.0, 0.0
-	ds := make([]float64, T)
-	for t := range T {
-		A := s.Advantages[t]
-		adv += A
-		d, clamped := clampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
-		c := math.Min(math.Max(d, -low), high)
-		sgn := 0.0
-		if A > 0 {
-			sgn = 1
-		} else if A < 0 {
-			sgn = -1
-		}
-		st := sgn * math.Min(sgn*d, sgn*c)
-		sum += st
-		switch {
-		case sgn == 0:
-		case sgn*c < sgn*d:
-			frac++ // the clipped branch, a constant
-		case !clamped:
-			ds[t] = 1
-		}
-	}
-	ratio := math.Exp(sum / float64(T))
-	mean := adv / float64(T)
-	pg = -mean * ratio
-	for t := range T {
-		coef[t] = scale * pg * ds[t] / float64(T)
-	}
-	return pg, frac
-}
-
-// CheckPolicyLoss reports a train.policy_loss that does not combine with
-// the other keys: CISPO and GMPO take the token ratio (train.ratio_level:
-// token) and no dual clip (train.clip_ratio_c: 0), which belong to PPO's
-// surrogate.
-func CheckPolicyLoss(loss, ratioLevel string, clipRatioC float64) error {
-	switch loss {
-	case "", LossPPO:
-		return nil
-	case LossCISPO, LossGMPO:
-		if ratioLevel == RatioSequence {
-			return fmt.Errorf("train.policy_loss %s: train.ratio_level sequence (GSPO) belongs to the ppo loss; set ratio_level: token", loss)
-		}
-		if clipRatioC != 0 {
-			return fmt.Errorf("train.policy_loss %s: train.clip_ratio_c (the dual clip) belongs to the ppo loss; set it to 0", loss)
-		}
-		return nil
-	}
-	return fmt.Errorf("train.policy_loss %q: unknown (known: %v)", loss, PolicyLosses)
-}
-
 // KLEstimate returns the estimator's value at log r = log pi_ref - log pi
 // and its derivative with respect to log pi (see KLEstimators); an unknown
 // name gives NaN.
@@ -401,4 +285,103 @@ func clampLogRatio(x float64) (float64, bool) {
 		return -MaxLogRatio, true
 	}
 	return x, false
+}
+
+// A PolicyLossDef is one train.policy_loss, registered by name
+// (RegisterPolicyLoss): its plain-Go reference, from which PolicyLoss
+// computes the loss and its gradient. A backend registers the graph form
+// under the same name, and a test holds the two equal
+// (backends/xla/policyloss_test.go: loss and gradient, every registered
+// loss). Exactly one of Token and Sequence is set.
+type PolicyLossDef struct {
+	// Token is a loss summed over tokens with the aggregation weights of
+	// train.loss_agg_mode: the term at one valid token, its derivative with
+	// respect to the token's new log-prob, and whether the token counts as
+	// clipped (actor/pg_clipfrac). PolicyLoss applies the token's
+	// PGWeight, KL-Cov's |log-ratio| term and the aggregation weight.
+	Token func(t LossToken) (pg, dNew float64, clipped bool)
+	// Sequence is a loss per sequence, averaged over the minibatch's
+	// sequences (no aggregation mode, no per-token weights): one sequence's
+	// term, its derivative with respect to each new log-prob into dNew, and
+	// the number of clipped tokens.
+	Sequence func(s LossSeq, clipLow, clipHigh float64, dNew []float64) (pg float64, clipped int)
+	// SequenceRatio and DualClip say whether the loss takes
+	// train.ratio_level: sequence (GSPO's ratio, then LossToken.LogRatio is
+	// the sequence's) and train.clip_ratio_c; CheckPolicyLoss refuses them
+	// otherwise.
+	SequenceRatio, DualClip bool
+}
+
+// LossToken is what a token loss sees of one valid token: the advantage,
+// the log-ratio log pi/pi_old at the configured level, clamped to
+// [-MaxLogRatio, MaxLogRatio] (Clamped: it was outside, so no gradient may
+// flow through it), the new log-prob itself, and the clip settings.
+type LossToken struct {
+	A, LogRatio                   float64
+	Clamped                       bool
+	NewLogProb                    float64
+	ClipLow, ClipHigh, ClipRatioC float64
+}
+
+var policyLosses = map[string]PolicyLossDef{}
+
+// RegisterPolicyLoss makes a policy loss available as train.policy_loss:
+// name. It panics on a duplicate name or a definition with neither or both
+// of Token and Sequence.
+func RegisterPolicyLoss(name string, d PolicyLossDef) {
+	if _, dup := policyLosses[name]; dup {
+		panic("core: policy loss " + name + " registered twice")
+	}
+	if (d.Token == nil) == (d.Sequence == nil) {
+		panic("core: policy loss " + name + ": want exactly one of Token and Sequence")
+	}
+	policyLosses[name] = d
+}
+
+// LookupPolicyLoss returns the registered policy loss of that name.
+func LookupPolicyLoss(name string) (PolicyLossDef, bool) {
+	d, ok := policyLosses[name]
+	return d, ok
+}
+
+// PolicyLosses lists the registered policy losses, sorted.
+func PolicyLosses() []string {
+	names := make([]string, 0, len(policyLosses))
+	for n := range policyLosses {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// CheckPolicyLoss reports a train.policy_loss that is not registered or
+// does not combine with the other keys: a loss that does not take GSPO's
+// sequence ratio (train.ratio_level: sequence) or the dual clip
+// (train.clip_ratio_c) refuses them, naming the losses that take them.
+func CheckPolicyLoss(loss, ratioLevel string, clipRatioC float64) error {
+	if loss == "" {
+		loss = LossPPO
+	}
+	d, ok := policyLosses[loss]
+	if !ok {
+		return fmt.Errorf("train.policy_loss %q: unknown (known: %s)", loss, strings.Join(PolicyLosses(), ", "))
+	}
+	takers := func(takes func(PolicyLossDef) bool) string {
+		var out []string
+		for _, n := range PolicyLosses() {
+			if takes(policyLosses[n]) {
+				out = append(out, n)
+			}
+		}
+		return strings.Join(out, ", ")
+	}
+	if ratioLevel == RatioSequence && !d.SequenceRatio {
+		return fmt.Errorf("train.policy_loss %s: train.ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: %s); set ratio_level: token",
+			loss, takers(func(d PolicyLossDef) bool { return d.SequenceRatio }))
+	}
+	if clipRatioC != 0 && !d.DualClip {
+		return fmt.Errorf("train.policy_loss %s: train.clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: %s); set it to 0",
+			loss, takers(func(d PolicyLossDef) bool { return d.DualClip }))
+	}
+	return nil
 }

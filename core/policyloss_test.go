@@ -319,8 +319,8 @@ func TestCISPOAndGMPOByHand(t *testing.T) {
 		seqs []LossSeq
 		want string
 	}{
-		{PolicyLossOptions{Loss: LossCISPO, RatioLevel: RatioSequence}, gm, "ratio_level sequence (GSPO) belongs to the ppo loss"},
-		{PolicyLossOptions{Loss: LossGMPO, ClipRatioC: 3}, gm, "clip_ratio_c (the dual clip) belongs to the ppo loss"},
+		{PolicyLossOptions{Loss: LossCISPO, RatioLevel: RatioSequence}, gm, "ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: ppo)"},
+		{PolicyLossOptions{Loss: LossGMPO, ClipRatioC: 3}, gm, "clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: ppo)"},
 		{PolicyLossOptions{Loss: "sapo"}, gm, `train.policy_loss "sapo": unknown`},
 		{PolicyLossOptions{Loss: LossGMPO}, []LossSeq{{OldLogProbs: []float64{0}, NewLogProbs: []float64{0}, Advantages: []float64{1}, PGWeight: []float64{1}}},
 			"gmpo is a sequence-level loss"},
@@ -332,5 +332,44 @@ func TestCISPOAndGMPOByHand(t *testing.T) {
 	if _, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"train.policy_loss=cispo", "train.ratio_level=sequence"}}); err == nil ||
 		!strings.Contains(err.Error(), "train.policy_loss: cispo: train.ratio_level sequence") {
 		t.Errorf("config: %v", err)
+	}
+}
+
+// The registry: the built-in losses sorted, a duplicate or malformed
+// registration refused, an unknown name refused naming the known ones, and
+// each setting refused by the losses that do not take it, naming those
+// that do.
+func TestPolicyLossRegistry(t *testing.T) {
+	if got := strings.Join(PolicyLosses(), ","); got != "cispo,gmpo,ppo" {
+		t.Errorf("PolicyLosses() = %s", got)
+	}
+	for _, c := range []struct {
+		name string
+		def  PolicyLossDef
+	}{{LossPPO, PolicyLossDef{Token: ppoToken}}, {"neither", PolicyLossDef{}}, {"both", PolicyLossDef{Token: ppoToken, Sequence: gmpoSequence}}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RegisterPolicyLoss(%s) did not panic", c.name)
+				}
+			}()
+			RegisterPolicyLoss(c.name, c.def)
+		}()
+	}
+	for _, c := range []struct {
+		loss, level string
+		dual        float64
+		want        string
+	}{
+		{"", RatioSequence, 3, ""},
+		{LossPPO, RatioSequence, 3, ""},
+		{"sapo", RatioToken, 0, `train.policy_loss "sapo": unknown (known: cispo, gmpo, ppo)`},
+		{LossCISPO, RatioSequence, 0, "train.policy_loss cispo: train.ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: ppo)"},
+		{LossGMPO, RatioToken, 3, "train.policy_loss gmpo: train.clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: ppo)"},
+	} {
+		err := CheckPolicyLoss(c.loss, c.level, c.dual)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("CheckPolicyLoss(%q, %s, %v) = %v, want %q", c.loss, c.level, c.dual, err, c.want)
+		}
 	}
 }

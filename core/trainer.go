@@ -322,11 +322,11 @@ func (t *Trainer) updateActor(step int, r *Rollout, lossTerms LossTerms, klCoef 
 		m["actor/updated"] = 0
 		return nil
 	}
-	if c.Train.PolicyLoss == LossGMPO {
+	if def, _ := LookupPolicyLoss(c.Train.PolicyLoss); def.Sequence != nil {
 		for i := range r.Seqs {
 			if r.Seqs[i].PGWeight != nil || r.Seqs[i].AbsKLCoef != nil {
-				return fmt.Errorf("train.policy_loss gmpo is a sequence-level loss: the per-token weights of a token-loss strategy " +
-					"(clip_cov, kl_cov, forking_tokens, a plugin's token loss) or of rollout.tis_cap cannot apply to it")
+				return fmt.Errorf("train.policy_loss %s is a sequence-level loss: the per-token weights of a token-loss strategy "+
+					"(clip_cov, kl_cov, forking_tokens, a plugin's token loss) or of rollout.tis_cap cannot apply to it", c.Train.PolicyLoss)
 			}
 		}
 	}

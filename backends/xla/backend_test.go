@@ -159,24 +159,24 @@ func TestSupervisedStepLearns(t *testing.T) {
 }
 
 // With entropy coefficient 0 the actor step runs the graph without the
-// entropy term's backward (trainNoEnt); its update and metrics must be
+// entropy term's backward (entGrad false); its update and metrics must be
 // those of the full graph, bit for bit.
 func TestActorStepWithoutEntropyGradient(t *testing.T) {
 	step := func(full bool) (map[string]float64, map[string]checkpoint) {
 		b := tinyBackend(t, 0)
 		if full {
-			e, err := b.policy.exec(&b.policy.train, b.policy.buildActorTrain(true, false))
+			e, err := b.policy.actorExec(actorKey{loss: core.LossPPO, entGrad: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.policy.trainNoEnt = e // coefficient 0 now runs the full graph
+			b.policy.actor[actorKey{loss: core.LossPPO}] = e // coefficient 0 now runs the full graph
 		}
 		r := confRollout(t, b, 6)
 		m, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 2, ClipLow: 0.2, ClipHigh: 0.28, Temperature: 0.9, Seed: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if full == (b.policy.trainNoEnt != b.policy.train) {
+		if full == (b.policy.actor[actorKey{loss: core.LossPPO}] != b.policy.actor[actorKey{loss: core.LossPPO, entGrad: true}]) {
 			t.Fatalf("full=%v: the update ran the wrong graph", full)
 		}
 		return m, snapshots(t, b)

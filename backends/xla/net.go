@@ -3,6 +3,7 @@ package xla
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/cde-rl/cde/core"
@@ -32,17 +33,39 @@ type net struct {
 	// embedScore is score that also returns the last-layer states
 	// (RescoreWithEmbeddings).
 	embedScore *context.Exec
-	train      *context.Exec
-	// trainNoEnt is train with the entropy term out of the gradient, for
-	// updates whose entropy coefficient is 0 (the default): the term's
-	// backward holds several [tokens, vocab] tensors, 1.2 GB each for
-	// 2048 tokens of a 150k vocabulary, to add zeros.
-	trainNoEnt *context.Exec
-	sft        *context.Exec
-	// Micro-batched updates (train.micro_batch_size): the actor and critic
-	// loss graphs that add their gradient to the /accum variables, and the
-	// Adam step that applies the sum.
-	accum, accumNoEnt, criticAccum, apply *context.Exec
+	train      *context.Exec // the critic's update
+	// actor holds the actor's update graphs, one per policy loss, with or
+	// without the entropy term in the gradient (without it for updates
+	// whose entropy coefficient is 0, the default: the term's backward
+	// holds several [tokens, vocab] tensors, 1.2 GB each for 2048 tokens of
+	// a 150k vocabulary, to add zeros), fused or one micro-batch of a
+	// micro-batched update (train.micro_batch_size: the graph adds its
+	// gradient to the /accum variables).
+	actor map[actorKey]*context.Exec
+	sft   *context.Exec
+	// The critic's micro-batch graph, and the Adam step that applies the
+	// accumulated sum (actor and critic).
+	criticAccum, apply *context.Exec
+}
+
+// actorKey names one of a net's actor update graphs.
+type actorKey struct {
+	loss                string // train.policy_loss
+	entGrad, accumulate bool
+}
+
+// actorExec is the actor update graph for key, built on first use.
+func (n *net) actorExec(key actorKey) (*context.Exec, error) {
+	if _, ok := graphLosses[key.loss]; !ok {
+		return nil, fmt.Errorf("train.policy_loss %q: this backend has no graph for it (known: %s)", key.loss, strings.Join(graphLossNames(), ", "))
+	}
+	slot := n.actor[key]
+	e, err := n.exec(&slot, n.buildActorTrain(key))
+	if err != nil {
+		return nil, err
+	}
+	n.actor[key] = e
+	return e, nil
 }
 
 // Hyper-parameter slots of the train graphs' `hyper` input (one small
@@ -67,10 +90,6 @@ const (
 	hKLk1
 	hKLk2
 	hKLk3
-	// Policy loss (train.policy_loss): one-hot weights of ppo, cispo, gmpo.
-	hLossPPO
-	hLossCISPO
-	hLossGMPO
 	// Micro-batching (train.micro_batch_size): the whole minibatch's
 	// denominators, which one micro-batch cannot count (0: count them in
 	// the graph, the minibatch is one pass), namely N and B of the
@@ -123,7 +142,7 @@ func newNet(b backends.Backend, cfg ModelConfig, seed uint64, weights *safetenso
 	} else {
 		initParams(ctx, cfg, seed)
 	}
-	n := &net{cfg: cfg, arch: archOf(cfg), backend: b, ctx: ctx, prefill: map[int]*context.Exec{}}
+	n := &net{cfg: cfg, arch: archOf(cfg), backend: b, ctx: ctx, prefill: map[int]*context.Exec{}, actor: map[actorKey]*context.Exec{}}
 	// Adam moments, created on the host so a checkpoint restores them
 	// before any graph is built.
 	for _, v := range n.trainable() {
@@ -412,7 +431,8 @@ func (n *net) biasCorrectedLR(lr float64) float64 {
 // entropy, kl and the ppl-term, each this micro-batch's share (the whole
 // minibatch's denominators come in hyper), so the shares sum to the
 // minibatch's values.
-func (n *net) buildActorTrain(entGrad, accumulate bool) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+func (n *net) buildActorTrain(key actorKey) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+	entGrad, accumulate := key.entGrad, key.accumulate
 	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8]
 		h := fullStates(ctx, n.arch, tokens)
@@ -421,7 +441,7 @@ func (n *net) buildActorTrain(entGrad, accumulate bool) func(ctx *context.Contex
 		if !entGrad {
 			ent = graph.StopGradient(ent)
 		}
-		a := actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper)
+		a := actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper, key.loss)
 		nll := graph.Div(graph.ReduceAllSum(graph.Mul(graph.Neg(logp), mask)), a.nTok)
 		if accumulate {
 			n.accumulateGrads(a.loss, graph.GreaterThan(hyperAt(hyper, hFirst), graph.ScalarZero(hyper.Graph(), dtypes.Float32)))
@@ -450,15 +470,16 @@ func orCounted(hyper *graph.Node, i int, counted *graph.Node) *graph.Node {
 // absKL the strategies' per-token weights, core.TokenLoss: 1 and 0 where
 // no strategy set them), the graph form of core.PolicyLoss (whose doc
 // gives the formulas; a test holds the two equal, loss and gradient with
-// respect to logp):
+// respect to logp) with the registered policy loss named loss (graphLosses):
 //
 //	loss = agg(pgW * pg + absKL * |logp - oldLP|) - entropy_coef * agg(entropy) + kl_coef * agg(k)
 //
-// agg sums w_i * x over valid tokens with the weights of the aggregation
-// mode (one-hot in hyper), pg the clipped surrogate with the token or GSPO
-// sequence ratio and the dual clip, k the KL estimator chosen in hyper.
-// pg_clipfrac is a token mean in every mode.
-func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node) actorTerms {
+// for a token loss (a sequence loss gives its scalar in place of the first
+// term; token weights do not apply to it). agg sums w_i * x over valid
+// tokens with the weights of the aggregation mode (one-hot in hyper), pg
+// the loss's per-token term at the token or GSPO sequence ratio, k the KL
+// estimator chosen in hyper. pg_clipfrac is a token mean in every mode.
+func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node, loss string) actorTerms {
 	g := logp.Graph()
 	b, t := logp.Shape().Dimensions[0], logp.Shape().Dimensions[1]
 	one := graph.ScalarOne(g, dtypes.Float32)
@@ -493,20 +514,22 @@ func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node
 	seqLogRatio := clamp(graph.Where(valid,
 		graph.Add(graph.BroadcastToDims(graph.Reshape(graph.StopGradient(seqMean), b, 1), b, t), own), zeros))
 	seqFlag := hyperAt(hyper, hSeqRatio)
-	ratio := graph.Exp(graph.Add(graph.Mul(seqFlag, seqLogRatio), graph.Mul(graph.OneMinus(seqFlag), tokLogRatio)))
+	logRatio := graph.Add(graph.Mul(seqFlag, seqLogRatio), graph.Mul(graph.OneMinus(seqFlag), tokLogRatio))
 
-	// pg = max(-A ratio, -A clip(ratio, 1-cl, 1+ch)); dual clip: when A < 0
-	// and c > 1, min(pg, -A c).
-	lo := graph.OneMinus(hyperAt(hyper, hClipLow))
-	hi := graph.OnePlus(hyperAt(hyper, hClipHigh))
-	clipped := graph.Min(graph.Max(ratio, lo), hi)
-	loss1 := graph.Neg(graph.Mul(adv, ratio))
-	loss2 := graph.Neg(graph.Mul(adv, clipped))
-	pg := graph.Max(loss1, loss2)
-	clipFrac := graph.ConvertDType(graph.GreaterThan(loss2, loss1), dtypes.Float32)
-	c := hyperAt(hyper, hClipRatioC)
-	capOn := graph.LogicalAnd(graph.LessThan(adv, zeros), graph.GreaterThan(graph.BroadcastToDims(c, b, t), graph.OnesLike(zeros)))
-	pg = graph.Where(capOn, graph.Min(pg, graph.Neg(graph.Mul(adv, c))), pg)
+	in := lossIn{logp: logp, adv: adv, mask: mask, valid: valid, zeros: zeros, logRatio: logRatio, tokLogRatio: tokLogRatio,
+		clipLow: hyperAt(hyper, hClipLow), clipHigh: hyperAt(hyper, hClipHigh), clipRatioC: hyperAt(hyper, hClipRatioC),
+		lens: lens, lensSafe: lensSafe, bRows: bRows}
+	gl := graphLosses[loss]
+	var pgLoss, clipped *graph.Node
+	if gl.token != nil {
+		pg, c := gl.token(in)
+		// Token weights (core.TokenLoss): PGWeight on the loss's term,
+		// KL-Cov's |log-ratio| (unclamped; d|x|/dx = sign(x), 0 at 0) with
+		// AbsKLCoef.
+		pgLoss, clipped = agg(graph.Add(graph.Mul(pgW, pg), graph.Mul(absKL, graph.Abs(diff)))), c
+	} else {
+		pgLoss, clipped = gl.sequence(in)
+	}
 
 	// KL(pi || pi_ref) estimators at log r = ref - logp (core.KLEstimators).
 	d := clamp(graph.Where(valid, graph.Sub(refLP, logp), zeros))
@@ -516,40 +539,55 @@ func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node
 	kl := graph.Add(graph.Add(graph.Mul(hyperAt(hyper, hKLk1), k1), graph.Mul(hyperAt(hyper, hKLk2), k2)),
 		graph.Mul(hyperAt(hyper, hKLk3), k3))
 
-	// CISPO (core.LossCISPO): -sg[clip(rho)] * A * logp at the token ratio.
-	tokRatio := graph.Exp(tokLogRatio)
-	cispoW := graph.StopGradient(graph.Min(graph.Max(tokRatio, lo), hi))
-	pgCISPO := graph.Neg(graph.Mul(graph.Mul(cispoW, adv), graph.Where(valid, logp, zeros)))
-	fracCISPO := graph.ConvertDType(graph.NotEqual(cispoW, tokRatio), dtypes.Float32)
-
-	// Token weights (core.TokenLoss): PGWeight on the surrogate, KL-Cov's
-	// |log-ratio| (unclamped; d|x|/dx = sign(x), 0 at 0) with AbsKLCoef.
-	absTerm := graph.Mul(absKL, graph.Abs(diff))
-	pg = graph.Add(graph.Mul(pgW, pg), absTerm)
-	pgCISPO = graph.Add(graph.Mul(pgW, pgCISPO), absTerm)
-
-	// GMPO (core.LossGMPO): per row, -mean(A) * exp(mean(s)) with s the
-	// log-ratio clipped to [-clip_low, clip_high] on the pessimistic side
-	// of sign(A); the mean over rows. Token weights do not apply (the
-	// trainer refuses token-loss strategies with it).
-	sgn := graph.Where(graph.GreaterThan(adv, zeros), graph.OnesLike(adv),
-		graph.Where(graph.LessThan(adv, zeros), graph.Neg(graph.OnesLike(adv)), zeros))
-	dClip := graph.Min(graph.Max(tokLogRatio, graph.Neg(hyperAt(hyper, hClipLow))), hyperAt(hyper, hClipHigh))
-	sTok := graph.Mul(sgn, graph.Min(graph.Mul(sgn, tokLogRatio), graph.Mul(sgn, dClip)))
-	sMean := graph.Div(graph.ReduceSum(graph.Mul(sTok, mask), 1), lensSafe)  // [B]
-	advMean := graph.Div(graph.ReduceSum(graph.Mul(adv, mask), 1), lensSafe) // [B]
-	rowValid := graph.ConvertDType(graph.GreaterThan(lens, graph.ZerosLike(lens)), dtypes.Float32)
-	pgGMPO := graph.Div(graph.ReduceAllSum(graph.Mul(graph.Neg(graph.Mul(advMean, graph.Exp(sMean))), rowValid)), bRows)
-	fracGMPO := graph.ConvertDType(graph.LessThan(graph.Mul(sgn, dClip), graph.Mul(sgn, tokLogRatio)), dtypes.Float32)
-
-	fPPO, fCISPO, fGMPO := hyperAt(hyper, hLossPPO), hyperAt(hyper, hLossCISPO), hyperAt(hyper, hLossGMPO)
-	pgLoss := graph.Add(graph.Add(graph.Mul(fPPO, agg(pg)), graph.Mul(fCISPO, agg(pgCISPO))), graph.Mul(fGMPO, pgGMPO))
-	clipFrac = graph.Add(graph.Add(graph.Mul(fPPO, clipFrac), graph.Mul(fCISPO, fracCISPO)), graph.Mul(fGMPO, fracGMPO))
-
-	a := actorTerms{pg: pgLoss, clipFrac: graph.Div(graph.ReduceAllSum(graph.Mul(clipFrac, mask)), nTok), ent: agg(ent), kl: agg(kl), nTok: nTok}
+	a := actorTerms{pg: pgLoss, clipFrac: graph.Div(graph.ReduceAllSum(graph.Mul(clipped, mask)), nTok), ent: agg(ent), kl: agg(kl), nTok: nTok}
 	a.loss = graph.Sub(a.pg, graph.Mul(hyperAt(hyper, hEntCoef), a.ent))
 	a.loss = graph.Add(a.loss, graph.Mul(hyperAt(hyper, hKLCoef), a.kl))
 	return a
+}
+
+// lossIn is what a policy loss's graph sees: [B,T] inputs (logp, adv,
+// mask, valid as a bool mask, zeros), the clamped log-ratio at the
+// configured level (token or GSPO's sequence ratio, with the gradient
+// flowing through logp) and the clamped token log-ratio (both 0 at
+// padding), the clip settings (scalars), and per row the valid tokens
+// (lens [B], lensSafe at least 1) and the rows with a token (bRows).
+type lossIn struct {
+	logp, adv, mask, valid, zeros *graph.Node
+	logRatio, tokLogRatio         *graph.Node
+	clipLow, clipHigh, clipRatioC *graph.Node
+	lens, lensSafe, bRows         *graph.Node
+}
+
+// graphLoss is the graph form of a registered policy loss
+// (core.PolicyLossDef), registered under the same name with
+// registerGraphLoss; policyloss_test.go holds each equal to its reference.
+// A token loss gives the per-token term and the clipped flags, both
+// [B,T] (actorLoss weights and aggregates them); a sequence loss gives the
+// loss itself (a scalar) and the clipped flags.
+type graphLoss struct {
+	token    func(in lossIn) (pg, clipped *graph.Node)
+	sequence func(in lossIn) (loss, clipped *graph.Node)
+}
+
+var graphLosses = map[string]graphLoss{}
+
+func registerGraphLoss(name string, g graphLoss) {
+	if _, dup := graphLosses[name]; dup {
+		panic("xla: policy loss graph " + name + " registered twice")
+	}
+	if (g.token == nil) == (g.sequence == nil) {
+		panic("xla: policy loss graph " + name + ": want exactly one of token and sequence")
+	}
+	graphLosses[name] = g
+}
+
+func graphLossNames() []string {
+	names := make([]string, 0, len(graphLosses))
+	for n := range graphLosses {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // actorHyper fills the actor-loss slots of a hyper vector from u.
@@ -588,14 +626,6 @@ func actorHyper(hyper []float32, u core.ActorUpdate) error {
 	}
 	if err := core.CheckPolicyLoss(u.PolicyLoss, u.RatioLevel, u.ClipRatioC); err != nil {
 		return fmt.Errorf("config: %w", err)
-	}
-	switch u.PolicyLoss {
-	case "", core.LossPPO:
-		hyper[hLossPPO] = 1
-	case core.LossCISPO:
-		hyper[hLossCISPO] = 1
-	case core.LossGMPO:
-		hyper[hLossGMPO] = 1
 	}
 	switch u.KLEstimator {
 	case "k1":

@@ -106,7 +106,7 @@ func checkActorLoss(t *testing.T, be backends.Backend) {
 			}
 			seqs[i] = s
 		}
-		for _, loss := range core.PolicyLosses {
+		for _, loss := range core.PolicyLosses() {
 			for _, agg := range core.LossAggModes {
 				for _, level := range []string{core.RatioToken, core.RatioSequence} {
 					for _, dual := range []float64{0, 3} {
@@ -135,7 +135,7 @@ func checkActorLoss(t *testing.T, be backends.Backend) {
 							}
 							out := graph.MustExecOnceN(be, func(in []*graph.Node) []*graph.Node {
 								logp, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]
-								a := actorLoss(logp, graph.ZerosLike(logp), mask, adv, oldLP, refLP, pgW, absKL, hyper)
+								a := actorLoss(logp, graph.ZerosLike(logp), mask, adv, oldLP, refLP, pgW, absKL, hyper, loss)
 								return []*graph.Node{a.pg, a.kl, a.clipFrac, graph.Gradient(a.pg, logp)[0], graph.Gradient(a.kl, logp)[0]}
 							}, tensors.FromFlatDataAndDimensions(newLP, B, T), tensors.FromFlatDataAndDimensions(mask, B, T),
 								tensors.FromFlatDataAndDimensions(adv, B, T), tensors.FromFlatDataAndDimensions(oldLP, B, T),
@@ -183,7 +183,7 @@ func TestActorHyper(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[int]float32{hInvTemp: 0.5, hClipLow: 0.1, hClipHigh: 0.3, hEntCoef: 0.01, hKLCoef: 0.5, hClipRatioC: 3,
-		hAggSeqMeanTokenSumNorm: 1, hMaxResponseTokens: 16, hSeqRatio: 1, hKLk2: 1, hLossPPO: 1}
+		hAggSeqMeanTokenSumNorm: 1, hMaxResponseTokens: 16, hSeqRatio: 1, hKLk2: 1}
 	for i := range hNum {
 		if h[i] != want[i] {
 			t.Errorf("slot %d = %v, want %v", i, h[i], want[i])
@@ -203,13 +203,25 @@ func TestActorHyper(t *testing.T) {
 		{core.ActorUpdate{LossAggMode: core.AggSeqMeanTokenSumNorm}, "rollout.max_response_tokens >= 1"},
 		{core.ActorUpdate{RatioLevel: "group"}, `train.ratio_level: unknown value "group"`},
 		{core.ActorUpdate{KLEstimator: "k4"}, `train.kl_estimator: unknown value "k4"`},
-		{core.ActorUpdate{PolicyLoss: core.LossCISPO, RatioLevel: core.RatioSequence}, "train.policy_loss cispo: train.ratio_level sequence (GSPO) belongs to the ppo loss"},
-		{core.ActorUpdate{PolicyLoss: core.LossGMPO, ClipRatioC: 3}, "train.policy_loss gmpo: train.clip_ratio_c (the dual clip) belongs to the ppo loss"},
+		{core.ActorUpdate{PolicyLoss: core.LossCISPO, RatioLevel: core.RatioSequence}, "train.policy_loss cispo: train.ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: ppo)"},
+		{core.ActorUpdate{PolicyLoss: core.LossGMPO, ClipRatioC: 3}, "train.policy_loss gmpo: train.clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: ppo)"},
 		{core.ActorUpdate{PolicyLoss: "sapo"}, `train.policy_loss "sapo": unknown`},
 	} {
 		c.u.Temperature = 1
 		if err := actorHyper(make([]float32, hNum), c.u); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want %q", c.u, err, c.want)
 		}
+	}
+}
+
+// Every policy loss core registers has a graph here, and no graph lacks a
+// reference: TestActorLossMatchesReference then covers each.
+func TestEveryPolicyLossHasAGraph(t *testing.T) {
+	if got, want := strings.Join(graphLossNames(), ","), strings.Join(core.PolicyLosses(), ","); got != want {
+		t.Errorf("graphs for %s, references for %s", got, want)
+	}
+	b := tinyBackend(t, 0)
+	if _, err := b.policy.actorExec(actorKey{loss: "sapo"}); err == nil || !strings.Contains(err.Error(), `train.policy_loss "sapo": this backend has no graph`) {
+		t.Errorf("unknown loss: %v", err)
 	}
 }

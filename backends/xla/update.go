@@ -1,6 +1,7 @@
 package xla
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -48,13 +49,12 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 		}
 	}
 	entGrad := u.EntropyCoef != 0
-	slot, accSlot := &b.policy.train, &b.policy.accum
-	if !entGrad {
-		slot, accSlot = &b.policy.trainNoEnt, &b.policy.accumNoEnt
-	}
+	loss := cmp.Or(u.PolicyLoss, core.LossPPO)
 	p := b.policy
-	fused := func() (*context.Exec, error) { return p.exec(slot, p.buildActorTrain(entGrad, false)) }
-	accum := func() (*context.Exec, error) { return p.exec(accSlot, p.buildActorTrain(entGrad, true)) }
+	fused := func() (*context.Exec, error) { return p.actorExec(actorKey{loss: loss, entGrad: entGrad}) }
+	accum := func() (*context.Exec, error) {
+		return p.actorExec(actorKey{loss: loss, entGrad: entGrad, accumulate: true})
+	}
 	names := []string{"actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/nll"}
 	fusedNames := []string{"actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/grad_norm", "actor/nll"}
 	sums, err := b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed, func(idx []int, seqs []*core.Sequence) (map[string]float64, error) {

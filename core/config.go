@@ -534,7 +534,34 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		p.Fail("task", "required")
 	}
 
-	m := p.Sub("model")
+	decodeModel(p.Sub("model"), c)
+
+	b := p.Sub("backend")
+	c.Backend.Engine = b.OneOf("engine", "auto", "auto", "cpu", "go", "xla:cpu", "xla:cuda", "xla:tpu")
+	c.Backend.PJRTPlugin = b.String("pjrt_plugin", "")
+
+	decodeRolloutSection(p.Sub("rollout"), c)
+
+	decodeTrain(p.Sub("train"), c)
+
+	c.Algorithm = p.Map("algorithm")
+	if c.Algorithm == nil {
+		p.Fail("algorithm", "required")
+	}
+	decodeStrategies(p, c)
+
+	decodeEval(p.Sub("eval"), c)
+
+	decodePretrain(p.Sub("pretrain"), c)
+
+	if err := p.Finish(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decodeModel reads model: the sizes of cde's transformer or model.hf.
+func decodeModel(m *Params, c *Config) {
 	c.Model = ModelConfig{
 		Layers: m.Int("layers", 2), DModel: m.Int("d_model", 64), Heads: m.Int("heads", 4),
 		FF: m.Int("ff", 0), MaxLen: m.Int("max_len", 64), Checkpoint: m.String("checkpoint", "auto"),
@@ -555,20 +582,20 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 			m.Check(kv.v == kv.def, kv.k, "not with model.hf: the model's config.json sets the sizes (leave it at %d)", kv.def)
 		}
 	}
+}
 
-	b := p.Sub("backend")
-	c.Backend.Engine = b.OneOf("engine", "auto", "auto", "cpu", "go", "xla:cpu", "xla:cuda", "xla:tpu")
-	c.Backend.PJRTPlugin = b.String("pjrt_plugin", "")
-
-	r := p.Sub("rollout")
+// decodeRolloutSection reads rollout (after model: max_response_tokens must fit max_len).
+func decodeRolloutSection(r *Params, c *Config) {
 	c.Rollout = RolloutConfig{N: r.Int("n", 8), Temperature: r.Float("temperature", 1), MaxResponseTokens: r.Int("max_response_tokens", 48)}
 	r.Check(c.Rollout.N >= 1 && c.Rollout.N <= MaxRolloutN, "n", "must be in [1, %d], got %d", MaxRolloutN, c.Rollout.N)
 	r.Check(c.Rollout.Temperature > 0 && c.Rollout.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Rollout.Temperature)
 	r.Check(c.Rollout.MaxResponseTokens >= 1, "max_response_tokens", "must be >= 1, got %d", c.Rollout.MaxResponseTokens)
 	r.Check(c.Rollout.MaxResponseTokens < c.Model.MaxLen, "max_response_tokens", "must be < model.max_len = %d", c.Model.MaxLen)
 	decodeRolloutServers(r, &c.Rollout)
+}
 
-	t := p.Sub("train")
+// decodeTrain reads train (after rollout: minibatches divide the batch, the overlong buffer fits the response).
+func decodeTrain(t *Params, c *Config) {
 	c.Train = TrainConfig{
 		Steps: t.Int("steps", 200), PromptsPerStep: t.Int("prompts_per_step", 16),
 		ActorLR: t.Float("actor_lr", 1e-4), CriticLR: t.Float("critic_lr", 1e-3),
@@ -617,11 +644,11 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	t.Check(tc.CheckpointEvery >= 1, "checkpoint_every", "must be >= 1, got %d", tc.CheckpointEvery)
 	t.Check(tc.KeepCheckpoints >= 1, "keep_checkpoints", "must be >= 1, got %d", tc.KeepCheckpoints)
 	t.Check(tc.CriticWarmup >= 0 && tc.CriticWarmup < tc.Steps, "critic_warmup", "must be in [0, train.steps), got %d", tc.CriticWarmup)
+}
 
-	c.Algorithm = p.Map("algorithm")
-	if c.Algorithm == nil {
-		p.Fail("algorithm", "required")
-	}
+// decodeStrategies reads the strategies list: one mapping per entry,
+// checked by the strategy it names when the run is built.
+func decodeStrategies(p *Params, c *Config) {
 	if raw, ok := p.Raw("strategies"); ok && raw != nil {
 		list, isList := raw.([]any)
 		if !isList {
@@ -636,8 +663,10 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 			c.Strategies = append(c.Strategies, mm)
 		}
 	}
+}
 
-	e := p.Sub("eval")
+// decodeEval reads eval.
+func decodeEval(e *Params, c *Config) {
 	c.Eval = EvalConfig{Every: e.Int("every", 20), K: e.Int("k", 4), Temperature: e.Float("temperature", 1), MaxProblems: e.Int("max_problems", 0),
 		AtStart: e.Bool("at_start", true), Details: e.Bool("details", true)}
 	e.Check(c.Eval.Every >= 0, "every", "must be >= 0, got %d", c.Eval.Every)
@@ -680,8 +709,10 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 			c.Eval.SetK[name] = int(f)
 		}
 	}
+}
 
-	pt := p.Sub("pretrain")
+// decodePretrain reads pretrain, the supervised warm start.
+func decodePretrain(pt *Params, c *Config) {
 	c.Pretrain = PretrainConfig{Steps: pt.Int("steps", 3000), BatchSize: pt.Int("batch_size", 64), LR: pt.Float("lr", 1e-3),
 		EvalEvery: pt.Int("eval_every", 50), StopAcc: pt.Float("stop_acc", 0.35), EvalK: pt.Int("eval_k", 2),
 		EvalMaxProblems: pt.Int("eval_max_problems", 64), Dir: pt.String("dir", "runs/base")}
@@ -695,9 +726,4 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 	pt.Check(c.Pretrain.LR > 0 && c.Pretrain.LR <= 1, "lr", "must be in (0, 1], got %v", c.Pretrain.LR)
 	pt.Check(c.Pretrain.EvalEvery >= 1, "eval_every", "must be >= 1, got %d", c.Pretrain.EvalEvery)
 	pt.Check(c.Pretrain.StopAcc > 0 && c.Pretrain.StopAcc <= 1, "stop_acc", "must be in (0, 1], got %v", c.Pretrain.StopAcc)
-
-	if err := p.Finish(); err != nil {
-		return nil, err
-	}
-	return c, nil
 }

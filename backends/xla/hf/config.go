@@ -166,6 +166,24 @@ func ParseConfig(b []byte) (*Config, error) {
 		return nil, fmt.Errorf("architectures %q: want one of %s", archs, strings.Join(names, ", "))
 	}
 	c.Arch = Arch(archs[0])
+	if err := readSizes(&r, c); err != nil {
+		return nil, err
+	}
+	if err := readArchFields(&r, c); err != nil {
+		return nil, err
+	}
+	if err := readPositions(&r, c); err != nil {
+		return nil, err
+	}
+	if err := readSpecialTokens(&r, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// readSizes reads the sizes every architecture has, with their bounds, and
+// the activation (SwiGLU only).
+func readSizes(r *reader, c *Config) error {
 	r.get("vocab_size", &c.Vocab, true)
 	r.get("hidden_size", &c.Hidden, true)
 	r.get("intermediate_size", &c.Intermediate, true)
@@ -183,10 +201,10 @@ func ParseConfig(b []byte) (*Config, error) {
 	act := "silu"
 	r.get("hidden_act", &act, false)
 	if r.err != nil {
-		return nil, r.err
+		return r.err
 	}
 	if act != "silu" {
-		return nil, fmt.Errorf("hidden_act %q: only silu (SwiGLU) is implemented", act)
+		return fmt.Errorf("hidden_act %q: only silu (SwiGLU) is implemented", act)
 	}
 	if c.KVHeads == -1 {
 		c.KVHeads = c.Heads
@@ -198,53 +216,58 @@ func ParseConfig(b []byte) (*Config, error) {
 		{"num_hidden_layers", c.Layers}, {"num_attention_heads", c.Heads}, {"num_key_value_heads", c.KVHeads},
 		{"max_position_embeddings", c.MaxPositions}} {
 		if f.v < 1 || f.v > 1<<24 {
-			return nil, fmt.Errorf("%s = %d: must be in [1, 2^24]", f.name, f.v)
+			return fmt.Errorf("%s = %d: must be in [1, 2^24]", f.name, f.v)
 		}
 	}
 	if c.Heads%c.KVHeads != 0 {
-		return nil, fmt.Errorf("num_attention_heads = %d is not a multiple of num_key_value_heads = %d", c.Heads, c.KVHeads)
+		return fmt.Errorf("num_attention_heads = %d is not a multiple of num_key_value_heads = %d", c.Heads, c.KVHeads)
 	}
 	if c.HeadDim == -1 {
 		if c.Hidden%c.Heads != 0 {
-			return nil, fmt.Errorf("hidden_size = %d is not a multiple of num_attention_heads = %d (and no head_dim)", c.Hidden, c.Heads)
+			return fmt.Errorf("hidden_size = %d is not a multiple of num_attention_heads = %d (and no head_dim)", c.Hidden, c.Heads)
 		}
 		c.HeadDim = c.Hidden / c.Heads
 	}
 	if c.HeadDim < 2 || c.HeadDim%2 != 0 || c.HeadDim > 1<<14 {
-		return nil, fmt.Errorf("head_dim = %d: must be even and in [2, 16384]", c.HeadDim)
+		return fmt.Errorf("head_dim = %d: must be even and in [2, 16384]", c.HeadDim)
 	}
 	if !(c.RMSNormEps > 0 && c.RMSNormEps < 1) {
-		return nil, fmt.Errorf("rms_norm_eps = %v: must be in (0, 1)", c.RMSNormEps)
+		return fmt.Errorf("rms_norm_eps = %v: must be in (0, 1)", c.RMSNormEps)
 	}
 	if !(c.RopeTheta > 1) || math.IsInf(c.RopeTheta, 0) {
-		return nil, fmt.Errorf("rope_theta = %v: must be > 1 and finite", c.RopeTheta)
+		return fmt.Errorf("rope_theta = %v: must be > 1 and finite", c.RopeTheta)
 	}
+	return nil
+}
 
-	// Per-architecture fields.
+// readArchFields reads the fields of c.Arch, refusing by name what the graph
+// does not implement (sliding windows, non-full attention layers, MLP
+// biases).
+func readArchFields(r *reader, c *Config) error {
 	switch c.Arch {
 	case Qwen2:
 		// Qwen2 configs carry sliding_window, which only use_sliding_window
 		// (default false) turns on.
 		c.QKVBias = true
 		if err := r.mustBeFalse("use_sliding_window"); err != nil {
-			return nil, err
+			return err
 		}
 	case Qwen3:
 		c.QKNorm = true
 		if err := r.mustBeFalse("attention_bias"); err != nil {
-			return nil, err
+			return err
 		}
 		if err := r.mustBeFalse("use_sliding_window"); err != nil {
-			return nil, err
+			return err
 		}
 		var layerTypes []string
 		r.get("layer_types", &layerTypes, false)
 		if r.err != nil {
-			return nil, r.err
+			return r.err
 		}
 		for i, lt := range layerTypes {
 			if lt != "full_attention" {
-				return nil, fmt.Errorf("layer_types[%d] = %q: only full_attention is implemented", i, lt)
+				return fmt.Errorf("layer_types[%d] = %q: only full_attention is implemented", i, lt)
 			}
 		}
 	case Llama, Mistral:
@@ -252,52 +275,64 @@ func ParseConfig(b []byte) (*Config, error) {
 		r.get("attention_bias", &bias, false)
 		c.QKVBias, c.OBias = bias, bias
 		if err := r.mustBeFalse("mlp_bias"); err != nil {
-			return nil, err
+			return err
 		}
 		if c.Arch == Mistral {
-			if raw, ok := m["sliding_window"]; ok && string(raw) != "null" {
-				return nil, fmt.Errorf("sliding_window = %s: sliding-window attention is not implemented (null is)", raw)
+			if raw, ok := r.m["sliding_window"]; ok && string(raw) != "null" {
+				return fmt.Errorf("sliding_window = %s: sliding-window attention is not implemented (null is)", raw)
 			}
 		}
 	}
-	if raw, ok := m["rope_scaling"]; ok && string(raw) != "null" {
+	return nil
+}
+
+// readPositions reads the Llama-3 rope scaling and refuses the other
+// position and logit variants (partial rotary, soft-capping).
+func readPositions(r *reader, c *Config) error {
+	if raw, ok := r.m["rope_scaling"]; ok && string(raw) != "null" {
 		rs, err := parseRopeScaling(raw)
 		if err != nil {
-			return nil, fmt.Errorf("rope_scaling: %w", err)
+			return fmt.Errorf("rope_scaling: %w", err)
 		}
 		c.RopeLlama3 = rs
 	}
 	for _, name := range []string{"partial_rotary_factor"} {
-		if raw, ok := m[name]; ok && string(raw) != "1" && string(raw) != "1.0" && string(raw) != "null" {
-			return nil, fmt.Errorf("%s = %s: only 1 is implemented", name, raw)
+		if raw, ok := r.m[name]; ok && string(raw) != "1" && string(raw) != "1.0" && string(raw) != "null" {
+			return fmt.Errorf("%s = %s: only 1 is implemented", name, raw)
 		}
 	}
 	for _, name := range []string{"final_logit_softcapping", "attn_logit_softcapping", "logits_soft_cap"} {
-		if raw, ok := m[name]; ok && string(raw) != "null" {
-			return nil, fmt.Errorf("%s = %s: logit soft-capping is not implemented", name, raw)
+		if raw, ok := r.m[name]; ok && string(raw) != "null" {
+			return fmt.Errorf("%s = %s: logit soft-capping is not implemented", name, raw)
 		}
 	}
-	if raw, ok := m["bos_token_id"]; ok && string(raw) != "null" {
+	return nil
+}
+
+// readSpecialTokens reads bos_token_id and eos_token_id, which must lie in
+// the vocabulary.
+func readSpecialTokens(r *reader, c *Config) error {
+	if raw, ok := r.m["bos_token_id"]; ok && string(raw) != "null" {
 		ids, err := intOrList(raw)
 		if err != nil || len(ids) != 1 {
-			return nil, fmt.Errorf("bos_token_id: want one integer, got %s", raw)
+			return fmt.Errorf("bos_token_id: want one integer, got %s", raw)
 		}
 		c.BOS = ids[0]
 	}
-	if raw, ok := m["eos_token_id"]; ok {
+	if raw, ok := r.m["eos_token_id"]; ok {
 		ids, err := intOrList(raw)
 		if err != nil {
-			return nil, fmt.Errorf("eos_token_id: %v", err)
+			return fmt.Errorf("eos_token_id: %v", err)
 		}
 		c.EOS = ids
 		c.ConfigEOS = slices.Clone(ids)
 	}
 	for _, id := range append([]int{c.BOS}, c.EOS...) {
 		if id < -1 || id >= c.Vocab {
-			return nil, fmt.Errorf("token id %d (bos_token_id / eos_token_id) outside the vocabulary of %d", id, c.Vocab)
+			return fmt.Errorf("token id %d (bos_token_id / eos_token_id) outside the vocabulary of %d", id, c.Vocab)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 func parseRopeScaling(raw json.RawMessage) (*RopeLlama3, error) {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -121,48 +122,13 @@ type PolicyLossResult struct {
 // likewise.
 func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 	var res PolicyLossResult
-	if len(seqs) == 0 {
-		return res, fmt.Errorf("policy loss: no sequences")
+	o, def, err := lossOptions(o)
+	if err != nil {
+		return res, err
 	}
-	agg := o.AggMode
-	if agg == "" {
-		agg = AggTokenMean
-	}
-	level := o.RatioLevel
-	if level == "" {
-		level = RatioToken
-	}
-	est := o.KLEstimator
-	if est == "" {
-		est = "k3"
-	}
-	if level != RatioToken && level != RatioSequence {
-		return res, fmt.Errorf("policy loss: train.ratio_level %q: want token or sequence", level)
-	}
-	loss := o.Loss
-	if loss == "" {
-		loss = LossPPO
-	}
-	def, _ := LookupPolicyLoss(loss)
-	if err := CheckPolicyLoss(loss, level, o.ClipRatioC); err != nil {
-		return res, fmt.Errorf("policy loss: %w", err)
-	}
-	if agg == AggSeqMeanTokenSumNorm && o.MaxResponseTokens < 1 {
-		return res, fmt.Errorf("policy loss: %s needs rollout.max_response_tokens >= 1", agg)
-	}
-	withKL := false
-	N := 0
-	for i, s := range seqs {
-		T := len(s.NewLogProbs)
-		if s.PGWeight != nil && len(s.PGWeight) != T || s.AbsKLCoef != nil && len(s.AbsKLCoef) != T {
-			return res, fmt.Errorf("policy loss: sequence %d: %d pg weights and %d abs-KL coefficients for %d tokens", i, len(s.PGWeight), len(s.AbsKLCoef), T)
-		}
-		if T == 0 || len(s.OldLogProbs) != T || len(s.Advantages) != T || s.RefLogProbs != nil && len(s.RefLogProbs) != T {
-			return res, fmt.Errorf("policy loss: sequence %d: %d new log-probs, %d old, %d advantages, %d reference: want equal, >= 1",
-				i, T, len(s.OldLogProbs), len(s.Advantages), len(s.RefLogProbs))
-		}
-		N += T
-		withKL = withKL || s.RefLogProbs != nil
+	N, withKL, err := checkLossSeqs(seqs)
+	if err != nil {
+		return res, err
 	}
 	B := float64(len(seqs))
 	res.PGCoef = make([][]float64, len(seqs))
@@ -171,8 +137,8 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 	}
 	for i, s := range seqs {
 		T := len(s.NewLogProbs)
-		var w float64
-		switch agg {
+		var w float64 // the aggregation weight w_i
+		switch o.AggMode {
 		case AggTokenMean:
 			w = 1 / float64(N)
 		case AggSeqMeanTokenMean:
@@ -182,21 +148,12 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 		case AggSeqMeanTokenSumNorm:
 			w = 1 / (B * float64(o.MaxResponseTokens))
 		default:
-			return res, fmt.Errorf("policy loss: train.loss_agg_mode %q: unknown", agg)
-		}
-		// GSPO: the mean log-ratio over the sequence's tokens.
-		seqLogRatio, seqClamped := 0.0, false
-		if level == RatioSequence {
-			for t := range T {
-				seqLogRatio += s.NewLogProbs[t] - s.OldLogProbs[t]
-			}
-			seqLogRatio /= float64(T)
-			seqLogRatio, seqClamped = clampLogRatio(seqLogRatio)
+			return res, fmt.Errorf("policy loss: train.loss_agg_mode %q: unknown", o.AggMode)
 		}
 		res.PGCoef[i] = make([]float64, T)
 		if def.Sequence != nil {
 			if s.PGWeight != nil || s.AbsKLCoef != nil {
-				return res, fmt.Errorf("policy loss: sequence %d: %s is a sequence-level loss; token-loss strategies cannot weight it", i, loss)
+				return res, fmt.Errorf("policy loss: sequence %d: %s is a sequence-level loss; token-loss strategies cannot weight it", i, o.Loss)
 			}
 			pg, clipped := def.Sequence(s, o.ClipLow, o.ClipHigh, res.PGCoef[i])
 			for t := range res.PGCoef[i] {
@@ -204,43 +161,102 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 			}
 			res.PGLoss += pg / B
 			res.ClipFrac += float64(clipped) / float64(N)
+		} else {
+			res.addTokenLoss(def, o, s, i, w, N)
 		}
-		for t := range T {
-			if def.Token == nil {
-				break
-			}
-			logRatio, clamped := seqLogRatio, seqClamped
-			if level == RatioToken {
-				logRatio, clamped = clampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
-			}
-			pg, dNew, clipped := def.Token(LossToken{A: s.Advantages[t], LogRatio: logRatio, Clamped: clamped, NewLogProb: s.NewLogProbs[t],
-				ClipLow: o.ClipLow, ClipHigh: o.ClipHigh, ClipRatioC: o.ClipRatioC})
-			if clipped {
-				res.ClipFrac += 1 / float64(N)
-			}
-			g := 1.0
-			if s.PGWeight != nil {
-				g = s.PGWeight[t]
-			}
-			res.PGLoss += w * g * pg
-			res.PGCoef[i][t] = w * g * dNew
-			res.addAbsKL(s, i, t, w)
-		}
-		if s.RefLogProbs == nil {
-			continue
-		}
-		res.KLCoef[i] = make([]float64, T)
-		for t := range T {
-			logR, clamped := clampLogRatio(s.RefLogProbs[t] - s.NewLogProbs[t])
-			kl, dkl := KLEstimate(est, logR) // dkl = d k / d new
-			if clamped {
-				dkl = 0
-			}
-			res.KL += w * kl
-			res.KLCoef[i][t] = w * dkl
+		if s.RefLogProbs != nil {
+			res.addKL(o.KLEstimator, s, i, w)
 		}
 	}
 	return res, nil
+}
+
+// lossOptions fills o's defaults (token-mean, the token ratio, k3, ppo) and
+// checks them, returning the loss's definition.
+func lossOptions(o PolicyLossOptions) (PolicyLossOptions, PolicyLossDef, error) {
+	o.AggMode = cmp.Or(o.AggMode, AggTokenMean)
+	o.RatioLevel = cmp.Or(o.RatioLevel, RatioToken)
+	o.KLEstimator = cmp.Or(o.KLEstimator, "k3")
+	o.Loss = cmp.Or(o.Loss, LossPPO)
+	if o.RatioLevel != RatioToken && o.RatioLevel != RatioSequence {
+		return o, PolicyLossDef{}, fmt.Errorf("policy loss: train.ratio_level %q: want token or sequence", o.RatioLevel)
+	}
+	if err := CheckPolicyLoss(o.Loss, o.RatioLevel, o.ClipRatioC); err != nil {
+		return o, PolicyLossDef{}, fmt.Errorf("policy loss: %w", err)
+	}
+	if o.AggMode == AggSeqMeanTokenSumNorm && o.MaxResponseTokens < 1 {
+		return o, PolicyLossDef{}, fmt.Errorf("policy loss: %s needs rollout.max_response_tokens >= 1", o.AggMode)
+	}
+	def, _ := LookupPolicyLoss(o.Loss)
+	return o, def, nil
+}
+
+// checkLossSeqs checks every sequence's lengths and returns N, the valid
+// tokens, and whether any sequence has reference log-probs.
+func checkLossSeqs(seqs []LossSeq) (N int, withKL bool, err error) {
+	if len(seqs) == 0 {
+		return 0, false, fmt.Errorf("policy loss: no sequences")
+	}
+	for i, s := range seqs {
+		T := len(s.NewLogProbs)
+		if s.PGWeight != nil && len(s.PGWeight) != T || s.AbsKLCoef != nil && len(s.AbsKLCoef) != T {
+			return 0, false, fmt.Errorf("policy loss: sequence %d: %d pg weights and %d abs-KL coefficients for %d tokens", i, len(s.PGWeight), len(s.AbsKLCoef), T)
+		}
+		if T == 0 || len(s.OldLogProbs) != T || len(s.Advantages) != T || s.RefLogProbs != nil && len(s.RefLogProbs) != T {
+			return 0, false, fmt.Errorf("policy loss: sequence %d: %d new log-probs, %d old, %d advantages, %d reference: want equal, >= 1",
+				i, T, len(s.OldLogProbs), len(s.Advantages), len(s.RefLogProbs))
+		}
+		N += T
+		withKL = withKL || s.RefLogProbs != nil
+	}
+	return N, withKL, nil
+}
+
+// addTokenLoss adds sequence i's terms of a token loss, each token's term
+// weighted by w (its aggregation weight) and its PGWeight, plus KL-Cov's
+// |log-ratio| term, and counts its clipped tokens out of N.
+func (res *PolicyLossResult) addTokenLoss(def PolicyLossDef, o PolicyLossOptions, s LossSeq, i int, w float64, N int) {
+	T := len(s.NewLogProbs)
+	// GSPO: the mean log-ratio over the sequence's tokens.
+	seqLogRatio, seqClamped := 0.0, false
+	if o.RatioLevel == RatioSequence {
+		for t := range T {
+			seqLogRatio += s.NewLogProbs[t] - s.OldLogProbs[t]
+		}
+		seqLogRatio, seqClamped = clampLogRatio(seqLogRatio / float64(T))
+	}
+	for t := range T {
+		logRatio, clamped := seqLogRatio, seqClamped
+		if o.RatioLevel == RatioToken {
+			logRatio, clamped = clampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
+		}
+		pg, dNew, clipped := def.Token(LossToken{A: s.Advantages[t], LogRatio: logRatio, Clamped: clamped, NewLogProb: s.NewLogProbs[t],
+			ClipLow: o.ClipLow, ClipHigh: o.ClipHigh, ClipRatioC: o.ClipRatioC})
+		if clipped {
+			res.ClipFrac += 1 / float64(N)
+		}
+		g := 1.0
+		if s.PGWeight != nil {
+			g = s.PGWeight[t]
+		}
+		res.PGLoss += w * g * pg
+		res.PGCoef[i][t] = w * g * dNew
+		res.addAbsKL(s, i, t, w)
+	}
+}
+
+// addKL adds sequence i's KL estimate w * k(new_t, ref_t) and its gradient.
+func (res *PolicyLossResult) addKL(est string, s LossSeq, i int, w float64) {
+	res.KLCoef[i] = make([]float64, len(s.NewLogProbs))
+	for t := range s.NewLogProbs {
+		logR, clamped := clampLogRatio(s.RefLogProbs[t] - s.NewLogProbs[t])
+		kl, dkl := KLEstimate(est, logR) // dkl = d k / d new
+		if clamped {
+			dkl = 0
+		}
+		res.KL += w * kl
+		res.KLCoef[i][t] = w * dkl
+	}
 }
 
 // addAbsKL adds KL-Cov's term w * AbsKLCoef[t] * |new_t - old_t| (the

@@ -81,15 +81,6 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*Rollout, time.Durati
 	return out, genTime, nil
 }
 
-// EncodePrompt is BOS followed by the prompt's tokens; without BOS (a
-// negative BOS id) only the prompt's tokens.
-func EncodePrompt(tok Tokenizer, prompt string) []int32 {
-	if tok.BOS() < 0 {
-		return tok.Encode(prompt)
-	}
-	return append([]int32{tok.BOS()}, tok.Encode(prompt)...)
-}
-
 // rollout samples n responses to each problem with gen (nil: the Backend,
 // in-process) and verifies them. A batch from another generator is
 // rescored with the Backend (see Trainer.Gen); the rescoring is not in the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -726,4 +727,63 @@ func decodePretrain(pt *Params, c *Config) {
 	pt.Check(c.Pretrain.LR > 0 && c.Pretrain.LR <= 1, "lr", "must be in (0, 1], got %v", c.Pretrain.LR)
 	pt.Check(c.Pretrain.EvalEvery >= 1, "eval_every", "must be >= 1, got %d", c.Pretrain.EvalEvery)
 	pt.Check(c.Pretrain.StopAcc > 0 && c.Pretrain.StopAcc <= 1, "stop_acc", "must be in (0, 1], got %v", c.Pretrain.StopAcc)
+}
+
+// WeightSyncConfig is rollout.weight_sync: how the trainer's policy reaches
+// the generation servers.
+type WeightSyncConfig struct {
+	// Dir is where the policy is written for the servers to reload
+	// (rollout.weight_sync.dir; required with servers and every > 0).
+	Dir string
+	// Every syncs after every Every-th actor update (rollout.weight_sync.every,
+	// 1; 0 = never, the servers keep the weights they have).
+	Every int
+	// Endpoint is the servers' reload route (rollout.weight_sync.endpoint,
+	// /update_weights_from_disk: SGLang's name, which `cde-run serve` serves).
+	Endpoint string
+	// TokenEnv names the environment variable holding the bearer token sent
+	// with each reload (rollout.weight_sync.token_env, CDE_SERVE_TOKEN); an
+	// empty variable sends no Authorization header.
+	TokenEnv string
+}
+
+// decodeRolloutServers reads the remote-generation keys of the rollout
+// section into c: servers, server_model, server_timeout, server_retries,
+// weight_sync and tis_cap.
+func decodeRolloutServers(r *Params, c *RolloutConfig) {
+	if raw, ok := r.Raw("servers"); ok && raw != nil {
+		list, isList := raw.([]any)
+		if !isList {
+			r.Fail("servers", "want a list of server URLs, got %v (%T)", raw, raw)
+		}
+		for i, item := range list {
+			key := fmt.Sprintf("servers[%d]", i)
+			s, isStr := item.(string)
+			if !isStr {
+				r.Fail(key, "want a URL such as http://127.0.0.1:8000, got %v (%T)", item, item)
+				break
+			}
+			u, err := url.Parse(s)
+			if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+				r.Fail(key, "want an http or https URL with a host, such as http://127.0.0.1:8000, got %q", s)
+				break
+			}
+			c.Servers = append(c.Servers, strings.TrimRight(s, "/"))
+		}
+	}
+	c.ServerModel = r.String("server_model", "")
+	c.ServerTimeout = r.Duration("server_timeout", 120*time.Second)
+	c.ServerRetries = r.Int("server_retries", 2)
+	r.Check(c.ServerRetries >= 0, "server_retries", "must be >= 0, got %d", c.ServerRetries)
+	ws := r.Sub("weight_sync")
+	c.WeightSync = WeightSyncConfig{Dir: ws.String("dir", ""), Every: ws.Int("every", 1),
+		Endpoint: ws.String("endpoint", "/update_weights_from_disk"), TokenEnv: ws.String("token_env", "CDE_SERVE_TOKEN")}
+	ws.Check(c.WeightSync.Every >= 0, "every", "must be >= 0 (0 = never), got %d", c.WeightSync.Every)
+	ws.Check(len(c.Servers) == 0 || c.WeightSync.Every == 0 || c.WeightSync.Dir != "", "dir",
+		"required with rollout.servers and rollout.weight_sync.every > 0: the directory the trainer writes its policy into and the servers reload from")
+	ws.Check(strings.HasPrefix(c.WeightSync.Endpoint, "/"), "endpoint", "want a path starting with /, got %q", c.WeightSync.Endpoint)
+	c.TISCap = r.Float("tis_cap", 0)
+	r.Check(c.TISCap == 0 || c.TISCap > 1, "tis_cap", "must be 0 (off) or > 1, got %v", c.TISCap)
+	r.Check(c.TISCap == 0 || len(c.Servers) > 0, "tis_cap",
+		"needs rollout.servers: in-process generation samples with the trainer's own weights, so there is no mismatch to correct")
 }

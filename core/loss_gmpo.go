@@ -29,7 +29,7 @@ func gmpoSequence(s LossSeq, clipLow, clipHigh float64, dNew []float64) (pg floa
 	for t := range T {
 		A := s.Advantages[t]
 		adv += A
-		d, clamped := clampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
+		d, clamped := ClampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
 		c := math.Min(math.Max(d, -clipLow), clipHigh)
 		sgn := 0.0
 		if A > 0 {

@@ -10,9 +10,3 @@ package core
 type AfterFinalizer interface {
 	AfterFinalize() bool
 }
-
-// afterFinalize reports whether s asks to be called after Finalize.
-func afterFinalize(s Strategy) bool {
-	a, ok := s.(AfterFinalizer)
-	return ok && a.AfterFinalize()
-}

@@ -223,12 +223,12 @@ func (res *PolicyLossResult) addTokenLoss(def PolicyLossDef, o PolicyLossOptions
 		for t := range T {
 			seqLogRatio += s.NewLogProbs[t] - s.OldLogProbs[t]
 		}
-		seqLogRatio, seqClamped = clampLogRatio(seqLogRatio / float64(T))
+		seqLogRatio, seqClamped = ClampLogRatio(seqLogRatio / float64(T))
 	}
 	for t := range T {
 		logRatio, clamped := seqLogRatio, seqClamped
 		if o.RatioLevel == RatioToken {
-			logRatio, clamped = clampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
+			logRatio, clamped = ClampLogRatio(s.NewLogProbs[t] - s.OldLogProbs[t])
 		}
 		pg, dNew, clipped := def.Token(LossToken{A: s.Advantages[t], LogRatio: logRatio, Clamped: clamped, NewLogProb: s.NewLogProbs[t],
 			ClipLow: o.ClipLow, ClipHigh: o.ClipHigh, ClipRatioC: o.ClipRatioC})
@@ -249,7 +249,7 @@ func (res *PolicyLossResult) addTokenLoss(def PolicyLossDef, o PolicyLossOptions
 func (res *PolicyLossResult) addKL(est string, s LossSeq, i int, w float64) {
 	res.KLCoef[i] = make([]float64, len(s.NewLogProbs))
 	for t := range s.NewLogProbs {
-		logR, clamped := clampLogRatio(s.RefLogProbs[t] - s.NewLogProbs[t])
+		logR, clamped := ClampLogRatio(s.RefLogProbs[t] - s.NewLogProbs[t])
 		kl, dkl := KLEstimate(est, logR) // dkl = d k / d new
 		if clamped {
 			dkl = 0
@@ -291,9 +291,9 @@ func KLEstimate(estimator string, logR float64) (k, dNew float64) {
 	return math.NaN(), math.NaN()
 }
 
-// clampLogRatio clamps x to [-MaxLogRatio, MaxLogRatio] and reports whether
+// ClampLogRatio clamps x to [-MaxLogRatio, MaxLogRatio] and reports whether
 // it was outside.
-func clampLogRatio(x float64) (float64, bool) {
+func ClampLogRatio(x float64) (float64, bool) {
 	switch {
 	case x > MaxLogRatio:
 		return MaxLogRatio, true

@@ -68,3 +68,12 @@ func CheckPromptLengths(task Task, lim LengthLimiter, maxResponseTokens int, wit
 	}
 	return nil
 }
+
+// EncodePrompt is BOS followed by the prompt's tokens; without BOS (a
+// negative BOS id) only the prompt's tokens.
+func EncodePrompt(tok Tokenizer, prompt string) []int32 {
+	if tok.BOS() < 0 {
+		return tok.Encode(prompt)
+	}
+	return append([]int32{tok.BOS()}, tok.Encode(prompt)...)
+}

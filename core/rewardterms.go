@@ -39,7 +39,7 @@ func KLRewardPenalty(s *Sequence, estimator string, coef float64) (float64, erro
 	}
 	sum := 0.0
 	for t := range s.LogProbs {
-		logR, _ := clampLogRatio(s.RefLogProbs[t] - s.LogProbs[t])
+		logR, _ := ClampLogRatio(s.RefLogProbs[t] - s.LogProbs[t])
 		k, _ := KLEstimate(estimator, logR)
 		sum += k
 	}

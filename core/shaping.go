@@ -230,3 +230,9 @@ func RolloutMetrics(r *Rollout, m map[string]float64) {
 		}
 	}
 }
+
+// afterFinalize reports whether s asks to be called after Finalize.
+func afterFinalize(s Strategy) bool {
+	a, ok := s.(AfterFinalizer)
+	return ok && a.AfterFinalize()
+}

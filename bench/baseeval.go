@@ -14,6 +14,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // BaseArm names the base policy's evaluation in a bench with base_eval:
@@ -34,7 +35,7 @@ func (s *Spec) checkSharedBase(dir string) error {
 		return err
 	}
 	// Whether an arm also evaluates at its own start does not matter.
-	evalOf := func(c *core.Config) core.EvalConfig { e := c.Eval; e.AtStart = false; return e }
+	evalOf := func(c *trainer.Config) trainer.EvalConfig { e := c.Eval; e.AtStart = false; return e }
 	want, _ := json.Marshal([]any{evalOf(first), first.Task})
 	for _, a := range s.Arms[1:] {
 		cfg, err := s.ArmConfig(dir, a, s.Seeds[0])

@@ -21,6 +21,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/tasks"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // cdeRun is the cde-run binary the runner trains with, built once.
@@ -421,7 +422,7 @@ claims:
 				t.Errorf("seed %d base lacks %s: %v", seed, k, base[0])
 			}
 		}
-		if _, err := core.ReadEvalDetail(core.EvalDetailPath(RunDir(dir, BaseArm, seed), "l2", 0)); err != nil {
+		if _, err := trainer.ReadEvalDetail(trainer.EvalDetailPath(RunDir(dir, BaseArm, seed), "l2", 0)); err != nil {
 			t.Error(err)
 		}
 		// The arm that evaluates at its start saw exactly the base's
@@ -439,7 +440,7 @@ claims:
 		if _, ok := rows[0]["val/mean/pass@4"]; ok || rows[0]["step"] != 0 {
 			t.Errorf("seed %d: arm grpo evaluated at its start: %v", seed, rows[0])
 		}
-		if _, err := core.ReadEvalDetail(core.EvalDetailPath(RunDir(dir, "grpo", seed), "l1", 2)); err != nil {
+		if _, err := trainer.ReadEvalDetail(trainer.EvalDetailPath(RunDir(dir, "grpo", seed), "l1", 2)); err != nil {
 			t.Errorf("final eval details: %v", err)
 		}
 	}

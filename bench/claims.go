@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // Bootstrap settings of the claim rule.
@@ -103,7 +104,7 @@ func problemUnits(run string, r *armRun, metric string) (vals [][]float64, ids [
 		}
 		for _, e := range entries {
 			if e.IsDir() {
-				if _, err := os.Stat(core.EvalDetailPath(run, e.Name(), step)); err == nil {
+				if _, err := os.Stat(trainer.EvalDetailPath(run, e.Name(), step)); err == nil {
 					sets = append(sets, e.Name())
 				}
 			}
@@ -115,7 +116,7 @@ func problemUnits(run string, r *armRun, metric string) (vals [][]float64, ids [
 		return nil, nil, false
 	}
 	for _, s := range sets {
-		d, err := core.ReadEvalDetail(core.EvalDetailPath(run, s, step))
+		d, err := trainer.ReadEvalDetail(trainer.EvalDetailPath(run, s, step))
 		if err != nil {
 			return nil, nil, false
 		}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // fakeRuns are finished runs of arms "a" and "b" whose metric m takes the
@@ -90,7 +90,7 @@ func TestJudgeClaimProblemLevel(t *testing.T) {
 		for _, arm := range []string{"a", "b"} {
 			correct := map[string][]int{"a": {4, 0}, "b": {2, 0}}[arm]
 			for _, set := range []string{"c3", "c4"} {
-				if err := core.WriteEvalDetail(RunDir(dir, arm, seed), core.EvalDetail{Step: 10, Set: set, N: 4, Problems: problems, Correct: correct}); err != nil {
+				if err := trainer.WriteEvalDetail(RunDir(dir, arm, seed), trainer.EvalDetail{Step: 10, Set: set, N: 4, Problems: problems, Correct: correct}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -125,7 +125,7 @@ func TestJudgeClaimProblemLevel(t *testing.T) {
 		t.Errorf("pass@2: %+v", v)
 	}
 	// Different problems in the two arms: no pairing by problem, seeds only.
-	if err := core.WriteEvalDetail(RunDir(dir, "b", 2), core.EvalDetail{Step: 10, Set: "c3", N: 4, Problems: []string{"p1", "other"}, Correct: []int{2, 0}}); err != nil {
+	if err := trainer.WriteEvalDetail(RunDir(dir, "b", 2), trainer.EvalDetail{Step: 10, Set: "c3", N: 4, Problems: []string{"p1", "other"}, Correct: []int{2, 0}}); err != nil {
 		t.Fatal(err)
 	}
 	if v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: "val/c3/avg@4"}, dir, seeds3("val/c3/avg@4", 0.5, 0.25)); v.Units != "none" {
@@ -222,8 +222,8 @@ func TestClaimsRegisteredAtStart(t *testing.T) {
 // over the sets with n >= 4, as the trainer logs them.
 func TestProblemUnitsMixedK(t *testing.T) {
 	run := t.TempDir()
-	for _, d := range []core.EvalDetail{{Step: 5, Set: "a", N: 1, Problems: []string{"p"}, Correct: []int{1}}, {Step: 5, Set: "b", N: 4, Problems: []string{"p"}, Correct: []int{2}}} {
-		if err := core.WriteEvalDetail(run, d); err != nil {
+	for _, d := range []trainer.EvalDetail{{Step: 5, Set: "a", N: 1, Problems: []string{"p"}, Correct: []int{1}}, {Step: 5, Set: "b", N: 4, Problems: []string{"p"}, Correct: []int{2}}} {
+		if err := trainer.WriteEvalDetail(run, d); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/tasks"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // headStdProblems is how many prompts per set the Figure 7b measurement
@@ -46,18 +47,18 @@ func measureHeadStd(ctx context.Context, run string, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := core.LoadConfig(core.LoadOptions{Base: data, Env: []string{}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Base: data, Env: []string{}})
 	if err != nil {
 		return err
 	}
-	ckpt, err := core.LatestCheckpoint(run)
+	ckpt, err := trainer.LatestCheckpoint(run)
 	if err != nil || ckpt == "" {
 		return fmt.Errorf("%s: no checkpoint (%v)", run, err)
 	}
 	// The checkpoint says how many critic heads the run had; one written
 	// before it recorded them is asked the slow way, by building the run's
 	// strategies (plugin processes included).
-	heads, known, err := core.CheckpointValueHeads(ckpt)
+	heads, known, err := trainer.CheckpointValueHeads(ckpt)
 	if err == nil && !known {
 		heads, err = criticHeads(cfg)
 	}
@@ -86,7 +87,7 @@ func measureHeadStd(ctx context.Context, run string, log zerolog.Logger) error {
 		if len(problems) == 0 {
 			continue
 		}
-		v, err := setHeadStd(s, cfg, heads, problems, core.Mix(cfg.Seed, 0x7b, uint64(i)))
+		v, err := setHeadStd(s, cfg, heads, problems, trainer.Mix(cfg.Seed, 0x7b, uint64(i)))
 		if err != nil {
 			return fmt.Errorf("%s: %w", set.Name, err)
 		}
@@ -124,7 +125,7 @@ func trainLevels(task core.Task) map[int]bool {
 
 // setHeadStd samples headStdSamples responses to each problem and returns
 // the critic's head spread over them (core.HeadStd; NaN when none).
-func setHeadStd(s *session.Session, cfg *core.Config, heads int, problems []core.Problem, seed uint64) (float64, error) {
+func setHeadStd(s *session.Session, cfg *trainer.Config, heads int, problems []core.Problem, seed uint64) (float64, error) {
 	tok := s.Task.Tokenizer()
 	r := &core.Rollout{ValueHeads: heads}
 	var prompts [][]int32

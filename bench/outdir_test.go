@@ -9,9 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cde-rl/cde/trainer"
 	"github.com/rs/zerolog"
-
-	"github.com/cde-rl/cde/core"
 )
 
 // tinySpecYAML is a one-arm, one-seed bench of a tiny model that trains
@@ -52,13 +51,13 @@ func runTiny(spec *Spec, dir string) (string, error) {
 // A second bench on the same --out is refused, naming the holder's pid.
 func TestOutLocked(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	held, err := core.LockDir(out) // the other bench
+	held, err := trainer.LockDir(out) // the other bench
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
 	log, err := runTiny(tinySpec(t), out)
-	if !errors.Is(err, core.ErrRunDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+	if !errors.Is(err, trainer.ErrRunDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Fatalf("second bench on one --out: %v, want ErrRunDirInUse naming pid %d\n%s", err, os.Getpid(), log)
 	}
 	if _, err := os.Stat(filepath.Join(out, "runs")); err == nil {
@@ -70,7 +69,7 @@ func TestOutLocked(t *testing.T) {
 func TestArmSeedInUseKept(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	run := RunDir(out, "grpo", 1)
-	held, err := core.LockDir(run) // a trainer started by hand in it
+	held, err := trainer.LockDir(run) // a trainer started by hand in it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +102,7 @@ func TestRerunRecovers(t *testing.T) {
 		t.Fatalf("first bench: %v\n%s", err, log)
 	}
 	run := RunDir(out, "grpo", 1)
-	if ck, _ := core.LatestCheckpoint(run); ck == "" {
+	if ck, _ := trainer.LatestCheckpoint(run); ck == "" {
 		t.Fatal("the first bench left no checkpoint")
 	}
 	for _, f := range []string{DoneFile, "config.yaml", "metrics.jsonl"} {

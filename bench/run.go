@@ -17,8 +17,8 @@ import (
 	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
 
-	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // Options say where and how a bench runs.
@@ -93,7 +93,7 @@ func Run(ctx context.Context, spec *Spec, o Options) error {
 	}
 	// One bench at a time per directory: a second would remove or resume
 	// the first one's arm-seeds under it.
-	lock, err := core.LockDir(o.Dir)
+	lock, err := trainer.LockDir(o.Dir)
 	if err != nil {
 		return fmt.Errorf("bench: --out %s: %w", o.Dir, err)
 	}
@@ -181,7 +181,7 @@ func armSeeds(spec *Spec) []job {
 // afresh (no checkpoint in its run) from model.checkpoint: auto, making it
 // when missing; bases caches them by directory, so a base is resolved once.
 func resolveJobBase(ctx context.Context, spec *Spec, dir string, j *job, bases map[string]string, log zerolog.Logger, out session.Output) error {
-	if ck, _ := core.LatestCheckpoint(RunDir(dir, j.arm.Name, j.seed)); ck != "" {
+	if ck, _ := trainer.LatestCheckpoint(RunDir(dir, j.arm.Name, j.seed)); ck != "" {
 		return nil
 	}
 	cfg, err := spec.ArmConfig(dir, j.arm, j.seed)
@@ -393,10 +393,10 @@ func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, 
 	if _, err := os.Stat(run); err == nil {
 		// Never touch an arm-seed another cde-run is training (a `train
 		// --resume` started by hand, say).
-		if err := core.CheckNotInUse(run); err != nil {
+		if err := trainer.CheckNotInUse(run); err != nil {
 			return err
 		}
-		if ckpt, err = core.LatestCheckpoint(run); err != nil {
+		if ckpt, err = trainer.LatestCheckpoint(run); err != nil {
 			return err
 		}
 		if _, err := os.Stat(filepath.Join(run, "config.yaml")); ckpt != "" && err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // SlurmFile records a Slurm bench's jobs in its results directory, so a
@@ -148,7 +149,7 @@ func needsBaseJob(spec *Spec, dir string, todo []job) (bool, error) {
 		}
 	}
 	for _, j := range todo {
-		if ck, _ := core.LatestCheckpoint(RunDir(dir, j.arm.Name, j.seed)); ck != "" {
+		if ck, _ := trainer.LatestCheckpoint(RunDir(dir, j.arm.Name, j.seed)); ck != "" {
 			continue
 		}
 		cfg, err := spec.ArmConfig(dir, j.arm, j.seed)

@@ -25,6 +25,7 @@ import (
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/tasks"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // Spec is a parsed bench file (docs/bench.md).
@@ -269,8 +270,8 @@ func (s *Spec) armLayers(dir string, arm Arm, seed uint64) [][]byte {
 
 // ArmConfig is the resolved config of one arm-seed of a bench in dir
 // (layers: docs/bench.md), with extra layers on top.
-func (s *Spec) ArmConfig(dir string, arm Arm, seed uint64, extra ...[]byte) (*core.Config, error) {
-	cfg, err := core.LoadConfig(core.LoadOptions{Layers: append(s.armLayers(dir, arm, seed), extra...)})
+func (s *Spec) ArmConfig(dir string, arm Arm, seed uint64, extra ...[]byte) (*trainer.Config, error) {
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Layers: append(s.armLayers(dir, arm, seed), extra...)})
 	if err != nil {
 		return nil, fmt.Errorf("bench %s: arm %s: %w", s.File, arm.Name, err)
 	}
@@ -316,7 +317,7 @@ func (s *Spec) Validate(dir string, only ...string) error {
 // criticHeads builds the task, algorithm and strategies of cfg (no model),
 // which checks their keys, and returns the number of critic heads the run
 // will have (0: no critic).
-func criticHeads(cfg *core.Config) (int, error) {
+func criticHeads(cfg *trainer.Config) (int, error) {
 	if _, err := tasks.New(core.NewParams("task", cfg.Task)); err != nil {
 		return 0, err
 	}
@@ -335,6 +336,6 @@ func criticHeads(cfg *core.Config) (int, error) {
 			}
 		}
 	}()
-	n, err := core.TrainNeeds(cfg, algo, strats)
+	n, err := trainer.TrainNeeds(cfg, algo, strats)
 	return n.ValueHeads, err
 }

@@ -1,8 +1,12 @@
-// Package core holds the data that flows through one RLVR training step (the
-// Rollout), the small interfaces that algorithms, exploration strategies and
-// model backends implement, name registries, weight schedules, configuration
-// loading and the Trainer loop. It imports no ML framework: everything here is
-// plain Go over slices and can be tested without a model.
+// Package core is cde's contract: the data that flows through one RLVR
+// training step (the Rollout), the small interfaces that algorithms,
+// exploration strategies, tasks and model backends implement, their name
+// registries (strategies, algorithms, policy losses), weight schedules,
+// Params, and the Check* validators of hook outputs. It is what a strategy,
+// algorithm or plugin author imports, and imports the standard library
+// only, as database/sql/driver is what a driver imports. The machinery
+// that runs a training loop over it (the Trainer, config loading,
+// checkpoints, run directories) is package trainer.
 package core
 
 // Sequence is one sampled response to one prompt, and everything the step

@@ -28,6 +28,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // Options configures a Client.
@@ -199,7 +200,7 @@ func units(prompts [][]int32) []unit {
 }
 
 // chunks groups consecutive units of the same n, at most per distinct
-// prompts each; chunk i's seed is core.Mix(seed, i), reduced to 53 bits (a
+// prompts each; chunk i's seed is trainer.Mix(seed, i), reduced to 53 bits (a
 // JSON integer every parser reads exactly).
 func chunks(us []unit, per int, seed uint64) []chunk {
 	var out []chunk
@@ -212,7 +213,7 @@ func chunks(us []unit, per int, seed uint64) []chunk {
 		out[k].units = append(out[k].units, u)
 	}
 	for i := range out {
-		out[i].seed = core.Mix(seed, uint64(i)) & (1<<53 - 1)
+		out[i].seed = trainer.Mix(seed, uint64(i)) & (1<<53 - 1)
 	}
 	return out
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cde-rl/cde/backends/xla/hftest"
-	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/rollout/localserve"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // buildCDERun builds cde-run into a temporary directory.
@@ -97,7 +97,7 @@ func TestTrainAgainstTwoServers(t *testing.T) {
 			"train.entropy_coef=0.5", "train.actor_lr=0.05"}
 		// The servers start from other weights (seed 7); the trainer's
 		// first sync replaces them with its own.
-		cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: append(base, "seed=7")})
+		cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: append(base, "seed=7")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func trainAgainstServers(t *testing.T, bin, reload, token string, sets []string,
 	sets = append(slices.Clone(sets), "train.steps=3", "train.prompts_per_step=2", "rollout.n=4", "eval.every=0", "eval.k=1",
 		"train.checkpoint_every=10", fmt.Sprintf(`rollout.servers=[%q, %q]`, procs[0].URL, procs[1].URL),
 		"rollout.weight_sync.dir="+reload, "rollout.tis_cap=2", "rollout.server_retries=1", "rollout.server_timeout=60s")
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: sets})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: sets})
 	if err != nil {
 		t.Fatal(err)
 	}

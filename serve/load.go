@@ -12,10 +12,10 @@ import (
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
-	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/tasks"
 	"github.com/cde-rl/cde/tokenizer"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // LoadOptions names the model to serve: a Hugging Face model directory
@@ -137,7 +137,7 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 		}
 		ckpt := ""
 		if o.Step < 0 {
-			if ckpt, err = core.LatestCheckpoint(dir); err != nil {
+			if ckpt, err = trainer.LatestCheckpoint(dir); err != nil {
 				return nil, err
 			}
 			if ckpt == "" {
@@ -146,7 +146,7 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 		} else {
 			ckpt = filepath.Join(dir, "checkpoints", fmt.Sprintf("step-%06d", o.Step))
 		}
-		if err := core.VerifyCheckpoint(ckpt); err != nil {
+		if err := trainer.VerifyCheckpoint(ckpt); err != nil {
 			return nil, err
 		}
 		if err := resolveRunPaths(dir, cfg); err != nil {
@@ -160,7 +160,7 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 	if o.Step >= 0 {
 		return nil, fmt.Errorf("--step applies to a run directory; %s is one checkpoint", dir)
 	}
-	if err := core.VerifyIfManifest(dir); err != nil {
+	if err := trainer.VerifyIfManifest(dir); err != nil {
 		return nil, err
 	}
 	run := filepath.Dir(filepath.Dir(filepath.Clean(dir)))
@@ -206,11 +206,11 @@ func loadCheckpoint(o LoadOptions) (*Model, error) {
 // loads the weights of checkpoint ckpt (policy.gob) into it; ckpt "" keeps
 // the random initial weights drawn from cfg.seed (tests). The task's
 // problems are not read: serving needs only its tokenizer.
-func FromConfig(cfg *core.Config, engine, ckpt string) (*Model, error) {
+func FromConfig(cfg *trainer.Config, engine, ckpt string) (*Model, error) {
 	return fromConfig(cfg, engine, ckpt, zerolog.Nop())
 }
 
-func fromConfig(cfg *core.Config, engine, ckpt string, log zerolog.Logger) (*Model, error) {
+func fromConfig(cfg *trainer.Config, engine, ckpt string, log zerolog.Logger) (*Model, error) {
 	tok, tpl, err := tasks.TokenizerOf(cfg.Task)
 	if err != nil {
 		return nil, err
@@ -264,7 +264,7 @@ func fromConfig(cfg *core.Config, engine, ckpt string, log zerolog.Logger) (*Mod
 // when it exists from the working directory, else from the nearest
 // directory above RUN where it exists (a run made in runs/NAME, or a bench
 // arm-seed in OUT/runs/ARM/seed-N, lies below where it was started).
-func resolveRunPaths(run string, cfg *core.Config) error {
+func resolveRunPaths(run string, cfg *trainer.Config) error {
 	abs, err := filepath.Abs(run)
 	if err != nil {
 		return err

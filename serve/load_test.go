@@ -13,6 +13,7 @@ import (
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/tasks"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // sameWeights fails unless got scores a fixed sequence as want does.
@@ -49,7 +50,7 @@ func scoresEqual(t *testing.T, got, want *Model) bool {
 // a policy.gob; anything else is an error naming what is wrong.
 func TestLoadCheckpointLayouts(t *testing.T) {
 	m1, m2 := charModel(t, 11), charModel(t, 12)
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: []string{`model.checkpoint=""`}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{`model.checkpoint=""`}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestLoadCheckpointLayouts(t *testing.T) {
 		if err := backendOf(m).Save(dir); err != nil {
 			t.Fatal(err)
 		}
-		if err := core.WriteManifest(dir, step); err != nil {
+		if err := trainer.WriteManifest(dir, step); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,7 +176,7 @@ model: {hf: ` + model + `, max_len: 64, checkpoint: ""}
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := core.LoadConfig(core.LoadOptions{File: file, Env: []string{}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{File: file, Env: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ model: {hf: ` + model + `, max_len: 64, checkpoint: ""}
 	if err := backendOf(trained).Save(ckpt); err != nil {
 		t.Fatal(err)
 	}
-	if err := core.WriteManifest(ckpt, 3); err != nil {
+	if err := trainer.WriteManifest(ckpt, 3); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Load(LoadOptions{Checkpoint: run, Step: -1, Engine: "cpu"})
@@ -275,7 +276,7 @@ func TestLoadRunFromAnyDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(root)
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Layers: [][]byte{[]byte(`seed: 4
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Layers: [][]byte{[]byte(`seed: 4
 task: {name: math, train: data/train.jsonl, tokenizer: models/tiny}
 model: {hf: models/tiny, max_len: 64, checkpoint: ""}
 `)}})
@@ -298,7 +299,7 @@ model: {hf: models/tiny, max_len: 64, checkpoint: ""}
 	if err := backendOf(trained).Save(ckpt); err != nil {
 		t.Fatal(err)
 	}
-	if err := core.WriteManifest(ckpt, 1); err != nil {
+	if err := trainer.WriteManifest(ckpt, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(root, "data", "train.jsonl")); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/tasks"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // charModel is the default config's character transformer (2 layers,
@@ -27,7 +28,7 @@ import (
 // from seed.
 func charModel(t *testing.T, seed int) *Model {
 	t.Helper()
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: []string{`model.checkpoint=""`, "seed=" + strconv.Itoa(seed)}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{`model.checkpoint=""`, "seed=" + strconv.Itoa(seed)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +485,7 @@ func TestReload(t *testing.T) {
 	after := lpsOf(t, f.url, f.next)
 
 	// A policy.gob of other sizes: 500, the reloaded weights stay.
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: []string{`model.checkpoint=""`, "model.d_model=32"}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{`model.checkpoint=""`, "model.d_model=32"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,11 @@ import (
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/tasks"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // pretrainSeed is the seed of the warm start: pretrain.seed, or the run seed.
-func pretrainSeed(cfg *core.Config) uint64 {
+func pretrainSeed(cfg *trainer.Config) uint64 {
 	if cfg.Pretrain.Seed != 0 {
 		return cfg.Pretrain.Seed
 	}
@@ -31,7 +32,7 @@ func pretrainSeed(cfg *core.Config) uint64 {
 // problems (so a change of solution format makes a new base), the model
 // sizes, the pretrain settings and seed, and the eval temperature of its
 // stopping checks. model.checkpoint: auto keeps it in pretrain.dir/<key>.
-func BaseKey(cfg *core.Config) string {
+func BaseKey(cfg *trainer.Config) string {
 	pre := cfg.Pretrain
 	pre.Dir = "" // where bases are kept is not what they are
 	raw := map[string]any{"task": cfg.Task, "model": cfg.Model, "pretrain": pre,
@@ -49,7 +50,7 @@ func BaseKey(cfg *core.Config) string {
 // manifest when it has one), or for "auto" pretrain.dir/<key>: made there
 // from the copy embedded in the binary when cde ships that base
 // (assets/base), else with the supervised warm start when missing.
-func ResolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, out Output) (string, error) {
+func ResolveBase(ctx context.Context, cfg *trainer.Config, log zerolog.Logger, out Output) (string, error) {
 	switch cfg.Model.Checkpoint {
 	case "":
 		return "", nil
@@ -62,7 +63,7 @@ func ResolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, out 
 		if _, err := os.Stat(filepath.Join(cfg.Model.Checkpoint, "policy.gob")); err != nil {
 			return "", fmt.Errorf("config: model.checkpoint: %w", err)
 		}
-		if err := core.VerifyIfManifest(cfg.Model.Checkpoint); err != nil {
+		if err := trainer.VerifyIfManifest(cfg.Model.Checkpoint); err != nil {
 			return "", fmt.Errorf("config: model.checkpoint: %w", err)
 		}
 		return cfg.Model.Checkpoint, nil
@@ -70,7 +71,7 @@ func ResolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, out 
 	key := BaseKey(cfg)
 	dir := filepath.Join(cfg.Pretrain.Dir, key)
 	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err == nil {
-		if err := core.VerifyIfManifest(dir); err != nil {
+		if err := trainer.VerifyIfManifest(dir); err != nil {
 			return "", fmt.Errorf("base policy: %w", err)
 		}
 		log.Info().Str("base", dir).Msg("using pretrained base policy")
@@ -80,7 +81,7 @@ func ResolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, out 
 		if err := assets.ExtractBase(key, dir); err != nil {
 			return "", err
 		}
-		if err := core.VerifyIfManifest(dir); err != nil {
+		if err := trainer.VerifyIfManifest(dir); err != nil {
 			return "", fmt.Errorf("shipped base policy: %w", err)
 		}
 		log.Info().Str("base", dir).Msg("using the shipped base policy (assets/base)")
@@ -94,10 +95,10 @@ func ResolveBase(ctx context.Context, cfg *core.Config, log zerolog.Logger, out 
 }
 
 // Pretrain makes a base policy in dir with the supervised warm start
-// (core.Trainer.Pretrain). It is written under a temporary name with a
+// (trainer.Trainer.Pretrain). It is written under a temporary name with a
 // manifest and renamed, so an interrupted warm start leaves nothing
 // half-made; when another process made dir first, that one is kept.
-func Pretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.Logger, out Output) error {
+func Pretrain(ctx context.Context, cfg *trainer.Config, dir string, log zerolog.Logger, out Output) error {
 	pcfg := *cfg
 	pcfg.Algorithm = map[string]any{"name": "grpo"}
 	pcfg.Strategies = nil
@@ -131,7 +132,7 @@ func Pretrain(ctx context.Context, cfg *core.Config, dir string, log zerolog.Log
 	if err := os.WriteFile(filepath.Join(tmp, "pretrain.json"), info, 0o644); err != nil {
 		return err
 	}
-	if err := core.WriteManifest(tmp, 0); err != nil {
+	if err := trainer.WriteManifest(tmp, 0); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
@@ -158,7 +159,7 @@ func ExportHF(run string, step int, out string, dtype safetensors.DType, log zer
 	}
 	ckpt := ""
 	if step < 0 {
-		if ckpt, err = core.LatestCheckpoint(run); err != nil {
+		if ckpt, err = trainer.LatestCheckpoint(run); err != nil {
 			return err
 		}
 		if ckpt == "" {
@@ -173,7 +174,7 @@ func ExportHF(run string, step int, out string, dtype safetensors.DType, log zer
 		return err
 	}
 	defer s.Close()
-	if err := core.VerifyCheckpoint(ckpt); err != nil {
+	if err := trainer.VerifyCheckpoint(ckpt); err != nil {
 		return err
 	}
 	if err := s.Backend.Load(ckpt); err != nil {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // The base key names what a base is, not where it is kept: pretrain.dir
@@ -69,7 +69,7 @@ func TestResolveBase(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "policy.gob")); err != nil {
 		t.Fatal(err)
 	}
-	if err := core.VerifyIfManifest(dir); err != nil {
+	if err := trainer.VerifyIfManifest(dir); err != nil {
 		t.Errorf("made base: %v", err)
 	}
 	again, err := session.ResolveBase(ctx, cfg, log, out)

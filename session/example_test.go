@@ -7,14 +7,14 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // Train GRPO with the perplexity bonus from Go code, without the CLI (the
 // README shows this example).
 func Example() {
-	cfg, err := core.LoadConfig(core.LoadOptions{Sets: []string{
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Sets: []string{
 		"train.steps=50",
 		"strategies=[{name: ppl, weight: {schedule: staircase, w0: 1, stairs: [[0, 1], [0.5, 0]]}}]",
 	}})

@@ -19,6 +19,7 @@ import (
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // tinyQwen3 writes a random two-layer Qwen3-architecture checkpoint with
@@ -70,7 +71,7 @@ eval: {every: 0, k: 1}
 ` + c.algo + "\n"
 			file := filepath.Join(t.TempDir(), "hf.yaml")
 			os.WriteFile(file, []byte(yaml), 0o644)
-			cfg, err := core.LoadConfig(core.LoadOptions{File: file, Env: []string{}})
+			cfg, err := trainer.LoadConfig(trainer.LoadOptions{File: file, Env: []string{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +124,7 @@ eval: {every: 0, k: 1}
 				t.Fatal(err)
 			}
 			defer s.Close()
-			ck, _ := core.LatestCheckpoint(run)
+			ck, _ := trainer.LatestCheckpoint(run)
 			if err := s.LoadPolicy(ck); err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +172,7 @@ eval: {every: 0, k: 1}
 	// Sizes come from config.json: setting one with model.hf is an error.
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("task: {name: arith}\nmodel: {hf: "+model+", layers: 3}\n"), 0o644)
-	if _, err := core.LoadConfig(core.LoadOptions{File: bad, Env: []string{}}); err == nil || !strings.Contains(err.Error(), "model.layers: not with model.hf") {
+	if _, err := trainer.LoadConfig(trainer.LoadOptions{File: bad, Env: []string{}}); err == nil || !strings.Contains(err.Error(), "model.layers: not with model.hf") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -183,7 +184,7 @@ func TestExamplesLoad(t *testing.T) {
 		t.Fatal("no examples")
 	}
 	for _, f := range files {
-		if _, err := core.LoadConfig(core.LoadOptions{File: f, Env: []string{}}); err != nil {
+		if _, err := trainer.LoadConfig(trainer.LoadOptions{File: f, Env: []string{}}); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}

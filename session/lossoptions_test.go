@@ -11,6 +11,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // Every policy-loss option of the train section runs through a real
@@ -37,7 +38,7 @@ func TestTrainWithLossOptions(t *testing.T) {
 			if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := core.LoadConfig(core.LoadOptions{File: file, Env: []string{}})
+			cfg, err := trainer.LoadConfig(trainer.LoadOptions{File: file, Env: []string{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +59,7 @@ func TestTrainWithLossOptions(t *testing.T) {
 // grpo_passk with rollout.n below algorithm.k is refused when the run is
 // built, naming both keys.
 func TestPassKNeedsEnoughResponses(t *testing.T) {
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: []string{"algorithm.name=grpo_passk", "algorithm.k=8", "rollout.n=4",
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{"algorithm.name=grpo_passk", "algorithm.k=8", "rollout.n=4",
 		`model.checkpoint=""`}})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestPassKNeedsEnoughResponses(t *testing.T) {
 	}
 }
 
-func mustAlgo(t *testing.T, cfg *core.Config) core.Algorithm {
+func mustAlgo(t *testing.T, cfg *trainer.Config) core.Algorithm {
 	t.Helper()
 	a, err := session.BuildAlgorithm(cfg)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/cde-rl/cde/backends/xla"
-	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // MemoryPart is one term of a run's memory estimate: what it is, its size
@@ -97,7 +97,7 @@ const runtimeBytes = 64e6
 // It is an estimate of the tensors a run must hold, not of a particular
 // engine's allocator: measured peaks are compared with it in docs/config.md
 // ("Memory").
-func EstimateMemory(cfg *core.Config, p xla.ModelConfig, valueHeads, evalRows int) MemoryEstimate {
+func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows int) MemoryEstimate {
 	f := func(x int) float64 { return float64(x) }
 	d, layers, heads, ff, v, t := f(p.DModel), f(p.Layers), f(p.Heads), f(p.FF), f(p.Vocab), f(cfg.Model.MaxLen)
 	if ff == 0 {

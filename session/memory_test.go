@@ -12,7 +12,7 @@ import (
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/hftest"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
-	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // ParamCount equals the parameters the engine really makes: the
@@ -86,7 +86,7 @@ func TestParamCount(t *testing.T) {
 
 // The estimate of a tiny config, term by term, worked out by hand.
 func TestEstimateMemoryByHand(t *testing.T) {
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: []string{
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{
 		"model.layers=1", "model.d_model=8", "model.heads=2", "model.max_len=16", "rollout.max_response_tokens=8",
 		"train.prompts_per_step=2", "rollout.n=2"}})
 	if err != nil {
@@ -127,7 +127,7 @@ func TestEstimateMemoryByHand(t *testing.T) {
 // A run over the limit is refused with the estimate and the keys named;
 // CDE_MEMORY_LIMIT_GB sets the limit.
 func TestCheckMemory(t *testing.T) {
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: []string{"train.prompts_per_step=1000000", "rollout.n=64"}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{"train.prompts_per_step=1000000", "rollout.n=64"}})
 	if err != nil {
 		t.Fatal(err)
 	}

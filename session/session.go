@@ -3,7 +3,7 @@
 // and plugin entries), the base policy, and the run directory. cde-run is a
 // thin layer of flags over it; Go programs use it directly:
 //
-//	cfg, _ := core.LoadConfig(core.LoadOptions{Sets: []string{"train.steps=50"}})
+//	cfg, _ := trainer.LoadConfig(trainer.LoadOptions{Sets: []string{"train.steps=50"}})
 //	err := session.Train(ctx, session.TrainOptions{Config: cfg, RunDir: "runs/mine"})
 package session
 
@@ -24,17 +24,18 @@ import (
 	"github.com/cde-rl/cde/rollout"
 	_ "github.com/cde-rl/cde/strategies/all" // every in-tree strategy
 	"github.com/cde-rl/cde/tasks"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // Session is everything a command needs, built from a Config: no
 // checkpoint is loaded yet.
 type Session struct {
-	Cfg        *core.Config
+	Cfg        *trainer.Config
 	Task       core.Task
 	Algo       core.Algorithm
 	Strategies []core.Strategy
 	Backend    *xla.Backend
-	Trainer    *core.Trainer
+	Trainer    *trainer.Trainer
 	Log        zerolog.Logger
 }
 
@@ -48,12 +49,12 @@ type Output struct {
 // New builds task, algorithm, strategies and backend from cfg, and checks
 // that every prompt of the task fits the model. On error, every plugin
 // process already started is stopped.
-func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
+func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
 	task, err := tasks.New(core.NewParams("task", cfg.Task))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := (&core.Trainer{Cfg: cfg, Task: task}).EvalSets(); err != nil {
+	if _, err := (&trainer.Trainer{Cfg: cfg, Task: task}).EvalSets(); err != nil {
 		return nil, err
 	}
 	algo, err := BuildAlgorithm(cfg)
@@ -80,7 +81,7 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 			s.Close()
 		}
 	}()
-	s.Trainer = &core.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
+	s.Trainer = &trainer.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
 	needs, err := s.Trainer.Needs()
 	if err != nil {
 		return nil, err
@@ -138,7 +139,7 @@ func New(cfg *core.Config, log zerolog.Logger) (_ *Session, err error) {
 // its task: the largest eval pass is its largest eval set (up to
 // eval.max_problems) times eval.k, or the chunk of eval.max_rows that
 // goes through at once.
-func estimateRun(cfg *core.Config, t *core.Trainer, policy xla.ModelConfig, valueHeads int) MemoryEstimate {
+func estimateRun(cfg *trainer.Config, t *trainer.Trainer, policy xla.ModelConfig, valueHeads int) MemoryEstimate {
 	evalRows := 0
 	if sets, err := t.EvalSets(); err == nil {
 		for _, set := range sets {
@@ -158,7 +159,7 @@ func estimateRun(cfg *core.Config, t *core.Trainer, policy xla.ModelConfig, valu
 // starting it: the task is built (its problems read) and model.hf's
 // config.json read; the critic is the algorithm's (a strategy that asks
 // for value heads is not started, so its heads are not counted).
-func EstimateConfig(cfg *core.Config) (MemoryEstimate, error) {
+func EstimateConfig(cfg *trainer.Config) (MemoryEstimate, error) {
 	task, err := tasks.New(core.NewParams("task", cfg.Task))
 	if err != nil {
 		return MemoryEstimate{}, err
@@ -167,7 +168,7 @@ func EstimateConfig(cfg *core.Config) (MemoryEstimate, error) {
 	if err != nil {
 		return MemoryEstimate{}, err
 	}
-	t := &core.Trainer{Cfg: cfg, Task: task, Algo: algo, Log: zerolog.Nop()}
+	t := &trainer.Trainer{Cfg: cfg, Task: task, Algo: algo, Log: zerolog.Nop()}
 	needs, err := t.Needs()
 	if err != nil {
 		return MemoryEstimate{}, err
@@ -190,7 +191,7 @@ func EstimateConfig(cfg *core.Config) (MemoryEstimate, error) {
 // vocabulary, and weight sync writes the backend's policy into
 // rollout.weight_sync.dir (WriteServeWeights) and sends the token read from
 // the variable rollout.weight_sync.token_env with each reload.
-func remoteGenerator(cfg *core.Config, b *xla.Backend, strats []core.Strategy, vocab int, eos int32, log zerolog.Logger) (core.Generator, error) {
+func remoteGenerator(cfg *trainer.Config, b *xla.Backend, strats []core.Strategy, vocab int, eos int32, log zerolog.Logger) (core.Generator, error) {
 	if err := core.CheckRemoteNeeds(strats, b); err != nil {
 		return nil, err
 	}
@@ -222,14 +223,14 @@ func (s *Session) Close() {
 // LoadPolicy loads a checkpoint or base policy directory into the backend,
 // after checking its files against its manifest when it has one.
 func (s *Session) LoadPolicy(dir string) error {
-	if err := core.VerifyIfManifest(dir); err != nil {
+	if err := trainer.VerifyIfManifest(dir); err != nil {
 		return err
 	}
 	return s.Backend.Load(dir)
 }
 
 // BuildAlgorithm reads the `algorithm:` mapping (name plus its keys).
-func BuildAlgorithm(cfg *core.Config) (core.Algorithm, error) {
+func BuildAlgorithm(cfg *trainer.Config) (core.Algorithm, error) {
 	p := core.NewParams("algorithm", cfg.Algorithm)
 	name := p.String("name", "grpo")
 	if err := p.Err(); err != nil {
@@ -243,7 +244,7 @@ func BuildAlgorithm(cfg *core.Config) (core.Algorithm, error) {
 // (grpo_passk draws subsets of algorithm.k of each group). (cde-run shape
 // does not call it: there the file's groups count, and the algorithm
 // checks each.)
-func CheckAlgorithmFits(cfg *core.Config, algo core.Algorithm) error {
+func CheckAlgorithmFits(cfg *trainer.Config, algo core.Algorithm) error {
 	n, err := core.RunNeeds(algo, nil)
 	if err != nil {
 		return err
@@ -254,7 +255,7 @@ func CheckAlgorithmFits(cfg *core.Config, algo core.Algorithm) error {
 // BuildStrategies builds every `strategies:` entry in order: a registered
 // strategy by `name`, or an out-of-process one by `plugin` (PluginStrategy).
 // On error, plugin processes already started are stopped.
-func BuildStrategies(cfg *core.Config, algo core.Algorithm, log zerolog.Logger) (out []core.Strategy, err error) {
+func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logger) (out []core.Strategy, err error) {
 	defer func() {
 		if err != nil {
 			for _, s := range out {
@@ -324,7 +325,7 @@ func PluginStrategy(entry map[string]any, index int, algo core.Algorithm, log ze
 // hfPolicy reads model.hf: the architecture from its config.json and, unless
 // model.checkpoint is "" (random weights) or a cde checkpoint path, its
 // safetensors weights. The task's tokenizer must fit the model's vocabulary.
-func hfPolicy(cfg *core.Config, tok core.Tokenizer, log zerolog.Logger) (xla.ModelConfig, *safetensors.Set, []int32, error) {
+func hfPolicy(cfg *trainer.Config, tok core.Tokenizer, log zerolog.Logger) (xla.ModelConfig, *safetensors.Set, []int32, error) {
 	dir := cfg.Model.HF
 	hc, err := hf.LoadConfig(dir)
 	if err != nil {

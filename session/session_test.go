@@ -13,6 +13,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 const tiny = `
@@ -33,7 +34,7 @@ func TestTrainFromGo(t *testing.T) {
 	if err := os.WriteFile(file, []byte(tiny), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := core.LoadConfig(core.LoadOptions{File: file, Env: []string{}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{File: file, Env: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestTrainFromGo(t *testing.T) {
 	if len(rows) != 4 || rows[0]["explore/ppl/bonus_mean"] == nil || rows[3]["val/mean/avg@2"] == nil {
 		t.Fatalf("%d rows: %v", len(rows), rows)
 	}
-	if dir, err := core.LatestCheckpoint(run); err != nil || filepath.Base(dir) != "step-000003" {
+	if dir, err := trainer.LatestCheckpoint(run); err != nil || filepath.Base(dir) != "step-000003" {
 		t.Fatalf("latest checkpoint %q (%v)", dir, err)
 	}
 	// Extend the finished run to 5 steps by editing its config.yaml.
@@ -93,8 +94,8 @@ func metricRows(t *testing.T, run string) []map[string]any {
 // against them is an error naming it.
 func TestMaxRLTakesTaskRewards(t *testing.T) {
 	base := strings.Replace(tiny, "task: {name: arith, levels: [1], eval_n: 8}", "task: {name: arith, levels: [1], eval_n: 8, correct_reward: 2, incorrect_reward: 0}", 1)
-	load := func(extra string) *core.Config {
-		cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Layers: [][]byte{[]byte(base + extra)}})
+	load := func(extra string) *trainer.Config {
+		cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Layers: [][]byte{[]byte(base + extra)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // ShapeOutput is what `cde-run shape` prints as JSON (DESIGN section 4).
@@ -52,7 +53,7 @@ type ShapeSeq struct {
 // term's aggregated estimate (before kl_coef) and its gradient. The
 // strategies' token-loss hooks run after the shaping (Trainer.ApplyTokenLoss)
 // and their per-token weights enter the policy loss and loss_coef.
-func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (ShapeOutput, error) {
+func Shape(cfg *trainer.Config, r *core.Rollout, path string, log zerolog.Logger) (ShapeOutput, error) {
 	var o ShapeOutput
 	algo, err := BuildAlgorithm(cfg)
 	if err != nil {
@@ -90,7 +91,7 @@ func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (
 			return o, fmt.Errorf("%s: step: %d: must be < train.steps (%d) of the config, which stands in for the file's missing total_steps", path, r.Step, r.TotalSteps)
 		}
 	}
-	tr := &core.Trainer{Cfg: cfg, Algo: algo, Strategies: strats} // for its Shape and ApplyTokenLoss
+	tr := &trainer.Trainer{Cfg: cfg, Algo: algo, Strategies: strats} // for its Shape and ApplyTokenLoss
 	m := map[string]float64{}
 	info := core.StepInfo{Step: r.Step, TotalSteps: r.TotalSteps, Algorithm: algo.Name(), Seed: cfg.Seed}
 	if err := tr.Shape(info, r, m); err != nil {
@@ -125,7 +126,7 @@ func Shape(cfg *core.Config, r *core.Rollout, path string, log zerolog.Logger) (
 
 // shapeLoss adds policy_loss and loss_coef (and kl_loss, kl_loss_coef) to
 // o from r's final advantages and its file's new_logprobs.
-func shapeLoss(cfg *core.Config, r *core.Rollout, o *ShapeOutput) error {
+func shapeLoss(cfg *trainer.Config, r *core.Rollout, o *ShapeOutput) error {
 	tc := cfg.Train
 	withKL := tc.KLMode == "loss" && tc.KLCoef > 0 && r.Seqs[0].RefLogProbs != nil
 	seqs := make([]core.LossSeq, len(r.Seqs))

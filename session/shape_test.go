@@ -9,11 +9,12 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
-func shapeCfg(t *testing.T, sets ...string) *core.Config {
+func shapeCfg(t *testing.T, sets ...string) *trainer.Config {
 	t.Helper()
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}, Sets: append([]string{`model.checkpoint=""`}, sets...)})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: append([]string{`model.checkpoint=""`}, sets...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // Training stops where transformers and vLLM do: generation_config.json's
@@ -33,7 +33,7 @@ func TestStopIDsHFRule(t *testing.T) {
 		if tc.generation != "" {
 			os.WriteFile(filepath.Join(model, "generation_config.json"), []byte(tc.generation), 0o644)
 		}
-		cfg, err := core.LoadConfig(core.LoadOptions{Layers: [][]byte{[]byte(`seed: 1
+		cfg, err := trainer.LoadConfig(trainer.LoadOptions{Layers: [][]byte{[]byte(`seed: 1
 task: {name: math, train: ` + filepath.Join(data, "train.jsonl") + `, tokenizer: ` + model + `}
 model: {hf: ` + model + `, max_len: 128, checkpoint: ""}
 rollout: {n: 2, max_response_tokens: 8}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cde-rl/cde/internal/summary"
+	"github.com/cde-rl/cde/trainer"
 
 	"context"
 	"errors"
@@ -22,7 +23,7 @@ import (
 // TrainOptions says what Train runs and where.
 type TrainOptions struct {
 	// Config is the resolved config of a new run; nil with Resume.
-	Config *core.Config
+	Config *trainer.Config
 	// RunDir is the new run's directory (empty: a fresh name under runs/);
 	// Overwrite deletes a run already there first.
 	RunDir    string
@@ -37,10 +38,10 @@ type TrainOptions struct {
 }
 
 // ResumeConfig loads RUN/config.yaml for a resume. A config override in
-// environ (CDE_*, see core.ConfigEnvVars) is refused by name: the run's
+// environ (CDE_*, see trainer.ConfigEnvVars) is refused by name: the run's
 // config file is the one place to change it.
-func ResumeConfig(run string, environ []string) (*core.Config, error) {
-	if vars := core.ConfigEnvVars(environ); len(vars) > 0 {
+func ResumeConfig(run string, environ []string) (*trainer.Config, error) {
+	if vars := trainer.ConfigEnvVars(environ); len(vars) > 0 {
 		return nil, fmt.Errorf("--resume uses %s/config.yaml: %s cannot change a run being resumed (unset it, or edit that file instead; see docs/config.md)", run, strings.Join(vars, ", "))
 	}
 	path := filepath.Join(run, "config.yaml")
@@ -48,7 +49,7 @@ func ResumeConfig(run string, environ []string) (*core.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
-	cfg, err := core.LoadConfig(core.LoadOptions{Base: data, Env: []string{}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Base: data, Env: []string{}})
 	if err != nil {
 		return nil, fmt.Errorf("resume: %s: %w", path, err)
 	}
@@ -56,7 +57,7 @@ func ResumeConfig(run string, environ []string) (*core.Config, error) {
 }
 
 // WriteResolvedConfig saves the merged config as RUN/config.yaml.
-func WriteResolvedConfig(dir string, cfg *core.Config) error {
+func WriteResolvedConfig(dir string, cfg *trainer.Config) error {
 	data, err := yaml.Marshal(cfg.Raw)
 	if err != nil {
 		return err
@@ -67,18 +68,18 @@ func WriteResolvedConfig(dir string, cfg *core.Config) error {
 // Train runs a training to its end: a new run (o.Config into o.RunDir) or
 // the run in o.Resume. It builds everything before it makes the run
 // directory, so a bad key or plugin leaves nothing behind; the directory
-// is locked while it runs (core.RunDir). On ctx cancellation the run
+// is locked while it runs (trainer.RunDir). On ctx cancellation the run
 // writes a checkpoint of its last completed step and returns ctx.Err().
 func Train(ctx context.Context, o TrainOptions) (err error) {
 	log := o.Log
 	cfg := o.Config
-	var rd *core.RunDir
+	var rd *trainer.RunDir
 	if o.Resume != "" {
 		if o.RunDir != "" || o.Overwrite || o.Config != nil {
 			return fmt.Errorf("resume continues %s with its own config: a run directory, --overwrite or a config do not apply", o.Resume)
 		}
 		// Lock first: the config and checkpoints read next are this run's.
-		if rd, err = core.OpenRunDir(o.Resume); err != nil {
+		if rd, err = trainer.OpenRunDir(o.Resume); err != nil {
 			return err
 		}
 		defer rd.Close()
@@ -97,7 +98,7 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 	var ckpt string
 	if rd != nil {
 		var skipped []string
-		if ckpt, skipped, err = core.ResumeCheckpoint(rd.Path); err != nil {
+		if ckpt, skipped, err = trainer.ResumeCheckpoint(rd.Path); err != nil {
 			return err
 		}
 		for _, s := range skipped {
@@ -113,9 +114,9 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 	defer s.Close()
 	if rd == nil {
 		if o.RunDir != "" {
-			rd, err = core.NewRunDir(o.RunDir, o.Overwrite)
+			rd, err = trainer.NewRunDir(o.RunDir, o.Overwrite)
 		} else {
-			rd, err = core.NewRunDirUnder("runs", fmt.Sprint(cfg.Algorithm["name"]))
+			rd, err = trainer.NewRunDirUnder("runs", fmt.Sprint(cfg.Algorithm["name"]))
 		}
 		if err != nil {
 			return err
@@ -184,7 +185,7 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 	}
 	if errors.Is(err, context.Canceled) {
 		// Stopped by a signal after checkpointing: say how to go on.
-		if ck, _ := core.LatestCheckpoint(rd.Path); ck != "" {
+		if ck, _ := trainer.LatestCheckpoint(rd.Path); ck != "" {
 			w := o.Output.W
 			if w == nil {
 				w = io.Discard
@@ -199,7 +200,7 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 // writeTrainSummary ends a finished training with a table a person reads:
 // where the run is, the steps and wall time of this invocation, the final
 // evaluation and the last step's rewards, sorted by name.
-func writeTrainSummary(w io.Writer, run string, start, steps int, took time.Duration, t *core.Trainer) {
+func writeTrainSummary(w io.Writer, run string, start, steps int, took time.Duration, t *trainer.Trainer) {
 	m := map[string]float64{}
 	for k, v := range t.Final {
 		m[k] = v

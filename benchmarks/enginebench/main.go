@@ -57,7 +57,7 @@ type Shape struct {
 	Response int `json:"response"`
 }
 
-// presets: "default" is core.DefaultConfigYAML's model (2 layers, d_model 64,
+// presets: "default" is trainer.DefaultConfigYAML's model (2 layers, d_model 64,
 // 4 heads, ff 4 d, max_len 64) with the char tokenizer's 101 ids and the
 // default step (16 prompts x 8 responses = 128 rows, 11-token prompts as in
 // backends/xla/bench_test.go, 32-token responses); "d128" is d_model 128 on
@@ -76,7 +76,7 @@ const (
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
-// Default actor update of core.DefaultConfigYAML.
+// Default actor update of trainer.DefaultConfigYAML.
 const (
 	actorLR     = 1e-4
 	maxGradNorm = 1.0

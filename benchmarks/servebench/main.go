@@ -36,6 +36,7 @@ import (
 	"github.com/cde-rl/cde/rollout/localserve"
 	"github.com/cde-rl/cde/tasks"
 	"github.com/cde-rl/cde/tokenizer"
+	"github.com/cde-rl/cde/trainer"
 )
 
 func main() {
@@ -145,7 +146,7 @@ func row(model, mode string, reps int, req core.GenerateRequest, g core.Generato
 // charModel is the default config's transformer with random weights,
 // saved for `serve --checkpoint`, and arith prompts.
 func charModel(dir, engine string, nPrompts int) (*xla.Backend, [][]int32, []string, int32) {
-	cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}})
 	check(err)
 	task, err := tasks.New(core.NewParams("task", cfg.Task))
 	check(err)

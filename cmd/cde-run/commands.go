@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/internal/summary"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // configFlags are the flags every config-driven command shares.
@@ -43,8 +43,8 @@ func (c *configFlags) given() bool {
 	return c.file != "" || len(c.sets) > 0 || c.engine != "" || c.plugin != ""
 }
 
-func (c *configFlags) load() (*core.Config, error) {
-	return core.LoadConfig(core.LoadOptions{File: c.file, Sets: c.allSets()})
+func (c *configFlags) load() (*trainer.Config, error) {
+	return trainer.LoadConfig(trainer.LoadOptions{File: c.file, Sets: c.allSets()})
 }
 
 // allSets are --engine and --pjrt-plugin as --set lines, then the --set
@@ -161,7 +161,7 @@ func cmdTrain(args []string) int {
 // of the embedded defaults.
 func memoryHelp() string {
 	est := "unknown"
-	if cfg, err := core.LoadConfig(core.LoadOptions{Env: []string{}}); err == nil {
+	if cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}}); err == nil {
 		if e, err := session.EstimateConfig(cfg); err == nil {
 			est = e.String()
 		}
@@ -221,7 +221,7 @@ func cmdEval(args []string) int {
 	tty := stderrIsTTY()
 	log := newLogger(os.Stderr, tty)
 	err := func() error {
-		var cfg *core.Config
+		var cfg *trainer.Config
 		var err error
 		dir := *ckpt
 		if *run != "" {
@@ -229,11 +229,11 @@ func cmdEval(args []string) int {
 			if rerr != nil {
 				return rerr
 			}
-			if cfg, err = core.LoadConfig(core.LoadOptions{Base: data, Sets: cf.allSets()}); err != nil {
+			if cfg, err = trainer.LoadConfig(trainer.LoadOptions{Base: data, Sets: cf.allSets()}); err != nil {
 				return err
 			}
 			if dir == "" {
-				if dir, err = core.LatestCheckpoint(*run); err != nil {
+				if dir, err = trainer.LatestCheckpoint(*run); err != nil {
 					return err
 				}
 				if dir == "" {
@@ -263,7 +263,7 @@ func cmdEval(args []string) int {
 		}
 		step := *seedStep
 		if step < 0 {
-			step, _ = core.CheckpointStep(dir) // 0 when dir is no step-N
+			step, _ = trainer.CheckpointStep(dir) // 0 when dir is no step-N
 		}
 		m := map[string]float64{}
 		began := time.Now()

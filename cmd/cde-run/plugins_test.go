@@ -16,6 +16,7 @@ import (
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/plugins"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 )
 
 var (
@@ -93,7 +94,7 @@ func TestPluginsCheck(t *testing.T) {
 
 func TestPluginEntryKeys(t *testing.T) {
 	example, _ := buildPlugins(t)
-	algo, err := session.BuildAlgorithm(&core.Config{Algorithm: map[string]any{"name": "grpo"}})
+	algo, err := session.BuildAlgorithm(&trainer.Config{Algorithm: map[string]any{"name": "grpo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func trainWithPlugin(t *testing.T, extra string, entry map[string]any) (string, 
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, file, pluginBase+extra)
-	cfg, err := core.LoadConfig(core.LoadOptions{File: file, Env: []string{}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{File: file, Env: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestTrainCrashKeepsCheckpoint(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "plugin testplugin ("+test+")") || !strings.Contains(err.Error(), "process died") {
 		t.Fatalf("error %v", err)
 	}
-	latest, err := core.LatestCheckpoint(dir)
+	latest, err := trainer.LatestCheckpoint(dir)
 	if err != nil || filepath.Base(latest) != "step-000002" {
 		t.Fatalf("latest checkpoint %q (%v)", latest, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/trainer"
 	"github.com/rs/zerolog"
 )
 
@@ -33,7 +34,7 @@ func cmdShape(args []string) int {
 }
 
 // shape applies the config's algorithm and strategies to a recorded batch.
-func shape(cfg *core.Config, in string, log zerolog.Logger) ([]byte, error) {
+func shape(cfg *trainer.Config, in string, log zerolog.Logger) ([]byte, error) {
 	if in == "" {
 		return nil, fmt.Errorf("--in ROLLOUT.json is required")
 	}
@@ -45,7 +46,7 @@ func shape(cfg *core.Config, in string, log zerolog.Logger) ([]byte, error) {
 }
 
 // shapeRollout is shape on a rollout already read from the file in.
-func shapeRollout(cfg *core.Config, r *core.Rollout, in string, log zerolog.Logger) ([]byte, error) {
+func shapeRollout(cfg *trainer.Config, r *core.Rollout, in string, log zerolog.Logger) ([]byte, error) {
 	o, err := session.Shape(cfg, r, in, log)
 	if err != nil {
 		return nil, err

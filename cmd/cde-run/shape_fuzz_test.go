@@ -12,6 +12,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/internal/fuzzlimit"
+	"github.com/cde-rl/cde/trainer"
 )
 
 // shapeFuzzConfigs cover every in-tree algorithm path and strategy hook.
@@ -37,7 +38,7 @@ func FuzzShape(f *testing.F) {
 	// The configs are loaded once: parsing YAML is work that does not
 	// depend on the input, and under the fuzzer's instrumentation it cost
 	// most of each execution.
-	var cfgs []*core.Config
+	var cfgs []*trainer.Config
 	for i, c := range shapeFuzzConfigs {
 		p := filepath.Join(dir, "cfg"+string(rune('0'+i))+".yaml")
 		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {

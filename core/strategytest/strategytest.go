@@ -40,8 +40,6 @@ import (
 	"slices"
 	"testing"
 
-	_ "github.com/cde-rl/cde/algos/all" // every in-tree algorithm, by name
-	"github.com/cde-rl/cde/algos/ppo"
 	"github.com/cde-rl/cde/core"
 )
 
@@ -154,12 +152,16 @@ func All(newStrategy func() core.Strategy, opts Options) error {
 // see collisions); 0/1 head masks T x K; a small RewardBonus with
 // ShapedReward = Reward + RewardBonus; Advantages and Returns as the
 // algorithm would fill them, before any Finalize (the raw advantages
-// advantage hooks see), and zero AdvantageBonus: an algorithm without a
-// critic (grpo, rloo, dr_grpo, ...) is built from the registry
-// (core.NewAlgorithm with opts.AlgorithmParams) and its Advantages run; a
-// critic algorithm gets algos/ppo's GAE with gamma = lambda = 1 on the
-// mean head value. An unknown name or an algorithm that fails on the
-// rollout panics, naming it. Step is 0 and TotalSteps opts.TotalSteps.
+// advantage hooks see), and zero AdvantageBonus. The kit depends on the
+// contract alone: an algorithm registered in the program (cde-run links
+// every in-tree one; a test links what it imports) is built from the
+// registry (core.NewAlgorithm with opts.AlgorithmParams) and its
+// Advantages run, except that a critic algorithm gets GAE with gamma =
+// lambda = 1 on the mean head value (the advantage R - V[t], the return R);
+// a name not registered gets the kit's stand-in: that GAE for "ppo", else
+// GRPO's group normalisation, (r - mean_g) / (sample std_g + 1e-6), 0 for a
+// group of one. An algorithm that fails on the rollout panics, naming it.
+// Step is 0 and TotalSteps opts.TotalSteps.
 func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
 	o := opts.withDefaults()
 	K := o.ValueHeads
@@ -220,17 +222,26 @@ func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
 // fillAdvantages sets Advantages and Returns for r.Algorithm, with the
 // algorithm's params (see RandomRollout), and a zero AdvantageBonus.
 func fillAdvantages(r *core.Rollout, params map[string]any) {
-	algo, err := core.NewAlgorithm(r.Algorithm, core.NewParams("algorithm", params))
-	if err != nil {
-		panic("strategytest: Options.Algorithm: " + err.Error())
+	registered := slices.Contains(core.Algorithms(), r.Algorithm)
+	var algo core.Algorithm
+	if registered {
+		var err error
+		if algo, err = core.NewAlgorithm(r.Algorithm, core.NewParams("algorithm", params)); err != nil {
+			panic("strategytest: Options.Algorithm: " + err.Error())
+		}
 	}
-	if algo.NeedsCritic() {
+	switch {
+	case registered && algo.NeedsCritic() || !registered && r.Algorithm == "ppo":
 		for i := range r.Seqs {
 			s := &r.Seqs[i]
-			s.Advantages, s.Returns = ppo.GAE(s.ShapedReward, s.Values, 1, 1)
+			s.Advantages, s.Returns = gae1(s.ShapedReward, s.Values)
 		}
-	} else if err := algo.Advantages(r); err != nil {
-		panic(fmt.Sprintf("strategytest: %s advantages of the kit's rollout: %v (Options.AlgorithmParams?)", r.Algorithm, err))
+	case registered:
+		if err := algo.Advantages(r); err != nil {
+			panic(fmt.Sprintf("strategytest: %s advantages of the kit's rollout: %v (Options.AlgorithmParams?)", r.Algorithm, err))
+		}
+	default:
+		groupNormalised(r)
 	}
 	for i := range r.Seqs {
 		r.Seqs[i].AdvantageBonus = make([]float64, r.Seqs[i].Len())
@@ -742,4 +753,52 @@ func firstDiff(a, b *core.Rollout) string {
 		}
 	}
 	return "unknown field"
+}
+
+// gae1 is GAE with gamma = lambda = 1 on the mean head value, the reward
+// at the last token: the advantage at t is R - mean_k V[t][k] and the
+// return R at every token.
+func gae1(reward float64, values [][]float64) (adv, ret []float64) {
+	adv, ret = make([]float64, len(values)), make([]float64, len(values))
+	for t, v := range values {
+		mean := 0.0
+		for _, x := range v {
+			mean += x
+		}
+		if len(v) > 0 {
+			mean /= float64(len(v))
+		}
+		adv[t], ret[t] = reward-mean, reward
+	}
+	return adv, ret
+}
+
+// groupNormalised is the kit's stand-in estimator: GRPO's (r~ - mean_g) /
+// (sample std_g + 1e-6), 0 in a group of one, on every token (Returns
+// equal to the Advantages, as grpo sets them).
+func groupNormalised(r *core.Rollout) {
+	groups := map[int][]float64{}
+	for _, s := range r.Seqs {
+		groups[s.Group] = append(groups[s.Group], s.ShapedReward)
+	}
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		g := groups[s.Group]
+		a := 0.0
+		if len(g) > 1 {
+			mean, ss := 0.0, 0.0
+			for _, x := range g {
+				mean += x
+			}
+			mean /= float64(len(g))
+			for _, x := range g {
+				ss += (x - mean) * (x - mean)
+			}
+			a = (s.ShapedReward - mean) / (math.Sqrt(ss/float64(len(g)-1)) + 1e-6)
+		}
+		s.Advantages, s.Returns = make([]float64, s.Len()), make([]float64, s.Len())
+		for t := range s.Advantages {
+			s.Advantages[t], s.Returns[t] = a, a // as grpo: Returns = Advantages
+		}
+	}
 }

@@ -3,7 +3,6 @@ package strategytest
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -312,46 +311,63 @@ func TestFillAdvantagesUsesAlgos(t *testing.T) {
 	}
 }
 
-// Any registered algorithm without a critic fills the kit's advantages
-// through its own estimator; hand-worked on one group with shaped rewards
-// [1, -1, 0.5] (verdicts [true, false, false]):
-//   - rloo: r_i - mean of the others: 1 - (-0.25) = 1.25, -1 - 0.75 = -1.75,
-//     0.5 - 0 = 0.5;
-//   - dr_grpo: r_i - 1/6: 5/6, -7/6, 1/3;
-//   - grpo_passk with k = 1 (GRPO on 0/1 verdicts, population std): mean
-//     1/3, std sqrt(2)/3: (2/3)/(sqrt(2)/3) = sqrt(2), (-1/3)/(sqrt(2)/3) =
-//     -1/sqrt(2).
-//
-// An unknown name panics naming Options.Algorithm.
-func TestFillAdvantagesRegistered(t *testing.T) {
+// fillAdvantages uses the algorithm the program registered, with GAE
+// (gamma = lambda = 1) for a critic one, and the kit's stand-ins for a
+// name not registered: GAE for "ppo", else GRPO's group normalisation. On
+// the group of rewards 1, -1, 0.5 (a two-token first response), by hand:
+//   - kit_double (registered here, A = 2 r~): 2, -2, 1;
+//   - kit_critic (registered, a critic): head means 1, 0, 0.5 give
+//     A = r~ - V = 0, -1, 0 and returns 1, -1, 0.5;
+//   - "ppo", not linked into this test: the same GAE;
+//   - "nope": mean 1/6, deviations 5/6, -7/6, 1/3, sample variance
+//     (25 + 49 + 4)/36/2 = 13/12, so A = deviation / (sqrt(13/12) + 1e-6).
+func TestFillAdvantages(t *testing.T) {
+	core.RegisterAlgorithm("kit_double", func(p *core.Params) (core.Algorithm, error) { return kitAlgo{}, p.Err() })
+	core.RegisterAlgorithm("kit_critic", func(p *core.Params) (core.Algorithm, error) { return kitAlgo{critic: true}, p.Err() })
+	sd := math.Sqrt(13.0/12) + 1e-6
 	cases := []struct {
-		name   string
-		params map[string]any
-		want   []float64
+		name string
+		want []float64
+		ret  []float64 // nil: not checked
 	}{
-		{"rloo", nil, []float64{1.25, -1.75, 0.5}},
-		{"dr_grpo", nil, []float64{5.0 / 6, -7.0 / 6, 1.0 / 3}},
-		{"grpo_passk", map[string]any{"k": 1}, []float64{math.Sqrt2, -1 / math.Sqrt2, -1 / math.Sqrt2}},
+		{"kit_double", []float64{2, -2, 1}, nil},
+		{"kit_critic", []float64{0, -1, 0}, []float64{1, -1, 0.5}},
+		{"ppo", []float64{0, -1, 0}, []float64{1, -1, 0.5}},
+		{"nope", []float64{5.0 / 6 / sd, -7.0 / 6 / sd, 1.0 / 3 / sd}, nil},
 	}
 	for _, c := range cases {
 		r := &core.Rollout{Algorithm: c.name, Seqs: []core.Sequence{
-			{Group: 0, Response: []int32{5, 6}, ShapedReward: 1, Correct: true},
-			{Group: 0, Response: []int32{7}, ShapedReward: -1},
-			{Group: 0, Response: []int32{8}, ShapedReward: 0.5},
+			{Group: 0, Response: []int32{5, 6}, ShapedReward: 1, Values: [][]float64{{0.5, 1.5}, {1, 1}}},
+			{Group: 0, Response: []int32{7}, ShapedReward: -1, Values: [][]float64{{-1, 1}}},
+			{Group: 0, Response: []int32{8}, ShapedReward: 0.5, Values: [][]float64{{0.5, 0.5}}},
 		}}
-		fillAdvantages(r, c.params)
+		fillAdvantages(r, nil)
 		for i, s := range r.Seqs {
 			for k := range s.Advantages {
 				if math.Abs(s.Advantages[k]-c.want[i]) > 1e-12 || s.AdvantageBonus[k] != 0 {
 					t.Errorf("%s: sequence %d token %d: A %v bonus %v, want %v", c.name, i, k, s.Advantages[k], s.AdvantageBonus[k], c.want[i])
 				}
+				if c.ret != nil && s.Returns[k] != c.ret[i] {
+					t.Errorf("%s: sequence %d token %d: return %v, want %v", c.name, i, k, s.Returns[k], c.ret[i])
+				}
 			}
 		}
 	}
-	defer func() {
-		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "Options.Algorithm") {
-			t.Errorf("unknown algorithm: panic %v", p)
-		}
-	}()
-	fillAdvantages(&core.Rollout{Algorithm: "nope", Seqs: []core.Sequence{{Response: []int32{1}}}}, nil)
 }
+
+// kitAlgo doubles the shaped reward, or is a critic algorithm.
+type kitAlgo struct{ critic bool }
+
+func (kitAlgo) Name() string        { return "kit" }
+func (a kitAlgo) NeedsCritic() bool { return a.critic }
+func (kitAlgo) Advantages(r *core.Rollout) error {
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		s.Advantages = make([]float64, s.Len())
+		for t := range s.Advantages {
+			s.Advantages[t] = 2 * s.ShapedReward
+		}
+	}
+	return nil
+}
+func (kitAlgo) Finalize(r *core.Rollout) error { return nil }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/core/strategytest"
+	"github.com/cde-rl/cde/trainer"
 
 	_ "github.com/cde-rl/cde/algos/grpo"
 	_ "github.com/cde-rl/cde/algos/ppo"
@@ -144,7 +145,7 @@ func TestThroughPPOShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &core.Trainer{Algo: ppo, Strategies: []core.Strategy{st}}
+	tr := &trainer.Trainer{Algo: ppo, Strategies: []core.Strategy{st}}
 	r := &core.Rollout{TotalSteps: 10, Algorithm: "ppo", ValueHeads: 2, Seqs: []core.Sequence{handSeq()}}
 	m := map[string]float64{}
 	if err := tr.Shape(core.StepInfo{TotalSteps: 10, Algorithm: "ppo"}, r, m); err != nil {
@@ -445,7 +446,7 @@ func TestPlacement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := &core.Trainer{Algo: ppo, Strategies: []core.Strategy{st}}
+		tr := &trainer.Trainer{Algo: ppo, Strategies: []core.Strategy{st}}
 		r := &core.Rollout{TotalSteps: 10, Algorithm: "ppo", ValueHeads: 2, Seqs: []core.Sequence{handSeq()}}
 		if err := tr.Shape(core.StepInfo{TotalSteps: 10, Algorithm: "ppo"}, r, map[string]float64{}); err != nil {
 			t.Fatal(err)

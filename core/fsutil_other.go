@@ -1,9 +1,0 @@
-//go:build !linux
-
-package core
-
-import "errors"
-
-// exchangeDirs is only atomic on Linux; elsewhere Checkpoint moves the old
-// directory aside first (resume also accepts the moved-aside copy).
-func exchangeDirs(a, b string) error { return errors.ErrUnsupported }

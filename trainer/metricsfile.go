@@ -1,0 +1,74 @@
+package trainer
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cde-rl/cde/core"
+)
+
+// openMetrics opens RUN/metrics.jsonl for appending, first dropping any
+// line of a step >= start (written after the checkpoint being resumed), so
+// no step appears twice.
+func (t *Trainer) openMetrics(start int) error {
+	path := filepath.Join(t.RunDir, "metrics.jsonl")
+	var keep []string
+	if data, err := os.ReadFile(path); err == nil {
+		sc := bufio.NewScanner(strings.NewReader(string(data)))
+		sc.Buffer(make([]byte, 1<<20), 1<<26)
+		for sc.Scan() {
+			var row struct{ Step *int }
+			if json.Unmarshal(sc.Bytes(), &row) != nil || row.Step == nil {
+				continue // a torn last line from a crash
+			}
+			if *row.Step < start {
+				keep = append(keep, sc.Text())
+			}
+		}
+	}
+	content := ""
+	if len(keep) > 0 {
+		content = strings.Join(keep, "\n") + "\n"
+	}
+	if err := core.WriteFileAtomic(path, []byte(content)); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	t.metrics = f
+	return nil
+}
+
+func (t *Trainer) writeMetrics(step int, m map[string]float64) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"step":%d`, step)
+	for _, k := range keys {
+		v := m[k]
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			fmt.Fprintf(&b, `,%q:null`, k)
+			continue
+		}
+		fmt.Fprintf(&b, `,%q:%s`, k, jsonFloat(v))
+	}
+	b.WriteString("}\n")
+	_, err := t.metrics.WriteString(b.String())
+	return err
+}
+
+func jsonFloat(v float64) string {
+	out, _ := json.Marshal(v)
+	return string(out)
+}

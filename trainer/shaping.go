@@ -1,0 +1,240 @@
+package trainer
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cde-rl/cde/core"
+)
+
+// Shape applies the reward hooks, the trainer's reward penalties
+// (RewardPenalties: overlong punishment, KL in the reward), the algorithm's
+// advantages, the advantage hooks and the algorithm's finalisation to r, in
+// config order, and adds explore/<name>/bonus_mean metrics. It is the whole
+// of `cde-run shape`.
+func (t *Trainer) Shape(info core.StepInfo, r *core.Rollout, m map[string]float64) error {
+	for i := range r.Seqs {
+		r.Seqs[i].RewardBonus = 0
+		r.Seqs[i].RewardPenalty = 0
+	}
+	for i, s := range t.Strategies {
+		h, ok := s.(core.RewardHook)
+		if !ok {
+			continue
+		}
+		bonus, err := h.RewardBonus(info, r)
+		if err != nil {
+			return fmt.Errorf("strategies[%d] (%s): reward bonus: %w", i, s.Name(), err)
+		}
+		if err := core.CheckRewardBonus(len(r.Seqs), bonus); err != nil {
+			return fmt.Errorf("strategies[%d] (%s): reward bonus: %w", i, s.Name(), err)
+		}
+		sum := 0.0
+		for j, b := range bonus {
+			r.Seqs[j].RewardBonus += b
+			sum += b
+		}
+		m["explore/"+s.Name()+"/bonus_mean"] = sum / float64(max(len(bonus), 1))
+	}
+	if t.Cfg != nil {
+		if err := RewardPenalties(t.Cfg, r, m); err != nil {
+			return err
+		}
+	}
+	for i := range r.Seqs {
+		r.Seqs[i].ShapedReward = r.Seqs[i].Reward + r.Seqs[i].RewardBonus + r.Seqs[i].RewardPenalty
+	}
+	if err := t.Algo.Advantages(r); err != nil {
+		return err
+	}
+	for i := range r.Seqs {
+		r.Seqs[i].AdvantageBonus = make([]float64, r.Seqs[i].Len())
+	}
+	if err := t.addAdvantageBonuses(info, r, m, false); err != nil {
+		return err
+	}
+	if err := t.Algo.Finalize(r); err != nil {
+		return err
+	}
+	return t.addAdvantageBonuses(info, r, m, true)
+}
+
+// addAdvantageBonuses adds the AdvantageHooks' bonuses, in config order:
+// those placed before the algorithm's Finalize (after = false) or those
+// placed after it (after = true, AfterFinalizer).
+func (t *Trainer) addAdvantageBonuses(info core.StepInfo, r *core.Rollout, m map[string]float64, after bool) error {
+	for i, s := range t.Strategies {
+		h, ok := s.(core.AdvantageHook)
+		if !ok || afterFinalize(s) != after {
+			continue
+		}
+		bonus, err := h.AdvantageBonus(info, r)
+		if err != nil {
+			return fmt.Errorf("strategies[%d] (%s): advantage bonus: %w", i, s.Name(), err)
+		}
+		if err := core.CheckAdvantageBonus(r.SeqLens(), bonus); err != nil {
+			return fmt.Errorf("strategies[%d] (%s): advantage bonus: %w", i, s.Name(), err)
+		}
+		sum, n := 0.0, 0
+		for j, row := range bonus {
+			for k, b := range row {
+				r.Seqs[j].Advantages[k] += b
+				r.Seqs[j].AdvantageBonus[k] += b
+				sum += b
+				n++
+			}
+		}
+		m["explore/"+s.Name()+"/bonus_mean"] = sum / float64(max(n, 1))
+	}
+	return nil
+}
+
+// ApplyTokenLoss calls the strategies' TokenLossHooks on the shaped batch,
+// in config order, and stores their combined per-token weights in
+// Sequence.PGWeight (rows multiplied) and Sequence.AbsKLCoef (rows added);
+// both stay nil when no hook set them. It returns the sum of the hooks'
+// entropy coefficients (added to the actor loss's) and adds, per hook,
+// explore/<name>/pg_weight_mean (the mean PGWeight over valid tokens) and
+// explore/<name>/abs_kl_coef_mean when the hook set those rows, and
+// explore/<name>/entropy_coef when its coefficient is not 0, to m.
+// Step calls it after Shape; `cde-run shape` calls it too.
+func (t *Trainer) ApplyTokenLoss(info core.StepInfo, r *core.Rollout, m map[string]float64) (float64, error) {
+	for i := range r.Seqs {
+		r.Seqs[i].PGWeight, r.Seqs[i].AbsKLCoef = nil, nil
+	}
+	entCoef := 0.0
+	for i, s := range t.Strategies {
+		h, ok := s.(core.TokenLossHook)
+		if !ok {
+			continue
+		}
+		tl, err := h.TokenLoss(info, r)
+		if err != nil {
+			return 0, fmt.Errorf("strategies[%d] (%s): token loss: %w", i, s.Name(), err)
+		}
+		if err := core.CheckTokenLoss(r.SeqLens(), tl); err != nil {
+			return 0, fmt.Errorf("strategies[%d] (%s): token loss: %w", i, s.Name(), err)
+		}
+		prefix := "explore/" + s.Name() + "/"
+		if tl.PGWeight != nil {
+			sum := 0.0
+			for j, row := range tl.PGWeight {
+				w := r.Seqs[j].PGWeight
+				if w == nil {
+					w = make([]float64, len(row))
+					for k := range w {
+						w[k] = 1
+					}
+				}
+				for k, x := range row {
+					w[k] *= x
+					sum += x
+				}
+				r.Seqs[j].PGWeight = w
+			}
+			m[prefix+"pg_weight_mean"] = sum / float64(max(r.NumTokens(), 1))
+		}
+		if tl.AbsKLCoef != nil {
+			sum := 0.0
+			for j, row := range tl.AbsKLCoef {
+				c := r.Seqs[j].AbsKLCoef
+				if c == nil {
+					c = make([]float64, len(row))
+				}
+				for k, x := range row {
+					c[k] += x
+					sum += x
+				}
+				r.Seqs[j].AbsKLCoef = c
+			}
+			m[prefix+"abs_kl_coef_mean"] = sum / float64(max(r.NumTokens(), 1))
+		}
+		if tl.EntropyCoef != 0 {
+			m[prefix+"entropy_coef"] = tl.EntropyCoef
+		}
+		entCoef += tl.EntropyCoef
+	}
+	return entCoef, nil
+}
+
+// SeqPerplexity is exp(mean negative log-prob) of a response.
+func SeqPerplexity(s *core.Sequence) float64 {
+	if len(s.LogProbs) == 0 {
+		return math.NaN()
+	}
+	nll := 0.0
+	for _, lp := range s.LogProbs {
+		nll -= lp
+	}
+	return math.Exp(nll / float64(len(s.LogProbs)))
+}
+
+// RolloutMetrics adds the batch's reward, length, entropy, perplexity and
+// calibration metrics: calib/ppl_correct and calib/ppl_incorrect are mean
+// response perplexities by verdict; calib/auroc is the probability that a
+// correct response has lower perplexity than an incorrect one.
+func RolloutMetrics(r *core.Rollout, m map[string]float64) {
+	n := float64(len(r.Seqs))
+	var reward, shaped, acc, length, trunc, ent, ppl float64
+	var entN int
+	var pplC, pplI []float64
+	var scores []float64
+	var pos []bool
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		reward += s.Reward
+		shaped += s.ShapedReward
+		if s.Correct {
+			acc++
+		}
+		length += float64(s.Len())
+		if s.Truncated {
+			trunc++
+		}
+		for _, e := range s.Entropies {
+			ent += e
+			entN++
+		}
+		p := SeqPerplexity(s)
+		ppl += p
+		if s.Correct {
+			pplC = append(pplC, p)
+		} else {
+			pplI = append(pplI, p)
+		}
+		scores = append(scores, -p)
+		pos = append(pos, s.Correct)
+	}
+	m["reward/mean"] = reward / n
+	m["reward/shaped_mean"] = shaped / n
+	m["reward/acc"] = acc / n
+	m["response/length_mean"] = length / n
+	m["response/truncated_frac"] = trunc / n
+	m["actor/ppl"] = ppl / n
+	if entN > 0 {
+		m["rollout/entropy"] = ent / float64(entN)
+	}
+	if len(pplC) > 0 {
+		m["calib/ppl_correct"] = core.Mean(pplC)
+	}
+	if len(pplI) > 0 {
+		m["calib/ppl_incorrect"] = core.Mean(pplI)
+	}
+	if a := core.AUROC(scores, pos); !math.IsNaN(a) {
+		m["calib/auroc"] = a
+	}
+	if r.ValueHeads > 0 {
+		if std, ok := core.HeadStd(r); ok {
+			m["critic/head_std"] = std
+		}
+		if ev, ok := core.ExplainedVariance(r); ok {
+			m["critic/explained_variance"] = ev
+		}
+	}
+}
+
+// afterFinalize reports whether s asks to be called after Finalize.
+func afterFinalize(s core.Strategy) bool {
+	a, ok := s.(core.AfterFinalizer)
+	return ok && a.AfterFinalize()
+}

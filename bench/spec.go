@@ -325,7 +325,7 @@ func criticHeads(cfg *trainer.Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	strats, err := session.BuildStrategies(cfg, algo, zerolog.Nop())
+	strats, _, err := session.BuildStrategies(cfg, algo, zerolog.Nop())
 	if err != nil {
 		return 0, err
 	}

@@ -152,15 +152,3 @@ func looksLikeEntry(m map[string]any) bool {
 	}
 	return false
 }
-
-// StrategyWeight reads a strategy entry's `weight:` mapping (ParseSchedule)
-// and returns the first error of the entry's own keys, else of the
-// mapping's: the end of every in-tree strategy's New.
-func StrategyWeight(p *Params) (WeightSchedule, error) {
-	w := p.Sub("weight")
-	ws := ParseSchedule(w)
-	if err := p.Err(); err != nil {
-		return ws, err
-	}
-	return ws, w.Err()
-}

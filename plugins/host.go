@@ -51,8 +51,10 @@ type Config struct {
 	// CallTimeout bounds every call (default 30s).
 	StartTimeout time.Duration
 	CallTimeout  time.Duration
-	// Weight is the entry's `weight:` schedule, nil when the entry has
-	// none. The host evaluates w_t at each call's step and multiplies what
+	// Weight is a `weight:` schedule, nil for none, for a program that
+	// calls a plugin strategy outside the trainer: cde-run leaves it nil,
+	// since the trainer applies every entry's weight itself
+	// (trainer.Trainer.Weights). The host evaluates w_t at each call's step and multiplies what
 	// the plugin returns by it: reward bonuses, advantage bonuses and the
 	// entropy coefficient (head masks are not scaled); Observe then also
 	// reports explore/<name>/weight = w_t. The plugin itself never sees

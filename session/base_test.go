@@ -119,7 +119,7 @@ func TestBuildStrategiesErrors(t *testing.T) {
 		{"strategies=[{name: curiosity}]", "curiosity"},
 	} {
 		cfg := shapeCfg(t, c.set)
-		if s, err := session.BuildStrategies(cfg, algo, zerolog.Nop()); err == nil || s != nil || !strings.Contains(err.Error(), c.want) {
+		if s, _, err := session.BuildStrategies(cfg, algo, zerolog.Nop()); err == nil || s != nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v (%d strategies), want %q", c.set, err, len(s), c.want)
 		}
 	}

@@ -71,7 +71,7 @@ func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
 			}
 		}
 	}
-	strats, err := BuildStrategies(cfg, algo, log)
+	strats, strategyWeights, err := BuildStrategies(cfg, algo, log)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
 			s.Close()
 		}
 	}()
-	s.Trainer = &trainer.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
+	s.Trainer = &trainer.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Weights: strategyWeights, Log: log}
 	needs, err := s.Trainer.Needs()
 	if err != nil {
 		return nil, err
@@ -253,9 +253,12 @@ func CheckAlgorithmFits(cfg *trainer.Config, algo core.Algorithm) error {
 }
 
 // BuildStrategies builds every `strategies:` entry in order: a registered
-// strategy by `name`, or an out-of-process one by `plugin` (PluginStrategy).
-// On error, plugin processes already started are stopped.
-func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logger) (out []core.Strategy, err error) {
+// strategy by `name`, or an out-of-process one by `plugin` (PluginStrategy),
+// and returns with them each entry's `weight:` schedule (nil where the
+// entry has none), which the trainer applies (trainer.Trainer.Weights): the
+// strategies themselves never see it. On error, plugin processes already
+// started are stopped.
+func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logger) (out []core.Strategy, weights []core.Schedule, err error) {
 	defer func() {
 		if err != nil {
 			for _, s := range out {
@@ -263,33 +266,37 @@ func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logge
 					c.Close()
 				}
 			}
-			out = nil
+			out, weights = nil, nil
 		}
 	}()
 	for i, entry := range cfg.Strategies {
 		if _, ok := entry["plugin"]; ok {
-			s, err := PluginStrategy(entry, i, algo, log)
+			s, w, err := PluginStrategy(entry, i, algo, log)
 			if err != nil {
-				return out, err
+				return out, nil, err
 			}
-			out = append(out, s)
+			out, weights = append(out, s), append(weights, w)
 			continue
 		}
 		p := core.NewParams(fmt.Sprintf("strategies[%d]", i), entry)
 		name := p.String("name", "")
+		var w core.Schedule
+		if p.Has("weight") {
+			w = core.ParseSchedule(p.Sub("weight"))
+		}
 		if err := p.Err(); err != nil {
-			return out, err
+			return out, nil, err
 		}
 		if name == "" {
-			return out, fmt.Errorf("config: strategies[%d].name: required (known: %s)", i, strings.Join(core.Strategies(), ", "))
+			return out, nil, fmt.Errorf("config: strategies[%d].name: required (known: %s)", i, strings.Join(core.Strategies(), ", "))
 		}
 		s, err := core.NewStrategy(name, p, algo)
 		if err != nil {
-			return out, err
+			return out, nil, err
 		}
-		out = append(out, s)
+		out, weights = append(out, s), append(weights, w)
 	}
-	return out, nil
+	return out, weights, nil
 }
 
 // PluginStrategy builds the plugin-backed strategy of config entry
@@ -300,10 +307,10 @@ func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logge
 // Every key is checked (an unknown one is an error naming
 // strategies[index].KEY); params go to the plugin's factory, which checks
 // them as strategies[index].params.KEY. weight is a schedule as in every
-// strategy entry (core.ParseSchedule); the host multiplies the plugin's
-// bonuses by its w_t (plugins.Config.Weight). The plugin process is
-// started, configured and killed again on any error.
-func PluginStrategy(entry map[string]any, index int, algo core.Algorithm, log zerolog.Logger) (core.Strategy, error) {
+// strategy entry (core.ParseSchedule), returned for the trainer to apply
+// (nil when the entry has none), as it does every strategy's. The plugin
+// process is started, configured and killed again on any error.
+func PluginStrategy(entry map[string]any, index int, algo core.Algorithm, log zerolog.Logger) (core.Strategy, core.Schedule, error) {
 	p := core.NewParams(fmt.Sprintf("strategies[%d]", index), entry)
 	path := p.String("plugin", "")
 	p.Check(path != "", "plugin", "want the path of a plugin executable")
@@ -316,10 +323,14 @@ func PluginStrategy(entry map[string]any, index int, algo core.Algorithm, log ze
 	start := p.Duration("start_timeout", plugins.DefaultStartTimeout)
 	call := p.Duration("call_timeout", plugins.DefaultCallTimeout)
 	if err := p.Finish(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return plugins.Open(plugins.Config{Path: path, Params: params, ParamsPath: fmt.Sprintf("strategies[%d].params", index),
-		Algorithm: algo, SHA256: sum, StartTimeout: start, CallTimeout: call, Weight: weight, Log: log})
+	s, err := plugins.Open(plugins.Config{Path: path, Params: params, ParamsPath: fmt.Sprintf("strategies[%d].params", index),
+		Algorithm: algo, SHA256: sum, StartTimeout: start, CallTimeout: call, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, weight, nil
 }
 
 // hfPolicy reads model.hf: the architecture from its config.json and, unless

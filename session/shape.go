@@ -59,7 +59,7 @@ func Shape(cfg *trainer.Config, r *core.Rollout, path string, log zerolog.Logger
 	if err != nil {
 		return o, err
 	}
-	strats, err := BuildStrategies(cfg, algo, log)
+	strats, weights, err := BuildStrategies(cfg, algo, log)
 	if err != nil {
 		return o, err
 	}
@@ -91,7 +91,7 @@ func Shape(cfg *trainer.Config, r *core.Rollout, path string, log zerolog.Logger
 			return o, fmt.Errorf("%s: step: %d: must be < train.steps (%d) of the config, which stands in for the file's missing total_steps", path, r.Step, r.TotalSteps)
 		}
 	}
-	tr := &trainer.Trainer{Cfg: cfg, Algo: algo, Strategies: strats} // for its Shape and ApplyTokenLoss
+	tr := &trainer.Trainer{Cfg: cfg, Algo: algo, Strategies: strats, Weights: weights} // for its Shape and ApplyTokenLoss
 	m := map[string]float64{}
 	info := core.StepInfo{Step: r.Step, TotalSteps: r.TotalSteps, Algorithm: algo.Name(), Seed: cfg.Seed}
 	if err := tr.Shape(info, r, m); err != nil {

@@ -13,6 +13,13 @@ import (
 // config order, and adds explore/<name>/bonus_mean metrics. It is the whole
 // of `cde-run shape`.
 func (t *Trainer) Shape(info core.StepInfo, r *core.Rollout, m map[string]float64) error {
+	for i, s := range t.Strategies {
+		w, _ := t.weight(i, info)
+		if !finite(w) {
+			return fmt.Errorf("strategies[%d] (%s): the weight w_t = %v is not finite (check its w0, w_end and stairs)", i, s.Name(), w)
+		}
+		m["explore/"+s.Name()+"/weight"] = w
+	}
 	for i := range r.Seqs {
 		r.Seqs[i].RewardBonus = 0
 		r.Seqs[i].RewardPenalty = 0
@@ -28,6 +35,13 @@ func (t *Trainer) Shape(info core.StepInfo, r *core.Rollout, m map[string]float6
 		}
 		if err := core.CheckRewardBonus(len(r.Seqs), bonus); err != nil {
 			return fmt.Errorf("strategies[%d] (%s): reward bonus: %w", i, s.Name(), err)
+		}
+		if w, weighted := t.weight(i, info); weighted {
+			for j := range bonus {
+				if bonus[j] *= w; !finite(bonus[j]) {
+					return fmt.Errorf("strategies[%d] (%s): reward bonus: entry %d times the weight w_t = %v is not finite", i, s.Name(), j, w)
+				}
+			}
 		}
 		sum := 0.0
 		for j, b := range bonus {
@@ -75,6 +89,15 @@ func (t *Trainer) addAdvantageBonuses(info core.StepInfo, r *core.Rollout, m map
 		if err := core.CheckAdvantageBonus(r.SeqLens(), bonus); err != nil {
 			return fmt.Errorf("strategies[%d] (%s): advantage bonus: %w", i, s.Name(), err)
 		}
+		if w, weighted := t.weight(i, info); weighted {
+			for j, row := range bonus {
+				for k := range row {
+					if row[k] *= w; !finite(row[k]) {
+						return fmt.Errorf("strategies[%d] (%s): advantage bonus: sequence %d token %d times the weight w_t = %v is not finite", i, s.Name(), j, k, w)
+					}
+				}
+			}
+		}
 		sum, n := 0.0, 0
 		for j, row := range bonus {
 			for k, b := range row {
@@ -114,6 +137,25 @@ func (t *Trainer) ApplyTokenLoss(info core.StepInfo, r *core.Rollout, m map[stri
 		}
 		if err := core.CheckTokenLoss(r.SeqLens(), tl); err != nil {
 			return 0, fmt.Errorf("strategies[%d] (%s): token loss: %w", i, s.Name(), err)
+		}
+		if w, weighted := t.weight(i, info); weighted {
+			// The weight scales the KL-Cov coefficients and the entropy
+			// coefficient; PGWeight is a mask and stays.
+			if tl.AbsKLCoef != nil {
+				scaled := make([][]float64, len(tl.AbsKLCoef))
+				for j, row := range tl.AbsKLCoef {
+					scaled[j] = make([]float64, len(row))
+					for k, x := range row {
+						if scaled[j][k] = w * x; !finite(scaled[j][k]) {
+							return 0, fmt.Errorf("strategies[%d] (%s): token loss: abs_kl_coef at sequence %d token %d times the weight w_t = %v is not finite", i, s.Name(), j, k, w)
+						}
+					}
+				}
+				tl.AbsKLCoef = scaled
+			}
+			if tl.EntropyCoef *= w; !finite(tl.EntropyCoef) {
+				return 0, fmt.Errorf("strategies[%d] (%s): token loss: the entropy coefficient times the weight w_t = %v is not finite", i, s.Name(), w)
+			}
 		}
 		prefix := "explore/" + s.Name() + "/"
 		if tl.PGWeight != nil {
@@ -237,4 +279,13 @@ func RolloutMetrics(r *core.Rollout, m map[string]float64) {
 func afterFinalize(s core.Strategy) bool {
 	a, ok := s.(core.AfterFinalizer)
 	return ok && a.AfterFinalize()
+}
+
+// weight is strategy i's w_t at info's step, and whether the strategy has a
+// schedule at all (else 1, false).
+func (t *Trainer) weight(i int, info core.StepInfo) (float64, bool) {
+	if i < len(t.Weights) && t.Weights[i] != nil {
+		return t.Weights[i].Weight(info.Step, info.TotalSteps), true
+	}
+	return 1, false
 }

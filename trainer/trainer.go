@@ -30,7 +30,13 @@ type Trainer struct {
 	Backend    core.Backend
 	Algo       core.Algorithm
 	Strategies []core.Strategy
-	RunDir     string
+	// Weights[i] is the `weight:` schedule of strategy i (nil, or an index
+	// past the slice: none, w_t = 1). The trainer is its one owner: it
+	// multiplies what the strategy returns by w_t (reward and advantage
+	// bonuses, loss-term and token-loss entropy coefficients, token-loss
+	// AbsKLCoef; not PGWeight, a mask) and logs explore/<name>/weight.
+	Weights []core.Schedule
+	RunDir  string
 	Log        zerolog.Logger
 	// Progress receives the progress bar (nil for none); TTY selects the
 	// bar over plain lines.
@@ -291,6 +297,11 @@ func (t *Trainer) shapeStep(step int, info core.StepInfo, r *core.Rollout, m map
 			}
 			if err := core.CheckLossTerms(lt); err != nil {
 				return core.LossTerms{}, fmt.Errorf("strategies[%d] (%s): loss terms: %w", i, s.Name(), err)
+			}
+			if w, weighted := t.weight(i, info); weighted {
+				if lt.EntropyCoef *= w; !finite(lt.EntropyCoef) {
+					return core.LossTerms{}, fmt.Errorf("strategies[%d] (%s): loss terms: the entropy coefficient times the weight w_t = %v is not finite", i, s.Name(), w)
+				}
 			}
 			lossTerms.EntropyCoef += lt.EntropyCoef
 		}

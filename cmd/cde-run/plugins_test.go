@@ -113,12 +113,12 @@ func TestPluginEntryKeys(t *testing.T) {
 		{map[string]any{"plugin": example, "weight": 0.5}, "strategies[2].weight: want a mapping"},
 	}
 	for _, c := range cases {
-		_, err := session.PluginStrategy(c.entry, 2, algo, zerolog.Nop())
+		_, _, err := session.PluginStrategy(c.entry, 2, algo, zerolog.Nop())
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.entry, err, c.want)
 		}
 	}
-	s, err := session.PluginStrategy(map[string]any{"plugin": example, "params": map[string]any{"beta": 0.25}, "call_timeout": "5s"}, 0, algo, zerolog.Nop())
+	s, _, err := session.PluginStrategy(map[string]any{"plugin": example, "params": map[string]any{"beta": 0.25}, "call_timeout": "5s"}, 0, algo, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +152,14 @@ func trainWithPlugin(t *testing.T, extra string, entry map[string]any) (string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := session.PluginStrategy(entry, 0, s.Algo, log)
+	ps, w, err := session.PluginStrategy(entry, 0, s.Algo, log)
 	if err != nil {
 		s.Close()
 		t.Fatal(err)
 	}
 	s.Strategies = append(s.Strategies, ps)
 	s.Trainer.Strategies = s.Strategies
+	s.Trainer.Weights = append(s.Trainer.Weights, w)
 	defer s.Close()
 	s.Trainer.RunDir = t.TempDir()
 	return s.Trainer.RunDir, s.Trainer.Run(context.Background(), 0)
@@ -267,7 +268,7 @@ func TestOutsideModule(t *testing.T) {
 	for _, row := range rows {
 		if v, ok := row["explore/brevity/bonus_mean"].(float64); ok {
 			// w_t = 2 - 2 step/3 over the 3 steps; the plugin's bonus is in
-			// (0, 0.5], the host multiplies it by w_t.
+			// (0, 0.5], the trainer multiplies it by w_t.
 			step, _ := row["step"].(float64)
 			w := 2 - 2*step/3
 			if got, _ := row["explore/brevity/weight"].(float64); math.Abs(got-w) > 1e-12 {

@@ -15,7 +15,7 @@ func TestTrainWithEachStrategy(t *testing.T) {
 		metrics     []string // reported every step
 		positive    string   // > 0 every step
 	}{
-		{"ppl", "strategies: [{name: ppl}]\n", []string{"explore/ppl/bonus_mean", "explore/weight"}, "explore/ppl/bonus_mean"},
+		{"ppl", "strategies: [{name: ppl}]\n", []string{"explore/ppl/bonus_mean", "explore/ppl/weight"}, "explore/ppl/bonus_mean"},
 		{"multihead", "algorithm: {name: ppo}\nstrategies: [{name: multihead, heads: 4, zeta: 0.5}]\n", []string{"critic/head_std", "explore/multihead/bonus_mean", "critic/vf_loss"}, "critic/head_std"},
 		{"simhash", "strategies: [{name: simhash, bits: 8}]\n", []string{"simhash/occupied_cells", "explore/simhash/bonus_mean"}, "simhash/occupied_cells"},
 		{"entropy", "strategies: [{name: entropy, coef: 0.01}]\n", []string{"actor/entropy_coef"}, "actor/entropy_coef"},

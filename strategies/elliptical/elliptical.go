@@ -37,7 +37,9 @@
 // Config keys: sparse_dim (integer 1..1024, default 32), lambda (> 0,
 // default 0.01), beta (> 0, default 0.01), form (sqrt | leverage, default
 // sqrt), gate_none_correct (default true), projection_seed (integer >= 0,
-// default 1), weight (schedule mapping, default constant 1).
+// default 1), and the entry's weight (a schedule,
+// default constant 1), which the trainer applies to what the strategy
+// returns.
 //
 // Metrics (Observe): elliptical/bonus_raw_mean (the mean B_i before beta
 // and the weight, over the responses of groups not gated off).
@@ -66,7 +68,6 @@ type Elliptical struct {
 	Form            string
 	GateNoneCorrect bool
 	ProjectionSeed  uint64
-	Weight          core.WeightSchedule
 	lastRaw         []float64
 	lastGated       []bool
 	fixedProjection [][]float64 // tests: used instead of a random draw
@@ -88,8 +89,7 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	seed := p.Int("projection_seed", 1)
 	p.Check(seed >= 0, "projection_seed", "must be >= 0, got %d", seed)
 	s.ProjectionSeed = uint64(max(seed, 0))
-	var err error
-	if s.Weight, err = core.StrategyWeight(p); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -145,7 +145,6 @@ func (s *Elliptical) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64
 	if proj == nil {
 		proj = Projection(s.ProjectionSeed, info.Step, s.SparseDim, d)
 	}
-	w := s.Weight.Weight(info.Step, info.TotalSteps)
 	for _, g := range r.Groups() {
 		anyCorrect := false
 		for _, i := range g {
@@ -164,7 +163,7 @@ func (s *Elliptical) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64
 		raw := Bonuses(phis, s.Lambda, s.Form == "leverage")
 		for k, i := range g {
 			s.lastRaw[i] = raw[k]
-			out[i] = w * s.Beta * raw[k]
+			out[i] = s.Beta * raw[k]
 		}
 	}
 	return out, nil

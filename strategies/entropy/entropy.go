@@ -7,8 +7,9 @@
 // (step, total_steps). The backend computes the entropy inside the actor
 // update; the strategy itself reads nothing from the rollout.
 //
-// Config keys: coef (number >= 0, default 0.001), weight (schedule
-// mapping, default {schedule: constant, w0: 1}).
+// Config keys: coef (number >= 0, default 0.001), and the entry's weight (a schedule,
+// default constant 1), which the trainer applies to what the strategy
+// returns.
 package entropy
 
 import (
@@ -23,16 +24,13 @@ func init() {
 type Entropy struct {
 	// Coef is the entropy coefficient before the weight.
 	Coef float64
-	// Weight is the schedule w_t.
-	Weight core.WeightSchedule
 }
 
 // New builds Entropy from a `strategies:` entry. It works with any algorithm.
 func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	s := &Entropy{Coef: p.Float("coef", 0.001)}
 	p.Check(s.Coef >= 0, "coef", "must be >= 0, got %v", s.Coef)
-	var err error
-	if s.Weight, err = core.StrategyWeight(p); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -46,5 +44,5 @@ func (s *Entropy) Needs() core.Needs { return core.Needs{Entropies: true} }
 
 // LossTerms returns EntropyCoef = w_t * coef.
 func (s *Entropy) LossTerms(info core.StepInfo) (core.LossTerms, error) {
-	return core.LossTerms{EntropyCoef: s.Weight.Weight(info.Step, info.TotalSteps) * s.Coef}, nil
+	return core.LossTerms{EntropyCoef: s.Coef}, nil
 }

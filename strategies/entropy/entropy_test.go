@@ -24,13 +24,10 @@ func TestCoefTimesSchedule(t *testing.T) {
 		step, total int
 		want        float64
 	}{
-		// default coef 0.001, constant w = 1.
+		// default coef 0.001, at any step (the trainer applies the entry's
+		// weight w_t).
 		{nil, 3, 10, 0.001},
-		// coef 0.01, linear 1 -> 0 at f = 3/4: w = 1 - 0.75 = 0.25; 0.01 * 0.25.
-		{map[string]any{"coef": 0.01, "weight": map[string]any{"schedule": "linear"}}, 3, 4, 0.0025},
-		// staircase: w = 2 before f = 0.5, then 0. f = 0.2 -> 0.05 * 2; f = 0.6 -> 0.
-		{map[string]any{"coef": 0.05, "weight": map[string]any{"schedule": "staircase", "w0": 2, "stairs": []any{[]any{0.5, 0}}}}, 2, 10, 0.1},
-		{map[string]any{"coef": 0.05, "weight": map[string]any{"schedule": "staircase", "w0": 2, "stairs": []any{[]any{0.5, 0}}}}, 6, 10, 0},
+		{map[string]any{"coef": 0.05}, 6, 10, 0.05},
 		// coef 0 is allowed.
 		{map[string]any{"coef": 0}, 0, 10, 0},
 	}
@@ -56,7 +53,7 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{map[string]any{"coef": -0.1}, "config: strategies[0].coef: must be >= 0"},
 		{map[string]any{"coeff": 0.1}, "config: strategies[0].coeff: unknown key"},
-		{map[string]any{"weight": map[string]any{"schedule": "exp"}}, "config: strategies[0].weight.schedule: unknown value"},
+		{map[string]any{"weight": map[string]any{"w0": 2}}, "config: strategies[0].weight: unknown key"},
 	}
 	for _, tc := range tests {
 		_, err := core.NewStrategy("entropy", core.NewParams("strategies[0]", tc.m), nil)
@@ -68,6 +65,6 @@ func TestConfigErrors(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	strategytest.Run(t, func() core.Strategy {
-		return build(t, map[string]any{"coef": 0.01, "weight": map[string]any{"schedule": "linear"}})
+		return build(t, map[string]any{"coef": 0.01})
 	}, strategytest.Options{Seed: 2})
 }

@@ -50,15 +50,16 @@
 //	              trained on; must be in (0, 1].
 //	kappa  (3)    clipping ratio: the bonus is at most w_t*|A_t|/kappa; > 0.
 //	alpha  (0.5)  scale of the head std; > 0.
-//	weight        the weight schedule w_t ({schedule, w0, w_end, stairs}, see
-//	              core.ParseSchedule); default constant w0 = 1.
+//	weight        the entry's weight schedule w_t ({schedule, w0, w_end,
+//	              stairs}, core.ParseSchedule; default constant 1): the
+//	              trainer multiplies the bonus by it.
 //	placement (before_whitening)  where the bonus enters: before_whitening
 //	              or after_whitening (see above).
 //
 // Metrics (Observe): critic/head_std, the mean over all tokens of the batch of
 // the population std over heads of Values[t] (the disagreement of the critic
-// that scored the batch, before this step's update); explore/weight and
-// explore/multihead/weight, the weight w_t of the step.
+// that scored the batch, before this step's update). The trainer logs the
+// weight w_t of the step as explore/multihead/weight.
 package multihead
 
 import (
@@ -93,11 +94,10 @@ func init() {
 // Strategy is the multi-head critic bonus. It implements core.AdvantageHook,
 // core.HeadMasker and core.Observer.
 type Strategy struct {
-	Heads  int
-	Zeta   float64
-	Kappa  float64
-	Alpha  float64
-	Weight core.Schedule
+	Heads int
+	Zeta  float64
+	Kappa float64
+	Alpha float64
 	// AfterWhitening is placement: after_whitening (core.AfterFinalizer).
 	AfterWhitening bool
 }
@@ -129,8 +129,7 @@ func New(p *core.Params, algo core.Algorithm) (core.Strategy, error) {
 	p.Check(s.Zeta > 0 && s.Zeta <= 1, "zeta", "must be in (0, 1], got %v", s.Zeta)
 	p.Check(s.Kappa > 0, "kappa", "must be > 0, got %v", s.Kappa)
 	p.Check(s.Alpha > 0, "alpha", "must be > 0, got %v", s.Alpha)
-	var err error
-	if s.Weight, err = core.StrategyWeight(p); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -160,7 +159,6 @@ func (s *Strategy) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]floa
 	if _, err := s.headCount(r); err != nil {
 		return nil, err
 	}
-	w := s.Weight.Weight(info.Step, info.TotalSteps)
 	out := make([][]float64, len(r.Seqs))
 	for i := range r.Seqs {
 		seq := &r.Seqs[i]
@@ -174,7 +172,7 @@ func (s *Strategy) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]floa
 			if math.IsNaN(a) || math.IsInf(a, 0) {
 				return nil, fmt.Errorf("multihead: sequence %d: advantage %v at token %d is not finite", i, a, t)
 			}
-			row[t] = w * math.Min(math.Abs(a)/s.Kappa, s.Alpha*core.PopStd(seq.Values[t+1]))
+			row[t] = math.Min(math.Abs(a)/s.Kappa, s.Alpha*core.PopStd(seq.Values[t+1]))
 		}
 		out[i] = row
 	}
@@ -233,10 +231,10 @@ func SubsetSize(zeta float64, n int) int {
 	return min(max(m, 1), n)
 }
 
-// Observe reports critic/head_std and the step's weight.
+// Observe reports critic/head_std (the trainer logs the weight,
+// explore/multihead/weight).
 func (s *Strategy) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
-	w := s.Weight.Weight(info.Step, info.TotalSteps)
-	m := map[string]float64{"explore/weight": w, "explore/" + Name + "/weight": w}
+	m := map[string]float64{}
 	if std, ok := core.HeadStd(r); ok {
 		m["critic/head_std"] = std
 	}

@@ -65,9 +65,6 @@ func TestDefaults(t *testing.T) {
 	if s.Heads != 4 || s.Zeta != 1 || s.Kappa != 3 || s.Alpha != 0.5 {
 		t.Fatalf("defaults: %+v", s)
 	}
-	if w := s.Weight.Weight(7, 10); w != 1 {
-		t.Fatalf("default weight %v, want constant 1", w)
-	}
 	if got, want := s.Needs(), (core.Needs{ValueHeads: 4, HeadMasks: true}); got != want {
 		t.Fatalf("needs %+v, want %+v", got, want)
 	}
@@ -97,30 +94,24 @@ func TestBonusByHand(t *testing.T) {
 	checkRow(t, "advantages", r.Seqs[0].Advantages, []float64{0.6, -3, 2})
 }
 
-// The same rollout with weight {schedule: linear, w0: 1, w_end: 0} at step 5
-// of 10: f = 0.5, w = 1 + (0 - 1) * 0.5 = 0.5, so the bonuses halve:
-// [0.2, 0.1, 0] * 0.5 = [0.1, 0.05, 0]. At step 10, w = 0: all zero.
-func TestWeightSchedule(t *testing.T) {
-	s := build(t, map[string]any{"heads": 2, "weight": map[string]any{"schedule": "linear", "w0": 1, "w_end": 0}})
+// The same rollout at any step: the bonus is the strategy's own, [0.2, 0.1,
+// 0] (the entry's weight schedule is the trainer's to apply; a weight key
+// given to the strategy itself is refused, TestConfigErrors).
+func TestWeightIsTheTrainers(t *testing.T) {
+	s := build(t, map[string]any{"heads": 2})
 	seq := handSeq()
 	seq.Advantages = []float64{0.6, -3, 2}
 	r := &core.Rollout{ValueHeads: 2, Seqs: []core.Sequence{seq}}
-	b, err := s.AdvantageBonus(core.StepInfo{Step: 5, TotalSteps: 10}, r)
-	if err != nil {
-		t.Fatal(err)
+	for _, step := range []int{0, 5, 10} {
+		b, err := s.AdvantageBonus(core.StepInfo{Step: step, TotalSteps: 10}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRow(t, "bonus", b[0], []float64{0.2, 0.1, 0})
 	}
-	checkRow(t, "bonus at step 5", b[0], []float64{0.1, 0.05, 0})
-	b, err = s.AdvantageBonus(core.StepInfo{Step: 10, TotalSteps: 10}, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkRow(t, "bonus at step 10", b[0], []float64{0, 0, 0})
 	m, err := s.Observe(core.StepInfo{Step: 5, TotalSteps: 10}, r)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !near(m["explore/weight"], 0.5) {
-		t.Fatalf("explore/weight %v, want 0.5", m["explore/weight"])
 	}
 	// critic/head_std = mean of the per-token stds (0.1 + 0.5 + 0.2) / 3 = 0.8/3.
 	if !near(m["critic/head_std"], 0.8/3) {
@@ -369,8 +360,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"heads": 2.5}, ppo, "strategies[0].heads"},
 		{map[string]any{"heads": 65}, ppo, "strategies[0].heads"},
 		{map[string]any{"kappa": "big"}, ppo, "strategies[0].kappa"},
-		{map[string]any{"weight": map[string]any{"schedule": "wavy"}}, ppo, "strategies[0].weight.schedule"},
-		{map[string]any{"weight": map[string]any{"w_0": 1}}, ppo, "strategies[0].weight.w_0"},
+		{map[string]any{"weight": map[string]any{"w0": 2}}, ppo, "strategies[0].weight: unknown key"},
 		{map[string]any{"head": 4}, ppo, "strategies[0].head: unknown key"},
 		{nil, grpo, "config: strategies[0].name: multihead needs a critic algorithm (algorithm.name: ppo), got grpo"},
 		{nil, nil, "strategies[0].name: multihead needs a critic algorithm"},
@@ -383,11 +373,11 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestConformance runs the core/strategytest kit with the defaults (K = 4,
-// zeta = 1) and with zeta = 0.5 and a cosine weight.
+// zeta = 1) and with zeta = 0.5.
 func TestConformance(t *testing.T) {
 	for name, m := range map[string]map[string]any{
 		"defaults": nil,
-		"zeta0.5":  {"heads": 3, "zeta": 0.5, "weight": map[string]any{"schedule": "cosine", "w0": 2, "w_end": 0.5}},
+		"zeta0.5":  {"heads": 3, "zeta": 0.5},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ppo := algo(t, "ppo", nil)

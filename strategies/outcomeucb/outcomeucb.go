@@ -24,7 +24,9 @@
 // `mode: batch` is refused by name.
 //
 // Config keys: beta (> 0, default 0.1), mode (historical; batch is refused),
-// weight (schedule mapping, default constant 1).
+// and the entry's weight (a schedule,
+// default constant 1), which the trainer applies to what the strategy
+// returns.
 //
 // Metrics (Observe): outcome_ucb/pairs (distinct (problem, answer) pairs
 // seen), outcome_ucb/answers_per_problem (their mean per problem seen).
@@ -50,8 +52,6 @@ func init() {
 type OutcomeUCB struct {
 	// Beta scales the bonus beta / sqrt(N).
 	Beta float64
-	// Weight is the schedule w_t.
-	Weight core.WeightSchedule
 
 	counts map[string]map[string]int // problem -> answer -> N
 }
@@ -63,8 +63,7 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	p.Check(s.Beta > 0 && !math.IsInf(s.Beta, 0), "beta", "must be a finite number > 0, got %v", s.Beta)
 	mode := p.String("mode", "historical")
 	p.Check(mode == "historical", "mode", "%q is not implemented (only historical: the paper's batch exploration formula was not available to us)", mode)
-	var err error
-	if s.Weight, err = core.StrategyWeight(p); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -99,12 +98,11 @@ func (s *OutcomeUCB) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64
 		}
 		s.counts[k][q.AnswerKey]++
 	}
-	w := s.Weight.Weight(info.Step, info.TotalSteps)
 	out := make([]float64, len(r.Seqs))
 	for i := range r.Seqs {
 		q := &r.Seqs[i]
 		if q.AnswerKey != "" {
-			out[i] = w * s.Beta / math.Sqrt(float64(s.counts[problemKey(q)][q.AnswerKey]))
+			out[i] = s.Beta / math.Sqrt(float64(s.counts[problemKey(q)][q.AnswerKey]))
 		}
 	}
 	return out, nil

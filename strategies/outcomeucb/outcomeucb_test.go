@@ -48,12 +48,6 @@ func TestBonusByHand(t *testing.T) {
 	if m["outcome_ucb/pairs"] != 4 || m["outcome_ucb/answers_per_problem"] != 2 {
 		t.Errorf("metrics %v", m)
 	}
-	// The weight scales it: linear 1 -> 0 at step 5 of 10 is 0.5.
-	lin := build(t, map[string]any{"beta": 0.5, "weight": map[string]any{"schedule": "linear", "w0": 1.0, "w_end": 0.0}})
-	got, _ = lin.RewardBonus(core.StepInfo{Step: 5, TotalSteps: 10}, &core.Rollout{Seqs: []core.Sequence{seq("p", "1")}})
-	if w := lin.Weight.Weight(5, 10); math.Abs(got[0]-w*0.5) > 1e-15 || w <= 0 || w >= 1 {
-		t.Errorf("weighted bonus %v at w %v", got[0], w)
-	}
 
 	// The counts survive a checkpoint.
 	data, err := s.SaveState()

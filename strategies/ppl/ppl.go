@@ -13,11 +13,13 @@
 // (step, total_steps). A response with no tokens has B_actor = 0.
 //
 // Config keys: kappa (number > 0, default 3), alpha (number > 0, default 1),
-// weight (schedule mapping, default {schedule: constant, w0: 1}).
+// and the entry's weight (a schedule,
+// default constant 1), which the trainer applies to what the strategy
+// returns.
 //
-// Metrics (Observe): explore/weight and explore/ppl/weight (w_t),
-// explore/ppl/clip_frac (fraction of responses whose bonus hit the
-// |r|/kappa cap, i.e. |r|/kappa < alpha * B_actor).
+// Metrics (Observe): explore/ppl/clip_frac (fraction of responses whose
+// bonus hit the |r|/kappa cap, i.e. |r|/kappa < alpha * B_actor); the
+// trainer logs w_t as explore/ppl/weight.
 package ppl
 
 import (
@@ -37,8 +39,6 @@ type PPL struct {
 	Kappa float64
 	// Alpha scales the perplexity term alpha * B_actor.
 	Alpha float64
-	// Weight is the bonus weight schedule w_t.
-	Weight core.WeightSchedule
 }
 
 // New builds PPL from a `strategies:` entry. It works with any algorithm.
@@ -49,8 +49,7 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	}
 	p.Check(s.Kappa > 0, "kappa", "must be > 0, got %v", s.Kappa)
 	p.Check(s.Alpha > 0, "alpha", "must be > 0, got %v", s.Alpha)
-	var err error
-	if s.Weight, err = core.StrategyWeight(p); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -85,10 +84,9 @@ func (s *PPL) Bonus(reward float64, logProbs []float64) (bonus float64, capped b
 	return b, false
 }
 
-// RewardBonus returns w_t * min(|r_i| / kappa, alpha * B_actor,i) for every
-// sequence i.
+// RewardBonus returns min(|r_i| / kappa, alpha * B_actor,i) for every
+// sequence i (the trainer multiplies it by w_t).
 func (s *PPL) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
-	w := s.Weight.Weight(info.Step, info.TotalSteps)
 	out := make([]float64, len(r.Seqs))
 	for i := range r.Seqs {
 		q := &r.Seqs[i]
@@ -96,16 +94,15 @@ func (s *PPL) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error
 			return nil, fmt.Errorf("ppl: sequence %d: %d log-probs for %d tokens", i, len(q.LogProbs), q.Len())
 		}
 		b, _ := s.Bonus(q.Reward, q.LogProbs)
-		out[i] = w * b
+		out[i] = b
 	}
 	return out, nil
 }
 
-// Observe reports the weight w_t of the step and the fraction of responses
-// whose bonus was capped at |r|/kappa.
+// Observe reports the fraction of responses whose bonus was capped at
+// |r|/kappa (the trainer logs the weight, explore/ppl/weight).
 func (s *PPL) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
-	w := s.Weight.Weight(info.Step, info.TotalSteps)
-	m := map[string]float64{"explore/weight": w, "explore/ppl/weight": w}
+	m := map[string]float64{}
 	if len(r.Seqs) > 0 {
 		capped := 0
 		for i := range r.Seqs {

@@ -53,7 +53,7 @@ func check(t *testing.T, what string, got, want []float64) {
 
 func TestDefaults(t *testing.T) {
 	s := build(t, nil)
-	if s.Kappa != 3 || s.Alpha != 1 || s.Weight.Kind != "constant" || s.Weight.W0 != 1 {
+	if s.Kappa != 3 || s.Alpha != 1 {
 		t.Fatalf("defaults: %+v", s)
 	}
 	if s.Needs() != (core.Needs{LogProbs: true}) {
@@ -70,12 +70,12 @@ func TestDefaults(t *testing.T) {
 	}
 	check(t, "defaults", got, []float64{0.2, 1.0 / 3, 1.0 / 3, 0.2})
 
-	// Observe: w = 1; B and C were capped -> clip_frac 2/4.
+	// Observe: B and C were capped -> clip_frac 2/4.
 	m, err := s.Observe(core.StepInfo{Step: 0, TotalSteps: 10}, batch())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m["explore/weight"] != 1 || m["explore/ppl/weight"] != 1 || m["explore/ppl/clip_frac"] != 0.5 {
+	if len(m) != 1 || m["explore/ppl/clip_frac"] != 0.5 {
 		t.Errorf("metrics %v", m)
 	}
 }
@@ -100,26 +100,6 @@ func TestKappaAlpha(t *testing.T) {
 	check(t, "small rewards", got, []float64{0, 0.15})
 }
 
-func TestSchedules(t *testing.T) {
-	stairs := build(t, map[string]any{"weight": map[string]any{
-		"schedule": "staircase", "stairs": []any{[]any{0.0, 1.0}, []any{0.5, 0.0}}}})
-	// f = 4/10 = 0.4 < 0.5: w = 1 -> the default bonuses (kappa 3, alpha 1).
-	got, _ := stairs.RewardBonus(core.StepInfo{Step: 4, TotalSteps: 10}, batch())
-	check(t, "staircase f=0.4", got, []float64{0.2, 1.0 / 3, 1.0 / 3, 0.2})
-	// f = 5/10 = 0.5 >= 0.5: w = 0 -> every bonus 0.
-	got, _ = stairs.RewardBonus(core.StepInfo{Step: 5, TotalSteps: 10}, batch())
-	check(t, "staircase f=0.5", got, []float64{0, 0, 0, 0})
-	m, _ := stairs.Observe(core.StepInfo{Step: 5, TotalSteps: 10}, batch())
-	if m["explore/weight"] != 0 {
-		t.Errorf("explore/weight = %v, want 0", m["explore/weight"])
-	}
-
-	lin := build(t, map[string]any{"weight": map[string]any{"schedule": "linear", "w0": 2, "w_end": 0}})
-	// f = 1/4: w = 2 + (0 - 2) * 0.25 = 1.5; bonuses 1.5 x [0.2, 1/3, 1/3, 0.2].
-	got, _ = lin.RewardBonus(core.StepInfo{Step: 1, TotalSteps: 4}, batch())
-	check(t, "linear f=0.25", got, []float64{0.3, 0.5, 0.5, 0.3})
-}
-
 func TestLengthMismatch(t *testing.T) {
 	s := build(t, nil)
 	r := &core.Rollout{Seqs: []core.Sequence{{Reward: 1, LogProbs: []float64{-1}, Response: make([]int32, 2)}}}
@@ -138,11 +118,9 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"alpha": 0}, "config: strategies[0].alpha: must be > 0"},
 		{map[string]any{"kappa": "three"}, "config: strategies[0].kappa: want a number"},
 		{map[string]any{"kapa": 3}, "config: strategies[0].kapa: unknown key"},
-		{map[string]any{"weight": map[string]any{"schedule": "wobbly"}}, "config: strategies[0].weight.schedule: unknown value \"wobbly\""},
-		{map[string]any{"weight": map[string]any{"schedule": "staircase",
-			"stairs": []any{[]any{0.5, 0.0}, []any{0.0, 1.0}}}}, "config: strategies[0].weight.stairs: must be sorted"},
-		{map[string]any{"weight": map[string]any{"w_start": 1}}, "config: strategies[0].weight.w_start: unknown key"},
-		{map[string]any{"weight": 3}, "config: strategies[0].weight: want a mapping"},
+		// The entry's weight is the trainer's (session.BuildStrategies
+		// reads it), never the strategy's.
+		{map[string]any{"weight": map[string]any{"w0": 2}}, "config: strategies[0].weight: unknown key"},
 	}
 	for _, tc := range tests {
 		_, err := core.NewStrategy("ppl", core.NewParams("strategies[0]", tc.m), nil)
@@ -150,17 +128,13 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%v: got %v, want %q", tc.m, err, tc.want)
 		}
 	}
-	// The factory alone (without NewStrategy's Finish) reports schedule errors too.
-	if _, err := New(core.NewParams("s", map[string]any{"weight": map[string]any{"schedule": "staircase"}}), nil); err == nil {
-		t.Error("staircase without stairs: no error from New")
-	}
 }
 
 func TestConformance(t *testing.T) {
 	for _, algo := range []string{"grpo", "ppo"} {
 		t.Run(algo, func(t *testing.T) {
 			strategytest.Run(t, func() core.Strategy {
-				return build(t, map[string]any{"kappa": 2, "weight": map[string]any{"schedule": "cosine"}})
+				return build(t, map[string]any{"kappa": 2})
 			}, strategytest.Options{Algorithm: algo, Seed: 11})
 		})
 	}

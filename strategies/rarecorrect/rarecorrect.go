@@ -24,11 +24,11 @@
 // solution), else the final answer's key (core.AnswerKeyer). The power
 // form m^(-alpha) with alpha default 1 (plain inverse cluster size) is our
 // reading of "inversely with cluster size": we could read the paper's
-// abstract and secondary summaries, not its equations. w_t (the `weight:`
-// schedule) blends between no reweighting (0) and the full factor (1).
+// abstract and secondary summaries, not its equations. w_t (the entry's
+// `weight:` schedule, which the trainer applies to the bonus) blends
+// between no reweighting (0) and the full factor (1).
 //
-// Config keys: alpha (>= 0, finite, default 1), weight (schedule mapping,
-// default constant 1).
+// Config keys: alpha (>= 0, finite, default 1); weight, as every entry.
 //
 // Metrics (Observe): rare_correct/solutions_per_group (distinct keys among
 // a group's correct responses, mean over groups with one), and
@@ -49,8 +49,6 @@ func init() {
 type RareCorrect struct {
 	// Alpha is the exponent of the cluster size: f = m^(-Alpha).
 	Alpha float64
-	// Weight is the schedule w_t.
-	Weight core.WeightSchedule
 }
 
 // New builds the strategy from a `strategies:` entry; it works with any
@@ -58,8 +56,7 @@ type RareCorrect struct {
 func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	s := &RareCorrect{Alpha: p.Float("alpha", 1)}
 	p.Check(s.Alpha >= 0 && !math.IsInf(s.Alpha, 0), "alpha", "must be a finite number >= 0, got %v", s.Alpha)
-	var err error
-	if s.Weight, err = core.StrategyWeight(p); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -110,9 +107,9 @@ func (s *RareCorrect) Factors(r *core.Rollout) (f []float64, solutions map[int]i
 	return f, solutions
 }
 
-// AdvantageBonus returns A_it * w_t * (f_i - 1) for every token.
+// AdvantageBonus returns A_it * (f_i - 1) for every token (the trainer
+// multiplies it by w_t).
 func (s *RareCorrect) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
-	w := s.Weight.Weight(info.Step, info.TotalSteps)
 	f, _ := s.Factors(r)
 	out := make([][]float64, len(r.Seqs))
 	for i := range r.Seqs {
@@ -122,7 +119,7 @@ func (s *RareCorrect) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]f
 			continue
 		}
 		for t := range out[i] {
-			out[i][t] = q.Advantages[t] * w * (f[i] - 1)
+			out[i][t] = q.Advantages[t] * (f[i] - 1)
 		}
 	}
 	return out, nil

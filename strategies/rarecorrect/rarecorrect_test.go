@@ -43,9 +43,10 @@ func rollout() *core.Rollout {
 // Worked by hand. alpha 1, w 1: in group 0, m(a) = 3, so f = 1/3 and the
 // bonus is A (1/3 - 1) = -0.4 a token (-0.2 where A is 0.3); b is alone
 // (f = 1, bonus 0); the incorrect and the keyless responses are left
-// alone. Group 1: m = 2, f = 1/2, bonus -0.3. alpha 2, w 0.5: f(a, group
-// 0) = 1/9, bonus 0.6 * 0.5 * (1/9 - 1) = -4/15; group 1: f = 1/4, bonus
-// 0.6 * 0.5 * (-3/4) = -0.225. alpha 0: every f is 1, no bonus.
+// alone. Group 1: m = 2, f = 1/2, bonus -0.3. alpha 2: f(a, group 0) =
+// 1/9, bonus 0.6 * (1/9 - 1) = -8/15 (-4/15 where A is 0.3); group 1: f =
+// 1/4, bonus 0.6 * (-3/4) = -0.45. alpha 0: every f is 1, no bonus. (The
+// trainer multiplies the bonus by the entry's weight w_t.)
 func TestBonusByHand(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -54,15 +55,12 @@ func TestBonusByHand(t *testing.T) {
 		want [][]float64
 	}{
 		{"alpha 1", nil, 0, [][]float64{{-0.4, -0.4}, {-0.4, -0.4}, {0, 0}, {0, 0}, {0, 0}, {-0.4, -0.2}, {-0.3}, {-0.3}}},
-		{"alpha 2, weight 0.5 (linear 1 -> 0, step 5 of 10)", map[string]any{"alpha": 2.0, "weight": map[string]any{"schedule": "linear", "w0": 1.0, "w_end": 0.0}}, 5,
-			[][]float64{{-4.0 / 15, -4.0 / 15}, {-4.0 / 15, -4.0 / 15}, {0, 0}, {0, 0}, {0, 0}, {-4.0 / 15, -2.0 / 15}, {-0.225}, {-0.225}}},
+		{"alpha 2", map[string]any{"alpha": 2.0}, 5,
+			[][]float64{{-8.0 / 15, -8.0 / 15}, {-8.0 / 15, -8.0 / 15}, {0, 0}, {0, 0}, {0, 0}, {-8.0 / 15, -4.0 / 15}, {-0.45}, {-0.45}}},
 		{"alpha 0", map[string]any{"alpha": 0.0}, 0, [][]float64{{0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0}, {0}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := build(t, c.m)
-			if w := s.Weight.Weight(c.step, 10); c.step == 5 && math.Abs(w-0.5) > 1e-12 {
-				t.Fatalf("the schedule gives %v at step 5, the case assumes 0.5", w)
-			}
 			got, err := s.AdvantageBonus(core.StepInfo{Step: c.step, TotalSteps: 10}, rollout())
 			if err != nil {
 				t.Fatal(err)

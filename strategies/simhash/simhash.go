@@ -37,8 +37,9 @@
 // default 1), projection (gaussian | rademacher, default gaussian),
 // pooling (last | second_last | mean, default last), projection_seed
 // (integer >= 0, default 1), kappa (number >= 0, default 0: no cap),
-// correct_only (bool, default false), weight (schedule mapping, default
-// constant 1).
+// correct_only (bool, default false), and the entry's weight (a schedule,
+// default constant 1), which the trainer applies to what the strategy
+// returns.
 //
 // Metrics (Observe): simhash/occupied_cells (distinct codes seen so far),
 // simhash/max_count (largest count).
@@ -81,8 +82,6 @@ type SimHash struct {
 	Kappa float64
 	// CorrectOnly pays the bonus to correct responses only.
 	CorrectOnly bool
-	// Weight is the schedule w_t.
-	Weight core.WeightSchedule
 
 	proj   [][]float64 // k x d; nil until the first embedding is seen
 	fixed  bool        // proj given explicitly (NewWithProjection)
@@ -106,8 +105,7 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	seed := p.Int("projection_seed", 1)
 	p.Check(seed >= 0, "projection_seed", "must be >= 0, got %d", seed)
 	s.ProjectionSeed = uint64(max(seed, 0))
-	var err error
-	if s.Weight, err = core.StrategyWeight(p); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -116,7 +114,7 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 // NewWithProjection builds a SimHash with an explicit k x d projection
 // matrix A (k = len(a) in 1..64, every row of the same length d >= 1),
 // pooling "last". It is meant for tests and offline analysis.
-func NewWithProjection(a [][]float64, beta float64, weight core.WeightSchedule) (*SimHash, error) {
+func NewWithProjection(a [][]float64, beta float64) (*SimHash, error) {
 	if len(a) < 1 || len(a) > 64 {
 		return nil, fmt.Errorf("simhash: projection has %d rows, want 1..64", len(a))
 	}
@@ -134,7 +132,7 @@ func NewWithProjection(a [][]float64, beta float64, weight core.WeightSchedule) 
 	if !(beta > 0) {
 		return nil, fmt.Errorf("simhash: beta must be > 0, got %v", beta)
 	}
-	return &SimHash{Bits: len(a), Beta: beta, Projection: "explicit", Pooling: "last", Weight: weight,
+	return &SimHash{Bits: len(a), Beta: beta, Projection: "explicit", Pooling: "last",
 		proj: proj, fixed: true, counts: map[uint64]int{}}, nil
 }
 
@@ -222,7 +220,6 @@ func (s *SimHash) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, e
 		}
 		codes[i] = s.Code(h)
 	}
-	w := s.Weight.Weight(info.Step, info.TotalSteps)
 	out := make([]float64, len(r.Seqs))
 	for i, c := range codes {
 		s.counts[c]++
@@ -233,7 +230,7 @@ func (s *SimHash) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, e
 		if s.CorrectOnly && !r.Seqs[i].Correct {
 			b = 0
 		}
-		out[i] = w * b
+		out[i] = b
 	}
 	return out, nil
 }

@@ -52,8 +52,7 @@ var (
 )
 
 func TestHandProjection(t *testing.T) {
-	lin := core.WeightSchedule{Kind: "linear", W0: 1, WEnd: 0}
-	s, err := NewWithProjection(proj, 2, lin)
+	s, err := NewWithProjection(proj, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +65,7 @@ func TestHandProjection(t *testing.T) {
 		}
 	}
 
-	// Step 0 of 4: w = 1, beta = 2. Batch order h1, h2, h1, h4, h3:
+	// Step 0 of 4, beta = 2. Batch order h1, h2, h1, h4, h3:
 	//	h1: n[1] = 1 -> 2/sqrt(1) = 2
 	//	h2: n[2] = 1 -> 2
 	//	h1: n[1] = 2 -> 2/sqrt(2) = sqrt(2)
@@ -82,14 +81,15 @@ func TestHandProjection(t *testing.T) {
 		t.Errorf("metrics after step 0: %v", m)
 	}
 
-	// Step 2 of 4: w = 1 + (0 - 1) * 0.5 = 0.5; counts persist:
-	//	h2: n[2] = 2 -> 0.5 * 2/sqrt(2) = 1/sqrt(2)
-	//	h3: n[3] = 2 -> 1/sqrt(2)
+	// Step 2 of 4; counts persist:
+	//	h2: n[2] = 2 -> 2/sqrt(2) = sqrt(2)
+	//	h3: n[3] = 2 -> sqrt(2)
 	got, _ = s.RewardBonus(core.StepInfo{Step: 2, TotalSteps: 4}, batch(h2, h3))
-	check(t, "step 2", got, []float64{1 / math.Sqrt2, 1 / math.Sqrt2})
-	// Step 4 of 4: w = 0, so the bonus is 0 but h5's cell is still counted.
+	check(t, "step 2", got, []float64{math.Sqrt2, math.Sqrt2})
+	// Step 4 of 4: h5's cell is new: 2. (The entry's weight w_t, which the
+	// trainer applies, never stops the counting.)
 	got, _ = s.RewardBonus(core.StepInfo{Step: 4, TotalSteps: 4}, batch(h5))
-	check(t, "step 4", got, []float64{0})
+	check(t, "step 4", got, []float64{2})
 
 	// Counts now: code 1 -> 3, 2 -> 2, 3 -> 2, 0 -> 1.
 	if cc := s.CellCounts(); len(cc) != 4 || cc[0] != 3 || cc[1] != 2 || cc[2] != 2 || cc[3] != 1 {
@@ -108,7 +108,7 @@ func TestHandProjection(t *testing.T) {
 	if string(st) != want {
 		t.Errorf("state %s\nwant  %s", st, want)
 	}
-	restored, _ := NewWithProjection(proj, 2, lin)
+	restored, _ := NewWithProjection(proj, 2)
 	if err := restored.LoadState(st); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestBoundedBonus(t *testing.T) {
 		{"correct_only", 0, true, []float64{2, 0, 2 / math.Sqrt(3), 0}},
 		{"both", 4, true, []float64{0.25, 0, 0.125, 0}},
 	} {
-		s, err := NewWithProjection(proj, 2, core.WeightSchedule{Kind: "constant", W0: 1})
+		s, err := NewWithProjection(proj, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestBoundedBonus(t *testing.T) {
 
 func TestSeededProjection(t *testing.T) {
 	s := build(t, nil)
-	if s.Bits != 16 || s.Beta != 1 || s.Projection != "gaussian" || s.Pooling != "last" || s.ProjectionSeed != 1 || s.Weight.W0 != 1 {
+	if s.Bits != 16 || s.Beta != 1 || s.Projection != "gaussian" || s.Pooling != "last" || s.ProjectionSeed != 1 {
 		t.Fatalf("defaults %+v", s)
 	}
 	if s.Needs() != (core.Needs{Pooling: "last"}) {
@@ -262,8 +262,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"seed": 3}, "config: strategies[0].seed: unknown key"},
 		{map[string]any{"kappa": -1}, "config: strategies[0].kappa: must be a finite number >= 0"},
 		{map[string]any{"correct_only": "yes"}, "config: strategies[0].correct_only"},
-		{map[string]any{"weight": map[string]any{"schedule": "staircase", "stairs": []any{[]any{0.6, 1}, []any{0.2, 0}}}},
-			"config: strategies[0].weight.stairs: must be sorted"},
+		{map[string]any{"weight": map[string]any{"w0": 2}}, "config: strategies[0].weight: unknown key"},
 	}
 	for _, tc := range tests {
 		_, err := core.NewStrategy("simhash", core.NewParams("strategies[0]", tc.m), nil)
@@ -271,7 +270,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%v: got %v, want %q", tc.m, err, tc.want)
 		}
 	}
-	if _, err := NewWithProjection([][]float64{{1, 2}, {3}}, 1, core.WeightSchedule{}); err == nil {
+	if _, err := NewWithProjection([][]float64{{1, 2}, {3}}, 1); err == nil {
 		t.Error("ragged projection: no error")
 	}
 }
@@ -279,7 +278,7 @@ func TestConfigErrors(t *testing.T) {
 func TestConformance(t *testing.T) {
 	for _, m := range []map[string]any{
 		nil,
-		{"bits": 4, "projection": "rademacher", "pooling": "mean", "weight": map[string]any{"schedule": "linear"}},
+		{"bits": 4, "projection": "rademacher", "pooling": "mean"},
 		{"bits": 64, "beta": 0.5, "projection_seed": 9},
 		{"kappa": 3.0, "correct_only": true},
 	} {
@@ -287,7 +286,7 @@ func TestConformance(t *testing.T) {
 	}
 	// The explicit-projection constructor conforms too (embedding dim 3).
 	strategytest.Run(t, func() core.Strategy {
-		s, err := NewWithProjection(proj, 1, core.WeightSchedule{W0: 1})
+		s, err := NewWithProjection(proj, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

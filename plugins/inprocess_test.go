@@ -23,7 +23,7 @@ var inTree = []struct {
 	name, algo string
 	params     map[string]any
 }{
-	{"ppl", "grpo", map[string]any{"kappa": 2.0, "weight": map[string]any{"schedule": "linear", "w0": 1.0, "w_end": 0.2}}},
+	{"ppl", "grpo", map[string]any{"kappa": 2.0}},
 	{"entropy", "grpo", map[string]any{"coef": 0.01}},
 	{"simhash", "grpo", map[string]any{"bits": 4}},
 	{"multihead", "ppo", map[string]any{"heads": 4}},

@@ -37,7 +37,7 @@ type Trainer struct {
 	// AbsKLCoef; not PGWeight, a mask) and logs explore/<name>/weight.
 	Weights []core.Schedule
 	RunDir  string
-	Log        zerolog.Logger
+	Log     zerolog.Logger
 	// Progress receives the progress bar (nil for none); TTY selects the
 	// bar over plain lines.
 	Progress io.Writer

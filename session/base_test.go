@@ -117,10 +117,33 @@ func TestBuildStrategiesErrors(t *testing.T) {
 		{"strategies=[{plugin: " + filepath.Join(t.TempDir(), "absent") + "}]", "absent"},
 		{"strategies=[{kappa: 3}]", "strategies[0].name: required (known: "},
 		{"strategies=[{name: curiosity}]", "curiosity"},
+		{"strategies=[{name: entropy, weight: {schedule: wobbly}}]", `strategies[0].weight.schedule: unknown value "wobbly"`},
+		{"strategies=[{name: entropy, weight: 2}]", "strategies[0].weight: want a mapping"},
 	} {
 		cfg := shapeCfg(t, c.set)
 		if s, _, err := session.BuildStrategies(cfg, algo, zerolog.Nop()); err == nil || s != nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v (%d strategies), want %q", c.set, err, len(s), c.want)
 		}
+	}
+}
+
+// BuildStrategies hands each entry's weight to the trainer, not to the
+// strategy: a linear schedule 3 -> 1 is 2 at step 5 of 10, and an entry
+// without weight: has none (nil).
+func TestBuildStrategiesWeights(t *testing.T) {
+	cfg := shapeCfg(t, "strategies=[{name: entropy, coef: 0.01, weight: {schedule: linear, w0: 3, w_end: 1}}, {name: entropy}]")
+	algo, err := session.BuildAlgorithm(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, w, err := session.BuildStrategies(cfg, algo, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 2 || len(w) != 2 || w[0] == nil || w[1] != nil {
+		t.Fatalf("strategies %d, weights %v", len(s), w)
+	}
+	if got := w[0].Weight(5, 10); got != 2 {
+		t.Errorf("w_t at step 5 of 10 = %v, want 2", got)
 	}
 }

@@ -127,6 +127,14 @@ type HeadMasker interface {
 	HeadMasks(info StepInfo, r *Rollout) ([][][]float64, error)
 }
 
+// Unweighted is implemented by a strategy that takes no `weight:` because
+// no schedule would scale its output meaningfully (a mask, or the
+// coefficient of a controller aiming at a target); the run refuses an entry
+// that gives it one, naming the key.
+type Unweighted interface {
+	Unweighted()
+}
+
 // Observer sees the finished step (after the updates) and may report metrics.
 type Observer interface {
 	Observe(info StepInfo, r *Rollout) (map[string]float64, error)

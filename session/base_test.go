@@ -119,6 +119,7 @@ func TestBuildStrategiesErrors(t *testing.T) {
 		{"strategies=[{name: curiosity}]", "curiosity"},
 		{"strategies=[{name: entropy, weight: {schedule: wobbly}}]", `strategies[0].weight.schedule: unknown value "wobbly"`},
 		{"strategies=[{name: entropy, weight: 2}]", "strategies[0].weight: want a mapping"},
+		{"strategies=[{name: forking_tokens, weight: {w0: 2}}]", "strategies[0].weight: forking_tokens takes no weight"},
 	} {
 		cfg := shapeCfg(t, c.set)
 		if s, _, err := session.BuildStrategies(cfg, algo, zerolog.Nop()); err == nil || s != nil || !strings.Contains(err.Error(), c.want) {

@@ -294,6 +294,9 @@ func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logge
 		if err != nil {
 			return out, nil, err
 		}
+		if _, ok := s.(core.Unweighted); ok && w != nil {
+			return out, nil, fmt.Errorf("config: strategies[%d].weight: %s takes no weight (a schedule would not scale its output meaningfully)", i, name)
+		}
 		out, weights = append(out, s), append(weights, w)
 	}
 	return out, weights, nil

@@ -188,3 +188,6 @@ func (s *Adaptive) LoadState(data []byte) error {
 	s.state = st
 	return nil
 }
+
+// Unweighted marks that the strategy takes no `weight:` (core.Unweighted).
+func (s *Adaptive) Unweighted() {}

@@ -100,3 +100,6 @@ func (s *ClipCov) TokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss
 	}
 	return core.TokenLoss{PGWeight: w}, nil
 }
+
+// Unweighted marks that the strategy takes no `weight:` (core.Unweighted).
+func (s *ClipCov) Unweighted() {}

@@ -87,3 +87,6 @@ func (s *Forking) TokenLoss(_ core.StepInfo, r *core.Rollout) (core.TokenLoss, e
 	}
 	return core.TokenLoss{PGWeight: w}, nil
 }
+
+// Unweighted marks that the strategy takes no `weight:` (core.Unweighted).
+func (s *Forking) Unweighted() {}

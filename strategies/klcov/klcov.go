@@ -94,3 +94,6 @@ func (s *KLCov) TokenLoss(_ core.StepInfo, r *core.Rollout) (core.TokenLoss, err
 	}
 	return core.TokenLoss{AbsKLCoef: c}, nil
 }
+
+// Unweighted marks that the strategy takes no `weight:` (core.Unweighted).
+func (s *KLCov) Unweighted() {}

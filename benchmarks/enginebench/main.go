@@ -6,7 +6,7 @@
 // interleaved within each repetition so their samples are taken side by side.
 //
 //	go run ./benchmarks/enginebench --preset default
-//	go run ./benchmarks/enginebench --preset d128 --json /tmp/d128.json
+//	go run ./benchmarks/enginebench --preset d128 --json d128.json
 //
 // See benchmarks/README.md.
 package main

@@ -2,9 +2,11 @@ package plugins
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/plugins/internal/wire"
 )
 
 // The checks of a plugin's outputs, before the trainer sees them: pure
@@ -226,7 +228,7 @@ func checkObserve(metrics map[string]float64, name string, weighted bool, w floa
 	prefix := metricPrefix(name)
 	out := make(map[string]float64, len(metrics)+1)
 	from := make(map[string]string, len(metrics))
-	for _, k := range sortedMetricNames(metrics) {
+	for _, k := range wire.SortedMetricNames(metrics) {
 		v := metrics[k]
 		full := k
 		if !strings.HasPrefix(k, prefix) {
@@ -246,3 +248,5 @@ func checkObserve(metrics map[string]float64, name string, weighted bool, w floa
 	}
 	return out, nil
 }
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -22,9 +22,13 @@
 //     waits on output pipes a leftover process holds (runner.go); the
 //     plugin process also dies with the host (Pdeathsig), so even kill -9
 //     of cde-run leaves no orphan plugin.
-//   - Plugin side: Serve (what sdk.Serve calls) serves a
-//     core.StrategyFactory: the plugin author writes the same Go code as an
-//     in-tree strategy.
+//   - Protocol and plugin side: internal/wire holds the handshake, the
+//     message conversions and the server that serves a
+//     core.StrategyFactory (what sdk.Serve calls; Serve here is the same
+//     for callers of this package). A plugin binary imports sdk, which
+//     imports wire but not this package, so it links neither the host nor
+//     zerolog (sdk's TestPluginBinaryLinksNoHost lists its dependencies).
+//     The plugin author writes the same Go code as an in-tree strategy.
 //
 // See docs/plugins.md for the walk-through and examples/answercount for a
 // complete plugin.

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/plugins/internal/wire"
 	pb "github.com/cde-rl/cde/plugins/proto"
 )
 
@@ -207,7 +208,7 @@ func start(cfg Config) (*Plugin, error) {
 	label := filepath.Base(cfg.Path)
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: hostVersions(),
+		VersionedPlugins: wire.HostVersions(),
 		// go-plugin fills spec with the environment (magic cookie, protocol
 		// versions, AutoMTLS client certificate); procRunner runs the plugin.
 		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
@@ -223,8 +224,8 @@ func start(cfg Config) (*Plugin, error) {
 		Stderr:           p.stderr,
 		SyncStdout:       &lineWriter{log: cfg.Log, plugin: label, stream: "stdout"},
 		SyncStderr:       &lineWriter{log: cfg.Log, plugin: label, stream: "stderr", tail: p.stderr},
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(callOptions()...),
-			grpc.WithInitialWindowSize(flowWindow), grpc.WithInitialConnWindowSize(flowWindow),
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(wire.CallOptions()...),
+			grpc.WithInitialWindowSize(wire.FlowWindow), grpc.WithInitialConnWindowSize(wire.FlowWindow),
 			grpc.WithReadBufferSize(1 << 20), grpc.WithWriteBufferSize(1 << 20)},
 	}
 	p.client = plugin.NewClient(cc)
@@ -300,7 +301,7 @@ func (p *Plugin) configure() error {
 	}
 	var d *pb.Description
 	err = p.call("Configure", func(ctx context.Context) (err error) {
-		d, err = p.rpc.Configure(ctx, req, callOptions()...)
+		d, err = p.rpc.Configure(ctx, req, wire.CallOptions()...)
 		return err
 	})
 	if err != nil {
@@ -323,7 +324,7 @@ func (p *Plugin) configure() error {
 	if d.Name == "" {
 		return p.broken(errors.New("Configure: the plugin reports an empty strategy name"))
 	}
-	p.name, p.needs, p.caps, p.sdk = d.Name, needsFromProto(d.Needs), capsFromProto(d.Capabilities), d.Sdk
+	p.name, p.needs, p.caps, p.sdk = d.Name, wire.NeedsFromProto(d.Needs), wire.CapsFromProto(d.Capabilities), d.Sdk
 	switch p.needs.Pooling {
 	case "", "last", "second_last", "mean":
 	default:
@@ -503,7 +504,7 @@ func (p *Plugin) invalid(hook, format string, args ...any) error {
 }
 
 func (p *Plugin) batch(hook string, info core.StepInfo, r *core.Rollout) (*pb.Batch, error) {
-	b, err := encodeBatch(info, r, p.needs)
+	b, err := wire.EncodeBatch(info, r, p.needs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: cannot send the batch: %w", p.label(), hook, err)
 	}
@@ -517,7 +518,7 @@ func (p *Plugin) rewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, er
 	}
 	var resp *pb.RewardBonusResponse
 	if err := p.call("RewardBonus", func(ctx context.Context) (err error) {
-		resp, err = p.rpc.RewardBonus(ctx, b, callOptions()...)
+		resp, err = p.rpc.RewardBonus(ctx, b, wire.CallOptions()...)
 		return
 	}); err != nil {
 		return nil, err
@@ -536,7 +537,7 @@ func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float6
 	}
 	var resp *pb.AdvantageBonusResponse
 	if err := p.call("AdvantageBonus", func(ctx context.Context) (err error) {
-		resp, err = p.rpc.AdvantageBonus(ctx, b, callOptions()...)
+		resp, err = p.rpc.AdvantageBonus(ctx, b, wire.CallOptions()...)
 		return
 	}); err != nil {
 		return nil, err
@@ -551,7 +552,7 @@ func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float6
 func (p *Plugin) lossTerms(info core.StepInfo) (core.LossTerms, error) {
 	var resp *pb.LossTermsResponse
 	if err := p.call("LossTerms", func(ctx context.Context) (err error) {
-		resp, err = p.rpc.LossTerms(ctx, infoToProto(info), callOptions()...)
+		resp, err = p.rpc.LossTerms(ctx, wire.InfoToProto(info), wire.CallOptions()...)
 		return
 	}); err != nil {
 		return core.LossTerms{}, err
@@ -582,7 +583,7 @@ func (p *Plugin) tokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss,
 	}
 	var resp *pb.TokenLossResponse
 	if err := p.call("TokenLoss", func(ctx context.Context) (err error) {
-		resp, err = p.rpc.TokenLoss(ctx, b, callOptions()...)
+		resp, err = p.rpc.TokenLoss(ctx, b, wire.CallOptions()...)
 		return
 	}); err != nil {
 		return core.TokenLoss{}, err
@@ -602,7 +603,7 @@ func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, 
 	}
 	var resp *pb.HeadMasksResponse
 	if err := p.call("HeadMasks", func(ctx context.Context) (err error) {
-		resp, err = p.rpc.HeadMasks(ctx, b, callOptions()...)
+		resp, err = p.rpc.HeadMasks(ctx, b, wire.CallOptions()...)
 		return
 	}); err != nil {
 		return nil, err
@@ -627,7 +628,7 @@ func (p *Plugin) observe(info core.StepInfo, r *core.Rollout) (map[string]float6
 		}
 		var resp *pb.ObserveResponse
 		if err := p.call("Observe", func(ctx context.Context) (err error) {
-			resp, err = p.rpc.Observe(ctx, b, callOptions()...)
+			resp, err = p.rpc.Observe(ctx, b, wire.CallOptions()...)
 			return
 		}); err != nil {
 			return nil, err
@@ -652,7 +653,7 @@ func (p *Plugin) weight(info core.StepInfo) float64 {
 func (p *Plugin) saveState() ([]byte, error) {
 	var resp *pb.State
 	if err := p.call("SaveState", func(ctx context.Context) (err error) {
-		resp, err = p.rpc.SaveState(ctx, &pb.SaveStateRequest{}, callOptions()...)
+		resp, err = p.rpc.SaveState(ctx, &pb.SaveStateRequest{}, wire.CallOptions()...)
 		return
 	}); err != nil {
 		return nil, err
@@ -665,7 +666,7 @@ func (p *Plugin) saveState() ([]byte, error) {
 
 func (p *Plugin) loadState(data []byte) error {
 	return p.call("LoadState", func(ctx context.Context) error {
-		_, err := p.rpc.LoadState(ctx, &pb.State{Data: data}, callOptions()...)
+		_, err := p.rpc.LoadState(ctx, &pb.State{Data: data}, wire.CallOptions()...)
 		return err
 	})
 }

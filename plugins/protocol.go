@@ -1,414 +1,54 @@
 package plugins
 
 import (
-	"context"
-	"fmt"
-	"math"
-
-	"github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/cde-rl/cde/core"
-	pb "github.com/cde-rl/cde/plugins/proto"
+	"github.com/cde-rl/cde/plugins/internal/wire"
 )
+
+// The protocol and the plugin-side server live in plugins/internal/wire,
+// which plugins/sdk imports without this package: a plugin binary links
+// neither the host nor its logging. These names keep the host package's
+// public API as it was.
 
 // ProtocolVersion is the version of plugins/proto/cde_strategy.proto this
-// build speaks: 2 added the TokenLoss hook. It is negotiated through
-// go-plugin's versioned plugin sets: the host offers every version from
-// MinProtocolVersion to ProtocolVersion and go-plugin picks the highest the
-// plugin offers too; a plugin offering none of them is refused at start
-// with an error naming both sides' versions.
-const ProtocolVersion = 2
+// build speaks (see wire.ProtocolVersion).
+const ProtocolVersion = wire.ProtocolVersion
 
-// MinProtocolVersion is the oldest protocol version the host still serves
-// (version 1: every hook but TokenLoss).
-const MinProtocolVersion = 1
-
-// hostVersions are the versioned plugin sets the host offers.
-func hostVersions() map[int]plugin.PluginSet {
-	out := map[int]plugin.PluginSet{}
-	for v := MinProtocolVersion; v <= ProtocolVersion; v++ {
-		out[v] = plugin.PluginSet{PluginName: &GRPCPlugin{}}
-	}
-	return out
-}
+// MinProtocolVersion is the oldest protocol version the host still serves.
+const MinProtocolVersion = wire.MinProtocolVersion
 
 // PluginName is the name under which the strategy service is dispensed.
-const PluginName = "strategy"
+const PluginName = wire.PluginName
 
-// Handshake is the go-plugin handshake: a plugin binary refuses to run
-// unless started by a host that sets the magic cookie (running it by hand
-// prints go-plugin's "this binary is a plugin" message).
-var Handshake = plugin.HandshakeConfig{
-	// ProtocolVersion stays 1 here: the strategy protocol's version is
-	// negotiated with VersionedPlugins.
-	ProtocolVersion:  1,
-	MagicCookieKey:   "CDE_STRATEGY_PLUGIN",
-	MagicCookieValue: "c0e5e1a7-rlvr-exploration-strategy",
-}
+// Handshake is the go-plugin handshake host and plugin share.
+var Handshake = wire.Handshake
 
-// MaxMessageSize is the gRPC message limit, both directions, host and
-// plugin: 1.75 GiB, under protobuf's 2 GiB hard limit.
-//
-// The paper-scale batch is N = 2,048 responses x T = 3,072 tokens
-// (6,291,456 tokens) with K = 16 value heads. The largest request is an
-// Observe or AdvantageBonus call carrying every per-token double: log-probs,
-// entropies, advantages, advantage bonus and returns (5) plus K = 16 head
-// values, 21 x 8 = 168 bytes per token = 1,056,964,608 bytes, plus token ids
-// (at most 5 bytes each as varints: 31.5 MB), response texts (about 25 MB)
-// and embeddings (N x d x 8 bytes: 67 MB for d = 4,096): about 1.18 GB.
-// The largest response, HeadMasks, is T x K doubles per sequence: 805 MB.
-// MessageBytes computes the request bound; a test checks it stays under
-// this limit.
-const MaxMessageSize = 7 << 28
+// MaxMessageSize is the gRPC message limit, both directions.
+const MaxMessageSize = wire.MaxMessageSize
 
-// MessageBytes bounds the size of a Batch message of n sequences of t
-// tokens with k value heads, embeddings of dimension d and prompts and
-// texts of t characters at most (the worst case above).
-func MessageBytes(n, t, k, d int) int64 {
-	tokens := int64(n) * int64(t)
-	perToken := int64(5+k)*8 + 5 /* response id */ + 4 /* text, UTF-8 */
-	perSeq := int64(8*4+64) + int64(t)*5 /* prompt ids */ + int64(d)*8
-	return tokens*perToken + int64(n)*perSeq + 1024
-}
+// SDKName identifies the Go SDK in Description.sdk.
+const SDKName = wire.SDKName
 
-// flowWindow is the HTTP/2 flow-control window of plugin connections (host
-// and plugin side). gRPC's default (64 KiB, grown by BDP estimation) stalls
-// on the large batches of a local plugin; a fixed 256 MiB window lets a
-// batch stream at memory speed. It costs nothing until data is in flight.
-const flowWindow = 256 << 20
+// MessageBytes bounds the size of a Batch message (see wire.MessageBytes).
+func MessageBytes(n, t, k, d int) int64 { return wire.MessageBytes(n, t, k, d) }
 
-func callOptions() []grpc.CallOption {
-	return []grpc.CallOption{grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)}
-}
+// GRPCPlugin is the go-plugin glue for the strategy service.
+type GRPCPlugin = wire.GRPCPlugin
 
-// GRPCPlugin is the go-plugin glue for the strategy service. On the plugin
-// side it serves the strategies Factory builds; on the host side it
-// dispenses a pb.StrategyClient.
-type GRPCPlugin struct {
-	plugin.NetRPCUnsupportedPlugin
-	// Factory builds the served strategy (plugin side only).
-	Factory core.StrategyFactory
-	// Version is the protocol version the server reports (0: ProtocolVersion).
-	Version uint32
-}
+// ServeOptions tune Serve; the zero value is what plugin authors want.
+type ServeOptions = wire.ServeOptions
 
-// GRPCServer registers the strategy service.
-func (g *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	v := g.Version
-	if v == 0 {
-		v = ProtocolVersion
-	}
-	pb.RegisterStrategyServer(s, &server{factory: g.Factory, version: v})
-	return nil
-}
+// Serve serves the strategies f builds and returns when the host closes
+// the plugin. Plugin authors call sdk.Serve, which does not link the host.
+func Serve(f core.StrategyFactory, opts ServeOptions) { wire.Serve(f, opts) }
 
-// GRPCClient returns a pb.StrategyClient on the connection.
-func (g *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return pb.NewStrategyClient(c), nil
-}
+// NewPluginLogger returns the plugin side's hclog logger (JSON lines on
+// stderr, which the host forwards into its log).
+func NewPluginLogger(name string) hclog.Logger { return wire.NewPluginLogger(name) }
 
-// capabilities is the bit set of optional hooks (the order of
-// internal/genwrap).
-type capabilities uint8
+// capabilities is the bit set of a plugin's optional hooks.
+type capabilities = wire.Caps
 
-const (
-	capReward capabilities = 1 << iota
-	capAdvantage
-	capLoss
-	capHeadMasks
-	capObserve
-	capState
-	capTokenLoss // protocol version 2
-)
-
-func capsFromProto(c *pb.Capabilities) capabilities {
-	var out capabilities
-	if c == nil {
-		return 0
-	}
-	for _, x := range []struct {
-		on  bool
-		bit capabilities
-	}{{c.RewardBonus, capReward}, {c.AdvantageBonus, capAdvantage}, {c.LossTerms, capLoss},
-		{c.HeadMasks, capHeadMasks}, {c.Observe, capObserve}, {c.State, capState}, {c.TokenLoss, capTokenLoss}} {
-		if x.on {
-			out |= x.bit
-		}
-	}
-	return out
-}
-
-// capsOf lists the hooks s implements that protocol version v carries
-// (TokenLoss from version 2).
-func capsOf(s core.Strategy, v uint32) *pb.Capabilities {
-	_, r := s.(core.RewardHook)
-	_, a := s.(core.AdvantageHook)
-	_, l := s.(core.LossHook)
-	_, h := s.(core.HeadMasker)
-	_, o := s.(core.Observer)
-	_, st := s.(core.Stateful)
-	_, tl := s.(core.TokenLossHook)
-	return &pb.Capabilities{RewardBonus: r, AdvantageBonus: a, LossTerms: l, HeadMasks: h, Observe: o, State: st,
-		TokenLoss: tl && v >= 2}
-}
-
-// String lists the hooks, e.g. "reward_bonus,observe".
-func (c capabilities) String() string {
-	names := []string{"reward_bonus", "advantage_bonus", "loss_terms", "head_masks", "observe", "state", "token_loss"}
-	s := ""
-	for i, n := range names {
-		if c&(1<<i) != 0 {
-			if s != "" {
-				s += ","
-			}
-			s += n
-		}
-	}
-	if s == "" {
-		return "none"
-	}
-	return s
-}
-
-func needsToProto(n core.Needs) *pb.Needs {
-	return &pb.Needs{Logprobs: n.LogProbs, Entropies: n.Entropies, Pooling: n.Pooling,
-		ValueHeads: int32(n.ValueHeads), HeadMasks: n.HeadMasks}
-}
-
-func needsFromProto(n *pb.Needs) core.Needs {
-	if n == nil {
-		return core.Needs{}
-	}
-	return core.Needs{LogProbs: n.Logprobs, Entropies: n.Entropies, Pooling: n.Pooling,
-		ValueHeads: int(n.ValueHeads), HeadMasks: n.HeadMasks}
-}
-
-func infoToProto(i core.StepInfo) *pb.StepInfo {
-	return &pb.StepInfo{Step: int64(i.Step), TotalSteps: int64(i.TotalSteps), Algorithm: i.Algorithm, Seed: i.Seed}
-}
-
-func infoFromProto(i *pb.StepInfo) core.StepInfo {
-	if i == nil {
-		return core.StepInfo{}
-	}
-	return core.StepInfo{Step: int(i.Step), TotalSteps: int(i.TotalSteps), Algorithm: i.Algorithm, Seed: i.Seed}
-}
-
-// encodeBatch packs r for a plugin with the given needs. Optional signals
-// the plugin did not declare are not sent (as core/strategytest's
-// StripUndeclared); log-probs always are (the trainer always computes
-// them); Advantages, AdvantageBonus and Returns are sent when present.
-// HeadMask is never sent. A signal present on some sequences but missing or
-// of the wrong length on others is an error.
-func encodeBatch(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Batch, error) {
-	n := len(r.Seqs)
-	total := r.NumTokens()
-	b := &pb.Batch{Info: infoToProto(info), RolloutStep: int64(r.Step), RolloutTotalSteps: int64(r.TotalSteps),
-		RolloutAlgorithm: r.Algorithm,
-		Group:            make([]int32, n), ProblemId: make([]string, n), Reward: make([]float64, n),
-		Correct: make([]bool, n), Truncated: make([]bool, n), Text: make([]string, n), Lengths: make([]int32, n),
-		PromptLengths: make([]int32, n), RewardBonus: make([]float64, n), ShapedReward: make([]float64, n),
-		Response: make([]int32, 0, total)}
-	promptTotal := 0
-	for i := range r.Seqs {
-		promptTotal += len(r.Seqs[i].Prompt)
-	}
-	b.Prompt = make([]int32, 0, promptTotal)
-	for i := range r.Seqs {
-		s := &r.Seqs[i]
-		b.Group[i], b.ProblemId[i], b.Reward[i], b.Correct[i] = int32(s.Group), s.ProblemID, s.Reward, s.Correct
-		b.Truncated[i], b.Text[i], b.Lengths[i], b.PromptLengths[i] = s.Truncated, s.Text, int32(s.Len()), int32(len(s.Prompt))
-		b.RewardBonus[i], b.ShapedReward[i] = s.RewardBonus, s.ShapedReward
-		b.Prompt = append(b.Prompt, s.Prompt...)
-		b.Response = append(b.Response, s.Response...)
-	}
-	keys := func(get func(s *core.Sequence) string) []string {
-		for i := range r.Seqs {
-			if get(&r.Seqs[i]) != "" {
-				out := make([]string, n)
-				for j := range r.Seqs {
-					out[j] = get(&r.Seqs[j])
-				}
-				return out
-			}
-		}
-		return nil
-	}
-	b.AnswerKey = keys(func(s *core.Sequence) string { return s.AnswerKey })
-	b.SolutionKey = keys(func(s *core.Sequence) string { return s.SolutionKey })
-	var err error
-	pack := func(name string, get func(s *core.Sequence) []float64) []float64 {
-		if err != nil {
-			return nil
-		}
-		var out []float64
-		for i := range r.Seqs {
-			s := &r.Seqs[i]
-			if v := get(s); len(v) > 0 {
-				out = make([]float64, 0, total)
-				break
-			}
-		}
-		if out == nil {
-			return nil
-		}
-		for i := range r.Seqs {
-			s := &r.Seqs[i]
-			v := get(s)
-			if len(v) != s.Len() {
-				err = fmt.Errorf("sequence %d has %d %s for %d tokens", i, len(v), name, s.Len())
-				return nil
-			}
-			out = append(out, v...)
-		}
-		return out
-	}
-	b.Logprobs = pack("log-probs", func(s *core.Sequence) []float64 { return s.LogProbs })
-	if needs.Entropies {
-		b.Entropies = pack("entropies", func(s *core.Sequence) []float64 { return s.Entropies })
-	}
-	b.Advantages = pack("advantages", func(s *core.Sequence) []float64 { return s.Advantages })
-	b.AdvantageBonus = pack("advantage bonuses", func(s *core.Sequence) []float64 { return s.AdvantageBonus })
-	b.Returns = pack("returns", func(s *core.Sequence) []float64 { return s.Returns })
-	if err != nil {
-		return nil, err
-	}
-	if needs.ValueHeads > 0 {
-		k := r.ValueHeads
-		b.ValueHeads = int32(k)
-		any := false
-		for i := range r.Seqs {
-			any = any || len(r.Seqs[i].Values) > 0
-		}
-		if any && k > 0 {
-			b.Values = make([]float64, 0, total*k)
-			for i := range r.Seqs {
-				s := &r.Seqs[i]
-				if len(s.Values) != s.Len() {
-					return nil, fmt.Errorf("sequence %d has %d value rows for %d tokens", i, len(s.Values), s.Len())
-				}
-				for t, row := range s.Values {
-					if len(row) != k {
-						return nil, fmt.Errorf("sequence %d token %d has %d head values, rollout has K = %d", i, t, len(row), k)
-					}
-					b.Values = append(b.Values, row...)
-				}
-			}
-		}
-	}
-	if needs.Pooling != "" {
-		d := 0
-		for i := range r.Seqs {
-			if len(r.Seqs[i].Embedding) > 0 {
-				d = len(r.Seqs[i].Embedding)
-				break
-			}
-		}
-		if d > 0 {
-			b.EmbeddingDim = int32(d)
-			b.Embedding = make([]float64, 0, n*d)
-			for i := range r.Seqs {
-				e := r.Seqs[i].Embedding
-				if len(e) != d {
-					return nil, fmt.Errorf("sequence %d has an embedding of length %d, sequence 0 of %d", i, len(e), d)
-				}
-				b.Embedding = append(b.Embedding, e...)
-			}
-		}
-	}
-	return b, nil
-}
-
-// decodeBatch unpacks a Batch into a Rollout (plugin side). Slices share
-// the message's arrays (capacity-limited, so appends copy).
-func decodeBatch(b *pb.Batch) (core.StepInfo, *core.Rollout, error) {
-	n := len(b.Lengths)
-	for name, l := range map[string]int{"group": len(b.Group), "problem_id": len(b.ProblemId), "reward": len(b.Reward),
-		"correct": len(b.Correct), "truncated": len(b.Truncated), "text": len(b.Text), "prompt_lengths": len(b.PromptLengths),
-		"reward_bonus": len(b.RewardBonus), "shaped_reward": len(b.ShapedReward)} {
-		if l != n {
-			return core.StepInfo{}, nil, fmt.Errorf("batch: %s has %d entries for %d sequences", name, l, n)
-		}
-	}
-	for name, l := range map[string]int{"answer_key": len(b.AnswerKey), "solution_key": len(b.SolutionKey)} {
-		if l != 0 && l != n {
-			return core.StepInfo{}, nil, fmt.Errorf("batch: %s has %d entries for %d sequences (want %d or none)", name, l, n, n)
-		}
-	}
-	total, ptotal := 0, 0
-	for i := range n {
-		if b.Lengths[i] < 0 || b.PromptLengths[i] < 0 {
-			return core.StepInfo{}, nil, fmt.Errorf("batch: negative length at sequence %d", i)
-		}
-		total += int(b.Lengths[i])
-		ptotal += int(b.PromptLengths[i])
-	}
-	k := int(b.ValueHeads)
-	d := int(b.EmbeddingDim)
-	check := func(name string, got, want int) error {
-		if got != 0 && got != want {
-			return fmt.Errorf("batch: %s has %d entries, want %d", name, got, want)
-		}
-		return nil
-	}
-	for _, c := range []struct {
-		name      string
-		got, want int
-	}{{"prompt", len(b.Prompt), ptotal}, {"response", len(b.Response), total}, {"logprobs", len(b.Logprobs), total},
-		{"entropies", len(b.Entropies), total}, {"values", len(b.Values), total * k}, {"advantages", len(b.Advantages), total},
-		{"advantage_bonus", len(b.AdvantageBonus), total}, {"returns", len(b.Returns), total}, {"embedding", len(b.Embedding), n * d}} {
-		if err := check(c.name, c.got, c.want); err != nil {
-			return core.StepInfo{}, nil, err
-		}
-	}
-	r := &core.Rollout{Step: int(b.RolloutStep), TotalSteps: int(b.RolloutTotalSteps), Algorithm: b.RolloutAlgorithm,
-		ValueHeads: k, Seqs: make([]core.Sequence, n)}
-	off, poff := 0, 0
-	cut := func(a []float64, from, to int) []float64 {
-		if len(a) == 0 {
-			return nil
-		}
-		return a[from:to:to]
-	}
-	for i := range n {
-		T, P := int(b.Lengths[i]), int(b.PromptLengths[i])
-		s := &r.Seqs[i]
-		s.Group, s.ProblemID, s.Reward, s.Correct = int(b.Group[i]), b.ProblemId[i], b.Reward[i], b.Correct[i]
-		s.Truncated, s.Text, s.RewardBonus, s.ShapedReward = b.Truncated[i], b.Text[i], b.RewardBonus[i], b.ShapedReward[i]
-		if len(b.AnswerKey) > 0 {
-			s.AnswerKey = b.AnswerKey[i]
-		}
-		if len(b.SolutionKey) > 0 {
-			s.SolutionKey = b.SolutionKey[i]
-		}
-		if len(b.Prompt) > 0 {
-			s.Prompt = b.Prompt[poff : poff+P : poff+P]
-		}
-		if len(b.Response) > 0 {
-			s.Response = b.Response[off : off+T : off+T]
-		} else {
-			s.Response = make([]int32, T)
-		}
-		s.LogProbs = cut(b.Logprobs, off, off+T)
-		s.Entropies = cut(b.Entropies, off, off+T)
-		s.Advantages = cut(b.Advantages, off, off+T)
-		s.AdvantageBonus = cut(b.AdvantageBonus, off, off+T)
-		s.Returns = cut(b.Returns, off, off+T)
-		if len(b.Values) > 0 {
-			s.Values = make([][]float64, T)
-			for t := range T {
-				from := (off + t) * k
-				s.Values[t] = b.Values[from : from+k : from+k]
-			}
-		}
-		if len(b.Embedding) > 0 {
-			s.Embedding = b.Embedding[i*d : (i+1)*d : (i+1)*d]
-		}
-		off += T
-		poff += P
-	}
-	return infoFromProto(b.Info), r, nil
-}
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+const capObserve = wire.CapObserve

@@ -36,11 +36,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/cde-rl/cde/plugins"
+	"github.com/cde-rl/cde/plugins/internal/wire"
 )
 
 // ProtocolVersion is the strategy protocol version this SDK speaks.
-const ProtocolVersion = plugins.ProtocolVersion
+const ProtocolVersion = wire.ProtocolVersion
 
 // Factory builds the strategy from its params; it has the type of the
 // in-tree strategies' factories, so an in-tree strategy's New can be served
@@ -51,10 +51,10 @@ type Factory = core.StrategyFactory
 // process, and returns when cde-run closes the plugin. Run by hand, the
 // binary prints that it is a plugin and exits with status 1.
 func Serve(f Factory) {
-	plugins.Serve(f, plugins.ServeOptions{Logger: logger})
+	wire.Serve(f, wire.ServeOptions{Logger: logger})
 }
 
-var logger = plugins.NewPluginLogger("")
+var logger = wire.NewPluginLogger("")
 
 // Logger returns the plugin's logger (JSON lines on the original stderr,
 // forwarded by cde-run into its log).

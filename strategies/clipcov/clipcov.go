@@ -24,7 +24,7 @@
 // train.minibatches > 1 or ppo_epochs > 1 the paper (and verl) recompute
 // it per minibatch from the current log-probs and also exclude tokens the
 // PPO clip already clipped. The draw is seeded from the run seed and the
-// step (trainer.Mix), so a run is reproducible.
+// step (core.Mix), so a run is reproducible.
 //
 // Config keys: ratio (the fraction r of tokens detached, number in (0, 1],
 // default 2e-4), cov_lb and cov_ub (the covariance band, numbers with
@@ -37,7 +37,6 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/strategies/internal/tokencov"
-	"github.com/cde-rl/cde/trainer"
 )
 
 func init() {
@@ -91,7 +90,7 @@ func (s *ClipCov) TokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss
 		}
 	}
 	k := min(max(1, int(math.Floor(s.Ratio*float64(n)))), len(cand))
-	rng := rand.New(rand.NewPCG(trainer.Mix(info.Seed, seedLabel, uint64(info.Step)), 0))
+	rng := rand.New(rand.NewPCG(core.Mix(info.Seed, seedLabel, uint64(info.Step)), 0))
 	// A partial Fisher-Yates shuffle: the first k are a uniform draw.
 	for j := range k {
 		m := j + rng.IntN(len(cand)-j)

@@ -27,7 +27,7 @@
 // every sequence; for every head j independently a subset D_j of
 // max(1, round(zeta * |D|)) pairs is drawn without replacement (uniformly), and
 // HeadMask[t][j] = 1 exactly for the pairs in D_j. The draw depends only on the
-// run seed and the step (trainer.Mix(seed, label, step)), so a resumed run draws
+// run seed and the step (core.Mix(seed, label, step)), so a resumed run draws
 // the same masks. With zeta = 1 every mask entry is 1 and no randomness is used.
 // Note that with zeta = 1 all heads regress on the same data and their
 // disagreement comes only from their different initialisations and the
@@ -68,7 +68,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/cde-rl/cde/trainer"
 )
 
 // Name is the registry name.
@@ -209,7 +208,7 @@ func (s *Strategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64
 		}
 		return masks, nil
 	}
-	rng := rand.New(rand.NewPCG(trainer.Mix(info.Seed, maskLabel, uint64(info.Step)), 0))
+	rng := rand.New(rand.NewPCG(core.Mix(info.Seed, maskLabel, uint64(info.Step)), 0))
 	perm := make([]int, n)
 	for j := range k {
 		for d := range perm {

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/cde-rl/cde/plugins"
+	"github.com/cde-rl/cde/plugins/internal/wire"
 	"github.com/cde-rl/cde/plugins/sdk"
 	_ "github.com/cde-rl/cde/strategies/all"
 )
@@ -97,5 +97,5 @@ func main() {
 		fmt.Println(s)
 	}
 	v, _ := strconv.Atoi(os.Getenv("CDE_TESTPLUGIN_VERSION"))
-	plugins.Serve(factory, plugins.ServeOptions{ProtocolVersion: v, Logger: sdk.Logger()})
+	wire.Serve(factory, wire.ServeOptions{ProtocolVersion: v, Logger: sdk.Logger()})
 }

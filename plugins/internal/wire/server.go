@@ -1,4 +1,4 @@
-package plugins
+package wire
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func Serve(f core.StrategyFactory, opts ServeOptions) {
 		},
 		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize),
-				grpc.InitialWindowSize(flowWindow), grpc.InitialConnWindowSize(flowWindow),
+				grpc.InitialWindowSize(FlowWindow), grpc.InitialConnWindowSize(FlowWindow),
 				grpc.ReadBufferSize(1<<20), grpc.WriteBufferSize(1<<20))...)
 		},
 		Logger: opts.Logger,
@@ -174,7 +174,7 @@ func (sv *server) batchCall(hook string, b *pb.Batch, f func(s core.Strategy, in
 	if err != nil {
 		return err
 	}
-	info, r, err := decodeBatch(b)
+	info, r, err := DecodeBatch(b)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -366,7 +366,7 @@ func (sv *server) LoadState(_ context.Context, st *pb.State) (*pb.LoadStateRespo
 	return &pb.LoadStateResponse{}, nil
 }
 
-func sortedMetricNames(m map[string]float64) []string {
+func SortedMetricNames(m map[string]float64) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)

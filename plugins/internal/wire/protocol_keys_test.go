@@ -1,4 +1,4 @@
-package plugins
+package wire
 
 import (
 	"strings"
@@ -15,14 +15,14 @@ func TestBatchKeys(t *testing.T) {
 		return core.Sequence{Response: []int32{1}, LogProbs: []float64{-1}, AnswerKey: ans, SolutionKey: sol}
 	}
 	r := &core.Rollout{Seqs: []core.Sequence{seq("24", "3*8"), seq("23", ""), seq("", "")}}
-	b, err := encodeBatch(core.StepInfo{}, r, core.Needs{})
+	b, err := EncodeBatch(core.StepInfo{}, r, core.Needs{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(b.AnswerKey, ",") != "24,23," || strings.Join(b.SolutionKey, ",") != "3*8,," {
 		t.Fatalf("sent answer keys %q, solution keys %q", b.AnswerKey, b.SolutionKey)
 	}
-	_, got, err := decodeBatch(b)
+	_, got, err := DecodeBatch(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,12 +33,12 @@ func TestBatchKeys(t *testing.T) {
 	}
 
 	none := &core.Rollout{Seqs: []core.Sequence{seq("", ""), seq("", "")}}
-	if b, err := encodeBatch(core.StepInfo{}, none, core.Needs{}); err != nil || b.AnswerKey != nil || b.SolutionKey != nil {
+	if b, err := EncodeBatch(core.StepInfo{}, none, core.Needs{}); err != nil || b.AnswerKey != nil || b.SolutionKey != nil {
 		t.Errorf("no keys: sent %q %q (%v)", b.GetAnswerKey(), b.GetSolutionKey(), err)
 	}
 
 	b.SolutionKey = b.SolutionKey[:2]
-	if _, _, err := decodeBatch(b); err == nil || !strings.Contains(err.Error(), "solution_key has 2 entries for 3 sequences") {
+	if _, _, err := DecodeBatch(b); err == nil || !strings.Contains(err.Error(), "solution_key has 2 entries for 3 sequences") {
 		t.Errorf("short solution_key: %v", err)
 	}
 }

@@ -1,5 +1,5 @@
-// Package outcomeucb implements historical outcome-based exploration,
-// registered as strategy "outcome_ucb": Song, Kempe and Munos 2025,
+// Package outcomeucb implements outcome-based exploration, registered as
+// strategy "outcome_ucb": Song, Kempe and Munos 2025,
 // "Outcome-based Exploration for LLM Reasoning", arXiv 2509.06941. The
 // bonus depends only on a response's final answer, not on its reasoning:
 // answers rarely seen for a problem are paid more, UCB style.
@@ -7,8 +7,18 @@
 // For response i to problem q whose final answer, as the verifier extracts
 // and normalises it, is a (Sequence.AnswerKey):
 //
+//	mode historical (default):
 //	N(q, a) = the responses to q with answer a over all earlier steps plus this one
-//	bonus_i = w_t * beta / sqrt(N(q, a))
+//	bonus_i = w_t * beta * (1/sqrt(N(q, a)) - b0)
+//
+//	mode batch, for response i of a group of n responses to one prompt:
+//	bonus_i = -w_t * beta * (1/n) * #{j != i in the group : a_j = a_i}
+//
+// b0 (default 0) is the constant baseline of the paper's "UCB-Con"
+// variant; 1/sqrt(N) = min(1, 1/sqrt(N)) because N >= 1. The batch form
+// is as a third-party summary of the paper transcribes it
+// (b_batch,i = -(1/n) sum_{j != i} 1{a_i = a_j}); we could not read it
+// in the paper itself.
 //
 // Our readings and choices (docs/algorithms.md): "plus this one" counts
 // every response of the current step before any bonus, so the responses of
@@ -19,11 +29,14 @@
 // batch). The counts persist across steps and in checkpoints. beta
 // defaults to 0.1: the SimHash baseline at beta 1 collapsed GRPO on the
 // countdown testbed (docs/results/paper-countdown), and the paper's value
-// was not available to us. The paper's second form, batch exploration
-// (penalising answers repeated within a batch), is not implemented:
-// `mode: batch` is refused by name.
+// was not available to us. Both forms are paid as reward bonuses, before
+// the algorithm's advantage estimator (the paper's objective adds c*b
+// beside the advantage; this strategy is a reward hook, as the issue that
+// asked for it says). In batch mode a response with no answer gets 0 and
+// matches nothing, and nothing is counted across steps.
 //
-// Config keys: beta (> 0, default 0.1), mode (historical; batch is refused),
+// Config keys: beta (> 0, default 0.1), mode (historical or batch), b0
+// (historical only; finite, >= 0, default 0),
 // and the entry's weight (a schedule,
 // default constant 1), which the trainer applies to what the strategy
 // returns.
@@ -47,11 +60,16 @@ func init() {
 	core.RegisterStrategy("outcome_ucb", New)
 }
 
-// OutcomeUCB is the historical outcome bonus. It is Stateful: the counts
+// OutcomeUCB is the outcome bonus. It is Stateful: the historical counts
 // are saved in checkpoints. Not safe for concurrent use.
 type OutcomeUCB struct {
-	// Beta scales the bonus beta / sqrt(N).
+	// Beta scales the bonus.
 	Beta float64
+	// Batch selects the batch form (a penalty for answers repeated within a
+	// group) instead of the historical count bonus.
+	Batch bool
+	// B0 is the historical bonus's constant baseline.
+	B0 float64
 
 	counts map[string]map[string]int // problem -> answer -> N
 }
@@ -62,7 +80,11 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 	s := &OutcomeUCB{Beta: p.Float("beta", 0.1), counts: map[string]map[string]int{}}
 	p.Check(s.Beta > 0 && !math.IsInf(s.Beta, 0), "beta", "must be a finite number > 0, got %v", s.Beta)
 	mode := p.String("mode", "historical")
-	p.Check(mode == "historical", "mode", "%q is not implemented (only historical: the paper's batch exploration formula was not available to us)", mode)
+	p.Check(mode == "historical" || mode == "batch", "mode", "must be historical or batch, got %q", mode)
+	s.Batch = mode == "batch"
+	s.B0 = p.Float("b0", 0)
+	p.Check(s.B0 >= 0 && !math.IsInf(s.B0, 0), "b0", "must be a finite number >= 0, got %v", s.B0)
+	p.Check(!s.Batch || s.B0 == 0, "b0", "applies to mode historical only")
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
@@ -83,10 +105,14 @@ func problemKey(q *core.Sequence) string {
 	return "group:" + strconv.Itoa(q.Group)
 }
 
-// RewardBonus counts this step's (problem, answer) pairs, then returns
-// w_t * beta / sqrt(N) for every response with an answer and 0 for one
-// without.
+// RewardBonus returns the batch penalty in batch mode; otherwise it counts
+// this step's (problem, answer) pairs, then returns
+// beta * (1/sqrt(N) - b0) for every response with an answer and 0 for one
+// without. The trainer applies w_t.
 func (s *OutcomeUCB) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
+	if s.Batch {
+		return s.batchBonus(r), nil
+	}
 	for i := range r.Seqs {
 		q := &r.Seqs[i]
 		if q.AnswerKey == "" {
@@ -102,14 +128,60 @@ func (s *OutcomeUCB) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64
 	for i := range r.Seqs {
 		q := &r.Seqs[i]
 		if q.AnswerKey != "" {
-			out[i] = s.Beta / math.Sqrt(float64(s.counts[problemKey(q)][q.AnswerKey]))
+			out[i] = s.Beta * (1/math.Sqrt(float64(s.counts[problemKey(q)][q.AnswerKey])) - s.B0)
 		}
 	}
 	return out, nil
 }
 
-// Observe reports the pairs seen and the answers per problem.
+// batchBonus is -beta * (1/n) * (the other responses of i's group with i's
+// answer), n the group's size.
+func (s *OutcomeUCB) batchBonus(r *core.Rollout) []float64 {
+	size := map[int]int{}
+	same := map[int]map[string]int{}
+	for i := range r.Seqs {
+		q := &r.Seqs[i]
+		size[q.Group]++
+		if q.AnswerKey == "" {
+			continue
+		}
+		if same[q.Group] == nil {
+			same[q.Group] = map[string]int{}
+		}
+		same[q.Group][q.AnswerKey]++
+	}
+	out := make([]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		q := &r.Seqs[i]
+		if q.AnswerKey != "" {
+			out[i] = -s.Beta * float64(same[q.Group][q.AnswerKey]-1) / float64(size[q.Group])
+		}
+	}
+	return out
+}
+
+// Observe reports the pairs seen and the answers per problem (historical),
+// or the mean number of distinct answers per group (batch).
 func (s *OutcomeUCB) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
+	if s.Batch {
+		distinct := map[int]map[string]bool{}
+		for _, q := range r.Seqs {
+			if distinct[q.Group] == nil {
+				distinct[q.Group] = map[string]bool{}
+			}
+			if q.AnswerKey != "" {
+				distinct[q.Group][q.AnswerKey] = true
+			}
+		}
+		if len(distinct) == 0 {
+			return nil, nil
+		}
+		total := 0
+		for _, d := range distinct {
+			total += len(d)
+		}
+		return map[string]float64{"outcome_ucb/distinct_answers_per_group": float64(total) / float64(len(distinct))}, nil
+	}
 	pairs := 0
 	for _, a := range s.counts {
 		pairs += len(a)

@@ -78,7 +78,9 @@ func TestKeys(t *testing.T) {
 		want string
 	}{
 		{map[string]any{"beta": 0.0}, "strategies[0].beta: must be a finite number > 0"},
-		{map[string]any{"mode": "batch"}, `strategies[0].mode: "batch" is not implemented`},
+		{map[string]any{"mode": "episodic"}, `strategies[0].mode: must be historical or batch, got "episodic"`},
+		{map[string]any{"b0": -0.1}, "strategies[0].b0: must be a finite number >= 0"},
+		{map[string]any{"mode": "batch", "b0": 0.5}, "strategies[0].b0: applies to mode historical only"},
 		{map[string]any{"bits": 3}, "strategies[0].bits: unknown key"},
 	} {
 		if _, err := core.NewStrategy("outcome_ucb", core.NewParams("strategies[0]", c.m), nil); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -87,8 +89,60 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+// UCB-Con by hand: beta 0.5, b0 0.5. Answers 4, 4, 5 to p: N(p,4) = 2
+// gives 0.5 * (1/sqrt2 - 0.5) = 0.10355339059327379, N(p,5) = 1 gives
+// 0.5 * (1 - 0.5) = 0.25. Three more 4s at the next step: N(p,4) = 5,
+// 0.5 * (1/sqrt5 - 0.5) = -0.02639320225002102 (seen more than 4 times:
+// negative).
+func TestBaselineByHand(t *testing.T) {
+	s := build(t, map[string]any{"beta": 0.5, "b0": 0.5})
+	seq := func(a string) core.Sequence { return core.Sequence{ProblemID: "p", AnswerKey: a, Response: []int32{1}} }
+	got, _ := s.RewardBonus(core.StepInfo{}, &core.Rollout{Seqs: []core.Sequence{seq("4"), seq("4"), seq("5")}})
+	for i, want := range []float64{0.10355339059327379, 0.10355339059327379, 0.25} {
+		if math.Abs(got[i]-want) > 1e-15 {
+			t.Errorf("step 0 seq %d: %v, want %v", i, got[i], want)
+		}
+	}
+	got, _ = s.RewardBonus(core.StepInfo{Step: 1}, &core.Rollout{Seqs: []core.Sequence{seq("4"), seq("4"), seq("4")}})
+	for i := range got {
+		if math.Abs(got[i]-(-0.02639320225002102)) > 1e-15 {
+			t.Errorf("step 1 seq %d: %v, want -0.02639320225002102", i, got[i])
+		}
+	}
+}
+
+// The batch form by hand, beta 0.4. Group 0 (n = 5) answers 4, 4, 4, 7
+// and nothing: each 4 has two others, -0.4 * 2/5 = -0.16; the 7 has none,
+// 0; no answer, 0. Group 1 (n = 2) answers 4, 4: -0.4 * 1/2 = -0.2 (the 4s
+// of group 0 do not count: the batch is the prompt's group). Nothing is
+// remembered: the same rollout again gets the same penalties.
+func TestBatchByHand(t *testing.T) {
+	s := build(t, map[string]any{"beta": 0.4, "mode": "batch"})
+	seq := func(g int, a string) core.Sequence {
+		return core.Sequence{Group: g, ProblemID: "p", AnswerKey: a, Response: []int32{1}}
+	}
+	r := &core.Rollout{Seqs: []core.Sequence{seq(0, "4"), seq(1, "4"), seq(0, "4"), seq(0, "7"), seq(0, ""), seq(1, "4"), seq(0, "4")}}
+	want := []float64{-0.16, -0.2, -0.16, 0, 0, -0.2, -0.16}
+	for step := range 2 {
+		got, err := s.RewardBonus(core.StepInfo{Step: step}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if math.Abs(got[i]-want[i]) > 1e-15 {
+				t.Errorf("step %d seq %d: %v, want %v", step, i, got[i], want[i])
+			}
+		}
+	}
+	// Distinct answers: group 0 has {4, 7}, group 1 {4}: mean 1.5.
+	if m, _ := s.Observe(core.StepInfo{}, r); m["outcome_ucb/distinct_answers_per_group"] != 1.5 {
+		t.Errorf("metrics %v", m)
+	}
+}
+
 // The strategy contract (core/strategytest), on rollouts with repeating
-// answers.
+// answers, in both modes.
 func TestConformance(t *testing.T) {
 	strategytest.Run(t, func() core.Strategy { return build(t, map[string]any{"beta": 0.3}) }, strategytest.Options{Seed: 3, Steps: 4})
+	strategytest.Run(t, func() core.Strategy { return build(t, map[string]any{"beta": 0.3, "mode": "batch"}) }, strategytest.Options{Seed: 3, Steps: 4})
 }

@@ -250,3 +250,24 @@ func MemoryLimit() (float64, string, error) {
 	}
 	return v * 1e9, MemoryLimitEnv, nil
 }
+
+// MemoryHelp is the memory paragraph of cde-run train --help, with the estimate
+// of the embedded defaults.
+func MemoryHelp() string {
+	est := "unknown"
+	if cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}}); err == nil {
+		if e, err := EstimateConfig(cfg); err == nil {
+			est = e.String()
+		}
+	}
+	return `
+Memory: before it allocates anything, a run estimates its peak memory from
+the config (weights, gradients and optimiser state, the largest generation
+or training pass: KV caches, activations, logits), logs the estimate, and
+refuses to start when it exceeds this machine's memory (its cgroup limit
+when lower), naming the keys that drive it. ` + MemoryLimitEnv + `=N sets
+the limit to N GB, -1 turns the check off. For the embedded defaults:
+` + est + `.
+Upper bounds of the size keys: docs/config.md ("Memory").
+`
+}

@@ -61,8 +61,25 @@ func TestTrainFromGo(t *testing.T) {
 	if err := session.Train(context.Background(), session.TrainOptions{Resume: run, Log: zerolog.Nop()}); err != nil {
 		t.Fatal(err)
 	}
-	if rows := metricRows(t, run); len(rows) != 6 {
+	rows = metricRows(t, run)
+	if len(rows) != 6 {
 		t.Fatalf("%d rows after extending to 5 steps, want 6", len(rows))
+	}
+	// Eval of the run takes its config and newest checkpoint, and with the
+	// checkpoint's own seeds reproduces the final evaluation it logged.
+	res, err := session.Eval(context.Background(), session.EvalOptions{Run: run, SeedStep: -1, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged, ok := rows[5]["val/mean/avg@2"].(float64)
+	if !ok {
+		t.Fatalf("the final row has no val/mean/avg@2: %v", rows[5])
+	}
+	if filepath.Base(res.Checkpoint) != "step-000005" || res.SeedStep != 5 || res.Metrics["val/mean/avg@2"] != logged {
+		t.Errorf("eval: %s seeds of step %d avg@2 %v, want step-000005, 5 and the logged %v", res.Checkpoint, res.SeedStep, res.Metrics["val/mean/avg@2"], logged)
+	}
+	if _, err := session.Eval(context.Background(), session.EvalOptions{Run: filepath.Join(run, "missing"), Log: zerolog.Nop()}); err == nil {
+		t.Error("eval of a directory with no config.yaml: no error")
 	}
 	// The same directory is not reused for a new run.
 	if err := session.Train(context.Background(), o); err == nil || !strings.Contains(err.Error(), "already holds a run") {

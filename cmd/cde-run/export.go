@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/internal/cli"
 	"github.com/cde-rl/cde/session"
 )
 
@@ -38,7 +39,7 @@ func cmdExport(args []string) int {
 		fmt.Fprintln(os.Stderr, "cde-run export: --run and --out are required, --dtype is f32 or bf16")
 		return 2
 	}
-	if err := session.ExportHF(*run, *step, *out, dt, newLogger(os.Stderr, stderrIsTTY())); err != nil {
+	if err := session.ExportHF(*run, *step, *out, dt, cli.NewLogger(os.Stderr, cli.StderrIsTTY())); err != nil {
 		fmt.Fprintln(os.Stderr, "cde-run export:", err)
 		return 1
 	}

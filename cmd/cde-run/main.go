@@ -20,6 +20,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/cde-rl/cde/internal/cli"
 )
 
 const usage = `cde-run: RLVR training with pluggable exploration strategies
@@ -71,11 +73,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cde-run: unknown command %q\n\n%s", name, usage)
 		os.Exit(2)
 	}
-	args, level, err := takeLogLevel(os.Args[2:])
+	args, level, err := cli.TakeLogLevel(os.Args[2:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cde-run %s: %v\n", name, err)
 		os.Exit(2)
 	}
-	logLevel = level
+	cli.LogLevel = level
 	os.Exit(f(args))
 }

@@ -5,36 +5,16 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/core/strategytest"
+	"github.com/cde-rl/cde/internal/cli"
 	"github.com/cde-rl/cde/plugins"
 	"github.com/cde-rl/cde/plugins/skeleton"
 )
-
-const pluginsUsage = `usage: cde-run plugins check PATH [flags]
-       cde-run plugins new --lang python|go|node [--name NAME] [--python INTERPRETER] DIR
-
-new writes a working plugin skeleton into DIR (new or empty): a placeholder
-reward bonus and a metric, with its unit test, which plugins check passes as
-written. Python: NAME.py (executable; its shebang names --python, default
-the first python3 with grpc, google.protobuf and numpy), test_NAME.py and a
-copy of the SDK (cde_plugin/). Go: main.go and main_test.go, for a module
-that requires github.com/cde-rl/cde. Node: plugin.js, strategy.js,
-strategy.test.js, package.json (npm install) and cde_strategy.proto.
-docs/plugins.md walks through each.
-
-check starts the plugin at PATH, runs the strategy conformance kit against it
-(core/strategytest: Needs, Hooks, Undeclared, Determinism, State; every
-instance is a fresh plugin process) and prints a verdict. Exit status 0 when
-the plugin conforms, 1 when a check fails, 2 on usage errors.
-
-Flags:
-`
 
 // cmdPlugins implements `cde-run plugins check PATH`.
 func cmdPlugins(args []string) int {
@@ -48,7 +28,7 @@ func cmdPlugins(args []string) int {
 	startTimeout := fs.Duration("start-timeout", plugins.DefaultStartTimeout, "start and handshake deadline")
 	verbose := fs.Bool("v", false, "show the plugin's logs")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), pluginsUsage)
+		fmt.Fprint(fs.Output(), plugins.Usage)
 		fs.PrintDefaults()
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -104,44 +84,13 @@ func cmdPlugins(args []string) int {
 	}
 	log := zerolog.Nop()
 	if *verbose {
-		log = newLogger(os.Stderr, stderrIsTTY())
+		log = cli.NewLogger(os.Stderr, cli.StderrIsTTY())
 	}
 	cfg := plugins.Config{Path: path, Params: pm, ParamsPath: "params", Algorithm: algo, SHA256: *sum,
 		StartTimeout: *startTimeout, CallTimeout: *callTimeout, Log: log}
-	// Start one instance first: a plugin that does not start gets that
-	// error, not five failed checks.
-	first, err := plugins.Open(cfg)
-	if err != nil {
-		fmt.Printf("FAIL %s: %v\n", path, err)
+	if !plugins.Check(os.Stdout, cfg, strategytest.Options{Algorithm: *algoName, AlgorithmParams: ap, Steps: *steps}) {
 		return 1
 	}
-	pl, _ := plugins.Of(first)
-	fmt.Printf("plugin %s (%s): hooks %s, needs %+v\n", first.Name(), path, pl.Hooks(), first.Needs())
-	first.(core.Closer).Close()
-	newStrategy := func() core.Strategy {
-		s, err := plugins.Open(cfg)
-		if err != nil {
-			panic(err)
-		}
-		return s
-	}
-	opts := strategytest.Options{Algorithm: *algoName, AlgorithmParams: ap, Steps: *steps}
-	failed := 0
-	for _, c := range strategytest.Checks() {
-		start := time.Now()
-		err := c.Func(newStrategy, opts)
-		if err != nil {
-			failed++
-			fmt.Printf("  FAIL %-12s %s\n", c.Name, strings.ReplaceAll(err.Error(), "\n", "\n       "))
-			continue
-		}
-		fmt.Printf("  ok   %-12s %s\n", c.Name, time.Since(start).Round(time.Millisecond))
-	}
-	if failed > 0 {
-		fmt.Printf("FAIL: %s fails %d of %d conformance checks\n", path, failed, len(strategytest.Checks()))
-		return 1
-	}
-	fmt.Printf("PASS: %s conforms to the strategy contract (%d checks)\n", path, len(strategytest.Checks()))
 	return 0
 }
 
@@ -152,7 +101,7 @@ func cmdPluginsNew(args []string) int {
 	name := fs.String("name", "", "the strategy's name, metrics explore/NAME/... (default: DIR's base name)")
 	py := fs.String("python", "", "the interpreter a Python plugin's shebang names (default: the first python3 that imports grpc, google.protobuf and numpy)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), pluginsUsage)
+		fmt.Fprint(fs.Output(), plugins.Usage)
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after DIR.
@@ -186,13 +135,6 @@ func cmdPluginsNew(args []string) int {
 	for _, f := range files {
 		fmt.Println("wrote", f)
 	}
-	switch *lang {
-	case "python":
-		fmt.Printf("next: python3 -m unittest discover -s %s && cde-run plugins check %s\n", dir, files[0])
-	case "go":
-		fmt.Printf("next: go test ./%s && go build -o %s/plugin ./%s && cde-run plugins check %s/plugin\n", dir, dir, dir, dir)
-	case "node":
-		fmt.Printf("next: (cd %s && npm install && node --test) && cde-run plugins check %s\n", dir, files[0])
-	}
+	fmt.Println(skeleton.NextSteps(*lang, dir, files))
 	return 0
 }

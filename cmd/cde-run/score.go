@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/internal/cli"
 	"github.com/cde-rl/cde/tokenizer"
 )
 
@@ -64,7 +65,7 @@ func runScore(dir, engine, pjrtPlugin string, in io.Reader, out io.Writer) error
 		return err
 	}
 	defer m.Close()
-	return serveLines(in, out, func(line []byte) (any, error) {
+	return cli.ServeLines(in, out, func(line []byte) (any, error) {
 		var req struct{ Prompt, Response *string }
 		dec := json.NewDecoder(bytes.NewReader(line))
 		if err := dec.Decode(&req); err != nil {

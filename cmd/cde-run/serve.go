@@ -12,36 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cde-rl/cde/internal/cli"
 	"github.com/cde-rl/cde/serve"
 )
-
-const serveHelp = `usage: cde-run serve (--model DIR | --checkpoint DIR [--step N]) [--addr HOST:PORT] [--reload-dir DIR]
-
-Serves a policy over HTTP with the subset of the OpenAI-compatible API that
-vLLM serves and RL trainers use: /v1/completions (token-id or text prompts,
-n, temperature, max_tokens, stop_token_ids, logprobs, seed),
-/v1/chat/completions (messages rendered with the model's chat template, so
-an ordinary OpenAI client works) and SGLang's POST /update_weights_from_disk,
-so a trainer can generate on other processes (rollout.servers) and push new
-weights to them. Fields it cannot honour are refused (400), never ignored.
-
---model is a Hugging Face model directory (config.json, safetensors weights,
-tokenizer.json, tokenizer_config.json). --checkpoint is cde's: a run
-directory (its newest complete checkpoint, or --step N), one of its
-checkpoints/step-N directories, or a directory holding a policy.gob of cde's
-own transformer (character tokenizer). A run is served from any working
-directory: its tokenizer and model directory, when relative, are looked for
-from here and then from each directory above the run; its training data is
-not read.
-
-It listens on 127.0.0.1 unless --addr names another host (then it warns).
-Weight reload is off unless --reload-dir and a token (--token or
-CDE_SERVE_TOKEN) are both given; a reload must carry "Authorization: Bearer
-TOKEN" and name that directory, the only one it reads. Once ready it prints
-"listening on http://HOST:PORT" on stdout; logs go to stderr; SIGINT or
-SIGTERM stops it after the requests in progress. Endpoints: docs/serve.md.
-
-`
 
 func cmdServe(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,7 +41,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&o.MaxRows, "max-batch", 4096, "largest prompts x n per request")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "longest one completions request may take, waiting included; past it generation stops and the answer is 503")
 	fs.IntVar(&o.MaxQueue, "max-queue", 64, "completions requests that may wait behind the running one; one more is answered 429 with Retry-After")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), serveHelp); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), serve.Help); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -85,7 +58,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if o.Name == "" {
 		o.Name = filepath.Base(filepath.Clean(lo.Model + lo.Checkpoint))
 	}
-	log := newLogger(stderr, false)
+	log := cli.NewLogger(stderr, false)
 	o.Log = log
 	lo.Log = log
 	err := func() error {

@@ -6,20 +6,21 @@ import (
 	"os"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/cli"
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/trainer"
 	"github.com/rs/zerolog"
 )
 
 func cmdShape(args []string) int {
-	fs := newFlagSet("shape", "shape --config FILE --in ROLLOUT.json [--set key=value]...")
-	var cf configFlags
-	cf.register(fs)
+	fs := cli.NewFlagSet("shape", "shape --config FILE --in ROLLOUT.json [--set key=value]...")
+	var cf cli.ConfigFlags
+	cf.Register(fs)
 	in := fs.String("in", "", "rollout file (DESIGN section 4), e.g. from train --dump-rollouts")
-	if code, done := parse(fs, args); done {
+	if code, done := cli.Parse(fs, args); done {
 		return code
 	}
-	cfg, err := cf.load()
+	cfg, err := cf.Load()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cde-run shape:", err)
 		return 1

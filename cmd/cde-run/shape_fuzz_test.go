@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/cli"
 	"github.com/cde-rl/cde/internal/fuzzlimit"
 	"github.com/cde-rl/cde/trainer"
 )
@@ -44,8 +45,8 @@ func FuzzShape(f *testing.F) {
 		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
 			f.Fatal(err)
 		}
-		cf := configFlags{file: p}
-		cfg, err := cf.load()
+		cf := cli.ConfigFlags{File: p}
+		cfg, err := cf.Load()
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -177,3 +177,17 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// NextSteps is what to run after Write made a lang plugin in dir: its
+// tests, then cde-run plugins check. files is what Write returned.
+func NextSteps(lang, dir string, files []string) string {
+	switch lang {
+	case "python":
+		return fmt.Sprintf("next: python3 -m unittest discover -s %s && cde-run plugins check %s", dir, files[0])
+	case "go":
+		return fmt.Sprintf("next: go test ./%s && go build -o %s/plugin ./%s && cde-run plugins check %s/plugin", dir, dir, dir, dir)
+	case "node":
+		return fmt.Sprintf("next: (cd %s && npm install && node --test) && cde-run plugins check %s", dir, files[0])
+	}
+	return ""
+}

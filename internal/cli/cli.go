@@ -238,6 +238,7 @@ func ServeLines(in io.Reader, out io.Writer, answer func(line []byte) (any, erro
 		}
 	}
 }
+
 // StdinIsTTY reports whether stdin is a terminal.
 func StdinIsTTY() bool { return isatty.IsTerminal(os.Stdin.Fd()) }
 

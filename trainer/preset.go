@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cde-rl/cde/core"
@@ -87,7 +88,7 @@ func applyPreset(raw map[string]any, userSet map[string]bool) ([]string, error) 
 		set = append(set, "train.loss_agg_mode")
 	}
 	algo, _ := raw["algorithm"].(map[string]any)
-	if algo != nil && algo["name"] == "ppo" && !isSet("train.critic_warmup") {
+	if criticAlgorithm(algo) && !isSet("train.critic_warmup") {
 		train["critic_warmup"] = 10
 		set = append(set, "train.critic_warmup")
 	}
@@ -123,4 +124,22 @@ func anyStairs(st [][]any) []any {
 		out[i] = append([]any(nil), s...)
 	}
 	return out
+}
+
+// criticAlgorithm reports whether the algorithm entry names a registered
+// algorithm that trains a critic (the paper's critic warm-up applies to
+// it). An unknown name or bad keys report false: decodeConfig names them.
+func criticAlgorithm(entry map[string]any) bool {
+	name, _ := entry["name"].(string)
+	if !slices.Contains(core.Algorithms(), name) {
+		return false
+	}
+	params := map[string]any{}
+	for k, v := range entry {
+		if k != "name" {
+			params[k] = v
+		}
+	}
+	a, err := core.NewAlgorithm(name, core.NewParams("algorithm", params))
+	return err == nil && a.NeedsCritic()
 }

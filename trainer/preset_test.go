@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	_ "github.com/cde-rl/cde/algos/grpo" // no critic: no warm-up
+	_ "github.com/cde-rl/cde/algos/ppo"  // a critic: the paper's warm-up
 )
 
 // The paper preset fills the keys left at their defaults with the paper's

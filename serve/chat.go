@@ -46,7 +46,12 @@ func readChat(r io.Reader, m *Model, o Options) (*completionRequest, *apiError) 
 	if aerr != nil {
 		return nil, aerr
 	}
-	ids, aerr := encodeWith(m, "messages (rendered with the chat template)", m.Template.Render(msgs), -1)
+	tpl, aerr := templateFor(m.Template, value(f, "chat_template_kwargs"))
+	if aerr != nil {
+		return nil, aerr
+	}
+	delete(f, "chat_template_kwargs")
+	ids, aerr := encodeWith(m, "messages (rendered with the chat template)", tpl.Render(msgs), -1)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -196,4 +201,33 @@ func (s *Server) chatResponse(req *completionRequest, gens []core.Generation) ch
 		resp.Choices[i] = cc
 	}
 	return resp
+}
+
+// templateFor is the model's template with a request's chat_template_kwargs
+// applied (vLLM's field): only enable_thinking, and only for a template
+// with Qwen3's thinking switch. Without the field the model's own setting
+// holds (for a Hugging Face model directory, the template's default,
+// thinking on; for a run, its task.enable_thinking).
+func templateFor(tpl tasks.ChatTemplate, raw json.RawMessage) (tasks.ChatTemplate, *apiError) {
+	if raw == nil {
+		return tpl, nil
+	}
+	var kw map[string]json.RawMessage
+	if json.Unmarshal(raw, &kw) != nil || kw == nil {
+		return tpl, badRequest("chat_template_kwargs: want a JSON object, got %s", short(raw))
+	}
+	for k, v := range kw {
+		if k != "enable_thinking" {
+			return tpl, badRequest("chat_template_kwargs.%s: not supported (cde renders built-in templates; only enable_thinking is)", k)
+		}
+		var on bool
+		if json.Unmarshal(v, &on) != nil {
+			return tpl, badRequest("chat_template_kwargs.enable_thinking: want true or false, got %s", short(v))
+		}
+		if tpl.Name != tasks.ChatQwen3 {
+			return tpl, badRequest("chat_template_kwargs.enable_thinking: the model's chat template (%s) has no thinking switch", tpl.Name)
+		}
+		tpl.EnableThinking = on
+	}
+	return tpl, nil
 }

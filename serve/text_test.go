@@ -127,6 +127,23 @@ func TestTextAndChatPrompts(t *testing.T) {
 	if err := json.Unmarshal(out, &chat); err != nil || chat.Choices[0].FinishReason == "length" && chat.Usage.CompletionTokens != 48 {
 		t.Fatalf("chat without max_tokens: %s", out)
 	}
+	// vLLM's chat_template_kwargs: enable_thinking false adds Qwen3's
+	// empty thinking block (<think> \n\n </think> \n\n, ids 151667, 271,
+	// 151668, 271, as its template renders it for enable_thinking=False);
+	// true is the template's default.
+	noThink := append(append([]int32{}, chatRef...), 151667, 271, 151668, 271)
+	for _, c := range []struct {
+		kwargs string
+		ids    []int32
+	}{{`{"enable_thinking": false}`, noThink}, {`{"enable_thinking": true}`, chatRef}} {
+		status, out = post(t, ts.URL, "/v1/chat/completions",
+			`{"messages": [{"role": "user", "content": "What is 2+2?"}], "max_tokens": 4, "seed": 11, "temperature": 0.9, "chat_template_kwargs": `+c.kwargs+`}`)
+		ref := complete(t, ts.URL, `{"prompt": [`+idList(c.ids)+`], "max_tokens": 4, "seed": 11, "temperature": 0.9}`)
+		if err := json.Unmarshal(out, &chat); status != http.StatusOK || err != nil || chat.Usage.PromptTokens != len(c.ids) ||
+			chat.Choices[0].Message.Content != ref.Choices[0].Text {
+			t.Fatalf("chat_template_kwargs %s: %d %s, want %d prompt tokens and the reply %q", c.kwargs, status, out, len(c.ids), ref.Choices[0].Text)
+		}
+	}
 }
 
 // Bad text prompts and chats are 400s naming the field.
@@ -152,6 +169,9 @@ func TestTextAndChatErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "tools": []}`, "tools: not supported"},
 		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "prompt": [1]}`, "prompt: not supported"},
 		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "` + long + `"}]}`, "no new token would fit"},
+		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]}`, "chat_template_kwargs: want a JSON object"},
+		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"tools": 1}}`, "chat_template_kwargs.tools: not supported"},
+		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": "no"}}`, "chat_template_kwargs.enable_thinking: want true or false"},
 	} {
 		status, out := post(t, ts.URL, c.path, c.body)
 		if status != http.StatusBadRequest || !strings.Contains(string(out), c.want) {
@@ -193,5 +213,19 @@ func TestTokenizerLargerThanVocab(t *testing.T) {
 	_, aerr := encodeText(m, 0, "1z")
 	if aerr == nil || !strings.Contains(aerr.msg, fmt.Sprintf("token 2 of its tokenization is id %d, past the model's vocabulary of 40", hi)) {
 		t.Fatalf("err %v", aerr)
+	}
+}
+
+// enable_thinking is Qwen3's alone: another template refuses it by name.
+func TestTemplateForNoSwitch(t *testing.T) {
+	for _, name := range []string{tasks.ChatML, tasks.ChatLlama3} {
+		_, aerr := templateFor(tasks.ChatTemplate{Name: name}, json.RawMessage(`{"enable_thinking": false}`))
+		if aerr == nil || aerr.status != http.StatusBadRequest || !strings.Contains(aerr.msg, "("+name+") has no thinking switch") {
+			t.Errorf("%s: %+v", name, aerr)
+		}
+	}
+	tpl, aerr := templateFor(tasks.ChatTemplate{Name: tasks.ChatQwen3, EnableThinking: true}, nil)
+	if aerr != nil || !tpl.EnableThinking {
+		t.Errorf("no kwargs: %+v %+v", tpl, aerr)
 	}
 }

@@ -30,10 +30,16 @@ const (
 	//	{bos}<|start_header_id|>{role}<|end_header_id|>\n\n{trimmed content}<|eot_id|>
 	//	... <|start_header_id|>assistant<|end_header_id|>\n\n
 	ChatLlama3 = "llama3"
+	// ChatQwen3 is ChatML with Qwen3's thinking switch: with
+	// EnableThinking false the generation prompt is followed by an empty
+	// thinking block, "<think>\n\n</think>\n\n", as Qwen3's template
+	// writes for enable_thinking=False (the model then answers without
+	// reasoning first).
+	ChatQwen3 = "qwen3"
 )
 
 // ChatTemplateNames lists the built-in templates.
-var ChatTemplateNames = []string{ChatML, ChatLlama3, ChatNone}
+var ChatTemplateNames = []string{ChatML, ChatQwen3, ChatLlama3, ChatNone}
 
 // ChatTemplate renders a conversation as the prompt text a chat model was
 // trained on, ending with the generation prompt (the opening of the
@@ -48,6 +54,11 @@ type ChatTemplate struct {
 	// writes first, as the Llama-3 template does with bos_token
 	// ("<|begin_of_text|>"); empty for the other templates.
 	BOS string
+	// EnableThinking is Qwen3's enable_thinking (ChatQwen3 only): true,
+	// the template's own default, leaves the generation prompt open for
+	// the model's reasoning; false closes an empty thinking block first.
+	// The math task sets it from task.enable_thinking (default false).
+	EnableThinking bool
 }
 
 // ParseChatTemplate returns the built-in template called name.
@@ -55,6 +66,8 @@ func ParseChatTemplate(name string) (ChatTemplate, error) {
 	switch name {
 	case ChatML, ChatNone:
 		return ChatTemplate{Name: name}, nil
+	case ChatQwen3:
+		return ChatTemplate{Name: name, EnableThinking: true}, nil
 	case ChatLlama3:
 		return ChatTemplate{Name: name, BOS: "<|begin_of_text|>"}, nil
 	}
@@ -71,7 +84,7 @@ func ParseChatTemplate(name string) (ChatTemplate, error) {
 func (c ChatTemplate) Render(msgs []Message) string {
 	var b strings.Builder
 	switch c.Name {
-	case ChatML:
+	case ChatML, ChatQwen3:
 		for _, m := range msgs {
 			if m.Role == "system" && m.Content == "" {
 				continue
@@ -79,6 +92,9 @@ func (c ChatTemplate) Render(msgs []Message) string {
 			b.WriteString("<|im_start|>" + m.Role + "\n" + m.Content + "<|im_end|>\n")
 		}
 		b.WriteString("<|im_start|>assistant\n")
+		if c.Name == ChatQwen3 && !c.EnableThinking {
+			b.WriteString("<think>\n\n</think>\n\n")
+		}
 	case ChatLlama3:
 		b.WriteString(c.BOS)
 		for _, m := range msgs {
@@ -113,7 +129,8 @@ func pyIsSpace(r rune) bool { return unicode.IsSpace(r) || 0x1c <= r && r <= 0x1
 func (c ChatTemplate) IncludesBOS() bool { return c.BOS != "" }
 
 // DetectChatTemplate recognises the chat_template of dir/tokenizer_config.json:
-// the Qwen2/Qwen3 ChatML template (it writes "<|im_start|>") and the Llama-3
+// the Qwen2/Qwen3 ChatML template (it writes "<|im_start|>"; ChatQwen3 when
+// it reads enable_thinking, with the template's default, thinking on) and the Llama-3
 // Instruct template (it writes "<|start_header_id|>"). A file without
 // tokenizer_config.json or without a chat_template (a base model) gives
 // ChatNone. A template it does not recognise, or one whose rendering of a
@@ -189,6 +206,9 @@ func detectTemplate(src, bos, path string) (ChatTemplate, error) {
 	case chatml:
 		if strings.Contains(src, "You are Qwen") || strings.Contains(src, "You are a helpful assistant") {
 			return fail("writes a default system prompt (as Qwen2.5's does), which the built-in chatml template does not")
+		}
+		if strings.Contains(src, "enable_thinking") {
+			return ChatTemplate{Name: ChatQwen3, EnableThinking: true}, nil
 		}
 		return ChatTemplate{Name: ChatML}, nil
 	case llama:

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ func TestChatGolden(t *testing.T) {
 	}
 	var cases []struct {
 		Template string    `json:"template"`
+		Thinking *bool     `json:"enable_thinking"`
 		Messages []Message `json:"messages"`
 		Text     string    `json:"text"`
 	}
@@ -29,12 +31,17 @@ func TestChatGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := tpl.Render(c.Messages); got != c.Text {
-			t.Errorf("case %d (%s, %q):\n got %q\nwant %q", i, c.Template, c.Messages, got, c.Text)
+		name := c.Template
+		if c.Thinking != nil {
+			tpl.EnableThinking = *c.Thinking
+			name += fmt.Sprintf(" enable_thinking=%v", *c.Thinking)
 		}
-		count[c.Template]++
+		if got := tpl.Render(c.Messages); got != c.Text {
+			t.Errorf("case %d (%s, %q):\n got %q\nwant %q", i, name, c.Messages, got, c.Text)
+		}
+		count[name]++
 	}
-	if count[ChatML] < 10 || count[ChatLlama3] < 10 {
+	if count[ChatML] < 10 || count[ChatLlama3] < 10 || count["qwen3 enable_thinking=false"] < 10 || count["qwen3 enable_thinking=true"] < 10 {
 		t.Fatalf("golden file too small: %v", count)
 	}
 }
@@ -61,7 +68,7 @@ func TestChatRenderNone(t *testing.T) {
 
 func TestParseChatTemplateUnknown(t *testing.T) {
 	_, err := ParseChatTemplate("jinja")
-	if err == nil || !strings.Contains(err.Error(), `"jinja"`) || !strings.Contains(err.Error(), "chatml, llama3, none") {
+	if err == nil || !strings.Contains(err.Error(), `"jinja"`) || !strings.Contains(err.Error(), "chatml, qwen3, llama3, none") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -84,7 +91,7 @@ func TestDetectChatTemplate(t *testing.T) {
 		want    ChatTemplate
 		wantErr string
 	}{
-		{"qwen3", filepath.Join("..", "tokenizer", "testdata", "qwen3"), ChatTemplate{Name: ChatML}, ""},
+		{"qwen3", filepath.Join("..", "tokenizer", "testdata", "qwen3"), ChatTemplate{Name: ChatQwen3, EnableThinking: true}, ""},
 		{"no config", t.TempDir(), ChatTemplate{Name: ChatNone}, ""},
 		{"no template", writeTokConfig(t, map[string]any{"bos_token": "<s>"}), ChatTemplate{Name: ChatNone}, ""},
 		{"null template", writeTokConfig(t, map[string]any{"chat_template": nil}), ChatTemplate{Name: ChatNone}, ""},

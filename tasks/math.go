@@ -26,7 +26,8 @@ import (
 //	answer_key        answer field, dotted for nested        default auto
 //	tokenizer         "char" or a model directory holding    default char
 //	                  tokenizer.json (tokenizer_config.json)
-//	chat_template     auto | chatml | llama3 | none          default auto
+//	chat_template     auto | chatml | qwen3 | llama3 | none  default auto
+//	enable_thinking   Qwen3's thinking switch (qwen3 only)   default false
 //	system_prompt     system message ("" for none)           default ""
 //	prompt_template   "", "dapo" or text holding {problem}   default ""
 //	                  once: wraps the last user message (an
@@ -38,6 +39,11 @@ import (
 //
 // chat_template auto reads the model directory's tokenizer_config.json
 // (DetectChatTemplate); with the character tokenizer it is none.
+// enable_thinking false (the default, for RLVR on prompts that ask for no
+// reasoning block) renders Qwen3's empty thinking block after the
+// generation prompt, as its template does for enable_thinking=False; true
+// leaves the prompt open for the model's reasoning. Set true with a
+// template other than qwen3 is an error.
 type Math struct {
 	Train    []core.Problem
 	evals    []core.EvalSet
@@ -89,6 +95,7 @@ func NewMath(p *core.Params) (*Math, error) {
 	tokName := p.String("tokenizer", "char")
 	p.Check(tokName != "", "tokenizer", `want "char" or a model directory`)
 	tplName := p.String("chat_template", "auto")
+	thinking := p.Bool("enable_thinking", false)
 	system := p.String("system_prompt", "")
 	suffix := p.String("prompt_suffix", "")
 	tplText := promptTemplate(p, "")
@@ -117,7 +124,7 @@ func NewMath(p *core.Params) (*Math, error) {
 
 	// Tokenizer and template.
 	var err error
-	if t.tok, t.template, err = mathTokenizer(p, tokName, tplName, eosText); err != nil {
+	if t.tok, t.template, err = mathTokenizer(p, tokName, tplName, eosText, thinking); err != nil {
 		return nil, err
 	}
 
@@ -200,8 +207,9 @@ func NewMath(p *core.Params) (*Math, error) {
 
 // mathTokenizer builds the math task's tokenizer (tokName: "char" or a
 // model directory, with eos_token eosText) and chat template (tplName:
-// auto or a built-in name); p names the keys in errors.
-func mathTokenizer(p *core.Params, tokName, tplName, eosText string) (core.Tokenizer, ChatTemplate, error) {
+// auto or a built-in name, with Qwen3's enable_thinking); p names the keys
+// in errors.
+func mathTokenizer(p *core.Params, tokName, tplName, eosText string, thinking bool) (core.Tokenizer, ChatTemplate, error) {
 	var tok core.Tokenizer
 	if tokName == "char" {
 		tok = NewCharTokenizer()
@@ -244,6 +252,12 @@ func mathTokenizer(p *core.Params, tokName, tplName, eosText string) (core.Token
 			return nil, ChatTemplate{}, fmt.Errorf("config: %s (auto): %w", keyPath(p, "chat_template"), err)
 		}
 	}
+	switch {
+	case template.Name == ChatQwen3:
+		template.EnableThinking = thinking
+	case thinking:
+		return nil, ChatTemplate{}, fmt.Errorf("config: %s: true needs Qwen3's thinking switch (chat_template qwen3), but the template is %s", keyPath(p, "enable_thinking"), template.Name)
+	}
 	if ct, ok := tok.(*chatTokenizer); ok && template.Name != ChatNone {
 		// As Hugging Face tokenizes a rendered chat (add_special_tokens=False):
 		// the template's text alone decides whether the prompt has a BOS.
@@ -271,10 +285,11 @@ func TokenizerOf(task map[string]any) (core.Tokenizer, ChatTemplate, error) {
 		tokName := p.String("tokenizer", "char")
 		tplName := p.String("chat_template", "auto")
 		eosText := p.String("eos_token", "")
+		thinking := p.Bool("enable_thinking", false)
 		if err := p.Err(); err != nil {
 			return nil, ChatTemplate{}, err
 		}
-		return mathTokenizer(p, tokName, tplName, eosText)
+		return mathTokenizer(p, tokName, tplName, eosText, thinking)
 	}
 	t, err := New(core.NewParams("task", task))
 	if err != nil {

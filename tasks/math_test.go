@@ -99,15 +99,15 @@ func TestMathParquetQwen3(t *testing.T) {
 		"train": verlTrain, "tokenizer": qwen3Dir,
 		"eval": []any{map[string]any{"name": "test", "path": verlTest}},
 	})
-	if task.ChatTemplate().Name != ChatML {
-		t.Fatalf("template %+v", task.ChatTemplate())
+	if task.ChatTemplate() != (ChatTemplate{Name: ChatQwen3}) {
+		t.Fatalf("template %+v, want qwen3 with enable_thinking false", task.ChatTemplate())
 	}
 	ref := gsmRef(t, gsmTrain)
 	if len(task.Train) != 200 || len(task.EvalSets()[0].Problems) != 100 {
 		t.Fatalf("%d train, %d eval", len(task.Train), len(task.EvalSets()[0].Problems))
 	}
 	for i, p := range task.Train {
-		wantPrompt := "<|im_start|>user\n" + ref[i].question + verlSuffix + "<|im_end|>\n<|im_start|>assistant\n"
+		wantPrompt := "<|im_start|>user\n" + ref[i].question + verlSuffix + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 		wantAnswer := strings.ReplaceAll(ref[i].final, ",", "")
 		if p.Prompt != wantPrompt || p.Answer != wantAnswer || p.Solution != "" {
 			t.Fatalf("row %d: got %+v\nwant prompt %q answer %q", i+1, p, wantPrompt, wantAnswer)
@@ -119,17 +119,31 @@ func TestMathParquetQwen3(t *testing.T) {
 	}
 	ids := core.EncodePrompt(tok, task.Train[0].Prompt)
 	// <|im_start|> user \n ... <|im_end|> \n <|im_start|> assistant \n
-	if ids[0] != 151644 || ids[len(ids)-3] != 151644 || ids[len(ids)-5] != 151645 {
+	// <think> \n\n </think> \n\n (Qwen3's ids: <think> 151667, </think>
+	// 151668, "\n\n" 271)
+	n := len(ids)
+	if ids[0] != 151644 || ids[n-7] != 151644 || ids[n-9] != 151645 || ids[n-4] != 151667 || ids[n-3] != 271 || ids[n-2] != 151668 || ids[n-1] != 271 {
 		t.Fatalf("prompt ids %v", ids)
 	}
 }
 
 func TestMathSystemPromptAndSuffix(t *testing.T) {
 	sys := `Please reason step by step, and put your final answer within \boxed{}.`
-	task := newMath(t, map[string]any{"train": mathStyle, "tokenizer": qwen3Dir, "system_prompt": sys, "prompt_suffix": " Be brief."})
+	task := newMath(t, map[string]any{"train": mathStyle, "tokenizer": qwen3Dir, "system_prompt": sys, "prompt_suffix": " Be brief.", "enable_thinking": true})
 	want := "<|im_start|>system\n" + sys + "<|im_end|>\n<|im_start|>user\nWhat is $\\frac{1}{2} + \\frac{1}{3}$? Be brief.<|im_end|>\n<|im_start|>assistant\n"
 	if task.Train[0].Prompt != want {
 		t.Fatalf("prompt %q\nwant %q", task.Train[0].Prompt, want)
+	}
+	// enable_thinking defaults to false: Qwen3's empty thinking block
+	// follows the generation prompt.
+	task = newMath(t, map[string]any{"train": mathStyle, "tokenizer": qwen3Dir, "system_prompt": sys, "prompt_suffix": " Be brief."})
+	if got := task.Train[0].Prompt; got != want+"<think>\n\n</think>\n\n" {
+		t.Fatalf("enable_thinking false: prompt %q", got)
+	}
+	// Only Qwen3's template has the switch.
+	_, err := New(core.NewParams("task", map[string]any{"name": "math", "train": mathStyle, "tokenizer": qwen3Dir, "chat_template": "chatml", "enable_thinking": true}))
+	if err == nil || !strings.Contains(err.Error(), "task.enable_thinking: true needs Qwen3's thinking switch") {
+		t.Fatalf("enable_thinking with chatml: %v", err)
 	}
 	none := newMath(t, map[string]any{"train": mathStyle, "system_prompt": "S", "chat_template": "none"})
 	if got := none.Train[1].Prompt; got != "S\n\nSolve $2x + 3 = 11$ for $x$." {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Renders conversations with the real Qwen3 and Llama-3 Instruct chat
-templates through Jinja2, set up as Hugging Face transformers sets it up for
+"""Renders conversations with the real Qwen3 (with and without
+enable_thinking) and Llama-3 Instruct chat templates through Jinja2, set up as Hugging Face transformers sets it up for
 apply_chat_template (sandboxed, trim_blocks, lstrip_blocks, loopcontrols,
 raise_exception and tojson), and writes golden.json for chat_test.go.
 
@@ -35,7 +35,7 @@ CASES = [
 ]
 
 
-def render(path, messages):
+def render(path, messages, **kwargs):
     cfg = json.load(open(path))
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
@@ -52,13 +52,19 @@ def render(path, messages):
 
     return env.from_string(cfg["chat_template"]).render(
         messages=messages, add_generation_prompt=True,
-        bos_token=tok("bos_token") or "", eos_token=tok("eos_token") or "")
+        bos_token=tok("bos_token") or "", eos_token=tok("eos_token") or "", **kwargs)
 
 
 out = []
 for name, path in TEMPLATES.items():
     for msgs in CASES:
         out.append({"template": name, "messages": msgs, "text": render(path, msgs)})
+# Qwen3's thinking switch: enable_thinking=False closes an empty thinking
+# block after the generation prompt; True renders as the default does.
+for thinking in (False, True):
+    for msgs in CASES:
+        out.append({"template": "qwen3", "enable_thinking": thinking, "messages": msgs,
+                    "text": render(TEMPLATES["chatml"], msgs, enable_thinking=thinking)})
 with open("tasks/testdata/chat/golden.json", "w") as f:
     json.dump(out, f, ensure_ascii=False, indent=1)
     f.write("\n")

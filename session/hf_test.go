@@ -19,6 +19,7 @@ import (
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/session"
+	"github.com/cde-rl/cde/tokenizer"
 	"github.com/cde-rl/cde/trainer"
 )
 
@@ -149,6 +150,50 @@ eval: {every: 0, k: 1}
 			for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
 				if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 					t.Fatal(err)
+				}
+			}
+			// --run of score and generate: ModelDir exports the newest
+			// checkpoint to a temporary directory; generate --logprobs on it
+			// returns the sampler's (KV-cache) log-probs, which at
+			// temperature 1 equal the full forward's of the export.
+			md, done, err := session.ModelDir("", run, -1, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := tokenizer.Load(md)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gens, err := session.GenerateHF(session.GenerateOptions{Model: md, Engine: "cpu", N: 2, Temperature: 1, MaxTokens: 6, Seed: 3, LogProbs: true}, []string{"What is 2+2?"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := tok.Encode("What is 2+2?")
+			for i, c := range gens[0] {
+				if len(c.TokenIDs) != c.Tokens || len(c.LogProbs) != c.Tokens || c.Tokens == 0 {
+					t.Fatalf("completion %d: %d tokens, ids %v, log-probs %v", i, c.Tokens, c.TokenIDs, c.LogProbs)
+				}
+				full, err := m.LogProbs(append(append([]int32{}, ids...), c.TokenIDs...), len(ids))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j := range full {
+					if math.Abs(float64(full[j])-c.LogProbs[j]) > 1e-4 {
+						t.Fatalf("completion %d token %d: sampler log-prob %v, forward %v", i, j, c.LogProbs[j], full[j])
+					}
+				}
+			}
+			done()
+			if _, err := os.Stat(md); !os.IsNotExist(err) {
+				t.Errorf("the temporary export %s is still there (%v)", md, err)
+			}
+			for _, bad := range []struct {
+				model, run string
+				step       int
+				want       string
+			}{{"", "", -1, "exactly one"}, {model, run, -1, "exactly one"}, {model, "", 3, "--step applies to --run"}} {
+				if _, _, err := session.ModelDir(bad.model, bad.run, bad.step, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), bad.want) {
+					t.Errorf("ModelDir(%q, %q, %d): %v", bad.model, bad.run, bad.step, err)
 				}
 			}
 			// A reader that is not cde's: the independent PyTorch forward

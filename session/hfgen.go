@@ -22,6 +22,9 @@ type GenerateOptions struct {
 	Temperature float64 // sampling temperature, in (0, 10]
 	MaxTokens   int     // tokens per completion, at most
 	Seed        uint64
+	// LogProbs adds each completion's sampled token ids and their
+	// log-probs, log softmax(logits / Temperature), to the output.
+	LogProbs bool
 }
 
 // Completion is one sampled completion.
@@ -29,6 +32,11 @@ type Completion struct {
 	Text      string `json:"text"`
 	Tokens    int    `json:"tokens"`
 	Truncated bool   `json:"truncated"`
+	// With GenerateOptions.LogProbs: the sampled ids (the stop id
+	// included when one ended the completion; Text leaves it out) and
+	// their log-probs at the sampling temperature.
+	TokenIDs []int32   `json:"token_ids,omitempty"`
+	LogProbs []float64 `json:"logprobs,omitempty"`
 }
 
 // GenerateHF samples o.N completions of each prompt (raw text, tokenized
@@ -99,7 +107,11 @@ func GenerateHF(o GenerateOptions, prompts []string) ([][]Completion, error) {
 		if !g.Truncated {
 			toks = toks[:len(toks)-1] // the EOS
 		}
-		out[i/o.N] = append(out[i/o.N], Completion{Text: tok.Decode(toks), Tokens: len(g.Tokens), Truncated: g.Truncated})
+		c := Completion{Text: tok.Decode(toks), Tokens: len(g.Tokens), Truncated: g.Truncated}
+		if o.LogProbs {
+			c.TokenIDs, c.LogProbs = g.Tokens, g.LogProbs
+		}
+		out[i/o.N] = append(out[i/o.N], c)
 	}
 	return out, nil
 }

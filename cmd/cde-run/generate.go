@@ -8,17 +8,17 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cde-rl/cde/internal/cli"
 	"github.com/cde-rl/cde/session"
-	"github.com/cde-rl/cde/tasks"
 )
 
-const generateHelp = `usage: cde-run generate --model DIR [--n N] [--temperature T] [--max-tokens M] [--engine E] [--pjrt-plugin P] < prompts.jsonl
+const generateHelp = `usage: cde-run generate (--model DIR | --run DIR [--step N]) [--logprobs] [--n N] [--temperature T] [--max-tokens M] [--engine E] [--pjrt-plugin P] < prompts.jsonl
 
 Samples completions of a Hugging Face model (Llama, Qwen2, Qwen3, Mistral),
 for a quick look at a checkpoint. Each input line is a JSON string, the raw
 prompt (no special tokens are added: write the chat template's markup in
 it); each output line is {"prompt": ..., "completions": [{"text", "tokens",
-"truncated"}, ...]}. Sampling stops at the model's stop ids, by Hugging
+"truncated"}, ...]}, with --logprobs also "token_ids" and "logprobs". Sampling stops at the model's stop ids, by Hugging
 Face's rule: generation_config.json's eos_token_id, else config.json's,
 else tokenizer_config.json's eos_token.
 
@@ -27,7 +27,10 @@ else tokenizer_config.json's eos_token.
 func cmdGenerate(args []string) int {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 	o := session.GenerateOptions{}
-	fs.StringVar(&o.Model, "model", "", "Hugging Face model directory (required)")
+	fs.StringVar(&o.Model, "model", "", "Hugging Face model directory (or --run)")
+	run := fs.String("run", "", "a run that trained a Hugging Face model: its checkpoint, exported to a temporary directory")
+	step := fs.Int("step", -1, "with --run: the checkpoint step (default: the newest complete one)")
+	fs.BoolVar(&o.LogProbs, "logprobs", false, "add each completion's token_ids and logprobs (at the sampling temperature)")
 	fs.StringVar(&o.Engine, "engine", "auto", "compute engine: auto, cpu, go, or xla:cpu, xla:cuda, xla:tpu in a build with -tags xla (docs/engine.md)")
 	fs.StringVar(&o.PJRTPlugin, "pjrt-plugin", "", "the xla:* engines' PJRT plugin, a file or a directory (backend.pjrt_plugin; default: the standard search)")
 	fs.IntVar(&o.N, "n", 1, "completions per prompt")
@@ -41,30 +44,22 @@ func cmdGenerate(args []string) int {
 		}
 		return 2
 	}
-	if o.Model == "" || fs.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "cde-run generate: --model DIR is required and takes no arguments")
+	if fs.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "cde-run generate: takes no arguments")
 		return 2
 	}
-	var prompts []string
-	dec := json.NewDecoder(os.Stdin)
-	for line := 1; dec.More(); line++ {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			fmt.Fprintf(os.Stderr, "cde-run generate: stdin value %d: want a JSON string: %v\n", line, err)
-			return 1
-		}
-		// encoding/json would turn invalid UTF-8 into U+FFFD silently.
-		if i := tasks.InvalidUTF8(raw); i >= 0 {
-			fmt.Fprintf(os.Stderr, "cde-run generate: stdin value %d: invalid UTF-8 at byte %d of the value\n", line, i+1)
-			return 1
-		}
-		var p string
-		if err := json.Unmarshal(raw, &p); err != nil {
-			fmt.Fprintf(os.Stderr, "cde-run generate: stdin value %d: want a JSON string: %v\n", line, err)
-			return 1
-		}
-		prompts = append(prompts, p)
+	prompts, err := cli.ReadJSONStrings(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cde-run generate:", err)
+		return 1
 	}
+	dir, done, err := session.ModelDir(o.Model, *run, *step, cli.NewLogger(os.Stderr, cli.StderrIsTTY()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cde-run generate:", err)
+		return 1
+	}
+	defer done()
+	o.Model = dir
 	outs, err := session.GenerateHF(o, prompts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cde-run generate:", err)

@@ -11,15 +11,17 @@ import (
 
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/internal/cli"
+	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/tokenizer"
 )
 
-const scoreHelp = `usage: cde-run score --model DIR [--engine E] [--pjrt-plugin P] < in.jsonl > out.jsonl
+const scoreHelp = `usage: cde-run score (--model DIR | --run DIR [--step N]) [--engine E] [--pjrt-plugin P] < in.jsonl > out.jsonl
 
 Scores responses with a Hugging Face causal LM (LlamaForCausalLM,
 Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM): DIR holds
 config.json, model.safetensors (or shards with model.safetensors.index.json)
-and tokenizer.json. Each input line is {"prompt": str, "response": str}; each
+and tokenizer.json; --run DIR scores with a run's checkpoint instead
+(exported to a temporary directory). Each input line is {"prompt": str, "response": str}; each
 output line is
   {"prompt_ids": [...], "response_ids": [...], "logprobs": [...]}
 where prompt and response are tokenized separately with no special tokens
@@ -31,7 +33,9 @@ temperature 1, computed in float32. The prompt must give at least one token.
 
 func cmdScore(args []string) int {
 	fs := flag.NewFlagSet("score", flag.ContinueOnError)
-	model := fs.String("model", "", "Hugging Face model directory (required)")
+	model := fs.String("model", "", "Hugging Face model directory (or --run)")
+	run := fs.String("run", "", "a run that trained a Hugging Face model: its checkpoint, exported to a temporary directory")
+	step := fs.Int("step", -1, "with --run: the checkpoint step (default: the newest complete one)")
 	engine := fs.String("engine", "auto", "compute engine: auto, cpu, go, or xla:cpu, xla:cuda, xla:tpu in a build with -tags xla (docs/engine.md)")
 	plugin := fs.String("pjrt-plugin", "", "the xla:* engines' PJRT plugin, a file or a directory (backend.pjrt_plugin; default: the standard search)")
 	fs.Usage = func() {
@@ -44,11 +48,17 @@ func cmdScore(args []string) int {
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || *model == "" {
-		fmt.Fprintln(os.Stderr, "cde-run score: --model DIR is required and takes no arguments")
+	if fs.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "cde-run score: takes no arguments")
 		return 2
 	}
-	if err := runScore(*model, *engine, *plugin, os.Stdin, os.Stdout); err != nil {
+	dir, done, err := session.ModelDir(*model, *run, *step, cli.NewLogger(os.Stderr, cli.StderrIsTTY()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cde-run score:", err)
+		return 1
+	}
+	defer done()
+	if err := runScore(dir, *engine, *plugin, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "cde-run score:", err)
 		return 1
 	}

@@ -142,4 +142,32 @@ func TestGenerate(t *testing.T) {
 	if code := withStdin(t, "3\n", func() int { return cmdGenerate([]string{"--model", dir}) }); code != 1 {
 		t.Fatalf("non-string prompt: exit %d", code)
 	}
+	// --logprobs adds the sampled ids and their log-probs, one per token.
+	out, code := captureStdout(t, func() int {
+		return withStdin(t, "\"2+2=\"\n", func() int {
+			return cmdGenerate([]string{"--model", dir, "--max-tokens", "4", "--engine", "cpu", "--logprobs"})
+		})
+	})
+	var lp struct {
+		Completions []struct {
+			Tokens   int
+			TokenIDs []int32   `json:"token_ids"`
+			LogProbs []float64 `json:"logprobs"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &lp); code != 0 || err != nil || len(lp.Completions) != 1 {
+		t.Fatalf("--logprobs: exit %d, %v: %s", code, err, out)
+	}
+	if c := lp.Completions[0]; len(c.TokenIDs) != c.Tokens || len(c.LogProbs) != c.Tokens || c.LogProbs[0] > 0 {
+		t.Fatalf("--logprobs: %s", out)
+	}
+	// --model and --run are one or the other; --step goes with --run.
+	for _, args := range [][]string{{"--model", dir, "--run", dir}, {"--model", dir, "--step", "2"}, {}} {
+		if code := withStdin(t, "\"x\"\n", func() int { return cmdGenerate(args) }); code != 1 {
+			t.Errorf("generate %v: exit %d", args, code)
+		}
+		if code := withStdin(t, "", func() int { return cmdScore(args) }); code != 1 {
+			t.Errorf("score %v: exit %d", args, code)
+		}
+	}
 }

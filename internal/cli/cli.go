@@ -250,3 +250,26 @@ func AskYesNo(question string) bool {
 	a := strings.ToLower(strings.TrimSpace(line))
 	return a == "y" || a == "yes"
 }
+
+// ReadJSONStrings reads a stream of JSON strings (one per line, or any
+// white space between them), refusing invalid UTF-8, which encoding/json
+// would turn into U+FFFD silently. Errors name the value's position.
+func ReadJSONStrings(r io.Reader) ([]string, error) {
+	var out []string
+	dec := json.NewDecoder(r)
+	for n := 1; dec.More(); n++ {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("stdin value %d: want a JSON string: %v", n, err)
+		}
+		if i := tasks.InvalidUTF8(raw); i >= 0 {
+			return nil, fmt.Errorf("stdin value %d: invalid UTF-8 at byte %d of the value", n, i+1)
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("stdin value %d: want a JSON string: %v", n, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

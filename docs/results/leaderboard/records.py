@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Packs a bench directory's per-problem records and metrics for committing.
 
-    python3 records.py BENCH_DIR OUT_DIR
+    python3 records.py BENCH_DIR OUT_DIR [--metrics-arms ARM,ARM...]
 
 A leaderboard bench writes about 1.25 MB per arm-seed under BENCH_DIR/runs
 (checkpoints aside), too much to commit for 140 arm-seeds. This keeps what
@@ -15,7 +15,10 @@ every reported metric needs, from each run's last evaluation of each set
       earliest; core.MajAtK), recomputed here from the samples' answer keys
       and correctness as written in the run's evals/SET/step-N.json;
   OUT_DIR/metrics.tar.xz  every run's metrics.jsonl (training and
-      evaluation rows), as written.
+      evaluation rows) as written, less the perf/* keys (timings of this
+      machine under its load, not properties of the methods); with
+      --metrics-arms, only those arms' runs (the others are committed with
+      another bench).
 
 Standard library only.
 """
@@ -49,7 +52,7 @@ def last_eval(set_dir):
         return json.load(f)
 
 
-def main(bench, out):
+def main(bench, out, metrics_arms=None):
     runs = os.path.join(bench, "runs")
     os.makedirs(out, exist_ok=True)
     ks, rows, metrics = None, [], []
@@ -58,7 +61,7 @@ def main(bench, out):
             run = os.path.join(runs, arm, seed)
             if not os.path.exists(os.path.join(run, "DONE")):
                 continue
-            if os.path.exists(os.path.join(run, "metrics.jsonl")):
+            if os.path.exists(os.path.join(run, "metrics.jsonl")) and (metrics_arms is None or arm in metrics_arms):
                 metrics.append((os.path.join(arm, seed, "metrics.jsonl"), os.path.join(run, "metrics.jsonl")))
             evals = os.path.join(run, "evals")
             for s in sorted(os.listdir(evals)):
@@ -82,14 +85,20 @@ def main(bench, out):
         f.write(buf.getvalue())
     with tarfile.open(os.path.join(out, "metrics.tar.xz"), "w:xz", preset=9) as t:
         for name, path in metrics:
-            info = t.gettarinfo(path, arcname=name)
-            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-            with open(path, "rb") as f:
-                t.addfile(info, f)
+            with open(path) as f:
+                data = "".join(json.dumps({k: v for k, v in json.loads(line).items() if not k.startswith("perf/")},
+                                          separators=(",", ":")) + "\n" for line in f).encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
     print(f"{len(rows)} problem rows, {len(metrics)} metrics files -> {out}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    arms = None
+    if len(args) == 4 and args[2] == "--metrics-arms":
+        arms, args = set(args[3].split(",")), args[:2]
+    if len(args) != 2:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(args[0], args[1], arms)

@@ -40,10 +40,19 @@ func TestDryRun(t *testing.T) {
 	prep := exec.Command("bash", "prepare", bin)
 	if out, err := prep.CombinedOutput(); err != nil {
 		t.Fatalf("prepare: %v\n%s", err, out)
-	} else if !strings.Contains(string(out), "MiB of 64 MiB") {
+	} else if !strings.Contains(string(out), "MiB without tokenizer/testdata/qwen3/tokenizer.json, of 61 MiB") {
 		t.Errorf("prepare did not report the carried size:\n%s", out)
 	}
-	for _, f := range []string{"cde-run.xz", "xla.test.xz", "hfbench.xz"} {
+	// The packed tokenizer unpacks to the tracked file's bytes (run.py
+	// writes it into place when the tree was copied without it).
+	restored := filepath.Join(t.TempDir(), "tokenizer.json")
+	unpack := exec.Command(python, "-c", "import sys, run; print(run.restore_tokenizer(sys.argv[1], sys.argv[2]))", bin, restored)
+	if out, err := unpack.CombinedOutput(); err != nil || !strings.Contains(string(out), "unpacked from qwen3-tokenizer.json.xz") {
+		t.Errorf("restore_tokenizer: %v\n%s", err, out)
+	} else if got, want := readFile(t, restored), readFile(t, "../../tokenizer/testdata/qwen3/tokenizer.json"); got != want {
+		t.Errorf("the unpacked tokenizer differs from the tracked one (%d bytes, want %d)", len(got), len(want))
+	}
+	for _, f := range []string{"cde-run.xz", "xla.test.xz", "hfbench.xz", "qwen3-tokenizer.json.xz"} {
 		if _, err := os.Stat(filepath.Join(bin, f)); err != nil {
 			t.Errorf("prepare left no %s: %v", f, err)
 		}
@@ -144,4 +153,13 @@ func TestDryRun(t *testing.T) {
 	if t.Failed() {
 		t.Logf("run.py output:\n%s", log)
 	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

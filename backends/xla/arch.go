@@ -58,7 +58,9 @@ func (a *hfArch) headDim() int    { return a.c.HeadDim }
 // archOf returns the architecture of cfg.
 func archOf(cfg ModelConfig) modelArch {
 	if cfg.HF != nil {
-		return newHFArch(cfg.HF, cfg.MaxLen)
+		a := newHFArch(cfg.HF, cfg.MaxLen)
+		a.lora = cfg.LoRA
+		return a
 	}
 	return charArch{cfg}
 }

@@ -14,6 +14,7 @@
 package xla
 
 import (
+	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/gomlx/gomlx/backends"
@@ -38,6 +39,10 @@ type Options struct {
 	// checkpoint's weights: the policy starts from them, and so does the
 	// critic's trunk (with a fresh value head). Nil draws random weights.
 	HFWeights *safetensors.Set
+	// Adapter is a PEFT LoRA adapter (model.adapter, --adapter): with
+	// Policy.LoRA the adapters start from it; without, it is merged into
+	// the weights (W + (alpha/r) B A).
+	Adapter *peft.Adapter
 }
 
 // Backend implements core.Backend.
@@ -48,7 +53,8 @@ type Backend struct {
 	policy     *net
 	critic     *net
 	// ref is a frozen copy of the initial policy, built on first use of
-	// kl_coef > 0.
+	// kl_coef > 0; for a LoRA policy, the policy with its adapters off
+	// (baseView: the frozen base, no copy).
 	ref *net
 }
 
@@ -67,13 +73,20 @@ func New(opts Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{opts: opts, engine: eng, engineName: eng.Name()}
-	if b.policy, err = newNet(eng, opts.Policy, opts.Seed, opts.HFWeights); err != nil {
+	if b.policy, err = newNet(eng, opts.Policy, opts.Seed, opts.HFWeights, opts.Adapter, nil); err != nil {
 		return nil, err
+	}
+	if opts.Policy.LoRA != nil {
+		b.ref = b.policy.baseView()
 	}
 	if opts.ValueHeads > 0 {
 		cc := opts.Policy
 		cc.ValueK = opts.ValueHeads
-		if b.critic, err = newNet(eng, cc, opts.Seed+1, opts.HFWeights); err != nil {
+		var share *net
+		if cc.LoRA != nil {
+			share = b.policy // the critic's trunk is the policy's frozen weights plus its own adapters
+		}
+		if b.critic, err = newNet(eng, cc, opts.Seed+1, opts.HFWeights, opts.Adapter, share); err != nil {
 			return nil, err
 		}
 	}

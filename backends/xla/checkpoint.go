@@ -31,7 +31,7 @@ type savedTensor struct {
 func (n *net) snapshot() (checkpoint, error) {
 	ck := checkpoint{Config: n.cfg, AdamStep: n.adamStep, Vars: map[string]savedTensor{}}
 	for v := range n.ctx.IterVariables() {
-		if isAccum(v) {
+		if isAccum(v) || n.frozen(v) {
 			continue
 		}
 		val, err := v.Value()
@@ -48,7 +48,7 @@ func (n *net) snapshot() (checkpoint, error) {
 func (n *net) restore(ck checkpoint, what string) error {
 	if ck.Config.Vocab != n.cfg.Vocab || ck.Config.Layers != n.cfg.Layers || ck.Config.DModel != n.cfg.DModel ||
 		ck.Config.Heads != n.cfg.Heads || ck.Config.FF != n.cfg.FF || ck.Config.MaxLen != n.cfg.MaxLen || ck.Config.ValueK != n.cfg.ValueK ||
-		!reflect.DeepEqual(ck.Config.HF, n.cfg.HF) {
+		!reflect.DeepEqual(ck.Config.HF, n.cfg.HF) || !reflect.DeepEqual(ck.Config.LoRA, n.cfg.LoRA) {
 		return fmt.Errorf("checkpoint %s: model sizes %+v differ from the configured %+v", what, ck.Config, n.cfg)
 	}
 	if ck.AdamStep < 0 {
@@ -56,7 +56,7 @@ func (n *net) restore(ck checkpoint, what string) error {
 	}
 	var vars []*context.Variable
 	for v := range n.ctx.IterVariables() {
-		if isAccum(v) {
+		if isAccum(v) || n.frozen(v) {
 			continue
 		}
 		st, ok := ck.Vars[v.ScopeAndName()]
@@ -97,7 +97,7 @@ func (b *Backend) Save(dir string) error {
 	if b.critic != nil {
 		nets["critic"] = b.critic
 	}
-	if b.ref != nil {
+	if b.ref != nil && !b.ref.view {
 		nets["reference"] = b.ref
 	}
 	for name, n := range nets {
@@ -122,12 +122,12 @@ func (b *Backend) Load(dir string) error {
 	if err := b.policy.restore(ck, dir+"/policy.gob"); err != nil {
 		return err
 	}
-	if path := filepath.Join(dir, "reference.gob"); fileExists(path) {
+	if path := filepath.Join(dir, "reference.gob"); fileExists(path) && b.policy.cfg.LoRA == nil {
 		var rc checkpoint
 		if err := readGob(path, &rc); err != nil {
 			return err
 		}
-		ref, err := newNet(b.engine, b.policy.cfg, 0, nil)
+		ref, err := newNet(b.engine, b.policy.cfg, 0, nil, nil, nil)
 		if err != nil {
 			return err
 		}

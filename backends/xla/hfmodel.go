@@ -16,6 +16,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 )
 
@@ -46,6 +47,11 @@ type hfArch struct {
 	// float32(pos) * inv_freq in float32, then cos and sin of that angle).
 	cos, sin []float32
 	maxLen   int
+	// lora, when set, adds its adapters to the projections it targets
+	// (lora.go), unless base (the frozen base model: a LoRA policy's
+	// reference).
+	lora *peft.Config
+	base bool
 }
 
 func newHFArch(c *hf.Config, maxLen int) *hfArch {
@@ -110,7 +116,10 @@ func hfParamShapes(c *hf.Config, head bool) map[string][]int {
 //
 // With an engine that shares buffers (the cpu engine) the weights are
 // written straight into its buffers (paramTensor).
-func loadHFParams(ctx *context.Context, eng backends.Backend, c *hf.Config, set *safetensors.Set, head bool) error {
+//
+// ad, when not nil, is merged into the weights it adapts (W + (alpha/r) B
+// A): a model served or scored with a PEFT adapter.
+func loadHFParams(ctx *context.Context, eng backends.Backend, c *hf.Config, set *safetensors.Set, head bool, ad *peft.Adapter) error {
 	want := hfParamShapes(c, head)
 	for _, name := range set.Names() {
 		if _, ok := want[name]; ok {
@@ -147,6 +156,9 @@ func loadHFParams(ctx *context.Context, eng backends.Backend, c *hf.Config, set 
 			return err
 		}
 		copy(flat, v)
+		if err := mergeAdapter(ad, name, flat); err != nil {
+			return err
+		}
 		ctx.In(hfScope).VariableWithValue(name, done())
 	}
 	return nil
@@ -305,20 +317,14 @@ func (a *hfArch) block(ctx *context.Context, l int, x, cos, sin, bias *graph.Nod
 	c := a.c
 	g := x.Graph()
 	p := fmt.Sprintf("model.layers.%d.", l)
-	opt := func(name string) *graph.Node {
-		if a.has(ctx, p+name) {
-			return a.w(ctx, g, p+name)
-		}
-		return nil
-	}
 	h := rmsNorm(x, a.w(ctx, g, p+"input_layernorm.weight"), c.RMSNormEps)
 	heads := func(y *graph.Node, n int) *graph.Node { // [B,T,n*dh] -> [B,n,T,dh]
 		d := y.Shape().Dimensions
 		return graph.TransposeAllAxes(graph.Reshape(y, d[0], d[1], n, c.HeadDim), 0, 2, 1, 3)
 	}
-	q := heads(linearT(h, a.w(ctx, g, p+"self_attn.q_proj.weight"), opt("self_attn.q_proj.bias")), c.Heads)
-	k := heads(linearT(h, a.w(ctx, g, p+"self_attn.k_proj.weight"), opt("self_attn.k_proj.bias")), c.KVHeads)
-	v := heads(linearT(h, a.w(ctx, g, p+"self_attn.v_proj.weight"), opt("self_attn.v_proj.bias")), c.KVHeads)
+	q := heads(a.proj(ctx, h, p+"self_attn.q_proj"), c.Heads)
+	k := heads(a.proj(ctx, h, p+"self_attn.k_proj"), c.KVHeads)
+	v := heads(a.proj(ctx, h, p+"self_attn.v_proj"), c.KVHeads)
 	if c.QKNorm {
 		q = rmsNorm(q, a.w(ctx, g, p+"self_attn.q_norm.weight"), c.RMSNormEps)
 		k = rmsNorm(k, a.w(ctx, g, p+"self_attn.k_norm.weight"), c.RMSNormEps)
@@ -328,11 +334,11 @@ func (a *hfArch) block(ctx *context.Context, l int, x, cos, sin, bias *graph.Nod
 		k, v = kvFn(k, v)
 	}
 	att := mergeHeads(a.attend(q, k, v, bias)) // [B,T,H*dh]
-	x = graph.Add(x, linearT(att, a.w(ctx, g, p+"self_attn.o_proj.weight"), opt("self_attn.o_proj.bias")))
+	x = graph.Add(x, a.proj(ctx, att, p+"self_attn.o_proj"))
 	h = rmsNorm(x, a.w(ctx, g, p+"post_attention_layernorm.weight"), c.RMSNormEps)
-	gate := silu(linearT(h, a.w(ctx, g, p+"mlp.gate_proj.weight"), nil))
-	up := linearT(h, a.w(ctx, g, p+"mlp.up_proj.weight"), nil)
-	return graph.Add(x, linearT(graph.Mul(gate, up), a.w(ctx, g, p+"mlp.down_proj.weight"), nil))
+	gate := silu(a.proj(ctx, h, p+"mlp.gate_proj"))
+	up := a.proj(ctx, h, p+"mlp.up_proj")
+	return graph.Add(x, a.proj(ctx, graph.Mul(gate, up), p+"mlp.down_proj"))
 }
 
 // final applies the last RMSNorm.

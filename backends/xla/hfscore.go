@@ -10,6 +10,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 )
 
@@ -31,9 +32,25 @@ const scoreBucket = 64
 // shards model.safetensors.index.json lists) onto the engine (see
 // NewEngine; pjrtPlugin is backend.pjrt_plugin for the xla:* engines).
 func LoadHF(dir, engine, pjrtPlugin string) (*HFModel, error) {
+	return LoadHFAdapter(dir, "", engine, pjrtPlugin)
+}
+
+// LoadHFAdapter is LoadHF with the PEFT LoRA adapter in adapterDir ("" =
+// none) merged into the weights: W' = W + (lora_alpha / r) B A, summed in
+// float64 and rounded once to float32.
+func LoadHFAdapter(dir, adapterDir, engine, pjrtPlugin string) (*HFModel, error) {
 	c, err := hf.LoadConfig(dir)
 	if err != nil {
 		return nil, err
+	}
+	var ad *peft.Adapter
+	if adapterDir != "" {
+		if ad, err = peft.Read(adapterDir); err != nil {
+			return nil, err
+		}
+		if err := checkAdapterModules(HFModelConfig(c, 2), ad); err != nil {
+			return nil, fmt.Errorf("%s: %w", adapterDir, err)
+		}
 	}
 	set, err := safetensors.OpenDir(dir)
 	if err != nil {
@@ -45,7 +62,7 @@ func LoadHF(dir, engine, pjrtPlugin string) (*HFModel, error) {
 		return nil, err
 	}
 	ctx := context.New().Checked(false)
-	if err := loadHFParams(ctx, eng, c, set, true); err != nil {
+	if err := loadHFParams(ctx, eng, c, set, true, ad); err != nil {
 		eng.Finalize()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}

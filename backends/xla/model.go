@@ -11,6 +11,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/peft"
 )
 
 // ModelConfig sizes a causal transformer (policy or critic).
@@ -27,6 +28,9 @@ type ModelConfig struct {
 	// from its config.json; Vocab, Layers, DModel, Heads and FF mirror it,
 	// see HFModelConfig) instead of cde's own transformer.
 	HF *hf.Config
+	// LoRA, with HF, trains low-rank adapters on the projections it
+	// targets with the Hugging Face weights frozen (model.lora; lora.go).
+	LoRA *peft.Config
 }
 
 func (c ModelConfig) ff() int {
@@ -38,6 +42,17 @@ func (c ModelConfig) ff() int {
 
 // Validate checks the sizes.
 func (c ModelConfig) Validate() error {
+	if c.LoRA != nil {
+		if c.HF == nil {
+			return fmt.Errorf("config: model.lora: adapters need a Hugging Face model (model.hf)")
+		}
+		if err := c.LoRA.Validate(); err != nil {
+			return fmt.Errorf("config: model.lora: %w", err)
+		}
+		if c.LoRA.Dropout != 0 {
+			return fmt.Errorf("config: model.lora.dropout = %v: only 0 is implemented (the adapters' dropout would make the first minibatch's policy ratio differ from 1)", c.LoRA.Dropout)
+		}
+	}
 	if c.HF != nil {
 		if c.MaxLen < 2 || c.MaxLen > c.HF.MaxPositions {
 			return fmt.Errorf("config: model.max_len = %d: must be in [2, %d] (max_position_embeddings of the Hugging Face model)", c.MaxLen, c.HF.MaxPositions)

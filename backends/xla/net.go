@@ -13,6 +13,7 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 	"github.com/gomlx/gomlx/pkg/ml/context"
 
+	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 )
 
@@ -26,6 +27,9 @@ type net struct {
 	ctx     *context.Context
 	// adamStep counts optimiser updates (bias correction).
 	adamStep int
+	// view marks a net that shares another's variables (baseView): never
+	// saved or restored on its own.
+	view bool
 
 	prefill map[int]*context.Exec // by total cache length
 	decode  *context.Exec
@@ -121,20 +125,47 @@ const (
 
 // newNet builds a model with weights drawn from seed, or, for a Hugging
 // Face architecture with weights set, loaded from them (a critic, ValueK >
-// 0, then gets a fresh value head: verl's practice).
-func newNet(b backends.Backend, cfg ModelConfig, seed uint64, weights *safetensors.Set) (*net, error) {
+// 0, then gets a fresh value head: verl's practice). ad is a PEFT adapter:
+// with cfg.LoRA the adapters start from it, without it is merged into the
+// weights. share, when not nil, is a net of the same Hugging Face model
+// whose frozen weights this LoRA net reads instead of its own copy.
+func newNet(b backends.Backend, cfg ModelConfig, seed uint64, weights *safetensors.Set, ad *peft.Adapter, share *net) (*net, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	ctx := context.New().Checked(false)
 	if cfg.HF != nil {
 		head := cfg.ValueK == 0
-		if weights != nil {
-			if err := loadHFParams(ctx, b, cfg.HF, weights, head); err != nil {
+		merge := ad
+		if cfg.LoRA != nil {
+			merge = nil
+		}
+		if merge != nil {
+			if err := checkAdapterModules(cfg, merge); err != nil {
 				return nil, err
 			}
-		} else if err := initHFParams(ctx, b, cfg.HF, seed, 0.02, head); err != nil {
-			return nil, err
+		}
+		switch {
+		case share != nil && cfg.LoRA != nil:
+			if err := shareHFParams(ctx, share, head); err != nil {
+				return nil, err
+			}
+		case weights != nil:
+			if err := loadHFParams(ctx, b, cfg.HF, weights, head, merge); err != nil {
+				return nil, err
+			}
+		default:
+			if err := initHFParams(ctx, b, cfg.HF, seed, 0.02, head); err != nil {
+				return nil, err
+			}
+			if merge != nil {
+				return nil, fmt.Errorf("adapter: no base weights to merge it into")
+			}
+		}
+		if cfg.LoRA != nil {
+			if err := initLoRA(ctx, cfg, seed, ad); err != nil {
+				return nil, err
+			}
 		}
 		if !head {
 			initValueHead(ctx, cfg.HF.Hidden, cfg.ValueK, seed)
@@ -153,11 +184,12 @@ func newNet(b backends.Backend, cfg ModelConfig, seed uint64, weights *safetenso
 	return n, nil
 }
 
-// trainable lists the model's own variables (everything but optimiser state).
+// trainable lists the model's own variables (everything but optimiser
+// state and, with LoRA, the frozen base weights).
 func (n *net) trainable() []*context.Variable {
 	var out []*context.Variable
 	for v := range n.ctx.IterVariables() {
-		if !strings.HasPrefix(v.Scope(), "/adam") && !isAccum(v) {
+		if !strings.HasPrefix(v.Scope(), "/adam") && !isAccum(v) && !n.frozen(v) {
 			out = append(out, v)
 		}
 	}

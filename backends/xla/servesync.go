@@ -15,7 +15,8 @@ import (
 
 // hfTensors returns the policy's Hugging Face weights under their
 // checkpoint names, in dtype (F32 exact, BF16 rounded to nearest even),
-// for ExportHF and WriteServeWeights.
+// for ExportHF and WriteServeWeights; a LoRA policy's adapters are merged
+// in (W + (alpha/r) B A).
 func (b *Backend) hfTensors(dtype safetensors.DType) ([]safetensors.Tensor, error) {
 	if b.policy.cfg.HF == nil {
 		return nil, errors.New("the policy is cde's own transformer, not a Hugging Face architecture (model.hf)")
@@ -29,7 +30,10 @@ func (b *Backend) hfTensors(dtype safetensors.DType) ([]safetensors.Tensor, erro
 		if err != nil {
 			return nil, err
 		}
-		data := tensors.MustCopyFlatData[float32](val)
+		data, err := b.policy.mergedWeight(v.Name(), tensors.MustCopyFlatData[float32](val))
+		if err != nil {
+			return nil, err
+		}
 		dims := val.Shape().Dimensions
 		if dtype == safetensors.BF16 {
 			ts = append(ts, safetensors.BF16Tensor(v.Name(), dims, data))

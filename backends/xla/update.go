@@ -245,8 +245,14 @@ func (b *Backend) referenceLogProbs(r *core.Rollout, temp float64, part int) ([]
 
 // FreezeReference copies the current policy weights into a frozen reference
 // (for the k3 KL term).
+//
+// A LoRA policy's reference is its base (the policy with the adapters
+// off), set when the backend is built: nothing to copy.
 func (b *Backend) FreezeReference() error {
-	ref, err := newNet(b.engine, b.policy.cfg, 0, nil)
+	if b.policy.cfg.LoRA != nil {
+		return nil
+	}
+	ref, err := newNet(b.engine, b.policy.cfg, 0, nil, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,8 @@ tied or separate LM head. Weights are read from model.safetensors with a
 small parser (8-byte header length, JSON header, little-endian data), so
 the reference shares no code with the Go side.
 
-    hf_ref.py DIR BATCH.json [--f64] [--device=cuda]
-    hf_ref.py DIR STEP.json --train
+    hf_ref.py DIR BATCH.json [--f64] [--device=cuda] [--adapter=PEFTDIR]
+    hf_ref.py DIR STEP.json --train [--adapter=PEFTDIR]
 
 BATCH.json: {"tokens": [[...], ...], "targets": [[...], ...]}. Prints
 {"logprobs": [[...], ...]}: log p(targets[b][t] | tokens[b][:t+1]) at
@@ -24,6 +24,13 @@ Prints {"loss", "grad_norm"}: the PPO clipped surrogate, token-mean over
 every response token of the batch, max(-A r, -A clip(r, 1-cl, 1+ch)) with
 r = exp(log p - old), and the global L2 norm of its gradient over every
 weight (tied embeddings counted once), by autograd.
+
+--adapter=PEFTDIR reads a PEFT LoRA adapter (adapter_config.json: r,
+lora_alpha; adapter_model.safetensors: base_model.model.<module>.lora_A.weight
+[r, in] and .lora_B.weight [out, r]). Scoring merges it by hand into the
+weights, W + (lora_alpha / r) B @ A; --train keeps A and B apart, adds
+(lora_alpha / r) (x A^T) B^T to each adapted projection, freezes the base
+weights, and the gradient norm is over the adapters' A and B only.
 """
 
 import json
@@ -78,7 +85,26 @@ def rot_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def forward(cfg, W, tokens, dt):
+def read_adapter(d):
+    acfg = json.load(open(d + "/adapter_config.json"))
+    scale = acfg["lora_alpha"] / acfg["r"]
+    pairs = {}
+    prefix = "base_model.model."
+    for name, t in read_safetensors(d + "/adapter_model.safetensors").items():
+        assert name.startswith(prefix), name
+        module, which = name[len(prefix):].rsplit(".lora_", 1)
+        pairs.setdefault(module, {})[which.split(".")[0]] = t
+    return scale, pairs
+
+
+def merge_adapter(W, scale, pairs):
+    W = dict(W)
+    for module, ab in pairs.items():
+        W[module + ".weight"] = W[module + ".weight"] + scale * (ab["B"] @ ab["A"])
+    return W
+
+
+def forward(cfg, W, tokens, dt, lora=None):
     arch = cfg["architectures"][0]
     d, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads", nh)
@@ -98,6 +124,9 @@ def forward(cfg, W, tokens, dt):
         y = h @ W[name + ".weight"].T
         if name + ".bias" in W:
             y = y + W[name + ".bias"]
+        if lora is not None and name in lora[1]:
+            ab = lora[1][name]
+            y = y + ((h @ ab["A"].T) @ ab["B"].T) * lora[0]
         return y
 
     for l in range(cfg["num_hidden_layers"]):
@@ -127,12 +156,20 @@ def forward(cfg, W, tokens, dt):
     return torch.log_softmax(h @ head.T, dim=-1)
 
 
-def train_step(cfg, W, step):
-    params = {k: v.clone().requires_grad_(True) for k, v in W.items()}
+def train_step(cfg, W, step, adapter=None):
+    lora = None
+    if adapter is None:
+        params = {k: v.clone().requires_grad_(True) for k, v in W.items()}
+        trained = params
+    else:
+        scale, pairs = adapter
+        lora = (scale, {m: {k: t.clone().requires_grad_(True) for k, t in ab.items()} for m, ab in pairs.items()})
+        params = W
+        trained = {m + k: t for m, ab in lora[1].items() for k, t in ab.items()}
     terms = []
     for p, r, old, adv in zip(step["prompts"], step["responses"], step["old_logprobs"], step["advantages"]):
         full = torch.tensor([p + r], dtype=torch.int64)
-        lp = forward(cfg, params, full, torch.float32)[0]
+        lp = forward(cfg, params, full, torch.float32, lora)[0]
         n = len(p)
         idx = torch.arange(n - 1, n - 1 + len(r))
         logp = lp[idx, torch.tensor(r)]
@@ -142,23 +179,28 @@ def train_step(cfg, W, step):
         terms.append(torch.maximum(-a * ratio, -a * clipped))
     loss = torch.cat(terms).mean()
     loss.backward()
-    sq = sum((q.grad.double() ** 2).sum() for q in params.values() if q.grad is not None)
+    sq = sum((q.grad.double() ** 2).sum() for q in trained.values() if q.grad is not None)
     return {"loss": loss.item(), "grad_norm": math.sqrt(sq.item())}
 
 
 def main():
     d, batch = sys.argv[1], sys.argv[2]
+    adir = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--adapter=")), None)
+    adapter = read_adapter(adir) if adir else None
     if "--train" in sys.argv:
         cfg = json.load(open(d + "/config.json"))
         W = read_safetensors(d + "/model.safetensors")
-        print(json.dumps(train_step(cfg, W, json.load(open(batch)))))
+        print(json.dumps(train_step(cfg, W, json.load(open(batch)), adapter)))
         return
     dt = torch.float64 if "--f64" in sys.argv else torch.float32
     dev = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--device=")), "cpu")
     if dev.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = False
     cfg = json.load(open(d + "/config.json"))
-    W = {k: v.to(dev) for k, v in read_safetensors(d + "/model.safetensors").items()}
+    W = read_safetensors(d + "/model.safetensors")
+    if adapter is not None:
+        W = merge_adapter(W, *adapter)
+    W = {k: v.to(dev) for k, v in W.items()}
     b = json.load(open(batch))
     tokens = torch.tensor(b["tokens"], dtype=torch.int64, device=dev)
     targets = torch.tensor(b["targets"], dtype=torch.int64, device=dev)

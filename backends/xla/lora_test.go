@@ -277,3 +277,263 @@ func hfValues(t *testing.T, n *net) map[string][]float32 {
 	}
 	return out
 }
+
+// newLoRABackend builds a LoRA policy (and a K-head critic when k > 0) on
+// a tiny checkpoint, its adapters from ad (nil: PEFT's initialisation).
+func newLoRABackend(t *testing.T, dir string, c *hf.Config, lc peft.Config, ad *peft.Adapter, k int) *Backend {
+	t.Helper()
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	pc := HFModelConfig(c, 32)
+	pc.LoRA = &lc
+	b, err := New(Options{Engine: "cpu", Policy: pc, ValueHeads: k, Seed: 3, ActorLR: 1e-2, CriticLR: 1e-2, PAD: 0, EOS: 2, HFWeights: set, Adapter: ad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func loraRollout(c *hf.Config, k int) *core.Rollout {
+	rng := rand.New(rand.NewPCG(3, 4))
+	r := &core.Rollout{}
+	for i := range 3 {
+		p, resp := randTokens(rng, 1, 4, c.Vocab)[0], randTokens(rng, 1, 5, c.Vocab)[0]
+		lp, adv := make([]float64, 5), make([]float64, 5)
+		mask := make([][]float64, 5)
+		for j := range lp {
+			lp[j], adv[j] = -4+rng.NormFloat64(), float64(i-1)
+			mask[j] = slices.Repeat([]float64{1}, max(k, 1))
+		}
+		r.Seqs = append(r.Seqs, core.Sequence{Prompt: p, Response: resp, LogProbs: lp, Advantages: adv, Returns: adv, HeadMask: mask})
+	}
+	return r
+}
+
+// A fresh LoRA policy (PEFT's initialisation, B = 0) scores exactly as the
+// base; after updates, a checkpoint holds the adapters and their Adam
+// state only, and restores the policy bit for bit into a new backend
+// built from the same base.
+func TestLoRACheckpoint(t *testing.T) {
+	dir, c := writeTinyHF(t, "qwen3", safetensors.F32, 21)
+	lc := testLoRA["qwen3"]
+	b := newLoRABackend(t, dir, c, lc, nil, 0)
+	r := loraRollout(c, 0)
+	seqs := []*core.Sequence{&r.Seqs[0], &r.Seqs[1], &r.Seqs[2]}
+	start, _, err := b.ScoreLogProbs(seqs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := b.ReferenceLogProbs(r, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range start {
+		if !slices.Equal(start[i], ref[i]) {
+			t.Fatalf("B = 0 at start, yet the policy differs from its base at sequence %d: %v vs %v", i, start[i], ref[i])
+		}
+	}
+	for range 3 {
+		if _, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.2, Temperature: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, _, _ := b.ScoreLogProbs(seqs, 1)
+	if slices.Equal(after[0], start[0]) {
+		t.Fatal("three updates left the policy unchanged")
+	}
+	ck := t.TempDir()
+	if err := b.Save(ck); err != nil {
+		t.Fatal(err)
+	}
+	var saved checkpoint
+	if err := readGob(filepath.Join(ck, "policy.gob"), &saved); err != nil {
+		t.Fatal(err)
+	}
+	names, _, _ := loraModules(b.policy.cfg)
+	if want := 3 * 2 * len(names); len(saved.Vars) != want {
+		t.Fatalf("policy.gob holds %d variables, want %d (A and B of %d modules, each with two Adam moments)", len(saved.Vars), want, len(names))
+	}
+	for k := range saved.Vars {
+		if strings.Contains(k, "/"+hfScope+"/") || strings.HasPrefix(k, "/"+hfScope) {
+			t.Fatalf("policy.gob holds the frozen weight %s", k)
+		}
+	}
+	if fileExists(filepath.Join(ck, "reference.gob")) {
+		t.Fatal("a LoRA run saved a reference copy")
+	}
+	b2 := newLoRABackend(t, dir, c, lc, nil, 0)
+	if err := b2.Load(ck); err != nil {
+		t.Fatal(err)
+	}
+	again, _, _ := b2.ScoreLogProbs(seqs, 1)
+	for i := range after {
+		if !slices.Equal(after[i], again[i]) {
+			t.Fatalf("restored policy differs at sequence %d", i)
+		}
+	}
+	// Another rank is refused.
+	other := lc
+	other.Rank = 5
+	b3 := newLoRABackend(t, dir, c, other, nil, 0)
+	if err := b3.Load(ck); err == nil || !strings.Contains(err.Error(), "differ from the configured") {
+		t.Fatalf("load into another rank: %v", err)
+	}
+}
+
+// Export -> load round trips are exact: the exported PEFT adapter, as a
+// new run's model.adapter, gives bit-identical log-probs; the merged
+// export (ExportHF) scores bit-identically to the base with the adapter
+// merged at load (score --adapter); a policy without adapters refuses
+// ExportAdapter.
+func TestLoRAExportRoundTrip(t *testing.T) {
+	dir, c := writeTinyHF(t, "llama", safetensors.F32, 23)
+	lc := testLoRA["llama"]
+	b := newLoRABackend(t, dir, c, lc, nil, 0)
+	r := loraRollout(c, 0)
+	for range 2 {
+		if _, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.2, Temperature: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seqs := []*core.Sequence{&r.Seqs[0], &r.Seqs[1], &r.Seqs[2]}
+	want, _, _ := b.ScoreLogProbs(seqs, 1)
+	out := filepath.Join(t.TempDir(), "adapter")
+	if err := b.ExportAdapter(out, "tiny-llama"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ExportAdapter(out, "tiny-llama"); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("export over an existing directory: %v", err)
+	}
+	ad, err := peft.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ad.Config.BaseModel != "tiny-llama" || ad.Config.Rank != lc.Rank || ad.Config.Alpha != lc.Alpha {
+		t.Fatalf("adapter config %+v", ad.Config)
+	}
+	b2 := newLoRABackend(t, dir, c, lc, ad, 0)
+	got, _, _ := b2.ScoreLogProbs(seqs, 1)
+	for i := range want {
+		if !slices.Equal(want[i], got[i]) {
+			t.Fatalf("model.adapter from the export: sequence %d differs: %v vs %v", i, got[i], want[i])
+		}
+	}
+	merged := filepath.Join(t.TempDir(), "merged")
+	if err := b.ExportHF(dir, merged, safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+	mm, err := LoadHF(merged, "cpu", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mm.Close()
+	ma, err := LoadHFAdapter(dir, out, "cpu", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ma.Close()
+	for _, s := range seqs {
+		seq := append(slices.Clone(s.Prompt), s.Response...)
+		x, err := mm.LogProbs(seq, len(s.Prompt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := ma.LogProbs(seq, len(s.Prompt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(x, y) {
+			t.Fatalf("merged export %v, base + adapter %v", x, y)
+		}
+	}
+	// The merged export differs from the base (the adapters trained).
+	base, _ := LoadHF(dir, "cpu", "")
+	defer base.Close()
+	s := seqs[0]
+	seq := append(slices.Clone(s.Prompt), s.Response...)
+	x, _ := base.LogProbs(seq, len(s.Prompt))
+	y, _ := mm.LogProbs(seq, len(s.Prompt))
+	if slices.Equal(x, y) {
+		t.Fatal("the merged export equals the base")
+	}
+	set, _ := safetensors.OpenDir(dir)
+	defer set.Close()
+	plain, err := New(Options{Engine: "cpu", Policy: HFModelConfig(c, 32), Seed: 1, PAD: 0, EOS: 2, HFWeights: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.ExportAdapter(filepath.Join(t.TempDir(), "a"), ""); err == nil || !strings.Contains(err.Error(), "no adapters") {
+		t.Fatalf("ExportAdapter without adapters: %v", err)
+	}
+}
+
+// A LoRA critic reads the policy's frozen trunk (the same tensors, no
+// copy) and trains its own adapters and value head: its updates change
+// its values and leave the policy and the shared weights as they were.
+func TestLoRACritic(t *testing.T) {
+	dir, c := writeTinyHF(t, "qwen2", safetensors.F32, 25)
+	b := newLoRABackend(t, dir, c, testLoRA["qwen2"], nil, 2)
+	shared := 0
+	pol := map[string]*tensors.Tensor{}
+	for v := range b.policy.ctx.IterVariables() {
+		if v.Scope() == "/"+hfScope {
+			pol[v.Name()], _ = v.Value()
+		}
+	}
+	for v := range b.critic.ctx.IterVariables() {
+		if v.Scope() == "/"+hfScope {
+			val, _ := v.Value()
+			if pol[v.Name()] != val {
+				t.Fatalf("critic weight %s is a copy, not the policy's tensor", v.Name())
+			}
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Fatal("the critic has no Hugging Face weights")
+	}
+	var trainable []string
+	for _, v := range b.critic.trainable() {
+		trainable = append(trainable, v.ScopeAndName())
+	}
+	names, _, _ := loraModules(b.critic.cfg)
+	if len(trainable) != 2*len(names)+2 || !slices.Contains(trainable, "/value/w") {
+		t.Fatalf("critic trains %v, want the adapters of %d modules and the value head", trainable, len(names))
+	}
+	r := loraRollout(c, 2)
+	seqs := []*core.Sequence{&r.Seqs[0], &r.Seqs[1], &r.Seqs[2]}
+	lp0, _, _ := b.ScoreLogProbs(seqs, 1)
+	w0 := hfValues(t, b.policy)
+	if err := b.ScoreValues(r); err != nil {
+		t.Fatal(err)
+	}
+	v0 := r.Seqs[0].Values[0][0]
+	for range 3 {
+		if _, err := b.UpdateCritic(r, core.CriticUpdate{Epochs: 1, Minibatches: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.ScoreValues(r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Seqs[0].Values[0][0] == v0 {
+		t.Fatal("critic updates left its values unchanged")
+	}
+	lp1, _, _ := b.ScoreLogProbs(seqs, 1)
+	for i := range lp0 {
+		if !slices.Equal(lp0[i], lp1[i]) {
+			t.Fatal("critic updates changed the policy")
+		}
+	}
+	w1 := hfValues(t, b.policy)
+	for k := range w0 {
+		if !slices.Equal(w0[k], w1[k]) {
+			t.Fatalf("critic updates changed the shared weight %s", k)
+		}
+	}
+}

@@ -1,7 +1,7 @@
 package serve
 
 // Help is the help text of cde-run serve (its flags follow it).
-const Help = `usage: cde-run serve (--model DIR | --checkpoint DIR [--step N]) [--addr HOST:PORT] [--reload-dir DIR]
+const Help = `usage: cde-run serve (--model DIR [--adapter PEFTDIR] | --checkpoint DIR [--step N]) [--addr HOST:PORT] [--reload-dir DIR]
 
 Serves a policy over HTTP with the subset of the OpenAI-compatible API that
 vLLM serves and RL trainers use: /v1/completions (token-id or text prompts,
@@ -12,10 +12,13 @@ so a trainer can generate on other processes (rollout.servers) and push new
 weights to them. Fields it cannot honour are refused (400), never ignored.
 
 --model is a Hugging Face model directory (config.json, safetensors weights,
-tokenizer.json, tokenizer_config.json). --checkpoint is cde's: a run
+tokenizer.json, tokenizer_config.json); --adapter merges a PEFT LoRA adapter
+into its weights (W + (lora_alpha / r) B A; a weight reload then replaces
+the merged weights). --checkpoint is cde's: a run
 directory (its newest complete checkpoint, or --step N), one of its
 checkpoints/step-N directories, or a directory holding a policy.gob of cde's
-own transformer (character tokenizer). A run is served from any working
+own transformer (character tokenizer); a LoRA run's checkpoint holds its
+adapters, served on its model.hf's weights. A run is served from any working
 directory: its tokenizer and model directory, when relative, are looked for
 from here and then from each directory above the run; its training data is
 not read.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/tasks"
@@ -25,6 +26,9 @@ type LoadOptions struct {
 	// safetensors weights, tokenizer.json and tokenizer_config.json (its
 	// eos_token is where sampling stops).
 	Model string
+	// Adapter, with Model, is a PEFT LoRA adapter directory merged into
+	// its weights ("" = none).
+	Adapter string
 	// Checkpoint is one of
 	//   - a run directory (config.yaml, checkpoints/step-N/): its newest
 	//     complete checkpoint, or step Step;
@@ -55,6 +59,9 @@ func Load(o LoadOptions) (*Model, error) {
 		}
 		return loadHF(o)
 	}
+	if o.Adapter != "" {
+		return nil, errors.New("--adapter applies to --model (a LoRA run's adapters are in its checkpoint)")
+	}
 	return loadCheckpoint(o)
 }
 
@@ -84,11 +91,17 @@ func loadHF(o LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	defer set.Close()
+	var ad *peft.Adapter
+	if o.Adapter != "" {
+		if ad, err = peft.Read(o.Adapter); err != nil {
+			return nil, err
+		}
+	}
 	pad := tok.PAD()
 	if pad < 0 {
 		pad = tok.EOS()
 	}
-	b, err := xla.New(xla.Options{Engine: o.Engine, Policy: pc, Seed: 1, PAD: pad, EOS: tok.EOS(), HFWeights: set})
+	b, err := xla.New(xla.Options{Engine: o.Engine, Policy: pc, Seed: 1, PAD: pad, EOS: tok.EOS(), HFWeights: set, Adapter: ad})
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +239,16 @@ func fromConfig(cfg *trainer.Config, engine, ckpt string, log zerolog.Logger) (*
 		pc = xla.HFModelConfig(hc, cfg.Model.MaxLen)
 		extra = extraEOS(hc, tok.EOS())
 	}
+	var weights *safetensors.Set
+	if l := cfg.Model.LoRA; l != nil && cfg.Model.HF != "" {
+		// A LoRA run's checkpoint holds its adapters; the frozen weights
+		// are model.hf's.
+		pc.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
+		if weights, err = safetensors.OpenDir(cfg.Model.HF); err != nil {
+			return nil, fmt.Errorf("config: model.hf: %w", err)
+		}
+		defer weights.Close()
+	}
 	if err := pc.Validate(); err != nil {
 		return nil, err
 	}
@@ -234,7 +257,7 @@ func fromConfig(cfg *trainer.Config, engine, ckpt string, log zerolog.Logger) (*
 		pad = tok.EOS()
 	}
 	b, err := xla.New(xla.Options{Engine: engine, PJRTPlugin: cfg.Backend.PJRTPlugin, Policy: pc, Seed: cfg.Seed,
-		PAD: pad, EOS: tok.EOS()})
+		PAD: pad, EOS: tok.EOS(), HFWeights: weights})
 	if err != nil {
 		return nil, err
 	}

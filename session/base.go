@@ -148,37 +148,73 @@ func Pretrain(ctx context.Context, cfg *trainer.Config, dir string, log zerolog.
 
 // ExportHF writes the policy of run's checkpoint (step, or the newest
 // complete one when step < 0) as a Hugging Face model directory out (see
-// xla.Backend.ExportHF); the run must have trained a model.hf model.
+// xla.Backend.ExportHF; a LoRA run's adapters are merged in); the run must
+// have trained a model.hf model.
 func ExportHF(run string, step int, out string, dtype safetensors.DType, log zerolog.Logger) error {
-	cfg, err := ResumeConfig(run, nil)
-	if err != nil {
-		return err
-	}
-	if cfg.Model.HF == "" {
-		return fmt.Errorf("export: %s trained cde's own transformer (no model.hf); only Hugging Face models export", run)
-	}
-	ckpt := ""
-	if step < 0 {
-		if ckpt, err = trainer.LatestCheckpoint(run); err != nil {
-			return err
-		}
-		if ckpt == "" {
-			return fmt.Errorf("export: %s has no complete checkpoint", run)
-		}
-	} else {
-		ckpt = filepath.Join(run, "checkpoints", fmt.Sprintf("step-%06d", step))
-	}
-	cfg.Model.Checkpoint = "" // the checkpoint's weights replace any start
-	s, err := New(cfg, log)
+	s, cfg, err := openRunCheckpoint(run, step, log)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if err := trainer.VerifyCheckpoint(ckpt); err != nil {
+	return s.Backend.ExportHF(cfg.Model.HF, out, dtype)
+}
+
+// ExportAdapter writes the adapters of a LoRA run's checkpoint (step, or
+// the newest complete one when step < 0) as a PEFT adapter directory out
+// (adapter_config.json, adapter_model.safetensors in float32), with
+// model.hf as its base_model_name_or_path.
+func ExportAdapter(run string, step int, out string, log zerolog.Logger) error {
+	s, cfg, err := openRunCheckpoint(run, step, log)
+	if err != nil {
 		return err
+	}
+	defer s.Close()
+	return s.Backend.ExportAdapter(out, cfg.Model.HF)
+}
+
+// IsLoRARun reports whether run trained adapters (model.lora).
+func IsLoRARun(run string) (bool, error) {
+	cfg, err := ResumeConfig(run, nil)
+	if err != nil {
+		return false, err
+	}
+	return cfg.Model.LoRA != nil, nil
+}
+
+// openRunCheckpoint builds run's model and loads its checkpoint (step, or
+// the newest complete one when step < 0).
+func openRunCheckpoint(run string, step int, log zerolog.Logger) (*Session, *trainer.Config, error) {
+	cfg, err := ResumeConfig(run, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Model.HF == "" {
+		return nil, nil, fmt.Errorf("export: %s trained cde's own transformer (no model.hf); only Hugging Face models export", run)
+	}
+	ckpt := ""
+	if step < 0 {
+		if ckpt, err = trainer.LatestCheckpoint(run); err != nil {
+			return nil, nil, err
+		}
+		if ckpt == "" {
+			return nil, nil, fmt.Errorf("export: %s has no complete checkpoint", run)
+		}
+	} else {
+		ckpt = filepath.Join(run, "checkpoints", fmt.Sprintf("step-%06d", step))
+	}
+	if cfg.Model.LoRA == nil {
+		cfg.Model.Checkpoint = "" // the checkpoint's weights replace any start
+	} // else the checkpoint holds the adapters, and model.hf the frozen weights
+	if err := trainer.VerifyCheckpoint(ckpt); err != nil {
+		return nil, nil, err
+	}
+	s, err := New(cfg, log)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := s.Backend.Load(ckpt); err != nil {
-		return err
+		s.Close()
+		return nil, nil, err
 	}
-	return s.Backend.ExportHF(cfg.Model.HF, out, dtype)
+	return s, cfg, nil
 }

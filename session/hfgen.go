@@ -7,6 +7,7 @@ import (
 
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/tokenizer"
@@ -16,6 +17,7 @@ import (
 // (`cde-run generate`).
 type GenerateOptions struct {
 	Model       string  // model directory (config.json, weights, tokenizer.json)
+	Adapter     string  // a PEFT LoRA adapter directory merged into Model's weights ("" = none)
 	Engine      string  // backend.engine
 	PJRTPlugin  string  // backend.pjrt_plugin (xla:* engines)
 	N           int     // completions per prompt
@@ -70,6 +72,12 @@ func GenerateHF(o GenerateOptions, prompts []string) ([][]Completion, error) {
 		return nil, err
 	}
 	defer set.Close()
+	var ad *peft.Adapter
+	if o.Adapter != "" {
+		if ad, err = peft.Read(o.Adapter); err != nil {
+			return nil, err
+		}
+	}
 	var ids [][]int32
 	longest := 0
 	for i, p := range prompts {
@@ -91,7 +99,7 @@ func GenerateHF(o GenerateOptions, prompts []string) ([][]Completion, error) {
 		pad = tok.EOS()
 	}
 	b, err := xla.New(xla.Options{Engine: o.Engine, PJRTPlugin: o.PJRTPlugin, Policy: xla.HFModelConfig(hc, maxLen), Seed: o.Seed, ActorLR: 1e-4,
-		PAD: pad, EOS: tok.EOS(), HFWeights: set})
+		PAD: pad, EOS: tok.EOS(), HFWeights: set, Adapter: ad})
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	_ "github.com/cde-rl/cde/algos/all" // every in-tree algorithm
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/plugins"
@@ -90,9 +91,16 @@ func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
 	policy := xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
 		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
 	var weights *safetensors.Set
+	var adapter *peft.Adapter
 	if cfg.Model.HF != "" {
 		var stops []int32
 		if policy, weights, stops, err = hfPolicy(cfg, tok, log); err != nil {
+			return nil, err
+		}
+		if adapter, err = readAdapter(cfg, log); err != nil {
+			if weights != nil {
+				weights.Close()
+			}
 			return nil, err
 		}
 		if weights != nil {
@@ -115,7 +123,7 @@ func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
 		return nil, err
 	}
 	s.Backend, err = xla.New(xla.Options{
-		Engine: cfg.Backend.Engine, PJRTPlugin: cfg.Backend.PJRTPlugin, Policy: policy, HFWeights: weights,
+		Engine: cfg.Backend.Engine, PJRTPlugin: cfg.Backend.PJRTPlugin, Policy: policy, HFWeights: weights, Adapter: adapter,
 		ValueHeads: needs.ValueHeads, Seed: cfg.Seed, ActorLR: cfg.Train.ActorLR, CriticLR: cfg.Train.CriticLR,
 		MaxGradNorm: cfg.Train.MaxGradNorm, PAD: tok.PAD(), EOS: tok.EOS(),
 	})
@@ -351,6 +359,9 @@ func hfPolicy(cfg *trainer.Config, tok core.Tokenizer, log zerolog.Logger) (xla.
 	}
 	stops := StopTokens(hc, int(tok.EOS()), log)
 	pc := xla.HFModelConfig(hc, cfg.Model.MaxLen)
+	if l := cfg.Model.LoRA; l != nil {
+		pc.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
+	}
 	if err := pc.Validate(); err != nil {
 		return xla.ModelConfig{}, nil, nil, err
 	}
@@ -362,6 +373,26 @@ func hfPolicy(cfg *trainer.Config, tok core.Tokenizer, log zerolog.Logger) (xla.
 		return xla.ModelConfig{}, nil, nil, fmt.Errorf("config: model.hf: %w", err)
 	}
 	return pc, set, stops, nil
+}
+
+// readAdapter reads model.adapter (nil when unset) and logs what it does:
+// with model.lora the adapters start from it, without it is merged into
+// the weights.
+func readAdapter(cfg *trainer.Config, log zerolog.Logger) (*peft.Adapter, error) {
+	if cfg.Model.Adapter == "" {
+		return nil, nil
+	}
+	ad, err := peft.Read(cfg.Model.Adapter)
+	if err != nil {
+		return nil, fmt.Errorf("config: model.adapter: %w", err)
+	}
+	how := "merged into the weights (full fine-tuning from base + adapter)"
+	if cfg.Model.LoRA != nil {
+		how = "the adapters start from it"
+	}
+	log.Info().Str("adapter", cfg.Model.Adapter).Int("r", ad.Config.Rank).Float64("alpha", ad.Config.Alpha).
+		Strs("target_modules", ad.Config.Targets).Int("modules", len(ad.A)).Msg("PEFT adapter: " + how)
+	return ad, nil
 }
 
 // StopTokens are a Hugging Face model's stop ids by Hugging Face's rule

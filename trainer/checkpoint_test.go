@@ -232,3 +232,27 @@ func TestRestoreRefusesFixedKeyChanges(t *testing.T) {
 		}
 	}
 }
+
+// A manifest written before model.lora and model.adapter were fixed keys
+// resumes with their defaults, and is refused with any other value.
+func TestCompareFixedNewKeys(t *testing.T) {
+	cfg, err := LoadConfig(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := fixedConfig(cfg)
+	delete(old, "model.lora")
+	delete(old, "model.adapter")
+	if err := compareFixed(old, fixedConfig(cfg)); err != nil {
+		t.Fatalf("defaults against an older manifest: %v", err)
+	}
+	lora, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"model.hf=m", "model.lora.rank=8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := fixedConfig(lora)
+	delete(saved, "model.lora")
+	if err := compareFixed(saved, fixedConfig(lora)); err == nil || !strings.Contains(err.Error(), "model.lora.rank from 0 to 8") {
+		t.Fatalf("rank 8 against an older manifest: %v", err)
+	}
+}

@@ -61,6 +61,22 @@ type ModelConfig struct {
 	// JSON when empty, so the keys of bases made before it existed (the
 	// shipped one included) stay the same.
 	HF string `json:"HF,omitempty"`
+	// LoRA is model.lora: low-rank adapters on model.hf's projections with
+	// its weights frozen; nil when model.lora.rank is 0 (full
+	// fine-tuning, the default), and then omitted from JSON.
+	LoRA *LoRAConfig `json:"LoRA,omitempty"`
+	// Adapter is model.adapter: a PEFT LoRA adapter directory; with
+	// model.lora the adapters start from it, without it is merged into
+	// the weights ("" = none).
+	Adapter string `json:"Adapter,omitempty"`
+}
+
+// LoRAConfig is model.lora (docs/config.md#lora).
+type LoRAConfig struct {
+	Rank          int      // model.lora.rank r (0 = off)
+	Alpha         float64  // model.lora.alpha: the update is scaled by alpha / r (16)
+	Dropout       float64  // model.lora.dropout (0; only 0 is implemented)
+	TargetModules []string // model.lora.target_modules (all seven projections)
 }
 
 // BackendConfig chooses the compute engine.
@@ -266,7 +282,8 @@ const DefaultConfigYAML = `
 seed: 1
 preset: none
 task: {name: arith}
-model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: ""}
+model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: "", adapter: "",
+        lora: {rank: 0, alpha: 16, dropout: 0, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}}
 backend: {engine: auto, pjrt_plugin: ""}
 rollout: {n: 8, temperature: 1.0, max_response_tokens: 48,
           servers: [], server_model: "", server_timeout: 120s, server_retries: 2,
@@ -584,6 +601,61 @@ func decodeModel(m *core.Params, c *Config) {
 			m.Check(kv.v == kv.def, kv.k, "not with model.hf: the model's config.json sets the sizes (leave it at %d)", kv.def)
 		}
 	}
+	c.Model.Adapter = m.String("adapter", "")
+	m.Check(c.Model.Adapter == "" || c.Model.HF != "", "adapter", "a PEFT adapter needs the Hugging Face model it adapts (model.hf)")
+	decodeLoRA(m.Sub("lora"), c)
+}
+
+// decodeLoRA reads model.lora.
+func decodeLoRA(l *core.Params, c *Config) {
+	lc := LoRAConfig{Rank: l.Int("rank", 0), Alpha: l.Float("alpha", 16), Dropout: l.Float("dropout", 0)}
+	if v, ok := l.Raw("target_modules"); ok {
+		lc.TargetModules = stringList(l, "target_modules", v)
+	}
+	for _, k := range []struct{ key, what string }{
+		{"use_rslora", "rsLoRA (scale alpha / sqrt(r))"}, {"rslora", "rsLoRA (scale alpha / sqrt(r))"},
+		{"use_dora", "DoRA (weight-decomposed LoRA)"}, {"dora", "DoRA (weight-decomposed LoRA)"},
+	} {
+		if v, ok := l.Raw(k.key); ok && v != false {
+			l.Fail(k.key, "%s is not implemented; only plain LoRA is", k.what)
+		}
+	}
+	l.Check(lc.Rank >= 0 && lc.Rank <= 4096, "rank", "must be in [0, 4096] (0 = off), got %d", lc.Rank)
+	if lc.Rank == 0 {
+		return
+	}
+	l.Check(c.Model.HF != "", "rank", "adapters need a Hugging Face model (model.hf)")
+	l.Check(c.Model.Checkpoint == "auto", "rank", "adapters train on model.hf's own weights: model.checkpoint must be auto, got %q", c.Model.Checkpoint)
+	l.Check(lc.Alpha > 0, "alpha", "must be > 0, got %v", lc.Alpha)
+	l.Check(lc.Dropout == 0, "dropout", "only 0 is implemented (adapter dropout would make the first minibatch's policy ratio differ from 1), got %v", lc.Dropout)
+	l.Check(len(lc.TargetModules) > 0, "target_modules", "empty: name the projections to adapt (%s)", strings.Join(loraModules, ", "))
+	for _, t := range lc.TargetModules {
+		l.Check(slices.Contains(loraModules, t), "target_modules", "%q is not a projection cde can adapt (known: %s)", t, strings.Join(loraModules, ", "))
+	}
+	c.Model.LoRA = &lc
+}
+
+// loraModules are the projections model.lora.target_modules may name
+// (PEFT's names; backends/xla/peft.Modules).
+var loraModules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+// stringList reads a list of strings at key k of p (value v).
+func stringList(p *core.Params, k string, v any) []string {
+	list, ok := v.([]any)
+	if !ok {
+		p.Fail(k, "want a list of strings, got %v (%T)", v, v)
+		return nil
+	}
+	out := make([]string, 0, len(list))
+	for i, x := range list {
+		s, ok := x.(string)
+		if !ok {
+			p.Fail(k, "element %d: want a string, got %v (%T)", i, x, x)
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // decodeRolloutSection reads rollout (after model: max_response_tokens must fit max_len).

@@ -129,3 +129,52 @@ func TestEmptyKeyElements(t *testing.T) {
 		}
 	}
 }
+
+// model.lora and model.adapter: off by default; set, they are read with
+// their defaults; what is not implemented or cannot apply is refused
+// naming the key.
+func TestLoRAConfig(t *testing.T) {
+	c, err := LoadConfig(LoadOptions{Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model.LoRA != nil || c.Model.Adapter != "" {
+		t.Fatalf("defaults: lora %+v adapter %q, want off", c.Model.LoRA, c.Model.Adapter)
+	}
+	c, err = LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"model.hf=m", "model.lora.rank=8", "model.adapter=a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Model.LoRA; l == nil || l.Rank != 8 || l.Alpha != 16 || l.Dropout != 0 || len(l.TargetModules) != 7 || c.Model.Adapter != "a" {
+		t.Fatalf("lora %+v adapter %q", c.Model.LoRA, c.Model.Adapter)
+	}
+	c, err = LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"model.hf=m", "model.lora={rank: 4, alpha: 8, target_modules: [q_proj, v_proj]}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Model.LoRA; l.Rank != 4 || l.Alpha != 8 || strings.Join(l.TargetModules, ",") != "q_proj,v_proj" {
+		t.Fatalf("lora %+v", l)
+	}
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"model.lora.rank=8"}, "model.lora.rank: adapters need a Hugging Face model (model.hf)"},
+		{[]string{"model.hf=m", "model.lora.rank=8", "model.checkpoint=runs/x"}, "model.lora.rank: adapters train on model.hf's own weights"},
+		{[]string{"model.hf=m", "model.lora.rank=8", "model.lora.dropout=0.05"}, "model.lora.dropout: only 0 is implemented"},
+		{[]string{"model.hf=m", "model.lora.rank=8", "model.lora.alpha=0"}, "model.lora.alpha: must be > 0"},
+		{[]string{"model.hf=m", "model.lora.rank=-1"}, "model.lora.rank: must be in [0, 4096]"},
+		{[]string{"model.hf=m", "model.lora.rank=8", "model.lora.target_modules=[lm_head]"}, `model.lora.target_modules: "lm_head" is not a projection`},
+		{[]string{"model.hf=m", "model.lora.rank=8", "model.lora.target_modules=[]"}, "model.lora.target_modules: empty"},
+		{[]string{"model.hf=m", "model.lora.rank=8", "model.lora.target_modules=q_proj"}, "model.lora.target_modules: want a list of strings"},
+		{[]string{"model.hf=m", "model.lora.rank=8", "model.lora.use_rslora=true"}, "model.lora.use_rslora: rsLoRA (scale alpha / sqrt(r)) is not implemented"},
+		{[]string{"model.hf=m", "model.lora.rank=8", "model.lora.use_dora=true"}, "model.lora.use_dora: DoRA (weight-decomposed LoRA) is not implemented"},
+		{[]string{"model.adapter=a"}, "model.adapter: a PEFT adapter needs the Hugging Face model it adapts (model.hf)"},
+		{[]string{"model.lora.ranks=8"}, "model.lora.ranks: unknown key"},
+	} {
+		_, err := LoadConfig(LoadOptions{Env: []string{}, Sets: tc.sets})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.sets, err, tc.want)
+		}
+	}
+}

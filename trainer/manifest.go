@@ -14,6 +14,9 @@ import (
 	"strings"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
 )
 
 // ManifestName is the file a checkpoint directory gets last: the size and
@@ -148,7 +151,7 @@ func VerifyIfManifest(dir string) error {
 // it. Everything else (train.steps, learning rates, eval.*, ...) may be
 // edited in RUN/config.yaml before --resume, and so may a plugin entry's
 // sha256, start_timeout and call_timeout.
-var FixedConfigKeys = []string{"seed", "task", "model.layers", "model.d_model", "model.heads", "model.ff", "model.max_len", "model.hf",
+var FixedConfigKeys = []string{"seed", "task", "model.layers", "model.d_model", "model.heads", "model.ff", "model.max_len", "model.hf", "model.lora", "model.adapter",
 	"algorithm", "strategies", "train.value_heads"}
 
 // fixedConfig extracts FixedConfigKeys from cfg's resolved key tree, in a
@@ -170,6 +173,16 @@ func fixedConfig(cfg *Config) map[string]any {
 	return out
 }
 
+// defaultValue is key's value in the embedded defaults (nil when it has
+// none there).
+func defaultValue(key string) any {
+	k := koanf.New(".")
+	if err := k.Load(rawbytes.Provider([]byte(DefaultConfigYAML)), yaml.Parser()); err != nil {
+		return nil
+	}
+	return k.Get(key)
+}
+
 func normalizeJSON(v any) any {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -182,9 +195,16 @@ func normalizeJSON(v any) any {
 
 // compareFixed returns an error naming the first fixed key whose value in
 // now differs from the checkpoint's.
+//
+// A key the saved manifest lacks (one made before the key was fixed, or
+// before it existed) is compared against the key's embedded default: a run
+// resumed with its old config.yaml has that default.
 func compareFixed(saved, now map[string]any) error {
 	for _, key := range FixedConfigKeys {
 		a, b := normalizeJSON(saved[key]), normalizeJSON(now[key])
+		if _, ok := saved[key]; !ok {
+			a = normalizeJSON(defaultValue(key))
+		}
 		if key == "strategies" {
 			a, b = withoutPluginPins(a), withoutPluginPins(b)
 		}

@@ -275,3 +275,13 @@ func shareHFParams(ctx *context.Context, src *net, head bool) error {
 	}
 	return nil
 }
+
+// LoRAOf is the adapter setting of model.lora's values: nil for rank 0
+// (off), the targets in peft.Modules' order (so a checkpoint's recorded
+// setting compares equal whatever order the config listed them in).
+func LoRAOf(rank int, alpha, dropout float64, targets []string) *peft.Config {
+	if rank == 0 {
+		return nil
+	}
+	return &peft.Config{Rank: rank, Alpha: alpha, Dropout: dropout, Targets: peft.SortModules(slices.Clone(targets))}
+}

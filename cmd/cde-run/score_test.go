@@ -32,7 +32,7 @@ func TestScore(t *testing.T) {
 {"prompt": "Hi", "response": ""}
 `
 	var out bytes.Buffer
-	if err := runScore(dir, "cpu", "", strings.NewReader(in), &out); err != nil {
+	if err := runScore(dir, "", "cpu", "", strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
 	tok, err := tokenizer.Load(dir)
@@ -77,7 +77,7 @@ func TestScore(t *testing.T) {
 		{`{"prompt": "x"}`, `stdin line 1: missing string field`},
 		{`[1]`, "stdin line 1: want a JSON object"},
 	} {
-		if err := runScore(dir, "cpu", "", strings.NewReader(c.in+"\n"), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := runScore(dir, "", "cpu", "", strings.NewReader(c.in+"\n"), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", c.in, err, c.want)
 		}
 	}

@@ -29,6 +29,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var lo serve.LoadOptions
 	var o serve.Options
 	fs.StringVar(&lo.Model, "model", "", "Hugging Face model directory")
+	fs.StringVar(&lo.Adapter, "adapter", "", "with --model: a PEFT LoRA adapter directory merged into the weights")
 	fs.StringVar(&lo.Checkpoint, "checkpoint", "", "cde run directory, checkpoint directory, or directory holding policy.gob")
 	fs.IntVar(&lo.Step, "step", -1, "with --checkpoint RUN_DIR: the checkpoint step (default: the newest complete one)")
 	fs.StringVar(&lo.Engine, "engine", "auto", "compute engine: auto, cpu, go or xla:...")

@@ -181,9 +181,25 @@ func parseTargets(raw json.RawMessage) ([]string, error) {
 			out = append(out, bare)
 		}
 	}
-	// Modules' order, so equal sets compare equal.
-	slices.SortFunc(out, func(a, b string) int { return slices.Index(Modules, a) - slices.Index(Modules, b) })
-	return out, nil
+	return SortModules(out), nil
+}
+
+// SortModules sorts module names in Modules' order (unknown names last,
+// by name), so equal sets compare equal.
+func SortModules(names []string) []string {
+	rank := func(s string) int {
+		if i := slices.Index(Modules, s); i >= 0 {
+			return i
+		}
+		return len(Modules)
+	}
+	slices.SortStableFunc(names, func(a, b string) int {
+		if d := rank(a) - rank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return names
 }
 
 // Adapter is a read adapter: its config and, per adapted module (full

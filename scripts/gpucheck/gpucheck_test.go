@@ -75,20 +75,32 @@ func TestDryRun(t *testing.T) {
 		t.Errorf("mode %q engine %q, want dry and cpu", s.Mode, s.Engine)
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "summary.md"))
-	for _, k := range []string{"a", "b", "c", "d", "e"} {
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
 		c, ok := s.Checks[k]
 		if !ok {
 			t.Errorf("check %s missing from summary.json", k)
 			continue
 		}
-		// c needs HF transformers, which CI does not install: it may skip,
-		// with that reason, after its train, export and score ran.
-		if !(c.Status == "pass" || k == "c" && c.Status == "skip" && strings.Contains(c.Reason, "transformers")) {
+		// c needs HF transformers, and f also peft, which CI does not
+		// install: they may skip, with that reason, after their train,
+		// export and score ran.
+		if !(c.Status == "pass" || (k == "c" || k == "f") && c.Status == "skip" && strings.Contains(c.Reason, "transformers")) {
 			t.Errorf("check %s: %s %s%s", k, c.Status, c.Reason, c.Error)
 		}
 		if !strings.Contains(string(md), "| "+k+" | ") {
 			t.Errorf("summary.md has no row for check %s", k)
 		}
+	}
+	// f: score --adapter equals the merged export exactly, and the plain
+	// PyTorch forward of the merged export agrees.
+	var f struct {
+		Same  bool    `json:"adapter_equals_merged_export"`
+		Plain float64 `json:"merged_plain_max_abs_diff"`
+		Moved float64 `json:"trained_logprob_change"`
+	}
+	json.Unmarshal(s.Checks["f"].Figures, &f)
+	if !f.Same || f.Plain > 1e-4 || f.Moved <= 1e-3 {
+		t.Errorf("check f: %+v", f)
 	}
 	// The figures the run step parsed from each tool's output.
 	var a struct {

@@ -14,6 +14,12 @@ With --transformers first (`ref_logprobs.py --transformers DEVICE OUT.json
 DIR SCORED.jsonl`), DIR is loaded with HF transformers' AutoModelForCausalLM
 and AutoTokenizer instead, and the tokenizer's ids for each prompt and
 response text are compared with the ids cde gave.
+
+With --peft ADAPTER first (`ref_logprobs.py --peft ADAPTER DEVICE OUT.json
+BASE SCORED.jsonl`), BASE is loaded with transformers and the PEFT LoRA
+adapter ADAPTER on it with peft's PeftModel.from_pretrained (adapters
+unmerged, as PEFT runs them), and SCORED.jsonl is what `cde-run score
+--model BASE --adapter ADAPTER` wrote.
 """
 import json
 import os
@@ -69,11 +75,35 @@ def with_transformers(device, model_dir, scored):
                  "tokenizer_id_mismatches": id_mismatch, "model_class": type(model).__name__}
 
 
+def with_peft(adapter):
+    def run(device, model_dir, scored):
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+        try:
+            base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        except TypeError:  # transformers before the dtype argument
+            base = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+        model = PeftModel.from_pretrained(base, adapter).to(device).eval()
+        out = []
+        with torch.no_grad():
+            for s in scored:
+                full = s["prompt_ids"] + s["response_ids"]
+                logits = model(input_ids=torch.tensor([full], device=device)).logits[0].float()
+                lp = torch.log_softmax(logits, -1)[:-1].gather(-1, torch.tensor(full[1:], device=device).unsqueeze(-1)).squeeze(-1)
+                out.append(lp[len(s["prompt_ids"]) - 1:].tolist())
+        import peft
+        import transformers
+        return out, {"peft": peft.__version__, "transformers": transformers.__version__, "model_class": type(model).__name__}
+    return run
+
+
 def main():
     args = sys.argv[1:]
     mode = plain
     if args and args[0] == "--transformers":
         mode, args = with_transformers, args[1:]
+    elif args and args[0] == "--peft":
+        mode, args = with_peft(args[1]), args[2:]
     device, out_path, pairs = args[0], args[1], args[2:]
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = False

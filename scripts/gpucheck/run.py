@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The GPU check's run step: runs on the GPU machine (no Go, no network).
 
-    python3 scripts/gpucheck/run.py OUT [--plugin P] [--only a,b,c,d,e] [--bin DIR]
+    python3 scripts/gpucheck/run.py OUT [--plugin P] [--only a,b,c,d,e,f] [--bin DIR]
     python3 scripts/gpucheck/run.py OUT --dry      # CI: engine cpu, PyTorch on the CPU
 
 Run from anywhere; paths are taken relative to this file's repository. The
@@ -30,6 +30,11 @@ a run cut short keeps what finished. The checks (docs/scale.md):
   e  train: the default cde-run train and a PPO + multihead run, 50 steps,
      xla:cuda against the cpu engine: step time, and the first steps'
      metrics
+  f  LoRA: a short LoRA run on a tiny Qwen3, cde-run export (a PEFT
+     adapter) and export --merge; score --adapter equals the merged
+     export's score, the plain PyTorch forward of the merged export
+     agrees within 1e-4, and HF PEFT (PeftModel.from_pretrained on the
+     base) gives cde's log-probs within 1e-4
 
 --dry runs the same script with engine cpu for xla:cuda (check a then uses
 GoMLX's go engine as the reference, its default), PyTorch on the CPU and
@@ -248,10 +253,12 @@ def write_jsonl(path, rows):
             f.write(json.dumps(r) + "\n")
 
 
-def score(ctx, name, model, out, engine=None):
+def score(ctx, name, model, out, engine=None, adapter=None):
     inp = os.path.join(ctx.work, "score-input.jsonl")
     write_jsonl(inp, SCORE_INPUT)
     cmd = [ctx.bins["cde-run"], "score", "--model", model, "--engine", engine or ctx.engine]
+    if adapter:
+        cmd += ["--adapter", adapter]
     if ctx.plugin:
         cmd += ["--pjrt-plugin", ctx.plugin]
     run(ctx, name, cmd, timeout=ctx.t(240), stdin=inp, stdout_file=out)
@@ -330,6 +337,62 @@ backend: {{engine: "{ctx.engine}", pjrt_plugin: "{ctx.plugin or ''}"}}
     res.update({k: r[k] for k in ("transformers", "model_class", "tokenizer_class", "tokenizer_id_mismatches", "max_abs_diff", "tokens")})
     ok = r["max_abs_diff"] <= LOGPROB_TOL and r["tokenizer_id_mismatches"] == 0
     return ("pass" if ok else "fail"), res
+
+
+# ---- f: LoRA, PEFT ---------------------------------------------------------------
+
+def check_f(ctx):
+    need(ctx, "cde-run")
+    base = tiny(ctx, "qwen3", "F32", 3)
+    run_dir = os.path.join(ctx.work, "f-run")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    cfg = os.path.join(ctx.work, "f.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"""seed: 1
+task: {{name: math, train: {os.path.join(ROOT, 'tasks', 'testdata', 'gsm8k', 'test.jsonl')}, tokenizer: {base}}}
+model: {{hf: {base}, max_len: 320, lora: {{rank: 4, alpha: 8}}}}
+rollout: {{n: 4, temperature: 1.0, max_response_tokens: 24}}
+train: {{steps: 2, prompts_per_step: 2, actor_lr: 1.0e-2, checkpoint_every: 2}}
+algorithm: {{name: grpo}}
+strategies: [{{name: entropy, coef: 0.05}}]
+eval: {{at_start: false, every: 1000}}
+backend: {{engine: "{ctx.engine}", pjrt_plugin: "{ctx.plugin or ''}"}}
+""")
+    run(ctx, "f", [ctx.bins["cde-run"], "train", "--config", cfg, "--run-dir", run_dir], timeout=ctx.t(300))
+    adapter, merged = os.path.join(ctx.work, "f-adapter"), os.path.join(ctx.work, "f-merged")
+    for d in (adapter, merged):
+        shutil.rmtree(d, ignore_errors=True)
+    run(ctx, "f", [ctx.bins["cde-run"], "export", "--run", run_dir, "--out", adapter], timeout=ctx.t(120))
+    run(ctx, "f", [ctx.bins["cde-run"], "export", "--run", run_dir, "--out", merged, "--merge"], timeout=ctx.t(120))
+    plain = score(ctx, "f", base, os.path.join(ctx.work, "f-score-base.jsonl"))
+    scored_ad = os.path.join(ctx.work, "f-score-adapter.jsonl")
+    with_ad = score(ctx, "f", base, scored_ad, adapter=adapter)
+    scored_merged = os.path.join(ctx.work, "f-score-merged.jsonl")
+    by_merged = score(ctx, "f", merged, scored_merged)
+    moved = max(abs(a - b) for x, y in zip(plain, with_ad) for a, b in zip(x["logprobs"], y["logprobs"]))
+    same = all(x["logprobs"] == y["logprobs"] for x, y in zip(with_ad, by_merged))
+    res = {"tolerance": LOGPROB_TOL, "adapter_files": sorted(os.listdir(adapter)), "trained_logprob_change": moved,
+           "adapter_equals_merged_export": same}
+    if not moved > 1e-3:
+        return "fail", dict(res, error=f"base + adapter scores as the base (max change {moved:.3g}): the adapters did not train")
+    if not same:
+        return "fail", dict(res, error="score --adapter differs from the merged export's score")
+    # The merged export through the plain PyTorch forward (no cde code).
+    ref = os.path.join(ctx.work, "f-ref-plain.json")
+    run(ctx, "f", [ctx.py, os.path.join(HERE, "ref_logprobs.py"), ctx.torch_device, ref, merged, scored_merged], timeout=ctx.t(300))
+    res["merged_plain_max_abs_diff"] = json.load(open(ref))[0]["max_abs_diff"]
+    if not res["merged_plain_max_abs_diff"] <= LOGPROB_TOL:
+        return "fail", res
+    try:
+        import peft  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        return "skip", dict(res, reason=f"HF transformers or peft is not installed here ({e}); train, export, score --adapter and the plain reference ran")
+    ref = os.path.join(ctx.work, "f-ref-peft.json")
+    run(ctx, "f", [ctx.py, os.path.join(HERE, "ref_logprobs.py"), "--peft", adapter, ctx.torch_device, ref, base, scored_ad], timeout=ctx.t(300))
+    r = json.load(open(ref))[0]
+    res.update({k: r[k] for k in ("peft", "transformers", "model_class", "max_abs_diff", "tokens")})
+    return ("pass" if r["max_abs_diff"] <= LOGPROB_TOL else "fail"), res
 
 
 # ---- d: hfbench ----------------------------------------------------------------
@@ -456,7 +519,8 @@ CHECKS = {"a": ("conformance: actor and critic step (K=4) against the cpu engine
           "b": ("score: tiny Llama, Qwen2, Qwen3 (F32, BF16) against PyTorch", check_b),
           "c": ("export: short run, export, HF transformers loads it", check_c),
           "d": ("hfbench: Qwen3-0.6B shape against PyTorch", check_d),
-          "e": ("train: default and PPO + multihead, against the cpu engine", check_e)}
+          "e": ("train: default and PPO + multihead, against the cpu engine", check_e),
+          "f": ("LoRA: short run, export as a PEFT adapter, PEFT loads it", check_f)}
 
 
 def write_summary(ctx, results):
@@ -486,7 +550,7 @@ def main():
     ap.add_argument("--dry", action="store_true", help="engine cpu for xla:cuda, PyTorch on the CPU, small sizes (CI)")
     ap.add_argument("--plugin", default="", help="the PJRT CUDA plugin (default: found in the installed Python packages)")
     ap.add_argument("--bin", default=os.path.join(ROOT, ".gpucheck"), help="folder of cde-run, xla.test, hfbench (plain or .xz)")
-    ap.add_argument("--only", default="abcde", help="checks to run, e.g. a,b or abc")
+    ap.add_argument("--only", default="abcdef", help="checks to run, e.g. a,b or abc")
     ap.add_argument("--python", default=sys.executable, help="the Python for the PyTorch and transformers parts")
     ap.add_argument("--env", action="append", default=[], metavar="K=V", help="set an environment variable for every check (repeatable)")
     ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiplies every check's timeout")
@@ -519,7 +583,7 @@ def main():
     ctx.bins = unpack(a.bin, os.path.join(ctx.out, "bin"))
     log(f"engine {ctx.engine}, PyTorch on {ctx.torch_device}, plugin {ctx.plugin or '-'}, binaries {sorted(ctx.bins)}, Qwen3 tokenizer {tok}")
     results = ctx.results = {}
-    for key in [k for k in "abcde" if k in a.only]:
+    for key in [k for k in "abcdef" if k in a.only]:
         log(f"check {key}: {CHECKS[key][0]}")
         t0 = time.time()
         try:

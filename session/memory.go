@@ -83,7 +83,12 @@ const runtimeBytes = 64e6
 //
 //	model state   policy weights, gradients and Adam's two moments (16 bytes
 //	              a parameter), the same for the critic, and a frozen copy
-//	              of the policy with train.kl_coef > 0
+//	              of the policy with train.kl_coef > 0. With model.lora:
+//	              the frozen weights once (4 bytes a parameter, shared by
+//	              the critic, and the KL reference is the same weights with
+//	              the adapters off), and 16 bytes per adapter parameter
+//	              (r (in + out) per adapted projection) for the policy and
+//	              again for the critic, plus its value head
 //	generation    per row: the key/value caches of every layer for
 //	              model.max_len positions, double-buffered (in and out of a
 //	              decode step), the prefill's activations and attention
@@ -112,13 +117,23 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 	}
 	state := 16 * params
 	stateKeys := sizeKeys
-	if valueHeads > 0 {
-		state += 16 * (params + d*f(valueHeads))
-		stateKeys += ", the critic (algorithm, strategies, train.value_heads)"
-	}
-	if cfg.Train.KLCoef > 0 {
-		state += 4 * params
-		stateKeys += ", train.kl_coef (the reference policy)"
+	if p.LoRA != nil {
+		adapters := LoRAParamCount(p)
+		state = 4*params + 16*adapters
+		stateKeys += ", model.lora (frozen weights, adapters)"
+		if valueHeads > 0 {
+			state += 16 * (adapters + d*f(valueHeads))
+			stateKeys += ", the critic's adapters and heads (algorithm, strategies, train.value_heads)"
+		}
+	} else {
+		if valueHeads > 0 {
+			state += 16 * (params + d*f(valueHeads))
+			stateKeys += ", the critic (algorithm, strategies, train.value_heads)"
+		}
+		if cfg.Train.KLCoef > 0 {
+			state += 4 * params
+			stateKeys += ", train.kl_coef (the reference policy)"
+		}
 	}
 	gen := func(rows float64) float64 {
 		kv := 2 * layers * 2 * rows * t * dkv * 4
@@ -188,6 +203,28 @@ func ParamCount(p xla.ModelConfig) float64 {
 	}
 	perLayer := 4*d*d + 2*d*ff + ff + d + 4*d
 	return v*d + f(p.MaxLen)*d + layers*perLayer + 2*d + d*v
+}
+
+// LoRAParamCount is the number of adapter parameters of p's model.lora:
+// r (in + out) for each adapted projection of each layer (0 without
+// adapters).
+func LoRAParamCount(p xla.ModelConfig) float64 {
+	h := p.HF
+	if p.LoRA == nil || h == nil {
+		return 0
+	}
+	f := func(x int) float64 { return float64(x) }
+	d, qd, kvd, ff := f(h.Hidden), f(h.Heads)*f(h.HeadDim), f(h.KVHeads)*f(h.HeadDim), f(h.Intermediate)
+	sizes := map[string][2]float64{ // in, out
+		"q_proj": {d, qd}, "k_proj": {d, kvd}, "v_proj": {d, kvd}, "o_proj": {qd, d},
+		"gate_proj": {d, ff}, "up_proj": {d, ff}, "down_proj": {ff, d},
+	}
+	var n float64
+	for _, m := range p.LoRA.Targets {
+		s := sizes[m]
+		n += f(p.LoRA.Rank) * (s[0] + s[1])
+	}
+	return n * f(h.Layers)
 }
 
 // MachineMemory is the memory this process may use, in bytes: the

@@ -11,6 +11,7 @@ import (
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/hftest"
+	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/trainer"
 )
@@ -153,5 +154,67 @@ func TestCheckMemory(t *testing.T) {
 	}
 	if m := MachineMemory(); m <= 0 || math.IsInf(m, 0) {
 		t.Errorf("MachineMemory = %v on Linux", m)
+	}
+}
+
+// LoRAParamCount equals the adapters the backend makes, and the LoRA
+// state term is worked out by hand: the frozen weights once, 16 bytes per
+// adapter parameter, the critic's adapters and heads, no reference copy.
+func TestEstimateMemoryLoRA(t *testing.T) {
+	dir := t.TempDir()
+	if err := hftest.WriteTinyQwen3(dir, filepath.Join("..", "tokenizer", "testdata", "qwen3"), 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := hf.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	p := xla.HFModelConfig(hc, 64)
+	p.LoRA = &peft.Config{Rank: 3, Alpha: 6, Targets: []string{"q_proj", "o_proj", "up_proj"}}
+	b, err := xla.New(xla.Options{Engine: "cpu", Policy: p, Seed: 1, PAD: 0, EOS: 1, HFWeights: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "a")
+	if err := b.ExportAdapter(out, ""); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	ad, err := peft.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for m := range ad.A {
+		n += len(ad.A[m]) + len(ad.B[m])
+	}
+	// By hand: r (in + out) per module per layer, with d = hidden,
+	// q = heads x head_dim, ff = intermediate.
+	d, q, ff := hc.Hidden, hc.Heads*hc.HeadDim, hc.Intermediate
+	byHand := hc.Layers * 3 * ((d + q) + (q + d) + (d + ff))
+	if got := LoRAParamCount(p); got != float64(n) || n != byHand {
+		t.Fatalf("LoRAParamCount %v, the backend made %d, by hand %d", got, n, byHand)
+	}
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{"model.hf=" + dir, "model.lora.rank=3", "train.kl_coef=0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := ParamCount(p)
+	e := EstimateMemory(cfg, p, 0, 0)
+	if want := 4*params + 16*float64(n); e.Fixed[1].Bytes != want {
+		t.Errorf("LoRA policy state %v, want %v", e.Fixed[1].Bytes, want)
+	}
+	c := EstimateMemory(cfg, p, 2, 0)
+	if want := 4*params + 16*float64(n) + 16*(float64(n)+float64(d*2)); c.Fixed[1].Bytes != want {
+		t.Errorf("LoRA policy and critic state %v, want %v", c.Fixed[1].Bytes, want)
+	}
+	full := EstimateMemory(cfg, xla.HFModelConfig(hc, 64), 2, 0)
+	if full.Fixed[1].Bytes != 16*params+16*(params+float64(d*2))+4*params {
+		t.Errorf("full fine-tuning state %v", full.Fixed[1].Bytes)
 	}
 }

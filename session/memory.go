@@ -89,7 +89,8 @@ const runtimeBytes = 64e6
 //	              the adapters off), and 16 bytes per adapter parameter
 //	              (r (in + out) per adapted projection) for the policy and
 //	              again for the critic, plus its value head
-//	generation    per row: the key/value caches of every layer for
+//	generation    (of the training batch unless rollout.servers generate
+//	              it, and of an evaluation) per row: the key/value caches of every layer for
 //	              model.max_len positions, double-buffered (in and out of a
 //	              decode step), the prefill's activations and attention
 //	              scores, and the last position's logits (4 buffers)
@@ -157,9 +158,13 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 			{"model state", state, stateKeys},
 		},
 		Passes: []MemoryPart{
-			{"generation of a training batch", gen(rows), fmt.Sprintf("train.prompts_per_step x rollout.n = %.0f rows, model.max_len", rows)},
 			{"training pass", train, fmt.Sprintf("a micro-batch of %.0f rows: train.prompts_per_step x rollout.n = %.0f over train.minibatches, at most train.micro_batch_size; model.max_len, the vocabulary", micro, rows)},
 		},
+	}
+	if len(cfg.Rollout.Servers) == 0 {
+		// With rollout.servers the batch is generated elsewhere, and its
+		// rescoring goes in parts no larger than a training pass.
+		e.Passes = append([]MemoryPart{{"generation of a training batch", gen(rows), fmt.Sprintf("train.prompts_per_step x rollout.n = %.0f rows, model.max_len", rows)}}, e.Passes...)
 	}
 	if evalRows > 0 {
 		e.Passes = append(e.Passes, MemoryPart{"generation of an evaluation", gen(f(evalRows)),

@@ -218,3 +218,22 @@ func TestEstimateMemoryLoRA(t *testing.T) {
 		t.Errorf("full fine-tuning state %v", full.Fixed[1].Bytes)
 	}
 }
+
+// With rollout.servers the training batch is generated elsewhere: no
+// generation term for it (its rescoring goes in training-pass parts).
+func TestEstimateMemoryServers(t *testing.T) {
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{"rollout.servers=[http://127.0.0.1:8000]", "rollout.weight_sync.dir=sync"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := xla.ModelConfig{Vocab: 101, Layers: 2, DModel: 64, Heads: 4, MaxLen: 64}
+	for _, part := range EstimateMemory(cfg, p, 0, 0).Passes {
+		if part.Name == "generation of a training batch" {
+			t.Fatalf("with rollout.servers: %+v", part)
+		}
+	}
+	local, _ := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}})
+	if e := EstimateMemory(local, p, 0, 0); e.Passes[0].Name != "generation of a training batch" {
+		t.Fatalf("in-process generation: passes %+v", e.Passes)
+	}
+}

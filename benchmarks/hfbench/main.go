@@ -35,6 +35,7 @@ import (
 
 	"github.com/cde-rl/cde/backends/xla"
 	"github.com/cde-rl/cde/backends/xla/hf"
+	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/engines/cpu"
 )
@@ -58,6 +59,7 @@ func main() {
 	torchDevice := flag.String("torch-device", "cpu", "PyTorch's device: cpu (2 threads) or cuda")
 	python := flag.String("python", "/usr/bin/python3", "the Python that runs torch_hf.py")
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
+	loraRank := flag.Int("lora-rank", 0, "train LoRA adapters of this rank (alpha 2r) on all seven projections, the base frozen, on both sides (model.lora; 0: every weight)")
 	flag.Parse()
 	var nbs []int
 	for _, f := range strings.Split(*decodeBatches, ",") {
@@ -75,8 +77,8 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("shape: Qwen3-0.6B-like, %d layers, d 1024, 16/8 heads x 128, ff 3072, vocab 151936; batch %d x %d tokens; train step %d sequences, micro-batch %d (0: one pass); decode %d tokens\n",
-		*layers, *batch, *seqLen, cmp.Or(*trainBatch, *batch), *micro, *decodeTokens)
+	fmt.Printf("shape: Qwen3-0.6B-like, %d layers, d 1024, 16/8 heads x 128, ff 3072, vocab 151936; batch %d x %d tokens; train step %d sequences, micro-batch %d (0: one pass), LoRA rank %d (0: every weight trains); decode %d tokens\n",
+		*layers, *batch, *seqLen, cmp.Or(*trainBatch, *batch), *micro, *loraRank, *decodeTokens)
 	bwScalar, bwVector := bandwidth()
 	bw := max(bwScalar, bwVector)
 	fmt.Printf("memory read bandwidth, 1 GiB read by 2 goroutines, best of 5: %.1f GB/s scalar (8 float64 sums), %.1f GB/s vectorised (bytes.IndexByte); using %.1f\n",
@@ -92,7 +94,7 @@ func main() {
 				panic(err)
 			}
 		}
-		res["go"] = runGo(hc, *engine, *plugin, *batch, max(*trainBatch, 0), *micro, *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
+		res["go"] = runGo(hc, *loraRank, *engine, *plugin, *batch, max(*trainBatch, 0), *micro, *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
 		pprof.StopCPUProfile()
 		if os.Getenv("CDE_CPU_OPSTATS") != "" {
 			cpu.WriteOpStats(os.Stderr, 25) // per-op times of every measurement above
@@ -104,7 +106,7 @@ func main() {
 		if *torchMicro >= 0 {
 			tm = *torchMicro
 		}
-		res["torch"] = runTorch(*python, *torchDevice, cfg, *batch, *trainBatch, tm, *seqLen, *decodeTokens, *skipTrain, nbs)
+		res["torch"] = runTorch(*python, *torchDevice, cfg, *loraRank, *batch, *trainBatch, tm, *seqLen, *decodeTokens, *skipTrain, nbs)
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(b))
@@ -241,9 +243,11 @@ func procStatusGiB(field string) float64 {
 	return 0
 }
 
-func runGo(hc *hf.Config, engine, plugin string, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
+func runGo(hc *hf.Config, loraRank int, engine, plugin string, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
 	out := map[string]float64{}
-	b, err := xla.New(xla.Options{Engine: engine, PJRTPlugin: plugin, Policy: xla.HFModelConfig(hc, seqLen+decode+64), Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
+	pc := xla.HFModelConfig(hc, seqLen+decode+64)
+	pc.LoRA = xla.LoRAOf(loraRank, 2*float64(loraRank), 0, peft.Modules)
+	b, err := xla.New(xla.Options{Engine: engine, PJRTPlugin: plugin, Policy: pc, Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
 	if err != nil {
 		panic(err)
 	}
@@ -401,7 +405,7 @@ func runGo(hc *hf.Config, engine, plugin string, batch, trainBatch, micro, seqLe
 	return out
 }
 
-func runTorch(python, device, cfg string, batch, trainBatch, micro, seqLen, decode int, skipTrain bool, decodeBatches []int) map[string]float64 {
+func runTorch(python, device, cfg string, loraRank, batch, trainBatch, micro, seqLen, decode int, skipTrain bool, decodeBatches []int) map[string]float64 {
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "torch_hf.py")
 	if _, err := os.Stat(script); err != nil {
@@ -420,7 +424,7 @@ func runTorch(python, device, cfg string, batch, trainBatch, micro, seqLen, deco
 	for _, nb := range decodeBatches {
 		nbs = append(nbs, fmt.Sprint(nb))
 	}
-	args = append(args, "--device="+device, "--decode-batches="+strings.Join(nbs, ","))
+	args = append(args, "--device="+device, "--decode-batches="+strings.Join(nbs, ","), fmt.Sprintf("--lora=%d", loraRank))
 	cmd := exec.Command(python, args...)
 	cmd.Stderr = os.Stderr
 	stdout, _ := cmd.StdoutPipe()

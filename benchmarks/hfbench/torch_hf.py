@@ -3,7 +3,7 @@
 with random weights, timed at the same shapes with 2 threads.
 
     torch_hf.py DIR BATCH SEQ DECODE TRAIN_BATCH [MICRO] [--skip-train]
-                [--device=cpu|cuda] [--decode-batches=1,32]
+                [--device=cpu|cuda] [--decode-batches=1,32] [--lora=R]
 
 Prints one JSON object: forward_s, train_s (forward, backward, Adam; with
 MICRO > 0 the train batch goes through in parts of MICRO sequences whose
@@ -13,6 +13,11 @@ Gumbel-max sampling, prefill excluded), peak_gib (VmHWM) and, on cuda,
 peak_gpu_gib_PHASE (torch.cuda.max_memory_allocated per phase). On cuda
 every timed region ends with torch.cuda.synchronize(), and float32 matrix
 products stay float32 (TF32 off, PyTorch's default).
+
+--lora=R trains LoRA adapters of rank R (alpha 2R) on all seven
+projections instead of every weight, as PEFT computes them (x W^T +
+(alpha/r) (x A^T) B^T, A ~ U(+-1/sqrt(in)), B = 0): the base weights take no
+gradient and have no Adam state.
 """
 import json
 import math
@@ -91,8 +96,23 @@ def main():
     peak(out, "forward")
     print(f"torch forward_s: {out['forward_s']:.2f}", file=sys.stderr)
     if "--skip-train" not in sys.argv:
-        P = {k: v.clone().requires_grad_(True) for k, v in W.items()}
-        opt = torch.optim.Adam(P.values(), lr=1e-6)
+        R = int(flag("lora", "0"))
+        lora = None
+        if R > 0:
+            P = W
+            pairs = {}
+            for k, w in W.items():
+                m = k[:-len(".weight")]
+                if k.endswith("_proj.weight"):
+                    out_dim, in_dim = w.shape
+                    a = (torch.rand(R, in_dim, generator=g) * 2 - 1) / math.sqrt(in_dim)
+                    pairs[m] = {"A": a.to(DEV).requires_grad_(True), "B": torch.zeros(out_dim, R, device=DEV).requires_grad_(True)}
+            lora = (2.0, pairs)  # alpha / r = 2R / R
+            trained = [t for ab in pairs.values() for t in ab.values()]
+        else:
+            P = {k: v.clone().requires_grad_(True) for k, v in W.items()}
+            trained = list(P.values())
+        opt = torch.optim.Adam(trained, lr=1e-6)
         old = torch.full((TB, T - 64), -12.0, device=DEV)
         adv = torch.tensor([(i % 2) * 2 - 1.0 for i in range(TB)], device=DEV).unsqueeze(1)
 
@@ -100,13 +120,13 @@ def main():
             opt.zero_grad()
             for lo in range(0, TB, MB):
                 hi = min(lo + MB, TB)
-                lp = forward(cfg, P, tokens[lo:hi], torch.float32)[:, 63:T - 1].gather(-1, targets[lo:hi, 64:].unsqueeze(-1)).squeeze(-1)
+                lp = forward(cfg, P, tokens[lo:hi], torch.float32, lora)[:, 63:T - 1].gather(-1, targets[lo:hi, 64:].unsqueeze(-1)).squeeze(-1)
                 ratio = torch.exp(lp - old[lo:hi])
                 a = adv[lo:hi]
                 # this part's share of the mean over all TB x (T - 64) tokens
                 loss = torch.maximum(-a * ratio, -a * ratio.clamp(0.8, 1.2)).sum() / old.numel()
                 loss.backward()
-            torch.nn.utils.clip_grad_norm_(P.values(), 1.0)
+            torch.nn.utils.clip_grad_norm_(trained, 1.0)
             opt.step()
 
         if CUDA:
@@ -117,7 +137,7 @@ def main():
         sync()
         out["train_s"] = time.perf_counter() - t0
         print(f"torch train_s: {out['train_s']:.3f}", file=sys.stderr)
-        del P, opt
+        del P, opt, trained, lora
         peak(out, "train")
     inv = inv_freq(cfg, hd)
     eps = cfg["rms_norm_eps"]

@@ -24,10 +24,14 @@ type modelArch interface {
 	// per layer and per K and V.
 	cacheHeads() int
 	headDim() int
+	// vocab is the number of logits per position.
+	vocab() int
 }
 
 // charArch is cde's own transformer (model.go).
 type charArch struct{ c ModelConfig }
+
+func (a charArch) vocab() int { return a.c.Vocab }
 
 func (a charArch) states(ctx *context.Context, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
 	x := embed(ctx, a.c, tokens, pos)

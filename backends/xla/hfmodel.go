@@ -341,6 +341,8 @@ func (a *hfArch) block(ctx *context.Context, l int, x, cos, sin, bias *graph.Nod
 	return graph.Add(x, a.proj(ctx, graph.Mul(gate, up), p+"mlp.down_proj"))
 }
 
+func (a *hfArch) vocab() int { return a.c.Vocab }
+
 // final applies the last RMSNorm.
 func (a *hfArch) final(ctx *context.Context, x *graph.Node) *graph.Node {
 	return rmsNorm(x, a.w(ctx, x.Graph(), "model.norm.weight"), a.c.RMSNormEps)

@@ -320,10 +320,42 @@ func (n *net) buildScore() func(ctx *context.Context, in []*graph.Node) []*graph
 		if c.ValueK > 0 {
 			return []*graph.Node{valuesOf(ctx, h)}
 		}
-		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), in[2]), -1)
-		tlp, ent := tokenLogProbs(lp, in[1])
+		tlp, ent := scoreHead(ctx, n.arch, h, in[1], in[2])
 		return []*graph.Node{tlp, ent}
 	}
+}
+
+// scoreChunkBytes bounds the logits a scoring graph holds at once: the
+// positions are taken in chunks whose [B, chunk, V] float32 logits are at
+// most this large (a whole batch of Qwen3's 151,936-token vocabulary is
+// 1.2 GB per 1,024 positions, and log-softmax, its exponential and their
+// product each as much again).
+var scoreChunkBytes = 256 << 20
+
+// scoreHead is the log-prob of targets [B, T] and the entropy at each
+// position of h [B, T, d] at inverse temperature invTemp, for graphs that
+// take no gradient: the logits, their log-softmax and the entropy's terms
+// are made for a chunk of positions at a time (scoreChunkBytes), the
+// chunks' [B, chunk] results concatenated, so the engine frees each
+// chunk's [B, chunk, V] tensors before the next one's.
+func scoreHead(ctx *context.Context, arch modelArch, h, targets, invTemp *graph.Node) (tlp, ent *graph.Node) {
+	d := h.Shape().Dimensions
+	b, t := d[0], d[1]
+	per := b * arch.vocab() * 4 // bytes of one position's logits
+	chunk := max(1, min(t, scoreChunkBytes/max(per, 1)))
+	if chunk >= t {
+		lp := graph.LogSoftmax(graph.Mul(arch.logits(ctx, h), invTemp), -1)
+		return tokenLogProbs(lp, targets)
+	}
+	var tlps, ents []*graph.Node
+	for lo := 0; lo < t; lo += chunk {
+		hi := min(lo+chunk, t)
+		hc := graph.Slice(h, graph.AxisRange(), graph.AxisRange(lo, hi), graph.AxisRange())
+		lp := graph.LogSoftmax(graph.Mul(arch.logits(ctx, hc), invTemp), -1)
+		a, e := tokenLogProbs(lp, graph.Slice(targets, graph.AxisRange(), graph.AxisRange(lo, hi)))
+		tlps, ents = append(tlps, a), append(ents, e)
+	}
+	return graph.Concatenate(tlps, 1), graph.Concatenate(ents, 1)
 }
 
 // tokenLogProbs picks lp[..., target] and the entropy at each position.

@@ -25,8 +25,7 @@ func (b *Backend) RescoreWithEmbeddings(seqs []*core.Sequence, temp float64, poo
 	}
 	e, err := n.exec(&n.embedScore, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
 		h := fullStates(ctx, n.arch, in[0])
-		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), in[2]), -1)
-		tlp, ent := tokenLogProbs(lp, in[1])
+		tlp, ent := scoreHead(ctx, n.arch, h, in[1], in[2])
 		return []*graph.Node{tlp, ent, h}
 	})
 	if err != nil {

@@ -5,12 +5,12 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
-func testBackend(t testing.TB) backends.Backend {
+func testBackend(t testing.TB) compute.Backend {
 	t.Helper()
 	b, err := NewEngine("go", "")
 	if err != nil {

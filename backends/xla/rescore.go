@@ -3,9 +3,9 @@ package xla
 import (
 	"fmt"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/core"
 )
@@ -23,7 +23,7 @@ func (b *Backend) RescoreWithEmbeddings(seqs []*core.Sequence, temp float64, poo
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	e, err := n.exec(&n.embedScore, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+	e, err := n.exec(&n.embedScore, func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		h := fullStates(ctx, n.arch, in[0])
 		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), in[2]), -1)
 		tlp, ent := tokenLogProbs(lp, in[1])

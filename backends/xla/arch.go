@@ -1,9 +1,9 @@
 package xla
 
 import (
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
 )
@@ -17,9 +17,9 @@ type modelArch interface {
 	// returns the final-normalised states [B,T,d]. kvFn, when set, maps each
 	// layer's fresh keys and values [B,cacheHeads,T,headDim] to those to
 	// attend to (the KV cache).
-	states(ctx *context.Context, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node
+	states(ctx *model.Scope, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node
 	// logits maps states [..., d] to vocabulary logits [..., V].
-	logits(ctx *context.Context, h *graph.Node) *graph.Node
+	logits(ctx *model.Scope, h *graph.Node) *graph.Node
 	// cacheHeads and headDim size the KV cache: [B, cacheHeads, Tmax, headDim]
 	// per layer and per K and V.
 	cacheHeads() int
@@ -33,7 +33,7 @@ type charArch struct{ c ModelConfig }
 
 func (a charArch) vocab() int { return a.c.Vocab }
 
-func (a charArch) states(ctx *context.Context, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
+func (a charArch) states(ctx *model.Scope, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
 	x := embed(ctx, a.c, tokens, pos)
 	for l := range a.c.Layers {
 		x = block(ctx, a.c, l, x, bias, kvFn)
@@ -42,11 +42,11 @@ func (a charArch) states(ctx *context.Context, tokens, pos, bias *graph.Node, kv
 	return layerNorm(x, param(ctx, g, "final", "ln_gain"), param(ctx, g, "final", "ln_bias"))
 }
 
-func (a charArch) logits(ctx *context.Context, h *graph.Node) *graph.Node { return logitsOf(ctx, h) }
-func (a charArch) cacheHeads() int                                        { return a.c.Heads }
-func (a charArch) headDim() int                                           { return a.c.DModel / a.c.Heads }
+func (a charArch) logits(ctx *model.Scope, h *graph.Node) *graph.Node { return logitsOf(ctx, h) }
+func (a charArch) cacheHeads() int                                    { return a.c.Heads }
+func (a charArch) headDim() int                                       { return a.c.DModel / a.c.Heads }
 
-func (a *hfArch) states(ctx *context.Context, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
+func (a *hfArch) states(ctx *model.Scope, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
 	cos, sin := a.ropeTables(pos)
 	x := a.embed(ctx, tokens)
 	l := 0
@@ -77,7 +77,7 @@ func HFModelConfig(c *hf.Config, maxLen int) ModelConfig {
 
 // fullStates runs arch on tokens [B,T] at positions 0..T-1 with the causal
 // mask.
-func fullStates(ctx *context.Context, arch modelArch, tokens *graph.Node) *graph.Node {
+func fullStates(ctx *model.Scope, arch modelArch, tokens *graph.Node) *graph.Node {
 	g := tokens.Graph()
 	b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
 	pos := graph.BroadcastToDims(graph.Iota(g, shapesOf(dtypes.Int32, 1, t), 1), b, t)

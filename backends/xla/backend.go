@@ -17,7 +17,7 @@ import (
 	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 )
 
 // Options configures a Backend.
@@ -48,7 +48,7 @@ type Options struct {
 // Backend implements core.Backend.
 type Backend struct {
 	opts       Options
-	engine     backends.Backend
+	engine     compute.Backend
 	engineName string
 	policy     *net
 	critic     *net

@@ -11,8 +11,8 @@ import (
 	"slices"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 )
 
 // checkpoint is the on-disk form of one net: every variable (weights and
@@ -38,7 +38,7 @@ func (n *net) snapshot() (checkpoint, error) {
 		if err != nil {
 			return ck, err
 		}
-		ck.Vars[v.ScopeAndName()] = savedTensor{Dims: val.Shape().Dimensions, Data: tensors.MustCopyFlatData[float32](val)}
+		ck.Vars[v.Path()] = savedTensor{Dims: val.Shape().Dimensions, Data: tensors.MustCopyFlatData[float32](val)}
 	}
 	return ck, nil
 }
@@ -54,30 +54,30 @@ func (n *net) restore(ck checkpoint, what string) error {
 	if ck.AdamStep < 0 {
 		return fmt.Errorf("checkpoint %s: negative Adam step count %d", what, ck.AdamStep)
 	}
-	var vars []*context.Variable
+	var vars []*model.Variable
 	for v := range n.ctx.IterVariables() {
 		if isAccum(v) || n.frozen(v) {
 			continue
 		}
-		st, ok := ck.Vars[v.ScopeAndName()]
+		st, ok := ck.Vars[v.Path()]
 		if !ok {
-			return fmt.Errorf("checkpoint %s: variable %s missing", what, v.ScopeAndName())
+			return fmt.Errorf("checkpoint %s: variable %s missing", what, v.Path())
 		}
 		if !slices.Equal(st.Dims, v.Shape().Dimensions) {
-			return fmt.Errorf("checkpoint %s: variable %s has shape %v, model wants %v", what, v.ScopeAndName(), st.Dims, v.Shape().Dimensions)
+			return fmt.Errorf("checkpoint %s: variable %s has shape %v, model wants %v", what, v.Path(), st.Dims, v.Shape().Dimensions)
 		}
 		if len(st.Data) != v.Shape().Size() {
-			return fmt.Errorf("checkpoint %s: variable %s has %d values for shape %v", what, v.ScopeAndName(), len(st.Data), st.Dims)
+			return fmt.Errorf("checkpoint %s: variable %s has %d values for shape %v", what, v.Path(), len(st.Data), st.Dims)
 		}
 		for i, x := range st.Data {
 			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				return fmt.Errorf("checkpoint %s: variable %s[%d] is %v", what, v.ScopeAndName(), i, x)
+				return fmt.Errorf("checkpoint %s: variable %s[%d] is %v", what, v.Path(), i, x)
 			}
 		}
 		vars = append(vars, v)
 	}
 	for _, v := range vars {
-		st := ck.Vars[v.ScopeAndName()]
+		st := ck.Vars[v.Path()]
 		if err := v.SetValue(tensors.FromFlatDataAndDimensions(slices.Clone(st.Data), st.Dims...)); err != nil {
 			return err
 		}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 )
 
 // InitCriticFromPolicy sets the critic's trunk to the policy's current
@@ -26,19 +26,19 @@ func (b *Backend) InitCriticFromPolicy() (int, error) {
 	if b.critic == nil {
 		return 0, errors.New("init critic from policy: the run has no critic (value_heads 0)")
 	}
-	pol := map[string]*context.Variable{}
+	pol := map[string]*model.Variable{}
 	for v := range b.policy.ctx.IterVariables() {
-		pol[v.ScopeAndName()] = v
+		pol[v.Path()] = v
 	}
-	type pair struct{ dst, src *context.Variable }
+	type pair struct{ dst, src *model.Variable }
 	var copies []pair
 	for _, v := range b.critic.trainable() {
-		src, ok := pol[v.ScopeAndName()]
+		src, ok := pol[v.Path()]
 		if !ok {
 			continue
 		}
 		if !slices.Equal(src.Shape().Dimensions, v.Shape().Dimensions) {
-			return 0, fmt.Errorf("init critic from policy: %s has shape %v in the critic, %v in the policy", v.ScopeAndName(), v.Shape().Dimensions, src.Shape().Dimensions)
+			return 0, fmt.Errorf("init critic from policy: %s has shape %v in the critic, %v in the policy", v.Path(), v.Shape().Dimensions, src.Shape().Dimensions)
 		}
 		copies = append(copies, pair{v, src})
 	}
@@ -68,7 +68,7 @@ func (b *Backend) InitCriticFromPolicy() (int, error) {
 func (b *Backend) HasCritic() bool { return b.critic != nil }
 
 // zeroIfAdam zeroes v when it is an Adam moment (scope /adam/...).
-func zeroIfAdam(v *context.Variable) error {
+func zeroIfAdam(v *model.Variable) error {
 	if len(v.Scope()) < 5 || v.Scope()[:5] != "/adam" {
 		return nil
 	}

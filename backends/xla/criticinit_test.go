@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 func varData(t *testing.T, n *net, scopeAndName string) []float32 {
 	t.Helper()
 	for v := range n.ctx.IterVariables() {
-		if v.ScopeAndName() == scopeAndName {
+		if v.Path() == scopeAndName {
 			val, err := v.Value()
 			if err != nil {
 				t.Fatal(err)
@@ -32,7 +32,7 @@ func TestInitCriticFromPolicy(t *testing.T) {
 	var trunk []string
 	for _, v := range b.critic.trainable() {
 		if !strings.HasPrefix(v.Scope(), "/value") {
-			trunk = append(trunk, v.ScopeAndName())
+			trunk = append(trunk, v.Path())
 		}
 	}
 	if len(trunk) == 0 {
@@ -67,9 +67,9 @@ func TestInitCriticFromPolicy(t *testing.T) {
 	}
 	for v := range b.critic.ctx.IterVariables() {
 		if strings.HasPrefix(v.Scope(), "/adam") {
-			for i, x := range varData(t, b.critic, v.ScopeAndName()) {
+			for i, x := range varData(t, b.critic, v.Path()) {
 				if x != 0 {
-					t.Fatalf("%s[%d] = %v after the copy, want 0", v.ScopeAndName(), i, x)
+					t.Fatalf("%s[%d] = %v after the copy, want 0", v.Path(), i, x)
 				}
 			}
 		}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // The upstream reverse-mode rule for DotGeneral (GoMLX v0.26.0) builds each

@@ -5,8 +5,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/simplego"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/gobackend"
 
 	"github.com/cde-rl/cde/engines/cpu"
 )
@@ -18,7 +18,7 @@ var Engines = []string{"auto", "cpu", "go", "xla:cpu", "xla:cuda", "xla:tpu"}
 // the PJRT plugin that findPJRTPlugin picks from backend.pjrt_plugin. Only
 // the build with the tag xla sets it (engine_xla.go): GoMLX's XLA backend
 // needs cgo, and the default build stays pure Go.
-var openXLA func(device, pjrtPlugin string) (backends.Backend, error)
+var openXLA func(device, pjrtPlugin string) (compute.Backend, error)
 
 // NewEngine returns the GoMLX backend for backend.engine:
 //
@@ -41,7 +41,7 @@ var openXLA func(device, pjrtPlugin string) (backends.Backend, error)
 // GOMLX_NO_AUTO_INSTALL is always set (and the XLA build also switches
 // GoMLX's auto-install off and only ever passes it an absolute plugin path):
 // GoMLX would otherwise try to download a PJRT plugin, with no timeout.
-func NewEngine(engine, pjrtPlugin string) (backends.Backend, error) {
+func NewEngine(engine, pjrtPlugin string) (compute.Backend, error) {
 	os.Setenv("GOMLX_NO_AUTO_INSTALL", "1")
 	installFastDotGrad()
 	switch engine {
@@ -63,6 +63,6 @@ func NewEngine(engine, pjrtPlugin string) (backends.Backend, error) {
 	}
 }
 
-func newGo() (backends.Backend, error) {
-	return simplego.New("ops_sequential")
+func newGo() (compute.Backend, error) {
+	return gobackend.New("ops_sequential")
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 )
 
 // Engine conformance: whole graphs (scoring, sampling, the actor / critic /
@@ -431,7 +431,7 @@ func fullOutputs(t *testing.T, b *Backend, n *net, seqs []*core.Sequence) (out, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := context.NewExec(b.engine, n.ctx, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+	e, err := model.NewExec(b.engine, n.ctx.Store(), func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		h := hiddenStates(ctx, n.cfg, in[0])
 		if n.cfg.ValueK > 0 {
 			return []*graph.Node{valuesOf(ctx, h), h}

@@ -8,9 +8,9 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/gomlx/go-xla/pkg/pjrt"
-	"github.com/gomlx/gomlx/backends"
-	gomlxxla "github.com/gomlx/gomlx/backends/xla"
+	"github.com/gomlx/compute"
+	gomlxxla "github.com/gomlx/go-xla/compute/xla"
+	"github.com/gomlx/go-xla/pjrt"
 )
 
 // This file exists only in a build with -tags xla: it links GoMLX's XLA
@@ -28,7 +28,7 @@ func init() {
 
 // openPJRT loads device's plugin from the place findPJRTPlugin picks and
 // opens a GoMLX XLA backend on it.
-func openPJRT(device, configured string) (backends.Backend, error) {
+func openPJRT(device, configured string) (compute.Backend, error) {
 	home, _ := os.UserHomeDir()
 	path, err := findPJRTPlugin(device, pjrtLookup{
 		Configured: configured,
@@ -59,6 +59,7 @@ func openPJRT(device, configured string) (backends.Backend, error) {
 		if options, err = cudaClientOptions(os.Getenv); err != nil {
 			return nil, err
 		}
+		config += cudaTF32Option(os.LookupEnv)
 		// Before the plugin loads: cuBLAS and XLA read these when they start.
 		for k, v := range cudaFloat32Env(os.LookupEnv) {
 			os.Setenv(k, v)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/internal/gumbellog"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/peft"
@@ -119,7 +119,7 @@ func hfParamShapes(c *hf.Config, head bool) map[string][]int {
 //
 // ad, when not nil, is merged into the weights it adapts (W + (alpha/r) B
 // A): a model served or scored with a PEFT adapter.
-func loadHFParams(ctx *context.Context, eng backends.Backend, c *hf.Config, set *safetensors.Set, head bool, ad *peft.Adapter) error {
+func loadHFParams(ctx *model.Scope, eng compute.Backend, c *hf.Config, set *safetensors.Set, head bool, ad *peft.Adapter) error {
 	want := hfParamShapes(c, head)
 	for _, name := range set.Names() {
 		if _, ok := want[name]; ok {
@@ -159,7 +159,7 @@ func loadHFParams(ctx *context.Context, eng backends.Backend, c *hf.Config, set 
 		if err := mergeAdapter(ad, name, flat); err != nil {
 			return err
 		}
-		ctx.In(hfScope).VariableWithValue(name, done())
+		ctx.At(hfScope).VariableWithValue(name, done())
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func loadHFParams(ctx *context.Context, eng backends.Backend, c *hf.Config, set 
 // copies them into one (9-13.5 s of page faults for the 2.4 GB of a
 // Qwen3-0.6B shape on the 2-core machine) and both copies stay resident
 // until the weights first change.
-func paramTensor(eng backends.Backend, dims []int) (values []float32, done func() *tensors.Tensor, err error) {
+func paramTensor(eng compute.Backend, dims []int) (values []float32, done func() *tensors.Tensor, err error) {
 	shape := shapes.Make(dtypes.Float32, dims...)
 	if eng == nil || !eng.HasSharedBuffers() {
 		values = make([]float32, shape.Size())
@@ -180,7 +180,7 @@ func paramTensor(eng backends.Backend, dims []int) (values []float32, done func(
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := tensors.FromBuffer(eng, buf)
+	t, err := tensors.FromBuffer(buf)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -190,7 +190,7 @@ func paramTensor(eng backends.Backend, dims []int) (values []float32, done func(
 // initHFParams creates random weights (N(0, std) matrices, unit norm
 // weights, N(0, std) biases) drawn on the host from seed: a random
 // checkpoint of the configured shape.
-func initHFParams(ctx *context.Context, eng backends.Backend, c *hf.Config, seed uint64, std float64, head bool) error {
+func initHFParams(ctx *model.Scope, eng compute.Backend, c *hf.Config, seed uint64, std float64, head bool) error {
 	rng := rand.New(rand.NewPCG(seed, 0x4f))
 	want := hfParamShapes(c, head)
 	for _, name := range slices.Sorted(maps.Keys(want)) {
@@ -206,17 +206,17 @@ func initHFParams(ctx *context.Context, eng backends.Backend, c *hf.Config, seed
 				data[i] = float32(rng.NormFloat64() * std)
 			}
 		}
-		ctx.In(hfScope).VariableWithValue(name, done())
+		ctx.At(hfScope).VariableWithValue(name, done())
 	}
 	return nil
 }
 
-func (a *hfArch) w(ctx *context.Context, g *graph.Graph, name string) *graph.Node {
+func (a *hfArch) w(ctx *model.Scope, g *graph.Graph, name string) *graph.Node {
 	return param(ctx, g, hfScope, name)
 }
 
-func (a *hfArch) has(ctx *context.Context, name string) bool {
-	return ctx.In(hfScope).GetVariableByScopeAndName(ctx.In(hfScope).Scope(), name) != nil
+func (a *hfArch) has(ctx *model.Scope, name string) bool {
+	return ctx.At(hfScope).Store().GetVariable(model.JoinPath(ctx.At(hfScope).Scope(), name)) != nil
 }
 
 // rmsNorm is x / sqrt(mean(x^2, last axis) + eps) * weight.
@@ -279,7 +279,7 @@ func (a *hfArch) ropeTables(pos *graph.Node) (cos, sin *graph.Node) {
 }
 
 // embed returns embed_tokens[tokens], [B, T, d].
-func (a *hfArch) embed(ctx *context.Context, tokens *graph.Node) *graph.Node {
+func (a *hfArch) embed(ctx *model.Scope, tokens *graph.Node) *graph.Node {
 	b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
 	return graph.Gather(a.w(ctx, tokens.Graph(), "model.embed_tokens.weight"), graph.Reshape(tokens, b, t, 1))
 }
@@ -312,7 +312,7 @@ func (a *hfArch) attend(q, k, v, bias *graph.Node) *graph.Node {
 // set, maps this layer's fresh (k, v) [B, KV, T, dh] (after RoPE) to the
 // (k, v) to attend to (the KV cache holds the KV heads only); bias is the
 // attention mask, broadcastable to [B, H, T, Tk].
-func (a *hfArch) block(ctx *context.Context, l int, x, cos, sin, bias *graph.Node,
+func (a *hfArch) block(ctx *model.Scope, l int, x, cos, sin, bias *graph.Node,
 	kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
 	c := a.c
 	g := x.Graph()
@@ -344,13 +344,13 @@ func (a *hfArch) block(ctx *context.Context, l int, x, cos, sin, bias *graph.Nod
 func (a *hfArch) vocab() int { return a.c.Vocab }
 
 // final applies the last RMSNorm.
-func (a *hfArch) final(ctx *context.Context, x *graph.Node) *graph.Node {
+func (a *hfArch) final(ctx *model.Scope, x *graph.Node) *graph.Node {
 	return rmsNorm(x, a.w(ctx, x.Graph(), "model.norm.weight"), a.c.RMSNormEps)
 }
 
 // logits maps hidden states [..., d] to [..., V] with the LM head (the
 // embedding table when tied).
-func (a *hfArch) logits(ctx *context.Context, h *graph.Node) *graph.Node {
+func (a *hfArch) logits(ctx *model.Scope, h *graph.Node) *graph.Node {
 	name := "lm_head.weight"
 	if a.c.TieEmbeddings {
 		name = "model.embed_tokens.weight"
@@ -360,7 +360,7 @@ func (a *hfArch) logits(ctx *context.Context, h *graph.Node) *graph.Node {
 
 // hidden runs the model on tokens int32 [B, T] at positions 0..T-1 and
 // returns the final-norm states [B, T, d].
-func (a *hfArch) hidden(ctx *context.Context, tokens *graph.Node) *graph.Node {
+func (a *hfArch) hidden(ctx *model.Scope, tokens *graph.Node) *graph.Node {
 	return fullStates(ctx, a, tokens)
 }
 

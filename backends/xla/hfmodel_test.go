@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
@@ -96,7 +96,7 @@ func hfLogProbsOn(t testing.TB, engine, dir string, c *hf.Config, tokens, target
 		t.Fatal(err)
 	}
 	defer set.Close()
-	ctx := context.New().Checked(false)
+	ctx := model.NewStore().RootScope()
 	if err := loadHFParams(ctx, nil, c, set, true, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func hfLogProbsOn(t testing.TB, engine, dir string, c *hf.Config, tokens, target
 	}
 	defer eng.Finalize()
 	arch := newHFArch(c, 64)
-	exec, err := context.NewExec(eng, ctx, func(ctx *context.Context, in []*graph.Node) *graph.Node {
+	exec, err := model.NewExec(eng, ctx.Store(), func(ctx *model.Scope, in []*graph.Node) *graph.Node {
 		lp := graph.LogSoftmax(arch.logits(ctx, arch.hidden(ctx, in[0])), -1)
 		tlp, _ := tokenLogProbs(lp, in[1])
 		return tlp
@@ -237,19 +237,19 @@ func TestLoadHFErrors(t *testing.T) {
 	// A config with one layer more: layer 2's weights are missing.
 	c3 := *c
 	c3.Layers = 3
-	if err := loadHFParams(context.New(), nil, &c3, set, true, nil); err == nil || !strings.Contains(err.Error(), `"model.layers.2.input_layernorm.weight": missing`) {
+	if err := loadHFParams(model.NewStore().RootScope(), nil, &c3, set, true, nil); err == nil || !strings.Contains(err.Error(), `"model.layers.2.input_layernorm.weight": missing`) {
 		t.Errorf("missing layer: %v", err)
 	}
 	// A config with one layer fewer: layer 1's weights are not used.
 	c1 := *c
 	c1.Layers = 1
-	if err := loadHFParams(context.New(), nil, &c1, set, true, nil); err == nil || !strings.Contains(err.Error(), `"model.layers.1.`) || !strings.Contains(err.Error(), "not a weight of LlamaForCausalLM") {
+	if err := loadHFParams(model.NewStore().RootScope(), nil, &c1, set, true, nil); err == nil || !strings.Contains(err.Error(), `"model.layers.1.`) || !strings.Contains(err.Error(), "not a weight of LlamaForCausalLM") {
 		t.Errorf("extra layer: %v", err)
 	}
 	// A wider intermediate size: shapes disagree.
 	cw := *c
 	cw.Intermediate = 50
-	if err := loadHFParams(context.New(), nil, &cw, set, true, nil); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
+	if err := loadHFParams(model.NewStore().RootScope(), nil, &cw, set, true, nil); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
 		t.Errorf("shape: %v", err)
 	}
 }
@@ -325,7 +325,7 @@ func TestHFBackend(t *testing.T) {
 		}
 	}
 	// The critic: the policy's trunk, K = 2 fresh heads, no LM head.
-	if b.critic.ctx.In(hfScope).GetVariableByScopeAndName("/"+hfScope, "model.layers.0.mlp.up_proj.weight") == nil {
+	if b.critic.ctx.At(hfScope).Store().GetVariable(model.JoinPath("/"+hfScope, "model.layers.0.mlp.up_proj.weight")) == nil {
 		t.Fatal("critic has no trunk")
 	}
 	r := &core.Rollout{ValueHeads: 2}
@@ -546,7 +546,7 @@ func TestHFWeightsInEngineBuffers(t *testing.T) {
 	}
 	defer eng.Finalize()
 	for _, load := range []bool{true, false} {
-		host, dev := context.New().Checked(false), context.New().Checked(false)
+		host, dev := model.NewStore().RootScope(), model.NewStore().RootScope()
 		if load {
 			if err := loadHFParams(host, nil, c, set, true, nil); err != nil {
 				t.Fatal(err)
@@ -572,7 +572,7 @@ func TestHFWeightsInEngineBuffers(t *testing.T) {
 			if tv.IsLocal() || !tv.IsOnAnyDevice() {
 				t.Fatalf("load %v: %s: local %v, on the engine %v: want only an engine buffer", load, v.Name(), tv.IsLocal(), tv.IsOnAnyDevice())
 			}
-			hv, err := host.GetVariableByScopeAndName(v.Scope(), v.Name()).Value()
+			hv, err := host.Store().GetVariable(model.JoinPath(v.Scope(), v.Name())).Value()
 			if err != nil {
 				t.Fatal(err)
 			}

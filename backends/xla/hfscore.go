@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/peft"
@@ -19,9 +19,9 @@ import (
 type HFModel struct {
 	Config *hf.Config
 	Dir    string
-	engine backends.Backend
-	ctx    *context.Context
-	execs  map[int]*context.Exec // by padded length
+	engine compute.Backend
+	ctx    *model.Scope
+	execs  map[int]*model.Exec // by padded length
 }
 
 // scoreBucket rounds sequence lengths up, so a stream of different lengths
@@ -61,12 +61,12 @@ func LoadHFAdapter(dir, adapterDir, engine, pjrtPlugin string) (*HFModel, error)
 	if err != nil {
 		return nil, err
 	}
-	ctx := context.New().Checked(false)
+	ctx := model.NewStore().RootScope()
 	if err := loadHFParams(ctx, eng, c, set, true, ad); err != nil {
 		eng.Finalize()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	return &HFModel{Config: c, Dir: dir, engine: eng, ctx: ctx, execs: map[int]*context.Exec{}}, nil
+	return &HFModel{Config: c, Dir: dir, engine: eng, ctx: ctx, execs: map[int]*model.Exec{}}, nil
 }
 
 // Close releases the engine.
@@ -96,7 +96,7 @@ func (m *HFModel) LogProbs(seq []int32, from int) ([]float32, error) {
 	if !ok {
 		arch := newHFArch(m.Config, t)
 		var err error
-		e, err = context.NewExec(m.engine, m.ctx, func(ctx *context.Context, tok, tgt *graph.Node) *graph.Node {
+		e, err = model.NewExec(m.engine, m.ctx.Store(), func(ctx *model.Scope, tok, tgt *graph.Node) *graph.Node {
 			lp := graph.LogSoftmax(arch.logits(ctx, arch.hidden(ctx, tok)), -1)
 			tlp, _ := tokenLogProbs(lp, tgt)
 			return tlp

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/backends/xla/peft"
 )
@@ -50,7 +50,7 @@ func loraModules(cfg ModelConfig) (names []string, out, in map[string]int) {
 // rank and targets must be cfg's), else PEFT's default initialisation, A
 // uniform in [-1/sqrt(in), 1/sqrt(in)] (kaiming-uniform with a = sqrt(5))
 // drawn from seed and B = 0, so the adapted model starts equal to the base.
-func initLoRA(ctx *context.Context, cfg ModelConfig, seed uint64, ad *peft.Adapter) error {
+func initLoRA(ctx *model.Scope, cfg ModelConfig, seed uint64, ad *peft.Adapter) error {
 	names, out, in := loraModules(cfg)
 	if len(names) == 0 {
 		return fmt.Errorf("model.lora.target_modules %v: no projection of this model matches", cfg.LoRA.Targets)
@@ -80,8 +80,8 @@ func initLoRA(ctx *context.Context, cfg ModelConfig, seed uint64, ad *peft.Adapt
 				a[i] = float32((2*rng.Float64() - 1) * bound)
 			}
 		}
-		ctx.In(loraScope).VariableWithValue(m+".lora_A.weight", tensors.FromFlatDataAndDimensions(a, r, in[m]))
-		ctx.In(loraScope).VariableWithValue(m+".lora_B.weight", tensors.FromFlatDataAndDimensions(b, out[m], r))
+		ctx.At(loraScope).VariableWithValue(m+".lora_A.weight", tensors.FromFlatDataAndDimensions(a, r, in[m]))
+		ctx.At(loraScope).VariableWithValue(m+".lora_B.weight", tensors.FromFlatDataAndDimensions(b, out[m], r))
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ func firstDiff(a, b []string) string {
 // proj applies the projection module (its .weight, its .bias when the
 // model has one) to x, plus its adapter when the net has adapters and
 // they are on.
-func (a *hfArch) proj(ctx *context.Context, x *graph.Node, module string) *graph.Node {
+func (a *hfArch) proj(ctx *model.Scope, x *graph.Node, module string) *graph.Node {
 	g := x.Graph()
 	var bias *graph.Node
 	if a.has(ctx, module+".bias") {
@@ -121,7 +121,7 @@ func (a *hfArch) proj(ctx *context.Context, x *graph.Node, module string) *graph
 
 // frozen reports whether v is a frozen base weight (a LoRA net's
 // Hugging Face weights).
-func (n *net) frozen(v *context.Variable) bool {
+func (n *net) frozen(v *model.Variable) bool {
 	return n.cfg.LoRA != nil && v.Scope() == "/"+hfScope
 }
 
@@ -131,7 +131,7 @@ func (n *net) baseView() *net {
 	arch := *n.arch.(*hfArch)
 	arch.base = true
 	return &net{cfg: n.cfg, arch: &arch, backend: n.backend, ctx: n.ctx, view: true,
-		prefill: map[int]*context.Exec{}, actor: map[actorKey]*context.Exec{}}
+		prefill: map[int]*model.Exec{}, actor: map[actorKey]*model.Exec{}}
 }
 
 // adapterTensors returns the policy's adapters as PEFT keys them (module
@@ -141,7 +141,7 @@ func (n *net) adapterTensors() (a, b map[string][]float32, in, out map[string]in
 	a, b = map[string][]float32{}, map[string][]float32{}
 	for _, m := range names {
 		for which, dst := range map[string]map[string][]float32{"A": a, "B": b} {
-			v := n.ctx.In(loraScope).GetVariableByScopeAndName("/"+loraScope, m+".lora_"+which+".weight")
+			v := n.ctx.At(loraScope).Store().GetVariable(model.JoinPath("/"+loraScope, m+".lora_"+which+".weight"))
 			if v == nil {
 				return nil, nil, nil, nil, fmt.Errorf("adapter %s lora_%s missing", m, which)
 			}
@@ -164,7 +164,7 @@ func (n *net) mergedWeight(name string, data []float32) ([]float32, error) {
 		return data, nil
 	}
 	get := func(which string) ([]float32, []int, error) {
-		v := n.ctx.In(loraScope).GetVariableByScopeAndName("/"+loraScope, module+".lora_"+which+".weight")
+		v := n.ctx.At(loraScope).Store().GetVariable(model.JoinPath("/"+loraScope, module+".lora_"+which+".weight"))
 		if v == nil {
 			return nil, nil, fmt.Errorf("adapter %s lora_%s missing", module, which)
 		}
@@ -257,7 +257,7 @@ func writeNewDir(out string, write func(tmp string) error) error {
 // shareHFParams gives ctx the Hugging Face weights of src, the same
 // tensors (no copy): a LoRA critic reads the policy's frozen trunk. Without
 // head the LM head is left out.
-func shareHFParams(ctx *context.Context, src *net, head bool) error {
+func shareHFParams(ctx *model.Scope, src *net, head bool) error {
 	n := 0
 	for v := range src.ctx.IterVariables() {
 		if v.Scope() != "/"+hfScope || (!head && v.Name() == "lm_head.weight") {
@@ -267,7 +267,7 @@ func shareHFParams(ctx *context.Context, src *net, head bool) error {
 		if err != nil {
 			return err
 		}
-		ctx.In(hfScope).VariableWithValue(v.Name(), val)
+		ctx.At(hfScope).VariableWithValue(v.Name(), val)
 		n++
 	}
 	if n == 0 {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/peft"
@@ -194,7 +194,7 @@ func TestLoRAActorStepMatchesTorch(t *testing.T) {
 			before := hfValues(t, b.policy)
 			for v := range b.policy.ctx.IterVariables() {
 				if strings.HasPrefix(v.Scope(), "/adam") && strings.Contains(v.Scope(), "/"+hfScope+"/") {
-					t.Fatalf("Adam state for a frozen weight: %s", v.ScopeAndName())
+					t.Fatalf("Adam state for a frozen weight: %s", v.Path())
 				}
 			}
 			rng := rand.New(rand.NewPCG(7, 8))
@@ -499,7 +499,7 @@ func TestLoRACritic(t *testing.T) {
 	}
 	var trainable []string
 	for _, v := range b.critic.trainable() {
-		trainable = append(trainable, v.ScopeAndName())
+		trainable = append(trainable, v.Path())
 	}
 	names, _, _ := loraModules(b.critic.cfg)
 	if len(trainable) != 2*len(names)+2 || !slices.Contains(trainable, "/value/w") {

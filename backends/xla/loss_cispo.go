@@ -2,8 +2,8 @@ package xla
 
 import (
 	"github.com/cde-rl/cde/core"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/graph"
 )
 
 // The graph of core.LossCISPO: -sg[clip(rho)] * A * logp at the token

@@ -5,10 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
 	"github.com/cde-rl/cde/backends/xla/peft"
@@ -76,7 +76,7 @@ func (c ModelConfig) Validate() error {
 // host from seed (so initialisation is reproducible and engine independent):
 // N(0, InitStd) matrices, output projections scaled by 1/sqrt(2 L) (GPT-2),
 // unit LayerNorm gains, zero biases.
-func initParams(ctx *context.Context, c ModelConfig, seed uint64) {
+func initParams(ctx *model.Scope, c ModelConfig, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	std := c.InitStd
 	if std == 0 {
@@ -106,10 +106,10 @@ func initParams(ctx *context.Context, c ModelConfig, seed uint64) {
 	}
 	d, f := c.DModel, c.ff()
 	proj := std / math.Sqrt(2*float64(c.Layers))
-	ctx.In("embed").VariableWithValue("tokens", normal(std, c.Vocab, d))
-	ctx.In("embed").VariableWithValue("positions", normal(std, c.MaxLen, d))
+	ctx.At("embed").VariableWithValue("tokens", normal(std, c.Vocab, d))
+	ctx.At("embed").VariableWithValue("positions", normal(std, c.MaxLen, d))
 	for l := range c.Layers {
-		lc := ctx.In(fmt.Sprintf("layer%d", l))
+		lc := ctx.At("layer%d", l)
 		lc.VariableWithValue("ln1_gain", fill(1, d))
 		lc.VariableWithValue("ln1_bias", fill(0, d))
 		lc.VariableWithValue("wq", normal(std, d, d))
@@ -123,35 +123,35 @@ func initParams(ctx *context.Context, c ModelConfig, seed uint64) {
 		lc.VariableWithValue("w2", normal(proj, f, d))
 		lc.VariableWithValue("b2", fill(0, d))
 	}
-	ctx.In("final").VariableWithValue("ln_gain", fill(1, d))
-	ctx.In("final").VariableWithValue("ln_bias", fill(0, d))
+	ctx.At("final").VariableWithValue("ln_gain", fill(1, d))
+	ctx.At("final").VariableWithValue("ln_bias", fill(0, d))
 	if c.ValueK > 0 {
-		ctx.In("value").VariableWithValue("w", normal(std, d, c.ValueK))
-		ctx.In("value").VariableWithValue("b", fill(0, c.ValueK))
+		ctx.At("value").VariableWithValue("w", normal(std, d, c.ValueK))
+		ctx.At("value").VariableWithValue("b", fill(0, c.ValueK))
 	} else {
-		ctx.In("lm").VariableWithValue("w", normal(std, d, c.Vocab))
+		ctx.At("lm").VariableWithValue("w", normal(std, d, c.Vocab))
 	}
 }
 
 // initValueHead creates the critic's value head (w [d, K] N(0, 0.02), b
 // zero) drawn from seed, as initParams does for cde's own critic.
-func initValueHead(ctx *context.Context, d, k int, seed uint64) {
+func initValueHead(ctx *model.Scope, d, k int, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x7a1e))
 	w := make([]float32, d*k)
 	for i := range w {
 		w[i] = float32(rng.NormFloat64() * 0.02)
 	}
-	ctx.In("value").VariableWithValue("w", tensors.FromFlatDataAndDimensions(w, d, k))
-	ctx.In("value").VariableWithValue("b", tensors.FromFlatDataAndDimensions(make([]float32, k), k))
+	ctx.At("value").VariableWithValue("w", tensors.FromFlatDataAndDimensions(w, d, k))
+	ctx.At("value").VariableWithValue("b", tensors.FromFlatDataAndDimensions(make([]float32, k), k))
 }
 
 // param reads a variable created by initParams.
-func param(ctx *context.Context, g *graph.Graph, scope, name string) *graph.Node {
-	v := ctx.In(scope).GetVariableByScopeAndName(ctx.In(scope).Scope(), name)
+func param(ctx *model.Scope, g *graph.Graph, scope, name string) *graph.Node {
+	v := ctx.Store().GetVariable(model.JoinPath(ctx.Scope(), scope, name))
 	if v == nil {
 		panic(fmt.Sprintf("model variable %s/%s missing", scope, name))
 	}
-	return v.ValueGraph(g)
+	return v.NodeValue(g)
 }
 
 // layerNorm normalises the last axis: (x - mean) / sqrt(var + 1e-5) * gain + bias.
@@ -213,7 +213,7 @@ func attend(q, k, v, bias *graph.Node) *graph.Node {
 // block runs one pre-LayerNorm transformer block on x [B,T,d]. kvFn, when
 // set, maps this layer's fresh (k, v) [B,H,T,dh] to the (k, v) to attend to
 // (the KV cache) and bias is the attention mask.
-func block(ctx *context.Context, c ModelConfig, l int, x, bias *graph.Node,
+func block(ctx *model.Scope, c ModelConfig, l int, x, bias *graph.Node,
 	kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
 	g := x.Graph()
 	s := fmt.Sprintf("layer%d", l)
@@ -235,7 +235,7 @@ func block(ctx *context.Context, c ModelConfig, l int, x, bias *graph.Node,
 
 // embed returns token + position embeddings, [B,T,d], for tokens and
 // positions int32 [B,T].
-func embed(ctx *context.Context, c ModelConfig, tokens, positions *graph.Node) *graph.Node {
+func embed(ctx *model.Scope, c ModelConfig, tokens, positions *graph.Node) *graph.Node {
 	g := tokens.Graph()
 	te := param(ctx, g, "embed", "tokens")
 	pe := param(ctx, g, "embed", "positions")
@@ -258,7 +258,7 @@ func causalBias(g *graph.Graph, t int) *graph.Node {
 
 // hiddenStates runs the full causal transformer on tokens int32 [B,T]
 // (positions 0..T-1) and returns the final-LayerNorm states [B,T,d].
-func hiddenStates(ctx *context.Context, c ModelConfig, tokens *graph.Node) *graph.Node {
+func hiddenStates(ctx *model.Scope, c ModelConfig, tokens *graph.Node) *graph.Node {
 	g := tokens.Graph()
 	b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
 	pos := graph.BroadcastToDims(graph.Iota(g, shapesOf(dtypes.Int32, 1, t), 1), b, t)
@@ -271,12 +271,12 @@ func hiddenStates(ctx *context.Context, c ModelConfig, tokens *graph.Node) *grap
 }
 
 // logitsOf maps hidden states [..., d] to vocabulary logits [..., V].
-func logitsOf(ctx *context.Context, h *graph.Node) *graph.Node {
+func logitsOf(ctx *model.Scope, h *graph.Node) *graph.Node {
 	return linear(h, param(ctx, h.Graph(), "lm", "w"))
 }
 
 // valuesOf maps hidden states [..., d] to K head values [..., K].
-func valuesOf(ctx *context.Context, h *graph.Node) *graph.Node {
+func valuesOf(ctx *model.Scope, h *graph.Node) *graph.Node {
 	g := h.Graph()
 	return graph.Add(linear(h, param(ctx, g, "value", "w")), asRank(param(ctx, g, "value", "b"), h.Rank()))
 }

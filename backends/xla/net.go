@@ -7,11 +7,11 @@ import (
 	"strings"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
@@ -23,21 +23,21 @@ import (
 type net struct {
 	cfg     ModelConfig
 	arch    modelArch
-	backend backends.Backend
-	ctx     *context.Context
+	backend compute.Backend
+	ctx     *model.Scope
 	// adamStep counts optimiser updates (bias correction).
 	adamStep int
 	// view marks a net that shares another's variables (baseView): never
 	// saved or restored on its own.
 	view bool
 
-	prefill map[int]*context.Exec // by total cache length
-	decode  *context.Exec
-	score   *context.Exec
+	prefill map[int]*model.Exec // by total cache length
+	decode  *model.Exec
+	score   *model.Exec
 	// embedScore is score that also returns the last-layer states
 	// (RescoreWithEmbeddings).
-	embedScore *context.Exec
-	train      *context.Exec // the critic's update
+	embedScore *model.Exec
+	train      *model.Exec // the critic's update
 	// actor holds the actor's update graphs, one per policy loss, with or
 	// without the entropy term in the gradient (without it for updates
 	// whose entropy coefficient is 0, the default: the term's backward
@@ -45,11 +45,11 @@ type net struct {
 	// a 150k vocabulary, to add zeros), fused or one micro-batch of a
 	// micro-batched update (train.micro_batch_size: the graph adds its
 	// gradient to the /accum variables).
-	actor map[actorKey]*context.Exec
-	sft   *context.Exec
+	actor map[actorKey]*model.Exec
+	sft   *model.Exec
 	// The critic's micro-batch graph, and the Adam step that applies the
 	// accumulated sum (actor and critic).
-	criticAccum, apply *context.Exec
+	criticAccum, apply *model.Exec
 }
 
 // actorKey names one of a net's actor update graphs.
@@ -59,7 +59,7 @@ type actorKey struct {
 }
 
 // actorExec is the actor update graph for key, built on first use.
-func (n *net) actorExec(key actorKey) (*context.Exec, error) {
+func (n *net) actorExec(key actorKey) (*model.Exec, error) {
 	if _, ok := graphLosses[key.loss]; !ok {
 		return nil, fmt.Errorf("train.policy_loss %q: this backend has no graph for it (known: %s)", key.loss, strings.Join(graphLossNames(), ", "))
 	}
@@ -129,11 +129,11 @@ const (
 // with cfg.LoRA the adapters start from it, without it is merged into the
 // weights. share, when not nil, is a net of the same Hugging Face model
 // whose frozen weights this LoRA net reads instead of its own copy.
-func newNet(b backends.Backend, cfg ModelConfig, seed uint64, weights *safetensors.Set, ad *peft.Adapter, share *net) (*net, error) {
+func newNet(b compute.Backend, cfg ModelConfig, seed uint64, weights *safetensors.Set, ad *peft.Adapter, share *net) (*net, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ctx := context.New().Checked(false)
+	ctx := model.NewStore().RootScope()
 	if cfg.HF != nil {
 		head := cfg.ValueK == 0
 		merge := ad
@@ -173,21 +173,21 @@ func newNet(b backends.Backend, cfg ModelConfig, seed uint64, weights *safetenso
 	} else {
 		initParams(ctx, cfg, seed)
 	}
-	n := &net{cfg: cfg, arch: archOf(cfg), backend: b, ctx: ctx, prefill: map[int]*context.Exec{}, actor: map[actorKey]*context.Exec{}}
+	n := &net{cfg: cfg, arch: archOf(cfg), backend: b, ctx: ctx, prefill: map[int]*model.Exec{}, actor: map[actorKey]*model.Exec{}}
 	// Adam moments, created on the host so a checkpoint restores them
 	// before any graph is built.
 	for _, v := range n.trainable() {
 		zeros := tensors.FromShape(v.Shape())
-		ctx.InAbsPath("/adam/m"+v.ScopeAndName()).VariableWithValue("m", zeros)
-		ctx.InAbsPath("/adam/v"+v.ScopeAndName()).VariableWithValue("v", tensors.FromShape(v.Shape()))
+		ctx.Store().Scope("/adam/m"+v.Path()).VariableWithValue("m", zeros)
+		ctx.Store().Scope("/adam/v"+v.Path()).VariableWithValue("v", tensors.FromShape(v.Shape()))
 	}
 	return n, nil
 }
 
 // trainable lists the model's own variables (everything but optimiser
 // state and, with LoRA, the frozen base weights).
-func (n *net) trainable() []*context.Variable {
-	var out []*context.Variable
+func (n *net) trainable() []*model.Variable {
+	var out []*model.Variable
 	for v := range n.ctx.IterVariables() {
 		if !strings.HasPrefix(v.Scope(), "/adam") && !isAccum(v) && !n.frozen(v) {
 			out = append(out, v)
@@ -196,11 +196,11 @@ func (n *net) trainable() []*context.Variable {
 	return out
 }
 
-func isAccum(v *context.Variable) bool { return strings.HasPrefix(v.Scope(), accumScope) }
+func isAccum(v *model.Variable) bool { return strings.HasPrefix(v.Scope(), accumScope) }
 
 // accumVar is the gradient accumulator of trainable variable v.
-func (n *net) accumVar(v *context.Variable) *context.Variable {
-	return n.ctx.InAbsPath(accumScope+v.ScopeAndName()).GetVariableByScopeAndName(accumScope+v.ScopeAndName(), "g")
+func (n *net) accumVar(v *model.Variable) *model.Variable {
+	return n.ctx.Store().Scope(accumScope + v.Path()).Store().GetVariable(model.JoinPath(accumScope+v.Path(), "g"))
 }
 
 // ensureAccum creates the zeroed gradient accumulators (as much memory as
@@ -208,7 +208,7 @@ func (n *net) accumVar(v *context.Variable) *context.Variable {
 func (n *net) ensureAccum() {
 	for _, v := range n.trainable() {
 		if n.accumVar(v) == nil {
-			n.ctx.InAbsPath(accumScope+v.ScopeAndName()).VariableWithValue("g", tensors.FromShape(v.Shape()))
+			n.ctx.Store().Scope(accumScope+v.Path()).VariableWithValue("g", tensors.FromShape(v.Shape()))
 		}
 	}
 }
@@ -246,8 +246,8 @@ func pickLast(x, idx *graph.Node) *graph.Node {
 // [B,P], last int32 [B] (index of each prompt's last token), gumbel [B,V],
 // invTemp scalar; outputs token, logp, entropy, hidden [B,d], then per layer
 // the K and V caches [B,H,Tmax,dh] (positions >= P are zero).
-func (n *net) buildPrefill(tmax int) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+func (n *net) buildPrefill(tmax int) func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
+	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, last, gumbel, invTemp := in[0], in[1], in[2], in[3]
 		g := tokens.Graph()
 		b, p := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
@@ -272,9 +272,9 @@ func (n *net) buildPrefill(tmax int) func(ctx *context.Context, in []*graph.Node
 // buildDecode returns the one-token step with a KV cache: inputs token int32
 // [B], pos int32 [B] (the token's position), gumbel [B,V], invTemp, then the
 // 2L caches; outputs as buildPrefill, with the token's K, V written at pos.
-func (n *net) buildDecode() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+func (n *net) buildDecode() func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 	c := n.cfg
-	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		token, pos, gumbel, invTemp := in[0], in[1], in[2], in[3]
 		cachesIn := in[4:]
 		g := token.Graph()
@@ -313,9 +313,9 @@ func (n *net) buildDecode() func(ctx *context.Context, in []*graph.Node) []*grap
 // buildScore: inputs tokens int32 [B,T], targets int32 [B,T], invTemp;
 // outputs for the policy the log-prob of targets[t] at each position and the
 // entropy [B,T]; for the critic the values [B,T,K].
-func (n *net) buildScore() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+func (n *net) buildScore() func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 	c := n.cfg
-	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		h := fullStates(ctx, n.arch, in[0])
 		if c.ValueK > 0 {
 			return []*graph.Node{valuesOf(ctx, h)}
@@ -338,7 +338,7 @@ var scoreChunkBytes = 256 << 20
 // are made for a chunk of positions at a time (scoreChunkBytes), the
 // chunks' [B, chunk] results concatenated, so the engine frees each
 // chunk's [B, chunk, V] tensors before the next one's.
-func scoreHead(ctx *context.Context, arch modelArch, h, targets, invTemp *graph.Node) (tlp, ent *graph.Node) {
+func scoreHead(ctx *model.Scope, arch modelArch, h, targets, invTemp *graph.Node) (tlp, ent *graph.Node) {
 	d := h.Shape().Dimensions
 	b, t := d[0], d[1]
 	per := b * arch.vocab() * 4 // bytes of one position's logits
@@ -385,17 +385,17 @@ func hyperAt(hyper *graph.Node, i int) *graph.Node {
 // weight or Adam moment is not finite, every variable keeps its old value
 // (flag 0), so a bad step can never write NaN or Inf into the model; the
 // host reads the flag and stops the run naming the quantity.
-func (n *net) adamUpdate(ctx *context.Context, loss, lr, maxNorm *graph.Node) (norm, applied *graph.Node) {
+func (n *net) adamUpdate(ctx *model.Scope, loss, lr, maxNorm *graph.Node) (norm, applied *graph.Node) {
 	vars, nodes := n.trainableNodes(loss.Graph())
 	return n.adamApply(ctx, vars, nodes, graph.Gradient(loss, nodes...), loss, lr, maxNorm)
 }
 
 // trainableNodes is the trainable variables and their values in g.
-func (n *net) trainableNodes(g *graph.Graph) ([]*context.Variable, []*graph.Node) {
+func (n *net) trainableNodes(g *graph.Graph) ([]*model.Variable, []*graph.Node) {
 	vars := n.trainable()
 	nodes := make([]*graph.Node, len(vars))
 	for i, v := range vars {
-		nodes[i] = v.ValueGraph(g)
+		nodes[i] = v.NodeValue(g)
 	}
 	return vars, nodes
 }
@@ -409,22 +409,22 @@ func (n *net) accumulateGrads(loss, first *graph.Node) {
 	grads := graph.Gradient(loss, nodes...)
 	for i, v := range vars {
 		acc := n.accumVar(v)
-		old := acc.ValueGraph(loss.Graph())
+		old := acc.NodeValue(loss.Graph())
 		cond := graph.BroadcastToDims(first, old.Shape().Dimensions...)
-		acc.SetValueGraph(graph.Where(cond, grads[i], graph.Add(old, grads[i])))
+		acc.SetNodeValue(graph.Where(cond, grads[i], graph.Add(old, grads[i])))
 	}
 }
 
 // buildApply: the Adam step of adamUpdate on the accumulated gradient of
 // a micro-batched update. Input: hyper (hLR, hMaxGradNorm, and hLoss, the
 // summed loss, checked for finiteness). Outputs: grad norm, applied flag.
-func (n *net) buildApply() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+func (n *net) buildApply() func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
+	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		hyper := in[0]
 		vars, nodes := n.trainableNodes(hyper.Graph())
 		grads := make([]*graph.Node, len(vars))
 		for i, v := range vars {
-			grads[i] = n.accumVar(v).ValueGraph(hyper.Graph())
+			grads[i] = n.accumVar(v).NodeValue(hyper.Graph())
 		}
 		norm, applied := n.adamApply(ctx, vars, nodes, grads, hyperAt(hyper, hLoss), hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
 		return []*graph.Node{norm, applied}
@@ -433,7 +433,7 @@ func (n *net) buildApply() func(ctx *context.Context, in []*graph.Node) []*graph
 
 // adamApply is adamUpdate given the gradients grads of loss with respect
 // to the values nodes of vars.
-func (n *net) adamApply(ctx *context.Context, vars []*context.Variable, nodes, grads []*graph.Node, loss, lr, maxNorm *graph.Node) (norm, applied *graph.Node) {
+func (n *net) adamApply(ctx *model.Scope, vars []*model.Variable, nodes, grads []*graph.Node, loss, lr, maxNorm *graph.Node) (norm, applied *graph.Node) {
 	g := loss.Graph()
 	sq := graph.ScalarZero(g, dtypes.Float32)
 	for _, gr := range grads {
@@ -443,7 +443,7 @@ func (n *net) adamApply(ctx *context.Context, vars []*context.Variable, nodes, g
 	// scale = min(1, maxNorm / (norm + 1e-6))
 	scale := graph.Min(graph.ScalarOne(g, dtypes.Float32), graph.Div(maxNorm, graph.AddScalar(norm, 1e-6)))
 	type update struct {
-		v         *context.Variable
+		v         *model.Variable
 		old, next *graph.Node
 	}
 	var ups []update
@@ -452,9 +452,9 @@ func (n *net) adamApply(ctx *context.Context, vars []*context.Variable, nodes, g
 	poison := graph.Add(graph.MulScalar(loss, 0), graph.MulScalar(norm, 0))
 	for i, v := range vars {
 		gr := graph.Mul(grads[i], scale)
-		mv := ctx.InAbsPath("/adam/m"+v.ScopeAndName()).GetVariableByScopeAndName("/adam/m"+v.ScopeAndName(), "m")
-		vv := ctx.InAbsPath("/adam/v"+v.ScopeAndName()).GetVariableByScopeAndName("/adam/v"+v.ScopeAndName(), "v")
-		mOld, vOld := mv.ValueGraph(g), vv.ValueGraph(g)
+		mv := ctx.Store().Scope("/adam/m" + v.Path()).Store().GetVariable(model.JoinPath("/adam/m"+v.Path(), "m"))
+		vv := ctx.Store().Scope("/adam/v" + v.Path()).Store().GetVariable(model.JoinPath("/adam/v"+v.Path(), "v"))
+		mOld, vOld := mv.NodeValue(g), vv.NodeValue(g)
 		m := graph.Add(graph.MulScalar(mOld, adamBeta1), graph.MulScalar(gr, 1-adamBeta1))
 		s := graph.Add(graph.MulScalar(vOld, adamBeta2), graph.MulScalar(graph.Square(gr), 1-adamBeta2))
 		step := graph.Div(graph.Mul(m, lr), graph.AddScalar(graph.Sqrt(s), adamEps))
@@ -467,7 +467,7 @@ func (n *net) adamApply(ctx *context.Context, vars []*context.Variable, nodes, g
 	ok := graph.Equal(poison, graph.ScalarZero(g, dtypes.Float32))
 	for _, u := range ups {
 		cond := graph.BroadcastToDims(ok, u.old.Shape().Dimensions...)
-		u.v.SetValueGraph(graph.Where(cond, u.next, u.old))
+		u.v.SetNodeValue(graph.Where(cond, u.next, u.old))
 	}
 	return norm, graph.ConvertDType(ok, dtypes.Float32)
 }
@@ -495,9 +495,9 @@ func (n *net) biasCorrectedLR(lr float64) float64 {
 // entropy, kl and the ppl-term, each this micro-batch's share (the whole
 // minibatch's denominators come in hyper), so the shares sum to the
 // minibatch's values.
-func (n *net) buildActorTrain(key actorKey) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+func (n *net) buildActorTrain(key actorKey) func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 	entGrad, accumulate := key.entGrad, key.accumulate
-	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8]
 		h := fullStates(ctx, n.arch, tokens)
 		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), hyperAt(hyper, hInvTemp)), -1)
@@ -713,8 +713,8 @@ func actorHyper(hyper []float32, u core.ActorUpdate) error {
 // buildActorTrain): the denominator sum(m) of the whole minibatch comes in
 // hyper hCriticDen, the gradient goes to the accumulators, and the output is
 // the loss share alone.
-func (n *net) buildCriticTrain(accumulate bool) func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+func (n *net) buildCriticTrain(accumulate bool) func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
+	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, mask, returns, headMask, hyper := in[0], in[1], in[2], in[3], in[4]
 		b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
 		vals := valuesOf(ctx, fullStates(ctx, n.arch, tokens)) // [B,T,K]
@@ -736,9 +736,9 @@ func (n *net) buildCriticTrain(accumulate bool) func(ctx *context.Context, in []
 // (train.dynamic_sampling) makes batch sizes vary from step to step.
 const execCacheShapes = 256
 
-func (n *net) exec(slot **context.Exec, fn func(ctx *context.Context, in []*graph.Node) []*graph.Node) (*context.Exec, error) {
+func (n *net) exec(slot **model.Exec, fn func(ctx *model.Scope, in []*graph.Node) []*graph.Node) (*model.Exec, error) {
 	if *slot == nil {
-		e, err := context.NewExec(n.backend, n.ctx, fn)
+		e, err := model.NewExec(n.backend, n.ctx.Store(), fn)
 		if err != nil {
 			return nil, err
 		}
@@ -748,11 +748,11 @@ func (n *net) exec(slot **context.Exec, fn func(ctx *context.Context, in []*grap
 	return *slot, nil
 }
 
-func (n *net) prefillExec(tmax int) (*context.Exec, error) {
+func (n *net) prefillExec(tmax int) (*model.Exec, error) {
 	if e, ok := n.prefill[tmax]; ok {
 		return e, nil
 	}
-	e, err := context.NewExec(n.backend, n.ctx, n.buildPrefill(tmax))
+	e, err := model.NewExec(n.backend, n.ctx.Store(), n.buildPrefill(tmax))
 	if err != nil {
 		return nil, err
 	}
@@ -761,7 +761,7 @@ func (n *net) prefillExec(tmax int) (*context.Exec, error) {
 }
 
 // run executes e and converts a GoMLX panic into an error.
-func run(e *context.Exec, args ...any) (out []*tensors.Tensor, err error) {
+func run(e *model.Exec, args ...any) (out []*tensors.Tensor, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("graph execution failed: %v", r)
@@ -773,8 +773,8 @@ func run(e *context.Exec, args ...any) (out []*tensors.Tensor, err error) {
 // buildSFT: supervised cross-entropy on the masked target tokens (the warm
 // start). Inputs: tokens, targets int32 [B,T]; mask [B,T]; hyper. Outputs:
 // loss (mean token NLL), grad norm.
-func (n *net) buildSFT() func(ctx *context.Context, in []*graph.Node) []*graph.Node {
-	return func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+func (n *net) buildSFT() func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
+	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, hyper := in[0], in[1], in[2], in[3]
 		lp := graph.LogSoftmax(n.arch.logits(ctx, fullStates(ctx, n.arch, tokens)), -1)
 		logp, _ := tokenLogProbs(lp, targets)

@@ -326,6 +326,11 @@ func cudaClientOptions(getenv func(string) string) (map[string]any, error) {
 // A user who sets NVIDIA_TF32_OVERRIDE (to 1 for TF32's speed) gets no
 // changes at all; an XLA_FLAGS that already names
 // xla_gpu_enable_triton_gemm keeps its choice. lookupEnv is os.LookupEnv.
+//
+// GoMLX v0.28's XLA backend (go-xla v0.4.1) asks for TF32 products itself
+// on CUDA unless its config says tf32=false: cudaTF32Option gives that
+// option to match (unverified on a GPU with v0.28 until scripts/gpucheck
+// runs there).
 func cudaFloat32Env(lookupEnv func(string) (string, bool)) map[string]string {
 	if _, set := lookupEnv("NVIDIA_TF32_OVERRIDE"); set {
 		return nil
@@ -335,4 +340,14 @@ func cudaFloat32Env(lookupEnv func(string) (string, bool)) map[string]string {
 		out["XLA_FLAGS"] = strings.TrimSpace(flags + " --xla_gpu_enable_triton_gemm=false")
 	}
 	return out
+}
+
+// cudaTF32Option is the tf32 option of the xla:cuda backend's config
+// string: ",tf32=false" (float32 products in float32) unless the user set
+// NVIDIA_TF32_OVERRIDE to something other than 0, asking for TF32's speed.
+func cudaTF32Option(lookupEnv func(string) (string, bool)) string {
+	if v, set := lookupEnv("NVIDIA_TF32_OVERRIDE"); set && strings.TrimSpace(v) != "0" {
+		return ",tf32=true"
+	}
+	return ",tf32=false"
 }

@@ -358,3 +358,20 @@ func TestCUDAFloat32Env(t *testing.T) {
 		}
 	}
 }
+
+// The xla:cuda config asks for float32 products unless the user asked for
+// TF32 through NVIDIA_TF32_OVERRIDE.
+func TestCUDATF32Option(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, ",tf32=false"},
+		{map[string]string{"NVIDIA_TF32_OVERRIDE": "0"}, ",tf32=false"},
+		{map[string]string{"NVIDIA_TF32_OVERRIDE": "1"}, ",tf32=true"},
+	} {
+		if got := cudaTF32Option(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }); got != tc.want {
+			t.Errorf("env %v: %q, want %q", tc.env, got, tc.want)
+		}
+	}
+}

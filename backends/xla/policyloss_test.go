@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // TestActorLossMatchesReference holds the graph's actor loss (actorLoss, the
@@ -50,7 +50,7 @@ func TestActorLossMatchesReference(t *testing.T) {
 	}
 }
 
-func checkActorLoss(t *testing.T, be backends.Backend) {
+func checkActorLoss(t *testing.T, be compute.Backend) {
 	rng := rand.New(rand.NewPCG(7, 15))
 	const B, T, Lmax = 4, 8, 10
 	for batch := range 4 {

@@ -11,8 +11,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 )
@@ -51,17 +51,17 @@ func (b *Backend) LoadPolicyWeights(dir string) error {
 	if !sameSizes(ck.Config, n.cfg) {
 		return fmt.Errorf("reload %s: model sizes %+v differ from the served %+v", path, ck.Config, n.cfg)
 	}
-	vals := map[*context.Variable]*tensors.Tensor{}
+	vals := map[*model.Variable]*tensors.Tensor{}
 	for _, v := range n.trainable() {
-		st, ok := ck.Vars[v.ScopeAndName()]
+		st, ok := ck.Vars[v.Path()]
 		if !ok {
-			return fmt.Errorf("reload %s: variable %s missing", path, v.ScopeAndName())
+			return fmt.Errorf("reload %s: variable %s missing", path, v.Path())
 		}
 		if !slices.Equal(st.Dims, v.Shape().Dimensions) || len(st.Data) != v.Shape().Size() {
-			return fmt.Errorf("reload %s: variable %s has shape %v (%d values), the model wants %v", path, v.ScopeAndName(), st.Dims, len(st.Data), v.Shape().Dimensions)
+			return fmt.Errorf("reload %s: variable %s has shape %v (%d values), the model wants %v", path, v.Path(), st.Dims, len(st.Data), v.Shape().Dimensions)
 		}
 		if err := checkFinite(st.Data); err != nil {
-			return fmt.Errorf("reload %s: variable %s: %w", path, v.ScopeAndName(), err)
+			return fmt.Errorf("reload %s: variable %s: %w", path, v.Path(), err)
 		}
 		vals[v] = tensors.FromFlatDataAndDimensions(slices.Clone(st.Data), st.Dims...)
 	}
@@ -84,7 +84,7 @@ func loadSafetensorsWeights(n *net, dir string) error {
 		return fmt.Errorf("reload: %w", err)
 	}
 	defer set.Close()
-	vars := map[string]*context.Variable{}
+	vars := map[string]*model.Variable{}
 	for _, v := range n.trainable() {
 		if v.Scope() == "/"+hfScope {
 			vars[v.Name()] = v
@@ -99,7 +99,7 @@ func loadSafetensorsWeights(n *net, dir string) error {
 		}
 		return fmt.Errorf("reload %s: tensor %q is not a weight of the served %s", dir, name, n.cfg.HF.Arch)
 	}
-	vals := map[*context.Variable]*tensors.Tensor{}
+	vals := map[*model.Variable]*tensors.Tensor{}
 	for _, name := range slices.Sorted(maps.Keys(vars)) {
 		v := vars[name]
 		info, ok := set.Info(name)
@@ -131,13 +131,13 @@ func checkFinite(data []float32) error {
 }
 
 // assign sets every variable once all values have been checked.
-func assign(vals map[*context.Variable]*tensors.Tensor) error {
+func assign(vals map[*model.Variable]*tensors.Tensor) error {
 	if len(vals) == 0 {
 		return errors.New("reload: the model has no weights to set")
 	}
 	for v, t := range vals {
 		if err := v.SetValue(t); err != nil {
-			return fmt.Errorf("reload: setting %s: %w", v.ScopeAndName(), err)
+			return fmt.Errorf("reload: setting %s: %w", v.Path(), err)
 		}
 	}
 	return nil

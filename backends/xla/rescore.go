@@ -3,9 +3,9 @@ package xla
 import (
 	"fmt"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 
 	"github.com/cde-rl/cde/core"
 )
@@ -23,7 +23,7 @@ func (b *Backend) RescoreWithEmbeddings(seqs []*core.Sequence, temp float64, poo
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	e, err := n.exec(&n.embedScore, func(ctx *context.Context, in []*graph.Node) []*graph.Node {
+	e, err := n.exec(&n.embedScore, func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		h := fullStates(ctx, n.arch, in[0])
 		tlp, ent := scoreHead(ctx, n.arch, h, in[1], in[2])
 		return []*graph.Node{tlp, ent, h}

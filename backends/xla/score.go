@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // batch is a padded [B, T] layout of (prompt ++ response) sequences. The

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
-	"github.com/gomlx/gomlx/pkg/ml/context"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/model"
 )
 
 // minibatches splits indices 0..n-1 into m equal shuffled parts (n must be
@@ -51,8 +51,8 @@ func (b *Backend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[string]f
 	entGrad := u.EntropyCoef != 0
 	loss := cmp.Or(u.PolicyLoss, core.LossPPO)
 	p := b.policy
-	fused := func() (*context.Exec, error) { return p.actorExec(actorKey{loss: loss, entGrad: entGrad}) }
-	accum := func() (*context.Exec, error) {
+	fused := func() (*model.Exec, error) { return p.actorExec(actorKey{loss: loss, entGrad: entGrad}) }
+	accum := func() (*model.Exec, error) {
 		return p.actorExec(actorKey{loss: loss, entGrad: entGrad, accumulate: true})
 	}
 	names := []string{"actor/loss", "actor/pg_loss", "actor/pg_clipfrac", "actor/entropy", "actor/kl", "actor/nll"}
@@ -146,7 +146,7 @@ func microBatches(n, size int) [][2]int {
 // here) and then the Adam step on the summed gradient. inputs lays out a
 // part's inputs but hyper, which is appended.
 func (b *Backend) microSteps(p *net, parts [][2]int, idx []int, seqs []*core.Sequence, hyper []float32,
-	fusedNames, names []string, lossName, normName string, fused, accum func() (*context.Exec, error),
+	fusedNames, names []string, lossName, normName string, fused, accum func() (*model.Exec, error),
 	inputs func(idx []int, seqs []*core.Sequence, bt *batch) ([]any, error)) (map[string]float64, error) {
 	what := strings.Split(lossName, "/")[0]
 	if len(parts) == 1 {
@@ -257,9 +257,9 @@ func (b *Backend) FreezeReference() error {
 		return err
 	}
 	for _, v := range b.policy.trainable() {
-		rv := ref.ctx.GetVariableByScopeAndName(v.Scope(), v.Name())
+		rv := ref.ctx.Store().GetVariable(model.JoinPath(v.Scope(), v.Name()))
 		if rv == nil {
-			return fmt.Errorf("reference: missing variable %s", v.ScopeAndName())
+			return fmt.Errorf("reference: missing variable %s", v.Path())
 		}
 		val, err := v.Value()
 		if err != nil {
@@ -281,8 +281,8 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 	}
 	c := b.critic
 	K := c.cfg.ValueK
-	fused := func() (*context.Exec, error) { return c.exec(&c.train, c.buildCriticTrain(false)) }
-	accum := func() (*context.Exec, error) { return c.exec(&c.criticAccum, c.buildCriticTrain(true)) }
+	fused := func() (*model.Exec, error) { return c.exec(&c.train, c.buildCriticTrain(false)) }
+	accum := func() (*model.Exec, error) { return c.exec(&c.criticAccum, c.buildCriticTrain(true)) }
 	return b.eachMinibatch(r, u.Epochs, u.Minibatches, u.Seed^0xc41, func(idx []int, seqs []*core.Sequence) (map[string]float64, error) {
 		for j, s := range seqs {
 			if len(s.Returns) != len(s.Response) {
@@ -414,7 +414,7 @@ func guardedScalars(out []*tensors.Tensor, lossName, normName string, names ...s
 func (b *Backend) SupervisedStep(seqs []*core.Sequence, lr float64) (float64, error) {
 	n := b.policy
 	if n.sft == nil {
-		e, err := context.NewExec(b.engine, n.ctx, n.buildSFT())
+		e, err := model.NewExec(b.engine, n.ctx.Store(), n.buildSFT())
 		if err != nil {
 			return 0, err
 		}

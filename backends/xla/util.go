@@ -1,8 +1,8 @@
 package xla
 
 import (
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 )
 
 func shapesOf(dt dtypes.DType, dims ...int) shapes.Shape { return shapes.Make(dt, dims...) }

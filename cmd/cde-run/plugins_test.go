@@ -242,7 +242,7 @@ func TestOutsideModule(t *testing.T) {
 	if i < 0 {
 		t.Fatal("no require block in go.mod")
 	}
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/brevity\n\ngo 1.26\n\n"+
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/brevity\n\ngo 1.26.5\n\n"+
 		"require github.com/cde-rl/cde v0.0.0\n\nreplace github.com/cde-rl/cde => "+root+"\n"+reqs[i:])
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {

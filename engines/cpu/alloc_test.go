@@ -3,8 +3,8 @@ package cpu_test
 import (
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
 
 	"github.com/cde-rl/cde/engines/cpu"
 )
@@ -25,7 +25,7 @@ func TestSmallOpsAllocateNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(o backends.Op, err error) backends.Op {
+	must := func(o compute.Value, err error) compute.Value {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -33,7 +33,8 @@ func TestSmallOpsAllocateNothing(t *testing.T) {
 		return o
 	}
 	full := shapes.Make(f32, 1, 16, 1, 128)
-	bld := be.Builder("small-ops")
+	bldB := be.Builder("small-ops")
+	bld := bldB.Main()
 	x := must(bld.Parameter("x", full, nil))
 	g := must(bld.Parameter("g", shapes.Make(f32, 128), nil))
 	half := must(bld.Constant([]float32{0.5}))
@@ -50,7 +51,10 @@ func TestSmallOpsAllocateNothing(t *testing.T) {
 		y = must(bld.Mul(y, gb)) // broadcast across rows
 		y = must(bld.Exp(must(bld.Neg(y))))
 	}
-	exe, err := bld.Compile([]backends.Op{y}, nil)
+	if err := bld.Return([]compute.Value{y}, nil); err != nil {
+		panic(err)
+	}
+	exe, err := bldB.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +75,11 @@ func TestSmallOpsAllocateNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func() {
-		out, err := exe.Execute([]backends.Buffer{xb, gbuf}, nil, 0)
+		out, err := exe.Execute([]compute.Buffer{xb, gbuf}, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := be.BufferFinalize(out[0]); err != nil {
+		if err := out[0].Finalize(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,9 +16,9 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	"github.com/pkg/errors"
 
 	"github.com/cde-rl/cde/engines/cpu/gemm"
@@ -28,7 +28,7 @@ import (
 const Name = "cpu"
 
 func init() {
-	backends.Register(Name, New)
+	compute.Register(Name, New)
 }
 
 // Backend implements backends.Backend.
@@ -39,11 +39,11 @@ type Backend struct {
 	idle idlePools
 }
 
-var _ backends.Backend = (*Backend)(nil)
+var _ compute.Backend = (*Backend)(nil)
 
 // New returns a new backend. The config string is accepted for symmetry with
 // GoMLX's other backends and must be empty.
-func New(config string) (backends.Backend, error) {
+func New(config string) (compute.Backend, error) {
 	if config != "" {
 		return nil, errors.Errorf("backend %q takes no configuration, got %q", Name, config)
 	}
@@ -65,13 +65,13 @@ func (b *Backend) Description() string {
 func (b *Backend) NumDevices() int { return 1 }
 
 // DeviceDescription implements backends.Backend.
-func (b *Backend) DeviceDescription(deviceNum backends.DeviceNum) string {
+func (b *Backend) DeviceDescription(deviceNum compute.DeviceNum) string {
 	return fmt.Sprintf("cpu:%d", deviceNum)
 }
 
 // Capabilities implements backends.Backend.
-func (b *Backend) Capabilities() backends.Capabilities {
-	c := backends.Capabilities{Operations: map[backends.OpType]bool{}, DTypes: map[dtypes.DType]bool{}}
+func (b *Backend) Capabilities() compute.Capabilities {
+	c := compute.Capabilities{Operations: map[compute.OpType]bool{}, DTypes: map[dtypes.DType]bool{}}
 	for op := range opTable {
 		c.Operations[op] = true
 	}
@@ -82,7 +82,7 @@ func (b *Backend) Capabilities() backends.Capabilities {
 }
 
 // Builder implements backends.Backend.
-func (b *Backend) Builder(name string) backends.Builder {
+func (b *Backend) Builder(name string) compute.Builder {
 	return newBuilder(b, name)
 }
 
@@ -101,12 +101,16 @@ func (b *Backend) IsFinalized() bool {
 }
 
 // Buffer is the backend's buffer: a shape and a Go slice of its dtype.
+// It implements compute.Buffer.
 type Buffer struct {
-	shape shapes.Shape
-	flat  any
+	backend *Backend
+	shape   shapes.Shape
+	flat    any
 }
 
-func (b *Backend) buffer(buf backends.Buffer) (*Buffer, error) {
+var _ compute.Buffer = (*Buffer)(nil)
+
+func (b *Backend) buffer(buf compute.Buffer) (*Buffer, error) {
 	bb, ok := buf.(*Buffer)
 	if !ok || bb == nil {
 		return nil, errors.Errorf("backend %q: buffer of type %T is not one of ours", Name, buf)
@@ -117,51 +121,69 @@ func (b *Backend) buffer(buf backends.Buffer) (*Buffer, error) {
 	return bb, nil
 }
 
-// BufferFinalize implements backends.DataInterface.
-func (b *Backend) BufferFinalize(buf backends.Buffer) error {
-	bb, err := b.buffer(buf)
-	if err != nil {
+func (bb *Buffer) check() error {
+	if bb == nil || bb.flat == nil {
+		return errors.Errorf("backend %q: buffer used after it was finalized", Name)
+	}
+	return nil
+}
+
+// Backend implements compute.Buffer.
+func (bb *Buffer) Backend() compute.Backend { return bb.backend }
+
+// Finalize implements compute.Buffer.
+func (bb *Buffer) Finalize() error {
+	if err := bb.check(); err != nil {
 		return err
 	}
 	bb.flat = nil
 	return nil
 }
 
-// BufferShape implements backends.DataInterface.
-func (b *Backend) BufferShape(buf backends.Buffer) (shapes.Shape, error) {
-	bb, err := b.buffer(buf)
-	if err != nil {
+// Shape implements compute.Buffer.
+func (bb *Buffer) Shape() (shapes.Shape, error) {
+	if err := bb.check(); err != nil {
 		return shapes.Invalid(), err
 	}
 	return bb.shape, nil
 }
 
-// BufferDeviceNum implements backends.DataInterface.
-func (b *Backend) BufferDeviceNum(buf backends.Buffer) (backends.DeviceNum, error) {
-	if _, err := b.buffer(buf); err != nil {
-		return 0, err
-	}
-	return 0, nil
-}
+// DeviceNum implements compute.Buffer.
+func (bb *Buffer) DeviceNum() (compute.DeviceNum, error) { return 0, bb.check() }
 
-// BufferToFlatData implements backends.DataInterface.
-func (b *Backend) BufferToFlatData(buf backends.Buffer, flat any) error {
-	bb, err := b.buffer(buf)
-	if err != nil {
+// ToFlatData implements compute.Buffer.
+func (bb *Buffer) ToFlatData(flat any) error {
+	if err := bb.check(); err != nil {
 		return err
 	}
 	n, err := copyFlat(flat, bb.flat)
 	if err != nil {
-		return errors.WithMessagef(err, "BufferToFlatData(%s)", bb.shape)
+		return errors.WithMessagef(err, "ToFlatData(%s)", bb.shape)
 	}
 	if n != bb.shape.Size() {
-		return errors.Errorf("BufferToFlatData: buffer %s has %d elements, destination has room for %d", bb.shape, bb.shape.Size(), n)
+		return errors.Errorf("ToFlatData: buffer %s has %d elements, destination has room for %d", bb.shape, bb.shape.Size(), n)
 	}
 	return nil
 }
 
-// BufferFromFlatData implements backends.DataInterface.
-func (b *Backend) BufferFromFlatData(deviceNum backends.DeviceNum, flat any, shape shapes.Shape) (backends.Buffer, error) {
+// Data implements compute.Buffer.
+func (bb *Buffer) Data() (any, error) {
+	if err := bb.check(); err != nil {
+		return nil, err
+	}
+	return bb.flat, nil
+}
+
+// CopyToDevice implements compute.Buffer.
+func (bb *Buffer) CopyToDevice(deviceNum compute.DeviceNum) (compute.Buffer, error) {
+	if err := bb.check(); err != nil {
+		return nil, err
+	}
+	return bb.backend.BufferFromFlatData(deviceNum, bb.flat, bb.shape)
+}
+
+// BufferFromFlatData implements compute.DataInterface.
+func (b *Backend) BufferFromFlatData(deviceNum compute.DeviceNum, flat any, shape shapes.Shape) (compute.Buffer, error) {
 	if deviceNum != 0 {
 		return nil, errors.Errorf("backend %q has one device, got device %d", Name, deviceNum)
 	}
@@ -176,14 +198,14 @@ func (b *Backend) BufferFromFlatData(deviceNum backends.DeviceNum, flat any, sha
 	if n != shape.Size() {
 		return nil, errors.Errorf("BufferFromFlatData: shape %s needs %d elements, got %d", shape, shape.Size(), flatLen(flat))
 	}
-	return &Buffer{shape: shape.Clone(), flat: dst}, nil
+	return &Buffer{backend: b, shape: shape.Clone(), flat: dst}, nil
 }
 
-// HasSharedBuffers implements backends.DataInterface.
+// HasSharedBuffers implements compute.DataInterface.
 func (b *Backend) HasSharedBuffers() bool { return true }
 
-// NewSharedBuffer implements backends.DataInterface.
-func (b *Backend) NewSharedBuffer(deviceNum backends.DeviceNum, shape shapes.Shape) (backends.Buffer, any, error) {
+// NewSharedBuffer implements compute.DataInterface.
+func (b *Backend) NewSharedBuffer(deviceNum compute.DeviceNum, shape shapes.Shape) (compute.Buffer, any, error) {
 	if deviceNum != 0 {
 		return nil, nil, errors.Errorf("backend %q has one device, got device %d", Name, deviceNum)
 	}
@@ -191,23 +213,5 @@ func (b *Backend) NewSharedBuffer(deviceNum backends.DeviceNum, shape shapes.Sha
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Buffer{shape: shape.Clone(), flat: flat}, flat, nil
-}
-
-// BufferData implements backends.DataInterface.
-func (b *Backend) BufferData(buf backends.Buffer) (any, error) {
-	bb, err := b.buffer(buf)
-	if err != nil {
-		return nil, err
-	}
-	return bb.flat, nil
-}
-
-// BufferCopyToDevice implements backends.DataInterface.
-func (b *Backend) BufferCopyToDevice(source backends.Buffer, deviceNum backends.DeviceNum) (backends.Buffer, error) {
-	bb, err := b.buffer(source)
-	if err != nil {
-		return nil, err
-	}
-	return b.BufferFromFlatData(deviceNum, bb.flat, bb.shape)
+	return &Buffer{backend: b, shape: shape.Clone(), flat: flat}, flat, nil
 }

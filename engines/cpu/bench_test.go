@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
 
 	"github.com/cde-rl/cde/engines/cpu"
 )
@@ -23,8 +23,9 @@ func BenchmarkElementwiseChain(b *testing.B) {
 			}
 			rows := max(1, size/64)
 			cols := size / rows
-			bld := be.Builder("bench")
-			must := func(o backends.Op, err error) backends.Op {
+			bldB := be.Builder("bench")
+			bld := bldB.Main()
+			must := func(o compute.Value, err error) compute.Value {
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -44,7 +45,10 @@ func BenchmarkElementwiseChain(b *testing.B) {
 				c := must(bld.GreaterThan(y, half))
 				y = must(bld.Where(c, y, x))
 			}
-			exe, err := bld.Compile([]backends.Op{y}, nil)
+			if err := bld.Return([]compute.Value{y}, nil); err != nil {
+				panic(err)
+			}
+			exe, err := bldB.Compile()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -58,11 +62,11 @@ func BenchmarkElementwiseChain(b *testing.B) {
 			}
 			b.ResetTimer()
 			for range b.N {
-				out, err := exe.Execute([]backends.Buffer{xb, rb}, nil, 0)
+				out, err := exe.Execute([]compute.Buffer{xb, rb}, nil, 0)
 				if err != nil {
 					b.Fatal(err)
 				}
-				_ = be.BufferFinalize(out[0])
+				_ = out[0].Finalize()
 			}
 		})
 	}

@@ -4,11 +4,11 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/notimplemented"
-	"github.com/gomlx/gomlx/backends/shapeinference"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/notimplemented"
+	"github.com/gomlx/compute/shapeinference"
+	"github.com/gomlx/compute/shapes"
 	"github.com/pkg/errors"
 )
 
@@ -17,7 +17,7 @@ import (
 // a node's index is a valid execution order.
 type node struct {
 	idx     int
-	op      backends.OpType
+	op      compute.OpType
 	shape   shapes.Shape
 	inputs  []*node
 	params  any // op-specific, see the *Params types
@@ -60,38 +60,100 @@ func (n *node) inShape(i int) shapes.Shape {
 	return n.inputs[i].shape
 }
 
-// Builder implements backends.Builder. Ops it does not implement come from
-// the embedded notimplemented.Builder and fail with an error naming the op.
+// Builder implements compute.Builder: it owns the nodes; ops are built on
+// its main Function (compute.Function), the only function supported.
 type Builder struct {
-	notimplemented.Builder
 	backend  *Backend
 	name     string
 	nodes    []*node
 	params   []*node
+	main     *Function
 	compiled bool
 }
 
-var _ backends.Builder = (*Builder)(nil)
+// Function implements compute.Function (main only). Ops it does not
+// implement come from the embedded notimplemented.Function and fail with an
+// error wrapping compute.ErrNotImplemented, naming the op.
+type Function struct {
+	notimplemented.Function
+	builder  *Builder
+	outputs  []*node
+	returned bool
+}
+
+var (
+	_ compute.Builder  = (*Builder)(nil)
+	_ compute.Function = (*Function)(nil)
+)
 
 func newBuilder(b *Backend, name string) *Builder {
 	bld := &Builder{backend: b, name: name}
-	bld.Builder.ErrFn = func(op backends.OpType) error {
-		return errors.Errorf("backend %q does not implement op %s (graph %q); use backend.engine: go for graphs that need it", Name, op, name)
+	bld.main = &Function{builder: bld}
+	bld.main.ErrFn = func(op compute.OpType) error {
+		return errors.Wrapf(compute.ErrNotImplemented, "backend %q does not implement op %s (graph %q); use backend.engine: go for graphs that need it", Name, op, name)
 	}
 	return bld
+}
+
+// Main implements compute.Builder.
+func (b *Builder) Main() compute.Function { return b.main }
+
+// NewFunction implements compute.Builder: sub-functions are not supported.
+func (b *Builder) NewFunction(name string) (compute.Function, error) {
+	return nil, errors.Wrapf(compute.ErrNotImplemented, "backend %q: functions are not supported", Name)
+}
+
+// Name implements compute.Function.
+func (f *Function) Name() string { return compute.MainName }
+
+// Builder implements compute.Function.
+func (f *Function) Builder() compute.Builder { return f.builder }
+
+// Parent implements compute.Function.
+func (f *Function) Parent() compute.Function { return nil }
+
+// Shape implements compute.Function.
+func (f *Function) Shape(v compute.Value) (shapes.Shape, error) { return f.builder.OpShape(v) }
+
+// Return implements compute.Function.
+func (f *Function) Return(outputs []compute.Value, shardings []*compute.ShardingSpec) error {
+	for _, s := range shardings {
+		if s != nil {
+			return errors.Errorf("backend %q: output sharding is not supported", Name)
+		}
+	}
+	if f.returned {
+		return errors.Errorf("backend %q: Return called twice", Name)
+	}
+	outs, err := f.builder.ops(compute.OpTypeInvalid, outputs...)
+	if err != nil {
+		return errors.WithMessage(err, "Return")
+	}
+	f.outputs, f.returned = outs, true
+	return nil
+}
+
+func (f *Function) newNode(op compute.OpType, shape shapes.Shape, params any, inputs ...*node) *node {
+	return f.builder.newNode(op, shape, params, inputs...)
+}
+func (f *Function) ops(opType compute.OpType, ops ...compute.Value) ([]*node, error) {
+	return f.builder.ops(opType, ops...)
+}
+func (f *Function) checkDType(opType compute.OpType, dt dtypes.DType) error {
+	return f.builder.checkDType(opType, dt)
 }
 
 // Name implements backends.Builder.
 func (b *Builder) Name() string { return b.name }
 
-func (b *Builder) newNode(op backends.OpType, shape shapes.Shape, params any, inputs ...*node) *node {
+func (b *Builder) newNode(op compute.OpType, shape shapes.Shape, params any, inputs ...*node) *node {
 	n := &node{idx: len(b.nodes), op: op, shape: shape, inputs: inputs, params: params, builder: b, exec: opTable[op].exec}
 	b.nodes = append(b.nodes, n)
 	return n
 }
 
 // ops converts backends.Op values to our nodes, checking they belong here.
-func (b *Builder) ops(opType backends.OpType, ops ...backends.Op) ([]*node, error) {
+func (b *Builder) ops(opType compute.OpType, ops ...compute.Value) ([]*node, error) {
 	if b.compiled {
 		return nil, errors.Errorf("%s: builder %q was already compiled", opType, b.name)
 	}
@@ -109,7 +171,7 @@ func (b *Builder) ops(opType backends.OpType, ops ...backends.Op) ([]*node, erro
 	return out, nil
 }
 
-func (b *Builder) checkDType(opType backends.OpType, dt dtypes.DType) error {
+func (b *Builder) checkDType(opType compute.OpType, dt dtypes.DType) error {
 	if !slices.Contains(supportedDTypes, dt) {
 		return errors.Errorf("backend %q: op %s: dtype %s is not supported (supported: %v)", Name, opType, dt, supportedDTypes)
 	}
@@ -117,8 +179,8 @@ func (b *Builder) checkDType(opType backends.OpType, dt dtypes.DType) error {
 }
 
 // OpShape implements backends.Builder.
-func (b *Builder) OpShape(op backends.Op) (shapes.Shape, error) {
-	ns, err := b.ops(backends.OpTypeInvalid, op)
+func (b *Builder) OpShape(op compute.Value) (shapes.Shape, error) {
+	ns, err := b.ops(compute.OpTypeInvalid, op)
 	if err != nil {
 		return shapes.Invalid(), err
 	}
@@ -134,12 +196,12 @@ func (b *Builder) DistributedSPMD(numDevices int) error {
 }
 
 // DistributedAutoSharding implements backends.Builder.
-func (b *Builder) DistributedAutoSharding(meshes ...backends.Mesh) error {
+func (b *Builder) DistributedAutoSharding(meshes ...compute.Mesh) error {
 	return errors.Errorf("backend %q does not support sharding", Name)
 }
 
 // DeviceAssignment implements backends.Builder.
-func (b *Builder) DeviceAssignment(devices ...backends.DeviceNum) error {
+func (b *Builder) DeviceAssignment(devices ...compute.DeviceNum) error {
 	for _, d := range devices {
 		if d != 0 {
 			return errors.Errorf("backend %q has only device 0, got %d", Name, d)
@@ -153,20 +215,20 @@ type parameterParams struct {
 }
 
 // Parameter implements backends.Builder.
-func (b *Builder) Parameter(name string, shape shapes.Shape, sharding *backends.ShardingSpec) (backends.Op, error) {
+func (b *Function) Parameter(name string, shape shapes.Shape, sharding *compute.ShardingSpec) (compute.Value, error) {
 	if sharding != nil {
 		return nil, errors.Errorf("backend %q: Parameter %q: sharding is not supported", Name, name)
 	}
-	if err := b.checkDType(backends.OpTypeParameter, shape.DType); err != nil {
+	if err := b.checkDType(compute.OpTypeParameter, shape.DType); err != nil {
 		return nil, err
 	}
-	n := b.newNode(backends.OpTypeParameter, shape.Clone(), &parameterParams{name: name})
-	b.params = append(b.params, n)
+	n := b.newNode(compute.OpTypeParameter, shape.Clone(), &parameterParams{name: name})
+	b.builder.params = append(b.builder.params, n)
 	return n, nil
 }
 
 // Constant implements backends.Builder.
-func (b *Builder) Constant(flat any, dims ...int) (backends.Op, error) {
+func (b *Function) Constant(flat any, dims ...int) (compute.Value, error) {
 	dt, n, err := flatInfo(flat)
 	if err != nil {
 		return nil, errors.WithMessage(err, "Constant")
@@ -177,36 +239,60 @@ func (b *Builder) Constant(flat any, dims ...int) (backends.Op, error) {
 	}
 	data, _ := makeFlat(dt, n)
 	copyFlat(data, flat)
-	return b.newNode(backends.OpTypeConstant, shape, data), nil
+	return b.newNode(compute.OpTypeConstant, shape, data), nil
 }
 
 // Identity implements backends.Builder.
-func (b *Builder) Identity(x backends.Op) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeIdentity, x)
+func (b *Function) Identity(x compute.Value) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeIdentity, x)
 	if err != nil {
 		return nil, err
 	}
-	return b.newNode(backends.OpTypeIdentity, in[0].shape, nil, in[0]), nil
+	return b.newNode(compute.OpTypeIdentity, in[0].shape, nil, in[0]), nil
+}
+
+// OptimizationBarrier implements compute.Function: identities (the
+// executor runs nodes in creation order, so there is nothing to reorder).
+func (b *Function) OptimizationBarrier(operands ...compute.Value) ([]compute.Value, error) {
+	in, err := b.ops(compute.OpTypeOptimizationBarrier, operands...)
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]compute.Value, len(in))
+	for i, n := range in {
+		outs[i] = b.newNode(compute.OpTypeOptimizationBarrier, n.shape, nil, n)
+	}
+	return outs, nil
+}
+
+// SchedulingBarrier implements compute.Function: operand's value, as a node
+// that also reads the dependencies, so it runs after them.
+func (b *Function) SchedulingBarrier(operand compute.Value, dependencies ...compute.Value) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeSchedulingBarrier, append([]compute.Value{operand}, dependencies...)...)
+	if err != nil {
+		return nil, err
+	}
+	return b.newNode(compute.OpTypeSchedulingBarrier, in[0].shape, nil, in...), nil
 }
 
 type convertParams struct{ dtype dtypes.DType }
 
 // ConvertDType implements backends.Builder.
-func (b *Builder) ConvertDType(x backends.Op, dtype dtypes.DType) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeConvertDType, x)
+func (b *Function) ConvertDType(x compute.Value, dtype dtypes.DType) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeConvertDType, x)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.checkDType(backends.OpTypeConvertDType, dtype); err != nil {
+	if err := b.checkDType(compute.OpTypeConvertDType, dtype); err != nil {
 		return nil, err
 	}
 	shape := in[0].shape.Clone()
 	shape.DType = dtype
-	return b.newNode(backends.OpTypeConvertDType, shape, &convertParams{dtype}, in[0]), nil
+	return b.newNode(compute.OpTypeConvertDType, shape, &convertParams{dtype}, in[0]), nil
 }
 
 // Clamp implements backends.Builder as Min(Max(x, lo), hi).
-func (b *Builder) Clamp(lo, x, hi backends.Op) (backends.Op, error) {
+func (b *Function) Clamp(lo, x, hi compute.Value) (compute.Value, error) {
 	m, err := b.Max(x, lo)
 	if err != nil {
 		return nil, errors.WithMessage(err, "Clamp")
@@ -215,50 +301,50 @@ func (b *Builder) Clamp(lo, x, hi backends.Op) (backends.Op, error) {
 }
 
 // Reshape implements backends.Builder.
-func (b *Builder) Reshape(x backends.Op, dims ...int) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeReshape, x)
+func (b *Function) Reshape(x compute.Value, dims ...int) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeReshape, x)
 	if err != nil {
 		return nil, err
 	}
-	shape, err := shapeinference.ReshapeOp(in[0].shape, dims)
+	shape, err := shapeinference.Reshape(in[0].shape, dims)
 	if err != nil {
 		return nil, err
 	}
-	return b.newNode(backends.OpTypeReshape, shape, nil, in[0]), nil
+	return b.newNode(compute.OpTypeReshape, shape, nil, in[0]), nil
 }
 
 type transposeParams struct{ perm []int }
 
 // Transpose implements backends.Builder.
-func (b *Builder) Transpose(x backends.Op, perm ...int) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeTranspose, x)
+func (b *Function) Transpose(x compute.Value, perm ...int) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeTranspose, x)
 	if err != nil {
 		return nil, err
 	}
-	shape, err := shapeinference.TransposeOp(in[0].shape, perm)
+	shape, err := shapeinference.Transpose(in[0].shape, perm)
 	if err != nil {
 		return nil, err
 	}
-	return b.newNode(backends.OpTypeTranspose, shape, &transposeParams{slices.Clone(perm)}, in[0]), nil
+	return b.newNode(compute.OpTypeTranspose, shape, &transposeParams{slices.Clone(perm)}, in[0]), nil
 }
 
 type broadcastInDimParams struct{ axes []int }
 
 // BroadcastInDim implements backends.Builder.
-func (b *Builder) BroadcastInDim(x backends.Op, outputShape shapes.Shape, broadcastAxes []int) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeBroadcastInDim, x)
+func (b *Function) BroadcastInDim(x compute.Value, outputShape shapes.Shape, broadcastAxes []int) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeBroadcastInDim, x)
 	if err != nil {
 		return nil, err
 	}
-	if err := shapeinference.BroadcastInDimOp(in[0].shape, outputShape, broadcastAxes); err != nil {
+	if err := shapeinference.BroadcastInDim(in[0].shape, outputShape, broadcastAxes, nil); err != nil {
 		return nil, err
 	}
-	return b.newNode(backends.OpTypeBroadcastInDim, outputShape.Clone(), &broadcastInDimParams{slices.Clone(broadcastAxes)}, in[0]), nil
+	return b.newNode(compute.OpTypeBroadcastInDim, outputShape.Clone(), &broadcastInDimParams{slices.Clone(broadcastAxes)}, in[0]), nil
 }
 
 type reduceParams struct{ axes []int }
 
-func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int) (backends.Op, error) {
+func (b *Function) reduce(op compute.OpType, x compute.Value, axes []int) (compute.Value, error) {
 	in, err := b.ops(op, x)
 	if err != nil {
 		return nil, err
@@ -269,7 +355,7 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int) (backend
 			axes = append(axes, i)
 		}
 	}
-	shape, err := shapeinference.ReduceOp(in[0].shape, axes)
+	shape, err := shapeinference.Reduce(in[0].shape, axes)
 	if err != nil {
 		return nil, err
 	}
@@ -279,23 +365,23 @@ func (b *Builder) reduce(op backends.OpType, x backends.Op, axes []int) (backend
 	return b.newNode(op, shape, &reduceParams{axes}, in[0]), nil
 }
 
-func (b *Builder) ReduceSum(x backends.Op, axes ...int) (backends.Op, error) {
-	return b.reduce(backends.OpTypeReduceSum, x, axes)
+func (b *Function) ReduceSum(x compute.Value, axes ...int) (compute.Value, error) {
+	return b.reduce(compute.OpTypeReduceSum, x, axes)
 }
-func (b *Builder) ReduceMax(x backends.Op, axes ...int) (backends.Op, error) {
-	return b.reduce(backends.OpTypeReduceMax, x, axes)
+func (b *Function) ReduceMax(x compute.Value, axes ...int) (compute.Value, error) {
+	return b.reduce(compute.OpTypeReduceMax, x, axes)
 }
-func (b *Builder) ReduceMin(x backends.Op, axes ...int) (backends.Op, error) {
-	return b.reduce(backends.OpTypeReduceMin, x, axes)
+func (b *Function) ReduceMin(x compute.Value, axes ...int) (compute.Value, error) {
+	return b.reduce(compute.OpTypeReduceMin, x, axes)
 }
-func (b *Builder) ReduceProduct(x backends.Op, axes ...int) (backends.Op, error) {
-	return b.reduce(backends.OpTypeReduceProduct, x, axes)
+func (b *Function) ReduceProduct(x compute.Value, axes ...int) (compute.Value, error) {
+	return b.reduce(compute.OpTypeReduceProduct, x, axes)
 }
 
 type iotaParams struct{ axis int }
 
 // Iota implements backends.Builder.
-func (b *Builder) Iota(shape shapes.Shape, axis int) (backends.Op, error) {
+func (b *Function) Iota(shape shapes.Shape, axis int) (compute.Value, error) {
 	if shape.Rank() == 0 {
 		return nil, errors.Errorf("Iota: shape %s must have rank >= 1", shape)
 	}
@@ -305,17 +391,17 @@ func (b *Builder) Iota(shape shapes.Shape, axis int) (backends.Op, error) {
 	if axis < 0 || axis >= shape.Rank() {
 		return nil, errors.Errorf("Iota: axis %d out of range for shape %s", axis, shape)
 	}
-	if !isNumber(shape.DType) || b.checkDType(backends.OpTypeIota, shape.DType) != nil {
+	if !isNumber(shape.DType) || b.checkDType(compute.OpTypeIota, shape.DType) != nil {
 		return nil, errors.Errorf("backend %q: op Iota is not implemented for dtype %s", Name, shape.DType)
 	}
-	return b.newNode(backends.OpTypeIota, shape.Clone(), &iotaParams{axis}), nil
+	return b.newNode(compute.OpTypeIota, shape.Clone(), &iotaParams{axis}), nil
 }
 
 type concatParams struct{ axis int }
 
 // Concatenate implements backends.Builder.
-func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeConcatenate, operands...)
+func (b *Function) Concatenate(axis int, operands ...compute.Value) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeConcatenate, operands...)
 	if err != nil {
 		return nil, err
 	}
@@ -326,25 +412,25 @@ func (b *Builder) Concatenate(axis int, operands ...backends.Op) (backends.Op, e
 	for i, n := range in {
 		ss[i] = n.shape
 	}
-	shape, err := shapeinference.ConcatenateOp(ss, axis)
+	shape, err := shapeinference.Concatenate(ss, axis)
 	if err != nil {
 		return nil, err
 	}
 	if axis < 0 {
 		axis += shape.Rank()
 	}
-	return b.newNode(backends.OpTypeConcatenate, shape, &concatParams{axis}, in...), nil
+	return b.newNode(compute.OpTypeConcatenate, shape, &concatParams{axis}, in...), nil
 }
 
 type sliceParams struct{ starts, limits, strides []int }
 
 // Slice implements backends.Builder.
-func (b *Builder) Slice(x backends.Op, starts, limits, strides []int) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeSlice, x)
+func (b *Function) Slice(x compute.Value, starts, limits, strides []int) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeSlice, x)
 	if err != nil {
 		return nil, err
 	}
-	shape, err := shapeinference.SliceOp(in[0].shape, starts, limits, strides)
+	shape, err := shapeinference.Slice(in[0].shape, starts, limits, strides)
 	if err != nil {
 		return nil, err
 	}
@@ -355,14 +441,14 @@ func (b *Builder) Slice(x backends.Op, starts, limits, strides []int) (backends.
 			p.strides[i] = 1
 		}
 	}
-	return b.newNode(backends.OpTypeSlice, shape, p, in[0]), nil
+	return b.newNode(compute.OpTypeSlice, shape, p, in[0]), nil
 }
 
-type padParams struct{ axes []backends.PadAxis }
+type padParams struct{ axes []compute.PadAxis }
 
 // Pad implements backends.Builder (negative padding is not supported).
-func (b *Builder) Pad(x, fill backends.Op, axesConfig ...backends.PadAxis) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypePad, x, fill)
+func (b *Function) Pad(x, fill compute.Value, axesConfig ...compute.PadAxis) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypePad, x, fill)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +459,7 @@ func (b *Builder) Pad(x, fill backends.Op, axesConfig ...backends.PadAxis) (back
 	if len(axesConfig) > rank {
 		return nil, errors.Errorf("Pad: %d axis configs for rank %d operand", len(axesConfig), rank)
 	}
-	cfg := make([]backends.PadAxis, rank)
+	cfg := make([]compute.PadAxis, rank)
 	copy(cfg, axesConfig)
 	shape := in[0].shape.Clone()
 	for i, c := range cfg {
@@ -386,7 +472,7 @@ func (b *Builder) Pad(x, fill backends.Op, axesConfig ...backends.PadAxis) (back
 		}
 		shape.Dimensions[i] = d + c.Start + c.End
 	}
-	return b.newNode(backends.OpTypePad, shape, &padParams{cfg}, in[0], in[1]), nil
+	return b.newNode(compute.OpTypePad, shape, &padParams{cfg}, in[0], in[1]), nil
 }
 
 type argMinMaxParams struct {
@@ -395,12 +481,12 @@ type argMinMaxParams struct {
 }
 
 // ArgMinMax implements backends.Builder.
-func (b *Builder) ArgMinMax(x backends.Op, axis int, outputDType dtypes.DType, isMin bool) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeArgMinMax, x)
+func (b *Function) ArgMinMax(x compute.Value, axis int, outputDType dtypes.DType, isMin bool) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeArgMinMax, x)
 	if err != nil {
 		return nil, err
 	}
-	shape, err := shapeinference.ArgMinMaxOp(in[0].shape, axis, outputDType)
+	shape, err := shapeinference.ArgMinMax(in[0].shape, axis, outputDType)
 	if err != nil {
 		return nil, err
 	}
@@ -410,10 +496,10 @@ func (b *Builder) ArgMinMax(x backends.Op, axis int, outputDType dtypes.DType, i
 	if !reduceSupported(in[0].shape.DType) {
 		return nil, errors.Errorf("backend %q: op ArgMinMax is not implemented for dtype %s", Name, in[0].shape.DType)
 	}
-	if err := b.checkDType(backends.OpTypeArgMinMax, outputDType); err != nil {
+	if err := b.checkDType(compute.OpTypeArgMinMax, outputDType); err != nil {
 		return nil, err
 	}
-	return b.newNode(backends.OpTypeArgMinMax, shape, &argMinMaxParams{axis, isMin}, in[0]), nil
+	return b.newNode(compute.OpTypeArgMinMax, shape, &argMinMaxParams{axis, isMin}, in[0]), nil
 }
 
 type gatherParams struct {
@@ -422,8 +508,8 @@ type gatherParams struct {
 }
 
 // Gather implements backends.Builder (XLA semantics).
-func (b *Builder) Gather(operand, startIndices backends.Op, indexVectorAxis int, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes []int, indicesAreSorted bool) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeGather, operand, startIndices)
+func (b *Function) Gather(operand, startIndices compute.Value, indexVectorAxis int, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes []int, indicesAreSorted bool) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeGather, operand, startIndices)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +528,7 @@ func (b *Builder) Gather(operand, startIndices backends.Op, indexVectorAxis int,
 		return nil, errors.Errorf("Gather: indices dtype %s is not supported", in[1].shape.DType)
 	}
 	p := &gatherParams{indexVectorAxis, slices.Clone(offsetOutputAxes), slices.Clone(collapsedSliceAxes), slices.Clone(startIndexMap), slices.Clone(sliceSizes)}
-	return b.newNode(backends.OpTypeGather, shape, p, in[0], in[1]), nil
+	return b.newNode(compute.OpTypeGather, shape, p, in[0], in[1]), nil
 }
 
 type scatterParams struct {
@@ -450,7 +536,7 @@ type scatterParams struct {
 	updateWindowAxes, insertedWindowAxes, scatterAxesToOperand []int
 }
 
-func (b *Builder) scatter(op backends.OpType, operand, indices, updates backends.Op, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int) (backends.Op, error) {
+func (b *Function) scatter(op compute.OpType, operand, indices, updates compute.Value, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int) (compute.Value, error) {
 	in, err := b.ops(op, operand, indices, updates)
 	if err != nil {
 		return nil, err
@@ -460,7 +546,7 @@ func (b *Builder) scatter(op backends.OpType, operand, indices, updates backends
 		idxShape = idxShape.Clone()
 		idxShape.Dimensions = append(idxShape.Dimensions, 1)
 	}
-	shape, err := shapeinference.ScatterOp(in[0].shape, idxShape, in[2].shape, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
+	shape, err := shapeinference.Scatter(in[0].shape, idxShape, in[2].shape, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
 	if err != nil {
 		return nil, err
 	}
@@ -475,18 +561,18 @@ func (b *Builder) scatter(op backends.OpType, operand, indices, updates backends
 }
 
 // ScatterSum implements backends.Builder (XLA semantics).
-func (b *Builder) ScatterSum(operand, indices, updates backends.Op, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (backends.Op, error) {
-	return b.scatter(backends.OpTypeScatterSum, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
+func (b *Function) ScatterSum(operand, indices, updates compute.Value, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (compute.Value, error) {
+	return b.scatter(compute.OpTypeScatterSum, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
 }
 
 // ScatterMax implements backends.Builder (XLA semantics).
-func (b *Builder) ScatterMax(operand, indices, updates backends.Op, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (backends.Op, error) {
-	return b.scatter(backends.OpTypeScatterMax, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
+func (b *Function) ScatterMax(operand, indices, updates compute.Value, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (compute.Value, error) {
+	return b.scatter(compute.OpTypeScatterMax, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
 }
 
 // ScatterMin implements backends.Builder (XLA semantics).
-func (b *Builder) ScatterMin(operand, indices, updates backends.Op, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (backends.Op, error) {
-	return b.scatter(backends.OpTypeScatterMin, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
+func (b *Function) ScatterMin(operand, indices, updates compute.Value, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (compute.Value, error) {
+	return b.scatter(compute.OpTypeScatterMin, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
 }
 
 // dotParams holds DotGeneral's axes, normalised to non-negative values.
@@ -496,24 +582,18 @@ type dotParams struct {
 	batch, m, n, k                               int
 }
 
-// Dot implements backends.Builder: vector·vector, matrix·vector or
-// matrix·matrix.
-func (b *Builder) Dot(lhs, rhs backends.Op) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeDot, lhs, rhs)
+// DotGeneral implements backends.Builder. The output axes are the batch
+// axes, then lhs's free axes, then rhs's free axes, each in operand order.
+func (b *Function) DotGeneral(lhs compute.Value, lhsContractingAxes, lhsBatchAxes []int, rhs compute.Value, rhsContractingAxes, rhsBatchAxes []int, config compute.DotGeneralConfig) (compute.Value, error) {
+	in, err := b.ops(compute.OpTypeDotGeneral, lhs, rhs)
 	if err != nil {
 		return nil, err
 	}
-	lr, rr := in[0].shape.Rank(), in[1].shape.Rank()
-	if lr < 1 || lr > 2 || rr < 1 || rr > 2 {
-		return nil, errors.Errorf("Dot: ranks must be 1 or 2, got %s and %s", in[0].shape, in[1].shape)
+	if dt := in[0].shape.DType; (config.AccumulatorDType != dtypes.InvalidDType && config.AccumulatorDType != dt) ||
+		(config.OutputDType != dtypes.InvalidDType && config.OutputDType != dt) {
+		return nil, errors.Wrapf(compute.ErrNotImplemented, "backend %q: DotGeneral with accumulator/output dtype %s/%s for %s operands",
+			Name, config.AccumulatorDType, config.OutputDType, dt)
 	}
-	return b.DotGeneral(lhs, []int{lr - 1}, nil, rhs, []int{0}, nil)
-}
-
-// DotGeneral implements backends.Builder. The output axes are the batch
-// axes, then lhs's free axes, then rhs's free axes, each in operand order.
-func (b *Builder) DotGeneral(lhs backends.Op, lhsContractingAxes, lhsBatchAxes []int, rhs backends.Op, rhsContractingAxes, rhsBatchAxes []int) (backends.Op, error) {
-	in, err := b.ops(backends.OpTypeDotGeneral, lhs, rhs)
 	if err != nil {
 		return nil, err
 	}
@@ -587,5 +667,5 @@ func (b *Builder) DotGeneral(lhs backends.Op, lhsContractingAxes, lhsBatchAxes [
 			dims = append(dims, rs.Dimensions[a])
 		}
 	}
-	return b.newNode(backends.OpTypeDotGeneral, shapes.Make(ls.DType, dims...), p, in[0], in[1]), nil
+	return b.newNode(compute.OpTypeDotGeneral, shapes.Make(ls.DType, dims...), p, in[0], in[1]), nil
 }

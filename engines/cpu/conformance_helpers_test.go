@@ -15,12 +15,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/simplego"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // the graph DSL reads best unqualified
-	"github.com/gomlx/gomlx/pkg/core/shapes"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/gobackend"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/cde-rl/cde/engines/cpu"
 )
@@ -37,19 +37,19 @@ const (
 
 var (
 	enginesOnce      sync.Once
-	oursBE, refBE    backends.Backend
+	oursBE, refBE    compute.Backend
 	enginesCreateErr error
 )
 
 // engines returns our backend and the reference (simplego, sequential ops).
-func engines(t testing.TB) (ours, ref backends.Backend) {
+func engines(t testing.TB) (ours, ref compute.Backend) {
 	t.Helper()
 	enginesOnce.Do(func() {
 		oursBE, enginesCreateErr = cpu.New("")
 		if enginesCreateErr != nil {
 			return
 		}
-		refBE, enginesCreateErr = simplego.New("ops_sequential")
+		refBE, enginesCreateErr = gobackend.New("ops_sequential")
 	})
 	if enginesCreateErr != nil {
 		t.Fatalf("creating backends: %v", enginesCreateErr)
@@ -304,12 +304,12 @@ func fromTensor(t *tensors.Tensor) arr {
 type graphFn func(g *Graph, xs []*Node) []*Node
 
 // builderFn builds outputs from the parameters directly on a backend builder.
-type builderFn func(b backends.Builder, xs []backends.Op) ([]backends.Op, error)
+type builderFn func(b compute.Function, xs []compute.Value) ([]compute.Value, error)
 
 // execGraph builds fn on be, compiles it and runs it `runs` times on the
 // inputs. Panics (GoMLX graph building reports errors by panicking) become
 // errors.
-func execGraph(be backends.Backend, ins []arr, fn graphFn, runs int) (outs [][]arr, err error) {
+func execGraph(be compute.Backend, ins []arr, fn graphFn, runs int) (outs [][]arr, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
@@ -339,14 +339,15 @@ func execGraph(be backends.Backend, ins []arr, fn graphFn, runs int) (outs [][]a
 }
 
 // execBuilder is execGraph through the backends.Builder API directly.
-func execBuilder(be backends.Backend, ins []arr, fn builderFn, runs int) (outs [][]arr, err error) {
+func execBuilder(be compute.Backend, ins []arr, fn builderFn, runs int) (outs [][]arr, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
-	b := be.Builder("conformance")
-	xs := make([]backends.Op, len(ins))
+	bB := be.Builder("conformance")
+	b := bB.Main()
+	xs := make([]compute.Value, len(ins))
 	for i, in := range ins {
 		if xs[i], err = b.Parameter(fmt.Sprintf("x%d", i), in.shape(), nil); err != nil {
 			return nil, err
@@ -356,13 +357,16 @@ func execBuilder(be backends.Backend, ins []arr, fn builderFn, runs int) (outs [
 	if err != nil {
 		return nil, err
 	}
-	exe, err := b.Compile(ops, nil)
+	if err := b.Return(ops, nil); err != nil {
+		panic(err)
+	}
+	exe, err := bB.Compile()
 	if err != nil {
 		return nil, err
 	}
 	defer exe.Finalize()
 	for range runs {
-		bufs := make([]backends.Buffer, len(ins))
+		bufs := make([]compute.Buffer, len(ins))
 		for i, in := range ins {
 			if bufs[i], err = be.BufferFromFlatData(0, in.flat, in.shape()); err != nil {
 				return nil, err
@@ -374,19 +378,19 @@ func execBuilder(be backends.Backend, ins []arr, fn builderFn, runs int) (outs [
 		}
 		row := make([]arr, len(res))
 		for i, r := range res {
-			s, err := be.BufferShape(r)
+			s, err := r.Shape()
 			if err != nil {
 				return nil, err
 			}
 			flat := makeSlice(s.DType, s.Size())
-			if err := be.BufferToFlatData(r, flat); err != nil {
+			if err := r.ToFlatData(flat); err != nil {
 				return nil, err
 			}
 			row[i] = arr{s.DType, append([]int{}, s.Dimensions...), flat}
-			_ = be.BufferFinalize(r)
+			_ = r.Finalize()
 		}
 		for _, buf := range bufs {
-			_ = be.BufferFinalize(buf)
+			_ = buf.Finalize()
 		}
 		outs = append(outs, row)
 	}

@@ -35,11 +35,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/shapeinference"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	. "github.com/gomlx/gomlx/pkg/core/graph" //nolint:revive // the graph DSL reads best unqualified
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapeinference"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best unqualified
 
 	"github.com/cde-rl/cde/engines/cpu"
 )
@@ -99,7 +99,7 @@ func isLogical(op cpu.TableOp) bool { return slices.Equal(op.DTypes, []dtypes.DT
 func isArithmetic(op cpu.TableOp) bool { return !isComparison(op) && !isLogical(op) }
 
 // callOp builds op on b through the Builder method of the op's name.
-func callOp(b backends.Builder, op backends.OpType, xs ...backends.Op) (backends.Op, error) {
+func callOp(b compute.Function, op compute.OpType, xs ...compute.Value) (compute.Value, error) {
 	m := reflect.ValueOf(b).MethodByName(op.String())
 	if !m.IsValid() {
 		return nil, fmt.Errorf("builder %T has no method %s", b, op)
@@ -109,20 +109,20 @@ func callOp(b backends.Builder, op backends.OpType, xs ...backends.Op) (backends
 		args[i] = reflect.ValueOf(x)
 	}
 	res := m.Call(args)
-	o, _ := res[0].Interface().(backends.Op)
+	o, _ := res[0].Interface().(compute.Value)
 	err, _ := res[1].Interface().(error)
 	return o, err
 }
 
-func opFn(op backends.OpType) builderFn {
-	return func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+func opFn(op compute.OpType) builderFn {
+	return func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 		o, err := callOp(b, op, xs...)
-		return []backends.Op{o}, err
+		return []compute.Value{o}, err
 	}
 }
 
 // scalarZero is a scalar constant 0 (false for bool).
-func scalarZero(b backends.Builder, dt dtypes.DType) (backends.Op, error) {
+func scalarZero(b compute.Function, dt dtypes.DType) (compute.Value, error) {
 	return b.Constant(makeSlice(dt, 1))
 }
 
@@ -138,12 +138,12 @@ func TestConformanceUnary(t *testing.T) {
 				t.Run(name, func(t *testing.T) { checkBuilder(t, []arr{x}, tolFor(dt, 1), opFn(op.Op)) })
 				// On a dead intermediate the engine computes in place.
 				t.Run(name+"/inplace", func(t *testing.T) {
-					checkBuilder(t, []arr{x}, tolFor(dt, 1), func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+					checkBuilder(t, []arr{x}, tolFor(dt, 1), func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 						z, err := scalarZero(b, dt)
 						if err != nil {
 							return nil, err
 						}
-						var y backends.Op
+						var y compute.Value
 						if dt == boo {
 							y, err = b.LogicalOr(xs[0], z)
 						} else {
@@ -152,7 +152,7 @@ func TestConformanceUnary(t *testing.T) {
 						if err != nil {
 							return nil, err
 						}
-						return opFn(op.Op)(b, []backends.Op{y})
+						return opFn(op.Op)(b, []compute.Value{y})
 					})
 				})
 			}
@@ -206,7 +206,7 @@ func TestConformanceSpecialValues(t *testing.T) {
 			// from zero; the documented semantics are NaN and half-to-even.
 			var want func(float64) float64
 			switch op.Op {
-			case backends.OpTypeSign:
+			case compute.OpTypeSign:
 				want = func(v float64) float64 {
 					if v > 0 {
 						return 1
@@ -215,7 +215,7 @@ func TestConformanceSpecialValues(t *testing.T) {
 					}
 					return v // NaN, ±0
 				}
-			case backends.OpTypeRound:
+			case compute.OpTypeRound:
 				want = math.RoundToEven
 			}
 			if want != nil {
@@ -229,7 +229,7 @@ func TestConformanceSpecialValues(t *testing.T) {
 			t.Run(name, func(t *testing.T) { checkBuilder(t, []arr{x}, tolFor(dt, 1), opFn(op.Op)) })
 		}
 		for _, op := range tableOps(2, nil) {
-			if !slices.Contains(op.DTypes, dt) || op.Op == backends.OpTypeRem || op.Op == backends.OpTypePow {
+			if !slices.Contains(op.DTypes, dt) || op.Op == compute.OpTypeRem || op.Op == compute.OpTypePow {
 				continue // Rem, Pow: both engines are math.Mod/math.Pow; inf/NaN corner cases add nothing
 			}
 			t.Run(fmt.Sprintf("%s/%s", op.Op, dtName(dt)), func(t *testing.T) {
@@ -359,7 +359,7 @@ var binaryCases = []struct {
 	{"LogicalAnd", LogicalAnd}, {"LogicalOr", LogicalOr}, {"LogicalXor", LogicalXor},
 }
 
-func graphBinary(op backends.OpType) func(a, b *Node) *Node {
+func graphBinary(op compute.OpType) func(a, b *Node) *Node {
 	for _, c := range binaryCases {
 		if c.name == op.String() {
 			return c.g
@@ -423,7 +423,7 @@ func TestConformanceBinary(t *testing.T) {
 				t.Run(name+"/builder", func(t *testing.T) { checkBuilder(t, ins, tl, opFn(op.Op)) })
 				// Both operands dead intermediates: candidates for in-place output.
 				t.Run(name+"/inplace", func(t *testing.T) {
-					checkBuilder(t, ins, tl, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+					checkBuilder(t, ins, tl, func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 						ones := makeSlice(dt, 1)
 						reflect.ValueOf(ones).Index(0).Set(reflect.ValueOf(1).Convert(dt.GoType()))
 						c, err := b.Constant(ones)
@@ -438,7 +438,7 @@ func TestConformanceBinary(t *testing.T) {
 						if err != nil {
 							return nil, err
 						}
-						return opFn(op.Op)(b, []backends.Op{l, r})
+						return opFn(op.Op)(b, []compute.Value{l, r})
 					})
 				})
 			}
@@ -451,7 +451,7 @@ func TestConformanceBinary(t *testing.T) {
 		}
 		x := rng.arr(f32, dPos, 17, 33)
 		t.Run(op.Op.String()+"/f32/self", func(t *testing.T) {
-			checkBuilder(t, []arr{x}, tolFor(f32, 1), func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+			checkBuilder(t, []arr{x}, tolFor(f32, 1), func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 				c, err := b.Constant([]float32{1})
 				if err != nil {
 					return nil, err
@@ -460,7 +460,7 @@ func TestConformanceBinary(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				return opFn(op.Op)(b, []backends.Op{y, y})
+				return opFn(op.Op)(b, []compute.Value{y, y})
 			})
 		})
 	}
@@ -479,14 +479,14 @@ func TestConformanceCompare(t *testing.T) {
 					// simplego has no boolean Equal/NotEqual: its reference is
 					// spelled with LogicalXor.
 					t.Run(name+"/builder", func(t *testing.T) {
-						checkBuilder(t, ins, exact, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
-							if _, ours := b.(*cpu.Builder); !ours {
+						checkBuilder(t, ins, exact, func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
+							if _, ours := b.(*cpu.Function); !ours {
 								x, err := b.LogicalXor(xs[0], xs[1])
-								if err != nil || op.Op == backends.OpTypeNotEqual {
-									return []backends.Op{x}, err
+								if err != nil || op.Op == compute.OpTypeNotEqual {
+									return []compute.Value{x}, err
 								}
 								x, err = b.LogicalNot(x)
-								return []backends.Op{x}, err
+								return []compute.Value{x}, err
 							}
 							return opFn(op.Op)(b, xs)
 						})
@@ -544,9 +544,9 @@ func TestConformanceClamp(t *testing.T) {
 				})
 			})
 			t.Run(base+"/builder", func(t *testing.T) {
-				checkBuilder(t, []arr{lo, x, hi}, exact, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+				checkBuilder(t, []arr{lo, x, hi}, exact, func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 					o, err := b.Clamp(xs[0], xs[1], xs[2])
-					return []backends.Op{o}, err
+					return []compute.Value{o}, err
 				})
 			})
 		}
@@ -571,9 +571,9 @@ func TestConformanceWhere(t *testing.T) {
 				name := fmt.Sprintf("%s/%s/cond=%s,onTrue=%s,onFalse=%s", dtName(dt), dimsStr(dims),
 					dimsStr(ins[0].dims), dimsStr(ins[1].dims), dimsStr(ins[2].dims))
 				t.Run(name, func(t *testing.T) {
-					checkBuilder(t, ins, exact, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+					checkBuilder(t, ins, exact, func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 						o, err := b.Where(xs[0], xs[1], xs[2])
-						return []backends.Op{o}, err
+						return []compute.Value{o}, err
 					})
 				})
 			}
@@ -744,9 +744,9 @@ func TestConformanceBroadcastInDim(t *testing.T) {
 		for _, c := range append(cases, unsorted...) {
 			x := rng.arr(dt, dAny, c.in...)
 			name := fmt.Sprintf("%s/%s->%s/axes%v", dtName(dt), dimsStr(c.in), dimsStr(c.out), c.axes)
-			fn := func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+			fn := func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 				o, err := b.BroadcastInDim(xs[0], shapes.Make(dt, c.out...), c.axes)
-				return []backends.Op{o}, err
+				return []compute.Value{o}, err
 			}
 			if slices.IsSorted(c.axes) { // simplego mishandles unsorted axes
 				t.Run(name, func(t *testing.T) { checkBuilder(t, []arr{x}, exact, fn) })
@@ -825,9 +825,9 @@ func TestConformanceSlice(t *testing.T) {
 			x := rng.arr(dt, dAny, c.dims...)
 			name := fmt.Sprintf("%s/%s/start%v_limit%v_stride%v", dtName(dt), dimsStr(c.dims), c.starts, c.limits, c.strides)
 			t.Run(name, func(t *testing.T) {
-				checkBuilder(t, []arr{x}, exact, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+				checkBuilder(t, []arr{x}, exact, func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 					o, err := b.Slice(xs[0], c.starts, c.limits, c.strides)
-					return []backends.Op{o}, err
+					return []compute.Value{o}, err
 				})
 			})
 		}
@@ -844,9 +844,9 @@ func TestConformanceSlice(t *testing.T) {
 }
 
 // refPad pads x per cfg (non-negative) with fill.
-func refPad(x arr, fill float64, cfg []backends.PadAxis) arr {
+func refPad(x arr, fill float64, cfg []compute.PadAxis) arr {
 	rank := len(x.dims)
-	full := make([]backends.PadAxis, rank)
+	full := make([]compute.PadAxis, rank)
 	copy(full, cfg)
 	out := make([]int, rank)
 	for a, d := range x.dims {
@@ -875,7 +875,7 @@ func refPad(x arr, fill float64, cfg []backends.PadAxis) arr {
 // Pad is checked against refPad: simplego does not implement Pad.
 func TestConformancePad(t *testing.T) {
 	rng := newRNG(t)
-	type pa = backends.PadAxis
+	type pa = compute.PadAxis
 	cases := []struct {
 		dims []int
 		cfg  []pa
@@ -901,9 +901,9 @@ func TestConformancePad(t *testing.T) {
 			name := fmt.Sprintf("%s/%s/%v", dtName(dt), dimsStr(c.dims), c.cfg)
 			want := refPad(x, toFloats(fill)[0], c.cfg)
 			t.Run(name, func(t *testing.T) {
-				checkBuilderExpect(t, []arr{x, fill}, exact, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+				checkBuilderExpect(t, []arr{x, fill}, exact, func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 					o, err := b.Pad(xs[0], xs[1], c.cfg...)
-					return []backends.Op{o}, err
+					return []compute.Value{o}, err
 				}, want)
 			})
 		}
@@ -924,9 +924,9 @@ func TestConformancePad(t *testing.T) {
 	// Negative padding is not supported: it must be an error naming Pad.
 	t.Run("negative/error", func(t *testing.T) {
 		ours, _ := engines(t)
-		_, err := execBuilder(ours, []arr{x, rng.arr(f32, dAny)}, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+		_, err := execBuilder(ours, []arr{x, rng.arr(f32, dAny)}, func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 			o, err := b.Pad(xs[0], xs[1], pa{Start: -1}, pa{End: 1})
-			return []backends.Op{o}, err
+			return []compute.Value{o}, err
 		}, 1)
 		if err == nil || !strings.Contains(err.Error(), "Pad") {
 			t.Errorf("negative padding: want an error naming Pad, got %v", err)
@@ -1598,9 +1598,9 @@ func TestConformanceDot(t *testing.T) {
 		for _, c := range cases {
 			x, y := rng.arr(dt, dUnit, c.l...), rng.arr(dt, dUnit, c.r...)
 			k := c.l[len(c.l)-1]
-			fn := func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
-				o, err := b.Dot(xs[0], xs[1])
-				return []backends.Op{o}, err
+			fn := func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
+				o, err := b.DotGeneral(xs[0], []int{len(c.l) - 1}, nil, xs[1], []int{0}, nil, compute.DotGeneralConfig{})
+				return []compute.Value{o}, err
 			}
 			name := fmt.Sprintf("Dot/%s/%sx%s", dtName(dt), dimsStr(c.l), dimsStr(c.r))
 			// simplego crashes on some int32 products (see
@@ -1662,7 +1662,7 @@ func TestConformanceConstantsAndIdentity(t *testing.T) {
 		})
 	})
 	t.Run("builderIdentity", func(t *testing.T) {
-		checkBuilder(t, []arr{x}, exact, func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+		checkBuilder(t, []arr{x}, exact, func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 			id, err := b.Identity(xs[0])
 			if err != nil {
 				return nil, err
@@ -1672,7 +1672,7 @@ func TestConformanceConstantsAndIdentity(t *testing.T) {
 				return nil, err
 			}
 			s, err := b.Add(id, xs[0])
-			return []backends.Op{id, c, s}, err
+			return []compute.Value{id, c, s}, err
 		})
 	})
 }
@@ -1681,7 +1681,7 @@ func TestConformanceConstantsAndIdentity(t *testing.T) {
 
 // buildPanics builds fn on be and returns the panic message ("" if none)
 // and whether building got as far as execution.
-func buildPanics(be backends.Backend, ins []arr, fn graphFn) (msg string, executed bool) {
+func buildPanics(be compute.Backend, ins []arr, fn graphFn) (msg string, executed bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			msg = fmt.Sprint(r)
@@ -1718,36 +1718,36 @@ func TestConformanceUnimplemented(t *testing.T) {
 	img := rng.arr(f32, dAny, 1, 5, 5, 2)
 	kern := rng.arr(f32, dAny, 3, 3, 2, 4)
 	cases := []struct {
-		op  backends.OpType
+		op  compute.OpType
 		ins []arr
 		fn  graphFn
 	}{
-		{backends.OpTypeReduceWindow, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(CumSum(xs[0], 0)) }},
-		{backends.OpTypeReduceWindow, []arr{img}, func(g *Graph, xs []*Node) []*Node {
+		{compute.OpTypeReduceWindow, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(CumSum(xs[0], 0)) }},
+		{compute.OpTypeReduceWindow, []arr{img}, func(g *Graph, xs []*Node) []*Node {
 			return one(MaxPool(xs[0]).Window(2).Done())
 		}},
-		{backends.OpTypeDynamicSlice, []arr{x}, func(g *Graph, xs []*Node) []*Node {
+		{compute.OpTypeDynamicSlice, []arr{x}, func(g *Graph, xs []*Node) []*Node {
 			return one(DynamicSlice(xs[0], []*Node{Const(g, int32(1)), Const(g, int32(2))}, []int{2, 2}))
 		}},
-		{backends.OpTypeDynamicUpdateSlice, []arr{x}, func(g *Graph, xs []*Node) []*Node {
+		{compute.OpTypeDynamicUpdateSlice, []arr{x}, func(g *Graph, xs []*Node) []*Node {
 			return one(DynamicUpdateSlice(xs[0], Const(g, [][]float32{{1, 2}}), []*Node{Const(g, int32(1)), Const(g, int32(2))}))
 		}},
-		{backends.OpTypeConvGeneral, []arr{img, kern}, func(g *Graph, xs []*Node) []*Node {
+		{compute.OpTypeConvGeneral, []arr{img, kern}, func(g *Graph, xs []*Node) []*Node {
 			return one(Convolve(xs[0], xs[1]).Strides(1).NoPadding().Done())
 		}},
-		{backends.OpTypeReverse, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(Reverse(xs[0], 0)) }},
-		{backends.OpTypeIsNaN, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(IsNaN(xs[0])) }},
-		{backends.OpTypeIsFinite, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(IsFinite(xs[0])) }},
-		{backends.OpTypeBitwiseAnd, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(BitwiseAnd(xs[0], xs[0])) }},
-		{backends.OpTypeBitwiseNot, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(BitwiseNot(xs[0])) }},
-		{backends.OpTypeShiftLeft, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(BitwiseShiftLeft(xs[0], xs[0])) }},
-		{backends.OpTypeClz, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(Clz(xs[0])) }},
-		{backends.OpTypeBitCount, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(BitCount(xs[0])) }},
-		{backends.OpTypeBitcast, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(Bitcast(xs[0], dtypes.Int32)) }},
-		{backends.OpTypeEqualTotalOrder, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(EqualTotalOrder(xs[0], xs[0])) }},
-		{backends.OpTypeReduceLogicalAnd, []arr{xb}, func(g *Graph, xs []*Node) []*Node { return one(ReduceLogicalAnd(xs[0], 1)) }},
-		{backends.OpTypeReduceBitwiseOr, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(ReduceBitwiseOr(xs[0], 1)) }},
-		{backends.OpTypeRNGBitGenerator, nil, func(g *Graph, xs []*Node) []*Node {
+		{compute.OpTypeReverse, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(Reverse(xs[0], 0)) }},
+		{compute.OpTypeIsNaN, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(IsNaN(xs[0])) }},
+		{compute.OpTypeIsFinite, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(IsFinite(xs[0])) }},
+		{compute.OpTypeBitwiseAnd, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(BitwiseAnd(xs[0], xs[0])) }},
+		{compute.OpTypeBitwiseNot, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(BitwiseNot(xs[0])) }},
+		{compute.OpTypeShiftLeft, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(BitwiseShiftLeft(xs[0], xs[0])) }},
+		{compute.OpTypeClz, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(Clz(xs[0])) }},
+		{compute.OpTypeBitCount, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(BitCount(xs[0])) }},
+		{compute.OpTypeBitcast, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(Bitcast(xs[0], dtypes.Int32)) }},
+		{compute.OpTypeEqualTotalOrder, []arr{x}, func(g *Graph, xs []*Node) []*Node { return one(EqualTotalOrder(xs[0], xs[0])) }},
+		{compute.OpTypeReduceLogicalAnd, []arr{xb}, func(g *Graph, xs []*Node) []*Node { return one(ReduceLogicalAnd(xs[0], 1)) }},
+		{compute.OpTypeReduceBitwiseOr, []arr{xi}, func(g *Graph, xs []*Node) []*Node { return one(ReduceBitwiseOr(xs[0], 1)) }},
+		{compute.OpTypeRNGBitGenerator, nil, func(g *Graph, xs []*Node) []*Node {
 			_, v := RandomUniform(RNGStateFromSeedForGraph(g, 1), shapes.Make(f32, 3))
 			return one(v)
 		}},
@@ -1786,17 +1786,18 @@ func TestConformanceUnimplemented(t *testing.T) {
 	}
 	// FFT needs complex operands; the builder must refuse it by name.
 	t.Run("FFT", func(t *testing.T) {
-		b := ours.Builder("fft")
+		bB := ours.Builder("fft")
+		b := bB.Main()
 		p, err := b.Parameter("x", shapes.Make(f32, 8), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = b.FFT(p, backends.FFTForward, []int{8})
+		_, err = b.FFT(p, compute.FFTForward, []int{8})
 		if err == nil || !strings.Contains(err.Error(), "FFT") {
 			t.Errorf("FFT: want an error naming FFT, got %v", err)
 		}
 	})
-	for _, op := range []backends.OpType{backends.OpTypeFFT, backends.OpTypeSelectAndScatterMax, backends.OpTypeBatchNormForInference} {
+	for _, op := range []compute.OpType{compute.OpTypeFFT, compute.OpTypeSelectAndScatterMax, compute.OpTypeBatchNormForInference} {
 		if caps.Operations[op] {
 			t.Errorf("Capabilities lists %s, which the engine does not implement", op)
 		}
@@ -1860,8 +1861,8 @@ func transformerBlock(g *Graph, xs []*Node) []*Node {
 	causal := GreaterOrEqual(Iota(g, shapes.Make(i32, tt, tt), 0), Iota(g, shapes.Make(i32, tt, tt), 1))
 	scores = Where(BroadcastPrefix(causal, x.Shape().Dimensions[0]), scores, Scalar(g, dt, -1e9))
 	attn := Softmax(scores, -1)
-	ctx := DotGeneral(attn, []int{2}, []int{0}, v, []int{1}, []int{0}) // [B, T, D]
-	h := Add(x, ctx)
+	scope := DotGeneral(attn, []int{2}, []int{0}, v, []int{1}, []int{0}) // [B, T, D]
+	h := Add(x, scope)
 	// Layer norm over D.
 	mean := ReduceAndKeep(h, ReduceMean, -1)
 	c := Sub(h, mean)
@@ -1953,8 +1954,8 @@ func TestConformanceExpRange(t *testing.T) {
 // broadcastInDim is b.BroadcastInDim, except that on the reference engine
 // (which mishandles unsorted axes) unsorted axes become a Transpose
 // followed by a broadcast with sorted axes.
-func broadcastInDim(b backends.Builder, x backends.Op, out shapes.Shape, axes []int) (backends.Op, error) {
-	if slices.IsSorted(axes) || !strings.Contains(fmt.Sprintf("%T", b), "simplego") {
+func broadcastInDim(b compute.Function, x compute.Value, out shapes.Shape, axes []int) (compute.Value, error) {
+	if slices.IsSorted(axes) || !strings.Contains(fmt.Sprintf("%T", b), "gobackend") {
 		return b.BroadcastInDim(x, out, axes)
 	}
 	order := make([]int, len(axes))
@@ -1993,33 +1994,33 @@ func TestConformanceBroadcastFolding(t *testing.T) {
 		{[]int{2, 1, 9, 1}, []int{2, 3, 9, 16}, []int{0, 1, 2, 3}}, // a position mask over a [B,H,T,dh] cache
 		{[]int{9}, []int{2, 3, 9, 16}, []int{2}},
 	}
-	type opFn func(b backends.Builder, bx, y, bc, cond backends.Op) (backends.Op, error)
+	type opFn func(b compute.Function, bx, y, bc, cond compute.Value) (compute.Value, error)
 	ops := []struct {
 		name string
 		fn   opFn
 	}{
-		{"Add(bx,y)", func(b backends.Builder, bx, y, _, _ backends.Op) (backends.Op, error) { return b.Add(bx, y) }},
-		{"Sub(y,bx)", func(b backends.Builder, bx, y, _, _ backends.Op) (backends.Op, error) { return b.Sub(y, bx) }},
-		{"Div(bx,y)", func(b backends.Builder, bx, y, _, _ backends.Op) (backends.Op, error) { return b.Div(bx, y) }},
-		{"Max(bx,y)", func(b backends.Builder, bx, y, _, _ backends.Op) (backends.Op, error) { return b.Max(bx, y) }},
-		{"Mul(bx,bx)", func(b backends.Builder, bx, _, _, _ backends.Op) (backends.Op, error) { return b.Mul(bx, bx) }},
-		{"LessThan(bx,y)", func(b backends.Builder, bx, y, _, _ backends.Op) (backends.Op, error) { return b.LessThan(bx, y) }},
-		{"Equal(y,bx)", func(b backends.Builder, bx, y, _, _ backends.Op) (backends.Op, error) { return b.Equal(y, bx) }},
-		{"Where(bc,y,bx)", func(b backends.Builder, bx, y, bc, _ backends.Op) (backends.Op, error) { return b.Where(bc, y, bx) }},
-		{"Where(cond,bx,y)", func(b backends.Builder, bx, y, _, cond backends.Op) (backends.Op, error) {
+		{"Add(bx,y)", func(b compute.Function, bx, y, _, _ compute.Value) (compute.Value, error) { return b.Add(bx, y) }},
+		{"Sub(y,bx)", func(b compute.Function, bx, y, _, _ compute.Value) (compute.Value, error) { return b.Sub(y, bx) }},
+		{"Div(bx,y)", func(b compute.Function, bx, y, _, _ compute.Value) (compute.Value, error) { return b.Div(bx, y) }},
+		{"Max(bx,y)", func(b compute.Function, bx, y, _, _ compute.Value) (compute.Value, error) { return b.Max(bx, y) }},
+		{"Mul(bx,bx)", func(b compute.Function, bx, _, _, _ compute.Value) (compute.Value, error) { return b.Mul(bx, bx) }},
+		{"LessThan(bx,y)", func(b compute.Function, bx, y, _, _ compute.Value) (compute.Value, error) { return b.LessThan(bx, y) }},
+		{"Equal(y,bx)", func(b compute.Function, bx, y, _, _ compute.Value) (compute.Value, error) { return b.Equal(y, bx) }},
+		{"Where(bc,y,bx)", func(b compute.Function, bx, y, bc, _ compute.Value) (compute.Value, error) { return b.Where(bc, y, bx) }},
+		{"Where(cond,bx,y)", func(b compute.Function, bx, y, _, cond compute.Value) (compute.Value, error) {
 			return b.Where(cond, bx, y)
 		}},
-		{"LogicalXor(bc,cond)", func(b backends.Builder, _, _, bc, cond backends.Op) (backends.Op, error) {
+		{"LogicalXor(bc,cond)", func(b compute.Function, _, _, bc, cond compute.Value) (compute.Value, error) {
 			return b.LogicalXor(bc, cond)
 		}},
-		{"Where(bc,y*y,bx)/inplace", func(b backends.Builder, bx, y, bc, _ backends.Op) (backends.Op, error) {
+		{"Where(bc,y*y,bx)/inplace", func(b compute.Function, bx, y, bc, _ compute.Value) (compute.Value, error) {
 			y2, err := b.Mul(y, y)
 			if err != nil {
 				return nil, err
 			}
 			return b.Where(bc, y2, bx)
 		}},
-		{"Where(bc,bx,y*y)/inplace", func(b backends.Builder, bx, y, bc, _ backends.Op) (backends.Op, error) {
+		{"Where(bc,bx,y*y)/inplace", func(b compute.Function, bx, y, bc, _ compute.Value) (compute.Value, error) {
 			y2, err := b.Mul(y, y)
 			if err != nil {
 				return nil, err
@@ -2036,7 +2037,7 @@ func TestConformanceBroadcastFolding(t *testing.T) {
 			for _, op := range ops {
 				name := fmt.Sprintf("%s/%s/%s->%s/axes%v", op.name, dtName(dt), dimsStr(c.in), dimsStr(c.out), c.axes)
 				t.Run(name, func(t *testing.T) {
-					checkBuilder(t, []arr{x, y, cx, cond}, tolFor(dt, 1), func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+					checkBuilder(t, []arr{x, y, cx, cond}, tolFor(dt, 1), func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 						bx, err := broadcastInDim(b, xs[0], shapes.Make(dt, c.out...), c.axes)
 						if err != nil {
 							return nil, err
@@ -2046,7 +2047,7 @@ func TestConformanceBroadcastFolding(t *testing.T) {
 							return nil, err
 						}
 						o, err := op.fn(b, bx, xs[1], bc, xs[3])
-						return []backends.Op{o}, err
+						return []compute.Value{o}, err
 					})
 				})
 			}
@@ -2054,7 +2055,7 @@ func TestConformanceBroadcastFolding(t *testing.T) {
 			// and an elementwise consumer of an intermediate that may run in place.
 			name := fmt.Sprintf("shared/%s/%s->%s/axes%v", dtName(dt), dimsStr(c.in), dimsStr(c.out), c.axes)
 			t.Run(name, func(t *testing.T) {
-				checkBuilder(t, []arr{x, y}, tolFor(dt, 1), func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+				checkBuilder(t, []arr{x, y}, tolFor(dt, 1), func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 					bx, err := broadcastInDim(b, xs[0], shapes.Make(dt, c.out...), c.axes)
 					if err != nil {
 						return nil, err
@@ -2083,7 +2084,7 @@ func TestConformanceBroadcastFolding(t *testing.T) {
 					if err != nil {
 						return nil, err
 					}
-					return []backends.Op{s, bx, neg, t2}, nil
+					return []compute.Value{s, bx, neg, t2}, nil
 				})
 			})
 		}
@@ -2209,13 +2210,13 @@ func TestConformanceReduceAxesOrder(t *testing.T) {
 	x := rng.arr(f32, dUnit, 3, 4, 5, 6)
 	for _, axes := range [][]int{{2, 0}, {3, 1, 0}, {1, 3}, {3, 2, 1, 0}} {
 		t.Run(fmt.Sprintf("axes%v", axes), func(t *testing.T) {
-			checkBuilder(t, []arr{x}, tolFor(f32, 360), func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+			checkBuilder(t, []arr{x}, tolFor(f32, 360), func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 				s, err := b.ReduceSum(xs[0], axes...)
 				if err != nil {
 					return nil, err
 				}
 				m, err := b.ReduceMax(xs[0], axes...)
-				return []backends.Op{s, m}, err
+				return []compute.Value{s, m}, err
 			})
 		})
 	}
@@ -2223,15 +2224,15 @@ func TestConformanceReduceAxesOrder(t *testing.T) {
 
 // softmaxChain is a small builder-level graph: a product, a row softmax
 // (with explicit broadcasts) and two side outputs, one a reshape alias.
-func softmaxChain(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
+func softmaxChain(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
 	var err error
-	must := func(o backends.Op, e error) backends.Op {
+	must := func(o compute.Value, e error) compute.Value {
 		if err == nil {
 			err = e
 		}
 		return o
 	}
-	d := must(b.DotGeneral(xs[0], []int{1}, nil, xs[1], []int{0}, nil)) // [33, 40]
+	d := must(b.DotGeneral(xs[0], []int{1}, nil, xs[1], []int{0}, nil, compute.DotGeneralConfig{})) // [33, 40]
 	if err != nil {
 		return nil, err
 	}
@@ -2242,12 +2243,13 @@ func softmaxChain(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
 	p := must(b.Div(e, must(b.BroadcastInDim(sum, s, []int{0}))))
 	th := must(b.Tanh(xs[0]))
 	r := must(b.Reshape(p, 40, 33))
-	return []backends.Op{p, th, r, must(b.Identity(xs[1]))}, err
+	return []compute.Value{p, th, r, must(b.Identity(xs[1]))}, err
 }
 
-func compileOn(be backends.Backend, ins []arr, fn builderFn) (backends.Executable, error) {
-	b := be.Builder("compiled")
-	xs := make([]backends.Op, len(ins))
+func compileOn(be compute.Backend, ins []arr, fn builderFn) (compute.Executable, error) {
+	bB := be.Builder("compiled")
+	b := bB.Main()
+	xs := make([]compute.Value, len(ins))
 	for i, in := range ins {
 		var err error
 		if xs[i], err = b.Parameter(fmt.Sprintf("x%d", i), in.shape(), nil); err != nil {
@@ -2258,11 +2260,14 @@ func compileOn(be backends.Backend, ins []arr, fn builderFn) (backends.Executabl
 	if err != nil {
 		return nil, err
 	}
-	return b.Compile(outs, nil)
+	if err := b.Return(outs, nil); err != nil {
+		return nil, err
+	}
+	return bB.Compile()
 }
 
-func runExe(be backends.Backend, exe backends.Executable, ins []arr) ([]backends.Buffer, error) {
-	bufs := make([]backends.Buffer, len(ins))
+func runExe(be compute.Backend, exe compute.Executable, ins []arr) ([]compute.Buffer, error) {
+	bufs := make([]compute.Buffer, len(ins))
 	for i, in := range ins {
 		var err error
 		if bufs[i], err = be.BufferFromFlatData(0, in.flat, in.shape()); err != nil {
@@ -2272,15 +2277,15 @@ func runExe(be backends.Backend, exe backends.Executable, ins []arr) ([]backends
 	return exe.Execute(bufs, nil, 0)
 }
 
-func readBufs(be backends.Backend, bufs []backends.Buffer) ([]arr, error) {
+func readBufs(be compute.Backend, bufs []compute.Buffer) ([]arr, error) {
 	out := make([]arr, len(bufs))
 	for i, r := range bufs {
-		s, err := be.BufferShape(r)
+		s, err := r.Shape()
 		if err != nil {
 			return nil, err
 		}
 		flat := makeSlice(s.DType, s.Size())
-		if err := be.BufferToFlatData(r, flat); err != nil {
+		if err := r.ToFlatData(flat); err != nil {
 			return nil, err
 		}
 		out[i] = arr{s.DType, s.Dimensions, flat}
@@ -2307,7 +2312,7 @@ func TestConformanceOutputsSurviveReexecution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := make([][]backends.Buffer, len(inputs))
+	kept := make([][]compute.Buffer, len(inputs))
 	for i := range inputs {
 		if kept[i], err = runExe(ours, exe, inputs[i]); err != nil {
 			t.Fatal(err)

@@ -3,8 +3,8 @@ package cpu
 import (
 	"os"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
 
 	"github.com/cde-rl/cde/engines/cpu/gemm"
 )
@@ -35,7 +35,7 @@ var dotGroupsOff = os.Getenv("CDE_CPU_NO_DOT_GROUPS") != ""
 // reshapes stripped: members with the same root and x shape read the same
 // data.
 func abtForm(n *node) (root *node, m, k int, ok bool) {
-	if n.op != backends.OpTypeDotGeneral || n.shape.DType != dtypes.Float32 {
+	if n.op != compute.OpTypeDotGeneral || n.shape.DType != dtypes.Float32 {
 		return nil, 0, 0, false
 	}
 	p := n.params.(*dotParams)
@@ -49,7 +49,7 @@ func abtForm(n *node) (root *node, m, k int, ok bool) {
 		return nil, 0, 0, false
 	}
 	root = x
-	for root.op == backends.OpTypeReshape || root.op == backends.OpTypeIdentity {
+	for root.op == compute.OpTypeReshape || root.op == compute.OpTypeIdentity {
 		root = root.inputs[0]
 	}
 	return root, m, k, true
@@ -93,7 +93,7 @@ func groupSiblingDots(order []*node) {
 		g := &dotGroup{members: []*node{lead}}
 		for _, n := range ms[1:] {
 			w := n.inputs[1]
-			if w.op == backends.OpTypeParameter || w.op == backends.OpTypeConstant || pos[w] < pos[lead] {
+			if w.op == compute.OpTypeParameter || w.op == compute.OpTypeConstant || pos[w] < pos[lead] {
 				g.members = append(g.members, n)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 
 	"github.com/cde-rl/cde/engines/cpu"
 )
@@ -44,17 +44,17 @@ func TestSiblingDotGroups(t *testing.T) {
 			if c.after {
 				ins = append(ins, rng.arr(f32, dUnit, 384, k))
 			}
-			build := func(b backends.Builder, xs []backends.Op) ([]backends.Op, error) {
-				dot := func(w backends.Op) (backends.Op, error) {
+			build := func(b compute.Function, xs []compute.Value) ([]compute.Value, error) {
+				dot := func(w compute.Value) (compute.Value, error) {
 					x, err := b.Reshape(xs[0], c.m, k)
 					if err != nil {
 						return nil, err
 					}
-					return b.DotGeneral(x, []int{1}, nil, w, []int{1}, nil)
+					return b.DotGeneral(x, []int{1}, nil, w, []int{1}, nil, compute.DotGeneralConfig{})
 				}
 				ws := xs[2 : 2+len(c.ns)]
 				extra := xs[2+len(c.ns):]
-				var outs []backends.Op
+				var outs []compute.Value
 				if c.before {
 					two, err := b.Constant([]float32{2})
 					if err != nil {
@@ -86,7 +86,7 @@ func TestSiblingDotGroups(t *testing.T) {
 					}
 				}
 				// A product of other activations, with the first weight.
-				y, err := b.DotGeneral(xs[1], []int{1}, nil, xs[2], []int{1}, nil)
+				y, err := b.DotGeneral(xs[1], []int{1}, nil, xs[2], []int{1}, nil, compute.DotGeneralConfig{})
 				if err != nil {
 					return nil, err
 				}
@@ -95,8 +95,9 @@ func TestSiblingDotGroups(t *testing.T) {
 			checkBuilder(t, ins, tolFor(f32, k), build)
 
 			ours, _ := engines(t)
-			b := ours.Builder("groups")
-			xs := make([]backends.Op, len(ins))
+			bB := ours.Builder("groups")
+			b := bB.Main()
+			xs := make([]compute.Value, len(ins))
 			for i, in := range ins {
 				var err error
 				if xs[i], err = b.Parameter(fmt.Sprintf("x%d", i), in.shape(), nil); err != nil {
@@ -107,7 +108,10 @@ func TestSiblingDotGroups(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exe, err := b.Compile(outs, nil)
+			if err := b.Return(outs, nil); err != nil {
+				panic(err)
+			}
+			exe, err := bB.Compile()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,7 @@ package cpu
 import (
 	"unsafe"
 
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/compute/dtypes"
 	"github.com/pkg/errors"
 )
 

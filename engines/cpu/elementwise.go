@@ -3,8 +3,8 @@ package cpu
 import (
 	"math"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
 )
 
 type number interface {
@@ -169,14 +169,14 @@ type binKernel[T number] interface {
 }
 
 // f32Bin is a binary op on float32 through the SIMD kernels.
-type f32Bin struct{ op backends.OpType }
+type f32Bin struct{ op compute.OpType }
 
 func (k f32Bin) vv(d, a, b []float32)                   { binVVF32(k.op, d, a, b) }
 func (k f32Bin) vs(d, a []float32, b float32)           { binVSF32(k.op, d, a, b) }
 func (k f32Bin) sv(d []float32, a float32, b []float32) { binSVF32(k.op, d, a, b) }
 
 // goBin is a binary op on T through plain loops.
-type goBin[T number] struct{ op backends.OpType }
+type goBin[T number] struct{ op compute.OpType }
 
 func (k goBin[T]) vv(d, a, b []T)       { binVVGo(k.op, d, a, b) }
 func (k goBin[T]) vs(d, a []T, b T)     { binVSGo(k.op, d, a, b) }
@@ -184,7 +184,7 @@ func (k goBin[T]) sv(d []T, a T, b []T) { binSVGo(k.op, d, a, b) }
 
 // runBinary evaluates a binary arithmetic op with broadcasting (plan p):
 // float32 through the SIMD kernels, other types through plain loops.
-func runBinary[T number](op backends.OpType, p *bcastPlan, dst, a, b []T) {
+func runBinary[T number](op compute.OpType, p *bcastPlan, dst, a, b []T) {
 	if f, ok := any(dst).([]float32); ok {
 		runBinaryWith(f32Bin{op}, p, f, any(a).([]float32), any(b).([]float32))
 		return
@@ -244,51 +244,51 @@ func binRow[T number, K binKernel[T]](k K, p *bcastPlan, dst, a, b []T, r int, o
 	}
 }
 
-func binVVF32(op backends.OpType, d, a, b []float32) {
+func binVVF32(op compute.OpType, d, a, b []float32) {
 	k := simdVV(op, d, a, b)
 	if k < len(d) {
 		binVVGo(op, d[k:], a[k:], b[k:])
 	}
 }
 
-func binVSF32(op backends.OpType, d, a []float32, b float32) {
+func binVSF32(op compute.OpType, d, a []float32, b float32) {
 	k := simdVS(op, d, a, b)
 	if k < len(d) {
 		binVSGo(op, d[k:], a[k:], b)
 	}
 }
 
-func binSVF32(op backends.OpType, d []float32, a float32, b []float32) {
+func binSVF32(op compute.OpType, d []float32, a float32, b []float32) {
 	k := simdSV(op, d, a, b)
 	if k < len(d) {
 		binSVGo(op, d[k:], a, b[k:])
 	}
 }
 
-func binVVGo[T number](op backends.OpType, d, a, b []T) {
+func binVVGo[T number](op compute.OpType, d, a, b []T) {
 	a, b = a[:len(d)], b[:len(d)]
 	switch op {
-	case backends.OpTypeAdd:
+	case compute.OpTypeAdd:
 		for i := range d {
 			d[i] = a[i] + b[i]
 		}
-	case backends.OpTypeSub:
+	case compute.OpTypeSub:
 		for i := range d {
 			d[i] = a[i] - b[i]
 		}
-	case backends.OpTypeMul:
+	case compute.OpTypeMul:
 		for i := range d {
 			d[i] = a[i] * b[i]
 		}
-	case backends.OpTypeDiv:
+	case compute.OpTypeDiv:
 		for i := range d {
 			d[i] = div(a[i], b[i])
 		}
-	case backends.OpTypeMax:
+	case compute.OpTypeMax:
 		for i := range d {
 			d[i] = maxOf(a[i], b[i])
 		}
-	case backends.OpTypeMin:
+	case compute.OpTypeMin:
 		for i := range d {
 			d[i] = minOf(a[i], b[i])
 		}
@@ -300,30 +300,30 @@ func binVVGo[T number](op backends.OpType, d, a, b []T) {
 	}
 }
 
-func binVSGo[T number](op backends.OpType, d, a []T, b T) {
+func binVSGo[T number](op compute.OpType, d, a []T, b T) {
 	a = a[:len(d)]
 	switch op {
-	case backends.OpTypeAdd:
+	case compute.OpTypeAdd:
 		for i := range d {
 			d[i] = a[i] + b
 		}
-	case backends.OpTypeSub:
+	case compute.OpTypeSub:
 		for i := range d {
 			d[i] = a[i] - b
 		}
-	case backends.OpTypeMul:
+	case compute.OpTypeMul:
 		for i := range d {
 			d[i] = a[i] * b
 		}
-	case backends.OpTypeDiv:
+	case compute.OpTypeDiv:
 		for i := range d {
 			d[i] = div(a[i], b)
 		}
-	case backends.OpTypeMax:
+	case compute.OpTypeMax:
 		for i := range d {
 			d[i] = maxOf(a[i], b)
 		}
-	case backends.OpTypeMin:
+	case compute.OpTypeMin:
 		for i := range d {
 			d[i] = minOf(a[i], b)
 		}
@@ -335,30 +335,30 @@ func binVSGo[T number](op backends.OpType, d, a []T, b T) {
 	}
 }
 
-func binSVGo[T number](op backends.OpType, d []T, a T, b []T) {
+func binSVGo[T number](op compute.OpType, d []T, a T, b []T) {
 	b = b[:len(d)]
 	switch op {
-	case backends.OpTypeAdd:
+	case compute.OpTypeAdd:
 		for i := range d {
 			d[i] = a + b[i]
 		}
-	case backends.OpTypeSub:
+	case compute.OpTypeSub:
 		for i := range d {
 			d[i] = a - b[i]
 		}
-	case backends.OpTypeMul:
+	case compute.OpTypeMul:
 		for i := range d {
 			d[i] = a * b[i]
 		}
-	case backends.OpTypeDiv:
+	case compute.OpTypeDiv:
 		for i := range d {
 			d[i] = div(a, b[i])
 		}
-	case backends.OpTypeMax:
+	case compute.OpTypeMax:
 		for i := range d {
 			d[i] = maxOf(a, b[i])
 		}
-	case backends.OpTypeMin:
+	case compute.OpTypeMin:
 		for i := range d {
 			d[i] = minOf(a, b[i])
 		}
@@ -399,11 +399,11 @@ func minOf[T number](a, b T) T {
 	return b
 }
 
-func scalarBinary[T number](op backends.OpType) func(a, b T) T {
+func scalarBinary[T number](op compute.OpType) func(a, b T) T {
 	switch op {
-	case backends.OpTypePow:
+	case compute.OpTypePow:
 		return func(a, b T) T { return T(math.Pow(float64(a), float64(b))) }
-	case backends.OpTypeRem:
+	case compute.OpTypeRem:
 		if isIntType[T]() {
 			return func(a, b T) T {
 				if b == 0 {
@@ -418,7 +418,7 @@ func scalarBinary[T number](op backends.OpType) func(a, b T) T {
 }
 
 // runCompare evaluates a comparison with broadcasting.
-func runCompare[T number](op backends.OpType, p *bcastPlan, dst []bool, a, b []T) {
+func runCompare[T number](op compute.OpType, p *bcastPlan, dst []bool, a, b []T) {
 	in := p.inner
 	p.forRows(func(r int, offs [maxPlanOperands]int) {
 		compareRow(op, dst[r*in:(r+1)*in], a, offs[0], p.inStep[0], b, offs[1], p.inStep[1])
@@ -426,39 +426,39 @@ func runCompare[T number](op backends.OpType, p *bcastPlan, dst []bool, a, b []T
 }
 
 // compareRow sets d[i] = a[ai+i·sa] op b[bi+i·sb].
-func compareRow[T number](op backends.OpType, d []bool, a []T, ai, sa int, b []T, bi, sb int) {
+func compareRow[T number](op compute.OpType, d []bool, a []T, ai, sa int, b []T, bi, sb int) {
 	switch op {
-	case backends.OpTypeEqual:
+	case compute.OpTypeEqual:
 		for i := range d {
 			d[i] = a[ai] == b[bi]
 			ai += sa
 			bi += sb
 		}
-	case backends.OpTypeNotEqual:
+	case compute.OpTypeNotEqual:
 		for i := range d {
 			d[i] = a[ai] != b[bi]
 			ai += sa
 			bi += sb
 		}
-	case backends.OpTypeLessThan:
+	case compute.OpTypeLessThan:
 		for i := range d {
 			d[i] = a[ai] < b[bi]
 			ai += sa
 			bi += sb
 		}
-	case backends.OpTypeLessOrEqual:
+	case compute.OpTypeLessOrEqual:
 		for i := range d {
 			d[i] = a[ai] <= b[bi]
 			ai += sa
 			bi += sb
 		}
-	case backends.OpTypeGreaterThan:
+	case compute.OpTypeGreaterThan:
 		for i := range d {
 			d[i] = a[ai] > b[bi]
 			ai += sa
 			bi += sb
 		}
-	case backends.OpTypeGreaterOrEqual:
+	case compute.OpTypeGreaterOrEqual:
 		for i := range d {
 			d[i] = a[ai] >= b[bi]
 			ai += sa
@@ -470,16 +470,16 @@ func compareRow[T number](op backends.OpType, d []bool, a []T, ai, sa int, b []T
 }
 
 // runLogical evaluates boolean binary ops (and bool Equal/NotEqual).
-func runLogical(op backends.OpType, p *bcastPlan, dst, a, b []bool) {
+func runLogical(op compute.OpType, p *bcastPlan, dst, a, b []bool) {
 	var f func(a, b bool) bool
 	switch op {
-	case backends.OpTypeLogicalAnd:
+	case compute.OpTypeLogicalAnd:
 		f = func(a, b bool) bool { return a && b }
-	case backends.OpTypeLogicalOr:
+	case compute.OpTypeLogicalOr:
 		f = func(a, b bool) bool { return a || b }
-	case backends.OpTypeLogicalXor, backends.OpTypeNotEqual:
+	case compute.OpTypeLogicalXor, compute.OpTypeNotEqual:
 		f = func(a, b bool) bool { return a != b }
-	case backends.OpTypeEqual:
+	case compute.OpTypeEqual:
 		f = func(a, b bool) bool { return a == b }
 	default:
 		panic("boolean op " + op.String() + " not implemented")

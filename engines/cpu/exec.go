@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	"github.com/pkg/errors"
 )
 
@@ -35,18 +35,11 @@ type Executable struct {
 }
 
 // Compile implements backends.Builder.
-func (b *Builder) Compile(outputs []backends.Op, shardings []*backends.ShardingSpec) (backends.Executable, error) {
-	if len(shardings) > 0 {
-		for _, s := range shardings {
-			if s != nil {
-				return nil, errors.Errorf("backend %q: output sharding is not supported", Name)
-			}
-		}
+func (b *Builder) Compile() (compute.Executable, error) {
+	if !b.main.returned {
+		return nil, errors.Errorf("backend %q: Compile called before Main().Return()", Name)
 	}
-	outs, err := b.ops(backends.OpTypeInvalid, outputs...)
-	if err != nil {
-		return nil, errors.WithMessage(err, "Compile")
-	}
+	outs := b.main.outputs
 	b.compiled = true
 	for _, n := range b.nodes {
 		foldBroadcasts(n)
@@ -223,7 +216,7 @@ type execState struct {
 // Execute implements backends.Executable. Inputs are never modified unless
 // donated: a donated buffer may be overwritten in place by an elementwise
 // op (e.g. a KV cache updated by a select) or reused once dead.
-func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device backends.DeviceNum) (outs []backends.Buffer, err error) {
+func (e *Executable) Execute(inputs []compute.Buffer, donate []bool, device compute.DeviceNum) (outs []compute.Buffer, err error) {
 	if device != 0 {
 		return nil, errors.Errorf("backend %q has only device 0, got %d", Name, device)
 	}
@@ -268,7 +261,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 	}()
 	for pos, n := range e.order {
 		st.pos = pos
-		if n.op == backends.OpTypeParameter {
+		if n.op == compute.OpTypeParameter {
 			continue
 		}
 		var t0 time.Time
@@ -289,7 +282,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 			}
 		}
 	}
-	outs = make([]backends.Buffer, len(e.outputs))
+	outs = make([]compute.Buffer, len(e.outputs))
 	handed := map[*store]bool{}
 	for i, o := range e.outputs {
 		s := st.values[o.idx]
@@ -299,7 +292,7 @@ func (e *Executable) Execute(inputs []backends.Buffer, donate []bool, device bac
 		} else {
 			handed[s] = true
 		}
-		outs[i] = &Buffer{shape: o.shape.Clone(), flat: flat}
+		outs[i] = &Buffer{backend: e.backend, shape: o.shape.Clone(), flat: flat}
 	}
 	for s := range handed {
 		s.pooled = false
@@ -482,7 +475,7 @@ func foldBroadcasts(n *node) {
 		return
 	}
 	for i, in := range n.inputs {
-		if in.op != backends.OpTypeBroadcastInDim || !in.shape.EqualDimensions(n.shape) {
+		if in.op != compute.OpTypeBroadcastInDim || !in.shape.EqualDimensions(n.shape) {
 			continue
 		}
 		x := in.inputs[0]

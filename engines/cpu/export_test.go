@@ -3,14 +3,14 @@ package cpu
 import (
 	"slices"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
 )
 
 // TableOp is what the conformance suite (package cpu_test) reads of one
 // elementwise op of opTable.
 type TableOp struct {
-	Op backends.OpType
+	Op compute.OpType
 	// DTypes are the dtypes it has kernels for (of operand KernelInput),
 	// in supportedDTypes order.
 	DTypes      []dtypes.DType
@@ -47,14 +47,14 @@ func ElementwiseOps() []TableOp {
 }
 
 // Implements reports whether op is in the table.
-func Implements(op backends.OpType) bool {
+func Implements(op compute.OpType) bool {
 	_, ok := opTable[op]
 	return ok
 }
 
 // DotGroupSizes lists the sizes of the sibling-product groups Compile
 // made for e, in execution order.
-func DotGroupSizes(e backends.Executable) []int {
+func DotGroupSizes(e compute.Executable) []int {
 	var sizes []int
 	for _, n := range e.(*Executable).order {
 		if n.group != nil && n.group.members[0] == n {

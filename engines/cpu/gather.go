@@ -3,8 +3,8 @@ package cpu
 import (
 	"slices"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/shapes"
 	"github.com/pkg/errors"
 )
 
@@ -137,7 +137,7 @@ func moveRowsAny(p *movePlan, dst, src any, dstOff, srcOff int) {
 	}
 }
 
-func scatterAny(op backends.OpType, d, indices, updates any, os, is, us shapes.Shape, p *scatterParams) error {
+func scatterAny(op compute.OpType, d, indices, updates any, os, is, us shapes.Shape, p *scatterParams) error {
 	switch d := d.(type) {
 	case []float32:
 		return scatterT(op, d, indices, updates.([]float32), os, is, us, p)
@@ -167,7 +167,7 @@ func scatterAny(op backends.OpType, d, indices, updates any, os, is, us shapes.S
 // semantics. A window that would fall outside the operand is skipped.
 // Updates are applied sequentially, in index order, so colliding indices
 // give deterministic results.
-func scatterT[T number](op backends.OpType, d []T, indices any, u []T, os, is, us shapes.Shape, p *scatterParams) error {
+func scatterT[T number](op compute.OpType, d []T, indices any, u []T, os, is, us shapes.Shape, p *scatterParams) error {
 	read, err := indexReader(indices)
 	if err != nil {
 		return errors.WithMessagef(err, "%s", op)
@@ -224,7 +224,7 @@ func scatterT[T number](op backends.OpType, d []T, indices any, u []T, os, is, u
 	return nil
 }
 
-func combineRows[T number](op backends.OpType, p *movePlan, dst, src []T, dstOff, srcOff int) {
+func combineRows[T number](op compute.OpType, p *movePlan, dst, src []T, dstOff, srcOff int) {
 	for r := 0; r < p.outer; r++ {
 		do, so := p.offsets(r)
 		do += dstOff
@@ -232,19 +232,19 @@ func combineRows[T number](op backends.OpType, p *movePlan, dst, src []T, dstOff
 		if p.dInner == 1 && p.sInner == 1 {
 			d, s := dst[do:do+p.inner], src[so:so+p.inner]
 			switch op {
-			case backends.OpTypeScatterSum:
+			case compute.OpTypeScatterSum:
 				if f, ok := any(d).([]float32); ok {
-					binVVF32(backends.OpTypeAdd, f, f, any(s).([]float32))
+					binVVF32(compute.OpTypeAdd, f, f, any(s).([]float32))
 					continue
 				}
 				for i := range d {
 					d[i] += s[i]
 				}
-			case backends.OpTypeScatterMax:
+			case compute.OpTypeScatterMax:
 				for i := range d {
 					d[i] = maxOf(d[i], s[i])
 				}
-			case backends.OpTypeScatterMin:
+			case compute.OpTypeScatterMin:
 				for i := range d {
 					d[i] = minOf(d[i], s[i])
 				}
@@ -253,11 +253,11 @@ func combineRows[T number](op backends.OpType, p *movePlan, dst, src []T, dstOff
 		}
 		for i := 0; i < p.inner; i++ {
 			switch op {
-			case backends.OpTypeScatterSum:
+			case compute.OpTypeScatterSum:
 				dst[do] += src[so]
-			case backends.OpTypeScatterMax:
+			case compute.OpTypeScatterMax:
 				dst[do] = maxOf(dst[do], src[so])
-			case backends.OpTypeScatterMin:
+			case compute.OpTypeScatterMin:
 				dst[do] = minOf(dst[do], src[so])
 			}
 			do += p.dInner

@@ -3,7 +3,7 @@ package cpu
 import (
 	"unsafe"
 
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 
 	"github.com/pkg/errors"
 )
@@ -227,7 +227,7 @@ func sliceAny(d, x any, inDims, outDims, starts, steps []int) {
 	move(newMovePlan(outDims, stridesOf(outDims), src), d, x, 0, off)
 }
 
-func padAny(d, x, fill any, inDims, outDims []int, cfg []backends.PadAxis) {
+func padAny(d, x, fill any, inDims, outDims []int, cfg []compute.PadAxis) {
 	// Fill everything, then place the operand.
 	move(newMovePlan([]int{flatLen(d)}, []int{1}, []int{0}), d, fill, 0, 0)
 	outStr := stridesOf(outDims)

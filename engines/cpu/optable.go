@@ -25,10 +25,10 @@ import (
 	"maps"
 	"math"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/backends/shapeinference"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapeinference"
+	"github.com/gomlx/compute/shapes"
 	"github.com/pkg/errors"
 )
 
@@ -36,7 +36,7 @@ import (
 type execFn func(st *execState, n *node) error
 
 // shapeRule is an elementwise op's output shape for its operands' shapes.
-type shapeRule func(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error)
+type shapeRule func(op compute.OpType, ins []shapes.Shape) (shapes.Shape, error)
 
 // testDomain is the range the conformance suite draws an operand from: the
 // op's domain, or values that exercise its corner cases.
@@ -70,211 +70,212 @@ type opDef struct {
 
 // opTable holds every op the engine implements; Capabilities lists exactly
 // these.
-var opTable = map[backends.OpType]opDef{
+var opTable = map[compute.OpType]opDef{
 	// Unary elementwise.
-	backends.OpTypeAbs: {shape: unaryShape, test: in1(anyValues), kernels: kernels(
+	compute.OpTypeAbs: {shape: unaryShape, test: in1(anyValues), kernels: kernels(
 		unaryK(absK[float32]), unaryK(absK[float64]), unaryK(absK[int8]), unaryK(absK[int16]), unaryK(absK[int32]),
 		unaryK(absK[int64]), unaryK(absK[uint8]), unaryK(absK[uint16]), unaryK(absK[uint32]), unaryK(absK[uint64]))},
-	backends.OpTypeNeg: {shape: unaryShape, test: in1(anyValues), kernels: kernels(
+	compute.OpTypeNeg: {shape: unaryShape, test: in1(anyValues), kernels: kernels(
 		unaryK(negK[float32]), unaryK(negK[float64]), unaryK(negK[int8]), unaryK(negK[int16]), unaryK(negK[int32]),
 		unaryK(negK[int64]), unaryK(negK[uint8]), unaryK(negK[uint16]), unaryK(negK[uint32]), unaryK(negK[uint64]))},
-	backends.OpTypeSign: {shape: unaryShape, test: in1(fewValues), kernels: kernels(
+	compute.OpTypeSign: {shape: unaryShape, test: in1(fewValues), kernels: kernels(
 		unaryK(signF32), unaryK(signK[float64]), unaryK(signK[int8]), unaryK(signK[int16]), unaryK(signK[int32]),
 		unaryK(signK[int64]), unaryK(signK[uint8]), unaryK(signK[uint16]), unaryK(signK[uint32]), unaryK(signK[uint64]))},
-	backends.OpTypeExp:        {shape: unaryShape, test: in1(anyValues), kernels: kernels(unaryK(expF32), unaryK(expF64))},
-	backends.OpTypeExpm1:      {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Expm1)},
-	backends.OpTypeLog:        {shape: unaryShape, test: in1(positive), kernels: floatMath(math.Log)},
-	backends.OpTypeLog1p:      {shape: unaryShape, test: in1(aboveMinusOne), kernels: floatMath(math.Log1p)},
-	backends.OpTypeSqrt:       {shape: unaryShape, test: in1(positive), kernels: floatMath(math.Sqrt)},
-	backends.OpTypeRsqrt:      {shape: unaryShape, test: in1(positive), kernels: floatMath(rsqrt)},
-	backends.OpTypeErf:        {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Erf)},
-	backends.OpTypeTanh:       {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Tanh)},
-	backends.OpTypeLogistic:   {shape: unaryShape, test: in1(anyValues), kernels: floatMath(logistic)},
-	backends.OpTypeSin:        {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Sin)},
-	backends.OpTypeCos:        {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Cos)},
-	backends.OpTypeFloor:      {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Floor)},
-	backends.OpTypeCeil:       {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Ceil)},
-	backends.OpTypeRound:      {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.RoundToEven)},
-	backends.OpTypeLogicalNot: {shape: unaryShape, test: in1(anyValues), kernels: kernels(unaryK(notK))},
-	backends.OpTypeIsFinite:   {shape: boolShape, test: in1(anyValues), kernels: kernels(unaryK(isFiniteK[float32]), unaryK(isFiniteK[float64]))},
-	backends.OpTypeIsNaN:      {shape: boolShape, test: in1(anyValues), kernels: kernels(unaryK(isNaNK[float32]), unaryK(isNaNK[float64]))},
+	compute.OpTypeExp:        {shape: unaryShape, test: in1(anyValues), kernels: kernels(unaryK(expF32), unaryK(expF64))},
+	compute.OpTypeExpm1:      {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Expm1)},
+	compute.OpTypeLog:        {shape: unaryShape, test: in1(positive), kernels: floatMath(math.Log)},
+	compute.OpTypeLog1p:      {shape: unaryShape, test: in1(aboveMinusOne), kernels: floatMath(math.Log1p)},
+	compute.OpTypeSqrt:       {shape: unaryShape, test: in1(positive), kernels: floatMath(math.Sqrt)},
+	compute.OpTypeRsqrt:      {shape: unaryShape, test: in1(positive), kernels: floatMath(rsqrt)},
+	compute.OpTypeErf:        {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Erf)},
+	compute.OpTypeTanh:       {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Tanh)},
+	compute.OpTypeLogistic:   {shape: unaryShape, test: in1(anyValues), kernels: floatMath(logistic)},
+	compute.OpTypeSin:        {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Sin)},
+	compute.OpTypeCos:        {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Cos)},
+	compute.OpTypeFloor:      {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Floor)},
+	compute.OpTypeCeil:       {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.Ceil)},
+	compute.OpTypeRound:      {shape: unaryShape, test: in1(anyValues), kernels: floatMath(math.RoundToEven)},
+	compute.OpTypeLogicalNot: {shape: unaryShape, test: in1(anyValues), kernels: kernels(unaryK(notK))},
+	compute.OpTypeIsFinite:   {shape: boolShape, test: in1(anyValues), kernels: kernels(unaryK(isFiniteK[float32]), unaryK(isFiniteK[float64]))},
+	compute.OpTypeIsNaN:      {shape: boolShape, test: in1(anyValues), kernels: kernels(unaryK(isNaNK[float32]), unaryK(isNaNK[float64]))},
 
 	// Binary elementwise: the kernels (elementwise.go) switch on the op
 	// once per row.
-	backends.OpTypeAdd:            binary(arithKernels, anyValues, anyValues),
-	backends.OpTypeSub:            binary(arithKernels, anyValues, anyValues),
-	backends.OpTypeMul:            binary(arithKernels, anyValues, anyValues),
-	backends.OpTypeDiv:            binary(arithKernels, anyValues, nonZero),
-	backends.OpTypeMax:            binary(arithKernels, fewValues, fewValues),
-	backends.OpTypeMin:            binary(arithKernels, fewValues, fewValues),
-	backends.OpTypePow:            binary(floatArithKernels, positive, anyValues),
-	backends.OpTypeRem:            binary(arithKernels, anyValues, nonZero),
-	backends.OpTypeEqual:          binary(equalKernels, fewValues, fewValues),
-	backends.OpTypeNotEqual:       binary(equalKernels, fewValues, fewValues),
-	backends.OpTypeLessThan:       binary(compareKernels, fewValues, fewValues),
-	backends.OpTypeLessOrEqual:    binary(compareKernels, fewValues, fewValues),
-	backends.OpTypeGreaterThan:    binary(compareKernels, fewValues, fewValues),
-	backends.OpTypeGreaterOrEqual: binary(compareKernels, fewValues, fewValues),
-	backends.OpTypeLogicalAnd:     binary(logicalKernels, anyValues, anyValues),
-	backends.OpTypeLogicalOr:      binary(logicalKernels, anyValues, anyValues),
-	backends.OpTypeLogicalXor:     binary(logicalKernels, anyValues, anyValues),
+	compute.OpTypeAdd:            binary(arithKernels, anyValues, anyValues),
+	compute.OpTypeSub:            binary(arithKernels, anyValues, anyValues),
+	compute.OpTypeMul:            binary(arithKernels, anyValues, anyValues),
+	compute.OpTypeDiv:            binary(arithKernels, anyValues, nonZero),
+	compute.OpTypeMax:            binary(arithKernels, fewValues, fewValues),
+	compute.OpTypeMin:            binary(arithKernels, fewValues, fewValues),
+	compute.OpTypePow:            binary(floatArithKernels, positive, anyValues),
+	compute.OpTypeRem:            binary(arithKernels, anyValues, nonZero),
+	compute.OpTypeEqual:          binary(equalKernels, fewValues, fewValues),
+	compute.OpTypeNotEqual:       binary(equalKernels, fewValues, fewValues),
+	compute.OpTypeLessThan:       binary(compareKernels, fewValues, fewValues),
+	compute.OpTypeLessOrEqual:    binary(compareKernels, fewValues, fewValues),
+	compute.OpTypeGreaterThan:    binary(compareKernels, fewValues, fewValues),
+	compute.OpTypeGreaterOrEqual: binary(compareKernels, fewValues, fewValues),
+	compute.OpTypeLogicalAnd:     binary(logicalKernels, anyValues, anyValues),
+	compute.OpTypeLogicalOr:      binary(logicalKernels, anyValues, anyValues),
+	compute.OpTypeLogicalXor:     binary(logicalKernels, anyValues, anyValues),
 
 	// Where(cond, onTrue, onFalse): kernels by onTrue's dtype.
-	backends.OpTypeWhere: {shape: whereShape, kernelInput: 1, foldsBroadcast: true, test: []testDomain{anyValues, anyValues, anyValues},
+	compute.OpTypeWhere: {shape: whereShape, kernelInput: 1, foldsBroadcast: true, test: []testDomain{anyValues, anyValues, anyValues},
 		kernels: kernels(
 			whereK[float32](), whereK[float64](), whereK[int8](), whereK[int16](), whereK[int32](), whereK[int64](),
 			whereK[uint8](), whereK[uint16](), whereK[uint32](), whereK[uint64](), whereK[bool]())},
 
 	// Ops with their own Builder methods.
-	backends.OpTypeParameter:      {},
-	backends.OpTypeConstant:       {exec: execConstant},
-	backends.OpTypeIdentity:       {exec: execAlias},
-	backends.OpTypeReshape:        {exec: execAlias},
-	backends.OpTypeConvertDType:   {exec: execConvert},
-	backends.OpTypeClamp:          {}, // Max then Min
-	backends.OpTypeTranspose:      {exec: execTranspose},
-	backends.OpTypeBroadcastInDim: {exec: execBroadcastInDim},
-	backends.OpTypeReduceSum:      {exec: execReduce},
-	backends.OpTypeReduceMax:      {exec: execReduce},
-	backends.OpTypeReduceMin:      {exec: execReduce},
-	backends.OpTypeReduceProduct:  {exec: execReduce},
-	backends.OpTypeIota:           {exec: execIota},
-	backends.OpTypeConcatenate:    {exec: execConcatenate},
-	backends.OpTypeSlice:          {exec: execSlice},
-	backends.OpTypePad:            {exec: execPad},
-	backends.OpTypeArgMinMax:      {exec: execArgMinMax},
-	backends.OpTypeGather:         {exec: execGather},
-	backends.OpTypeScatterSum:     {exec: execScatter},
-	backends.OpTypeScatterMax:     {exec: execScatter},
-	backends.OpTypeScatterMin:     {exec: execScatter},
-	backends.OpTypeDot:            {}, // DotGeneral
-	backends.OpTypeDotGeneral:     {exec: execDotGeneral},
+	compute.OpTypeParameter:           {},
+	compute.OpTypeConstant:            {exec: execConstant},
+	compute.OpTypeIdentity:            {exec: execAlias},
+	compute.OpTypeReshape:             {exec: execAlias},
+	compute.OpTypeOptimizationBarrier: {exec: execAlias},
+	compute.OpTypeSchedulingBarrier:   {exec: execAlias},
+	compute.OpTypeConvertDType:        {exec: execConvert},
+	compute.OpTypeClamp:               {}, // Max then Min
+	compute.OpTypeTranspose:           {exec: execTranspose},
+	compute.OpTypeBroadcastInDim:      {exec: execBroadcastInDim},
+	compute.OpTypeReduceSum:           {exec: execReduce},
+	compute.OpTypeReduceMax:           {exec: execReduce},
+	compute.OpTypeReduceMin:           {exec: execReduce},
+	compute.OpTypeReduceProduct:       {exec: execReduce},
+	compute.OpTypeIota:                {exec: execIota},
+	compute.OpTypeConcatenate:         {exec: execConcatenate},
+	compute.OpTypeSlice:               {exec: execSlice},
+	compute.OpTypePad:                 {exec: execPad},
+	compute.OpTypeArgMinMax:           {exec: execArgMinMax},
+	compute.OpTypeGather:              {exec: execGather},
+	compute.OpTypeScatterSum:          {exec: execScatter},
+	compute.OpTypeScatterMax:          {exec: execScatter},
+	compute.OpTypeScatterMin:          {exec: execScatter},
+	compute.OpTypeDotGeneral:          {exec: execDotGeneral},
 }
 
 // Builder methods of the elementwise ops: everything about them is in the
 // table.
 
-func (b *Builder) Abs(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeAbs, x)
+func (b *Function) Abs(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeAbs, x)
 }
-func (b *Builder) Neg(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeNeg, x)
+func (b *Function) Neg(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeNeg, x)
 }
-func (b *Builder) Sign(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeSign, x)
+func (b *Function) Sign(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeSign, x)
 }
-func (b *Builder) Exp(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeExp, x)
+func (b *Function) Exp(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeExp, x)
 }
-func (b *Builder) Expm1(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeExpm1, x)
+func (b *Function) Expm1(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeExpm1, x)
 }
-func (b *Builder) Log(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeLog, x)
+func (b *Function) Log(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeLog, x)
 }
-func (b *Builder) Log1p(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeLog1p, x)
+func (b *Function) Log1p(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeLog1p, x)
 }
-func (b *Builder) Sqrt(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeSqrt, x)
+func (b *Function) Sqrt(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeSqrt, x)
 }
-func (b *Builder) Rsqrt(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeRsqrt, x)
+func (b *Function) Rsqrt(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeRsqrt, x)
 }
-func (b *Builder) Erf(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeErf, x)
+func (b *Function) Erf(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeErf, x)
 }
-func (b *Builder) Tanh(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeTanh, x)
+func (b *Function) Tanh(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeTanh, x)
 }
-func (b *Builder) Logistic(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeLogistic, x)
+func (b *Function) Logistic(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeLogistic, x)
 }
-func (b *Builder) Sin(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeSin, x)
+func (b *Function) Sin(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeSin, x)
 }
-func (b *Builder) Cos(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeCos, x)
+func (b *Function) Cos(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeCos, x)
 }
-func (b *Builder) Floor(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeFloor, x)
+func (b *Function) Floor(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeFloor, x)
 }
-func (b *Builder) Ceil(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeCeil, x)
+func (b *Function) Ceil(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeCeil, x)
 }
-func (b *Builder) Round(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeRound, x)
+func (b *Function) Round(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeRound, x)
 }
-func (b *Builder) LogicalNot(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeLogicalNot, x)
+func (b *Function) LogicalNot(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeLogicalNot, x)
 }
-func (b *Builder) IsFinite(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeIsFinite, x)
+func (b *Function) IsFinite(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeIsFinite, x)
 }
-func (b *Builder) IsNaN(x backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeIsNaN, x)
+func (b *Function) IsNaN(x compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeIsNaN, x)
 }
 
-func (b *Builder) Add(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeAdd, l, r)
+func (b *Function) Add(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeAdd, l, r)
 }
-func (b *Builder) Sub(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeSub, l, r)
+func (b *Function) Sub(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeSub, l, r)
 }
-func (b *Builder) Mul(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeMul, l, r)
+func (b *Function) Mul(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeMul, l, r)
 }
-func (b *Builder) Div(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeDiv, l, r)
+func (b *Function) Div(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeDiv, l, r)
 }
-func (b *Builder) Max(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeMax, l, r)
+func (b *Function) Max(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeMax, l, r)
 }
-func (b *Builder) Min(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeMin, l, r)
+func (b *Function) Min(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeMin, l, r)
 }
-func (b *Builder) Pow(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypePow, l, r)
+func (b *Function) Pow(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypePow, l, r)
 }
-func (b *Builder) Rem(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeRem, l, r)
+func (b *Function) Rem(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeRem, l, r)
 }
-func (b *Builder) LogicalAnd(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeLogicalAnd, l, r)
+func (b *Function) LogicalAnd(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeLogicalAnd, l, r)
 }
-func (b *Builder) LogicalOr(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeLogicalOr, l, r)
+func (b *Function) LogicalOr(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeLogicalOr, l, r)
 }
-func (b *Builder) LogicalXor(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeLogicalXor, l, r)
+func (b *Function) LogicalXor(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeLogicalXor, l, r)
 }
-func (b *Builder) Equal(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeEqual, l, r)
+func (b *Function) Equal(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeEqual, l, r)
 }
-func (b *Builder) NotEqual(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeNotEqual, l, r)
+func (b *Function) NotEqual(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeNotEqual, l, r)
 }
-func (b *Builder) LessThan(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeLessThan, l, r)
+func (b *Function) LessThan(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeLessThan, l, r)
 }
-func (b *Builder) LessOrEqual(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeLessOrEqual, l, r)
+func (b *Function) LessOrEqual(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeLessOrEqual, l, r)
 }
-func (b *Builder) GreaterThan(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeGreaterThan, l, r)
+func (b *Function) GreaterThan(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeGreaterThan, l, r)
 }
-func (b *Builder) GreaterOrEqual(l, r backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeGreaterOrEqual, l, r)
+func (b *Function) GreaterOrEqual(l, r compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeGreaterOrEqual, l, r)
 }
 
 // Where implements backends.Builder.
-func (b *Builder) Where(cond, onTrue, onFalse backends.Op) (backends.Op, error) {
-	return b.elementwise(backends.OpTypeWhere, cond, onTrue, onFalse)
+func (b *Function) Where(cond, onTrue, onFalse compute.Value) (compute.Value, error) {
+	return b.elementwise(compute.OpTypeWhere, cond, onTrue, onFalse)
 }
 
 // elementwise builds an elementwise op from its table entry: the shape
 // rule, then the kernel for the operand's dtype, stored in the node.
-func (b *Builder) elementwise(op backends.OpType, xs ...backends.Op) (backends.Op, error) {
+func (b *Function) elementwise(op compute.OpType, xs ...compute.Value) (compute.Value, error) {
 	in, err := b.ops(op, xs...)
 	if err != nil {
 		return nil, err
@@ -300,26 +301,26 @@ func (b *Builder) elementwise(op backends.OpType, xs ...backends.Op) (backends.O
 
 // Shape rules.
 
-func unaryShape(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error) {
+func unaryShape(op compute.OpType, ins []shapes.Shape) (shapes.Shape, error) {
 	return shapeinference.UnaryOp(op, ins[0])
 }
 
 // boolShape: the operand's dimensions, dtype bool (IsFinite, IsNaN).
-func boolShape(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error) {
+func boolShape(op compute.OpType, ins []shapes.Shape) (shapes.Shape, error) {
 	s := ins[0].Clone()
 	s.DType = dtypes.Bool
 	return s, nil
 }
 
-func binaryShape(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error) {
+func binaryShape(op compute.OpType, ins []shapes.Shape) (shapes.Shape, error) {
 	if shapeinference.ComparisonOperations.Has(op) {
 		return shapeinference.ComparisonOp(op, ins[0], ins[1])
 	}
 	return shapeinference.BinaryOp(op, ins[0], ins[1])
 }
 
-func whereShape(op backends.OpType, ins []shapes.Shape) (shapes.Shape, error) {
-	return shapeinference.WhereOp(ins[0], ins[1], ins[2])
+func whereShape(op compute.OpType, ins []shapes.Shape) (shapes.Shape, error) {
+	return shapeinference.Where(ins[0], ins[1], ins[2])
 }
 
 // Table helpers.

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 )
 
 // The table is consistent: elementwise entries have a shape rule, kernels
@@ -36,7 +36,7 @@ func TestOpTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	listed := be.Capabilities().Operations
-	for op := range backends.OpTypeLast {
+	for op := range compute.OpTypeLast {
 		if _, ok := opTable[op]; ok != listed[op] {
 			t.Errorf("%s: in table %v, in Capabilities %v", op, ok, listed[op])
 		}

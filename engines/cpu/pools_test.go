@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gomlx/gomlx/pkg/core/graph"
-	"github.com/gomlx/gomlx/pkg/core/tensors"
+	"github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 )
 
 // An executable keeps the buffers its run freed for its next run; when

@@ -3,11 +3,11 @@ package cpu
 import (
 	"math"
 
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 	"github.com/pkg/errors"
 )
 
-func reduceAny(op backends.OpType, d, x any, dims, axes []int) error {
+func reduceAny(op compute.OpType, d, x any, dims, axes []int) error {
 	switch d := d.(type) {
 	case []float32:
 		reduceT(op, d, x.([]float32), dims, axes)
@@ -35,14 +35,14 @@ func reduceAny(op backends.OpType, d, x any, dims, axes []int) error {
 	return nil
 }
 
-func reduceInit[T number](op backends.OpType) T {
+func reduceInit[T number](op compute.OpType) T {
 	var v T
 	switch op {
-	case backends.OpTypeReduceProduct:
+	case compute.OpTypeReduceProduct:
 		v = 1
-	case backends.OpTypeReduceMax:
+	case compute.OpTypeReduceMax:
 		v = lowest[T]()
-	case backends.OpTypeReduceMin:
+	case compute.OpTypeReduceMin:
 		v = highest[T]()
 	}
 	return v
@@ -95,26 +95,26 @@ func highest[T number]() T {
 }
 
 // accumulate folds a into acc elementwise (acc op= a).
-func accumulate[T number](op backends.OpType, acc, a []T) {
+func accumulate[T number](op compute.OpType, acc, a []T) {
 	a = a[:len(acc)]
-	if f, ok := any(acc).([]float32); ok && op == backends.OpTypeReduceSum {
-		k := simdVV(backends.OpTypeAdd, f, f, any(a).([]float32))
+	if f, ok := any(acc).([]float32); ok && op == compute.OpTypeReduceSum {
+		k := simdVV(compute.OpTypeAdd, f, f, any(a).([]float32))
 		acc, a = acc[k:], a[k:]
 	}
 	switch op {
-	case backends.OpTypeReduceSum:
+	case compute.OpTypeReduceSum:
 		for i := range acc {
 			acc[i] += a[i]
 		}
-	case backends.OpTypeReduceProduct:
+	case compute.OpTypeReduceProduct:
 		for i := range acc {
 			acc[i] *= a[i]
 		}
-	case backends.OpTypeReduceMax:
+	case compute.OpTypeReduceMax:
 		for i := range acc {
 			acc[i] = maxOf(acc[i], a[i])
 		}
-	case backends.OpTypeReduceMin:
+	case compute.OpTypeReduceMin:
 		for i := range acc {
 			acc[i] = minOf(acc[i], a[i])
 		}
@@ -122,22 +122,22 @@ func accumulate[T number](op backends.OpType, acc, a []T) {
 }
 
 // fold reduces a contiguous run.
-func fold[T number](op backends.OpType, a []T) T {
+func fold[T number](op compute.OpType, a []T) T {
 	v := reduceInit[T](op)
 	switch op {
-	case backends.OpTypeReduceSum:
+	case compute.OpTypeReduceSum:
 		for _, x := range a {
 			v += x
 		}
-	case backends.OpTypeReduceProduct:
+	case compute.OpTypeReduceProduct:
 		for _, x := range a {
 			v *= x
 		}
-	case backends.OpTypeReduceMax:
+	case compute.OpTypeReduceMax:
 		for _, x := range a {
 			v = maxOf(v, x)
 		}
-	case backends.OpTypeReduceMin:
+	case compute.OpTypeReduceMin:
 		for _, x := range a {
 			v = minOf(v, x)
 		}
@@ -149,7 +149,7 @@ func fold[T number](op backends.OpType, a []T) T {
 // of kept (K) and reduced (R) axes; the shapes [K R], [R K] and [K R K]
 // have direct loops, anything else transposes the reduced axes to the end
 // first.
-func reduceT[T number](op backends.OpType, d, x []T, dims, axes []int) {
+func reduceT[T number](op compute.OpType, d, x []T, dims, axes []int) {
 	red := make([]bool, len(dims))
 	for _, a := range axes {
 		red[a] = true
@@ -216,7 +216,7 @@ func reduceT[T number](op backends.OpType, d, x []T, dims, axes []int) {
 		return
 	}
 	if inner == 1 {
-		if df, ok := any(d).([]float32); ok && (op == backends.OpTypeReduceSum || op == backends.OpTypeReduceMax) {
+		if df, ok := any(d).([]float32); ok && (op == compute.OpTypeReduceSum || op == compute.OpTypeReduceMax) {
 			xf := any(x).([]float32)
 			if !parallelWorth(outer, max(1, elemGrain/mid)) {
 				for o := range outer {
@@ -344,9 +344,9 @@ func argMinMaxIdx[T number](x []T, dims []int, axis int, isMin bool) []int64 {
 // foldF32 is fold for float32 sums and maxima with the vector kernels
 // (eight interleaved partial sums, so rounding differs from a sequential
 // loop by float32 noise). A NaN anywhere makes the max NaN.
-func foldF32(op backends.OpType, a []float32) float32 {
+func foldF32(op compute.OpType, a []float32) float32 {
 	v, k := simdFold(op, a)
-	if op == backends.OpTypeReduceSum {
+	if op == compute.OpTypeReduceSum {
 		for _, x := range a[k:] {
 			v += x
 		}

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 )
 
 // A transpose that only moves axes of length 1 shares its input's memory;
@@ -35,7 +35,8 @@ func TestTransposeOfUnitAxes(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := be.(*Backend)
-			bld := b.Builder("transpose")
+			bldB := b.Builder("transpose")
+			bld := bldB.Main()
 			in := shapes.Make(dtypes.Float32, c.dims...)
 			x, err := bld.Parameter("x", in, nil)
 			if err != nil {
@@ -51,7 +52,10 @@ func TestTransposeOfUnitAxes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exe, err := bld.Compile([]backends.Op{y, z}, nil)
+			if err := bld.Return([]compute.Value{y, z}, nil); err != nil {
+				panic(err)
+			}
+			exe, err := bldB.Compile()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +67,7 @@ func TestTransposeOfUnitAxes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			outs, err := exe.Execute([]backends.Buffer{buf}, nil, 0)
+			outs, err := exe.Execute([]compute.Buffer{buf}, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

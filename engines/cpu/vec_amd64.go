@@ -3,7 +3,7 @@
 package cpu
 
 import (
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 	"golang.org/x/sys/cpu"
 )
 
@@ -57,24 +57,24 @@ func vecExp(d, x *float32, n int)
 
 // simdVV runs d = a op b on the vector part of d and returns how many
 // elements it did (0 if op has no kernel or AVX2 is missing).
-func simdVV(op backends.OpType, d, a, b []float32) int {
+func simdVV(op compute.OpType, d, a, b []float32) int {
 	n := len(d) &^ 7
 	if !useAVX2 || n == 0 {
 		return 0
 	}
 	_, _ = a[n-1], b[n-1]
 	switch op {
-	case backends.OpTypeAdd:
+	case compute.OpTypeAdd:
 		vecAddVV(&d[0], &a[0], &b[0], n)
-	case backends.OpTypeSub:
+	case compute.OpTypeSub:
 		vecSubVV(&d[0], &a[0], &b[0], n)
-	case backends.OpTypeMul:
+	case compute.OpTypeMul:
 		vecMulVV(&d[0], &a[0], &b[0], n)
-	case backends.OpTypeDiv:
+	case compute.OpTypeDiv:
 		vecDivVV(&d[0], &a[0], &b[0], n)
-	case backends.OpTypeMax:
+	case compute.OpTypeMax:
 		vecMaxVV(&d[0], &a[0], &b[0], n)
-	case backends.OpTypeMin:
+	case compute.OpTypeMin:
 		vecMinVV(&d[0], &a[0], &b[0], n)
 	default:
 		return 0
@@ -82,24 +82,24 @@ func simdVV(op backends.OpType, d, a, b []float32) int {
 	return n
 }
 
-func simdVS(op backends.OpType, d, a []float32, s float32) int {
+func simdVS(op compute.OpType, d, a []float32, s float32) int {
 	n := len(d) &^ 7
 	if !useAVX2 || n == 0 {
 		return 0
 	}
 	_ = a[n-1]
 	switch op {
-	case backends.OpTypeAdd:
+	case compute.OpTypeAdd:
 		vecAddVS(&d[0], &a[0], s, n)
-	case backends.OpTypeSub:
+	case compute.OpTypeSub:
 		vecSubVS(&d[0], &a[0], s, n)
-	case backends.OpTypeMul:
+	case compute.OpTypeMul:
 		vecMulVS(&d[0], &a[0], s, n)
-	case backends.OpTypeDiv:
+	case compute.OpTypeDiv:
 		vecDivVS(&d[0], &a[0], s, n)
-	case backends.OpTypeMax:
+	case compute.OpTypeMax:
 		vecMaxVS(&d[0], &a[0], s, n)
-	case backends.OpTypeMin:
+	case compute.OpTypeMin:
 		vecMinVS(&d[0], &a[0], s, n)
 	default:
 		return 0
@@ -107,24 +107,24 @@ func simdVS(op backends.OpType, d, a []float32, s float32) int {
 	return n
 }
 
-func simdSV(op backends.OpType, d []float32, s float32, b []float32) int {
+func simdSV(op compute.OpType, d []float32, s float32, b []float32) int {
 	n := len(d) &^ 7
 	if !useAVX2 || n == 0 {
 		return 0
 	}
 	_ = b[n-1]
 	switch op {
-	case backends.OpTypeAdd:
+	case compute.OpTypeAdd:
 		vecAddVS(&d[0], &b[0], s, n)
-	case backends.OpTypeSub:
+	case compute.OpTypeSub:
 		vecSubSV(&d[0], &b[0], s, n)
-	case backends.OpTypeMul:
+	case compute.OpTypeMul:
 		vecMulVS(&d[0], &b[0], s, n)
-	case backends.OpTypeDiv:
+	case compute.OpTypeDiv:
 		vecDivSV(&d[0], &b[0], s, n)
-	case backends.OpTypeMax:
+	case compute.OpTypeMax:
 		vecMaxVS(&d[0], &b[0], s, n)
-	case backends.OpTypeMin:
+	case compute.OpTypeMin:
 		vecMinVS(&d[0], &b[0], s, n)
 	default:
 		return 0
@@ -151,15 +151,15 @@ func vecMax(x *float32, n int) float32
 // simdFold reduces the vector part of x (sum or max) and returns the
 // partial result and how many elements it covered. Max does not
 // propagate NaN; callers check for NaN separately.
-func simdFold(op backends.OpType, x []float32) (float32, int) {
+func simdFold(op compute.OpType, x []float32) (float32, int) {
 	n := len(x) &^ 7
 	if !useAVX2 || n == 0 {
 		return 0, 0
 	}
 	switch op {
-	case backends.OpTypeReduceSum:
+	case compute.OpTypeReduceSum:
 		return vecSum(&x[0], n), n
-	case backends.OpTypeReduceMax:
+	case compute.OpTypeReduceMax:
 		return vecMax(&x[0], n), n
 	}
 	return 0, 0

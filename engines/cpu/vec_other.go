@@ -2,14 +2,14 @@
 
 package cpu
 
-import "github.com/gomlx/gomlx/backends"
+import "github.com/gomlx/compute"
 
-func simdVV(op backends.OpType, d, a, b []float32) int                   { return 0 }
-func simdVS(op backends.OpType, d, a []float32, s float32) int           { return 0 }
-func simdSV(op backends.OpType, d []float32, s float32, b []float32) int { return 0 }
-func simdExp(d, x []float32) int                                         { return 0 }
+func simdVV(op compute.OpType, d, a, b []float32) int                   { return 0 }
+func simdVS(op compute.OpType, d, a []float32, s float32) int           { return 0 }
+func simdSV(op compute.OpType, d []float32, s float32, b []float32) int { return 0 }
+func simdExp(d, x []float32) int                                        { return 0 }
 
-func simdFold(op backends.OpType, x []float32) (float32, int) { return 0, 0 }
+func simdFold(op compute.OpType, x []float32) (float32, int) { return 0, 0 }
 
 // useAVX2 is false off amd64; tests toggle it on amd64 to run the
 // portable paths there too.

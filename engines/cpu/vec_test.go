@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
+	"github.com/gomlx/compute"
 )
 
 // TestVecBinaryKernels checks the vector kernels (assembly on amd64) against
@@ -14,18 +14,18 @@ import (
 func TestVecBinaryKernels(t *testing.T) { bothPaths(t, vecBinaryKernels) }
 
 func vecBinaryKernels(t *testing.T) {
-	ref := map[backends.OpType]func(a, b float32) float32{
-		backends.OpTypeAdd: func(a, b float32) float32 { return a + b },
-		backends.OpTypeSub: func(a, b float32) float32 { return a - b },
-		backends.OpTypeMul: func(a, b float32) float32 { return a * b },
-		backends.OpTypeDiv: func(a, b float32) float32 { return a / b },
-		backends.OpTypeMax: func(a, b float32) float32 {
+	ref := map[compute.OpType]func(a, b float32) float32{
+		compute.OpTypeAdd: func(a, b float32) float32 { return a + b },
+		compute.OpTypeSub: func(a, b float32) float32 { return a - b },
+		compute.OpTypeMul: func(a, b float32) float32 { return a * b },
+		compute.OpTypeDiv: func(a, b float32) float32 { return a / b },
+		compute.OpTypeMax: func(a, b float32) float32 {
 			if a > b {
 				return a
 			}
 			return b
 		},
-		backends.OpTypeMin: func(a, b float32) float32 {
+		compute.OpTypeMin: func(a, b float32) float32 {
 			if a < b {
 				return a
 			}
@@ -148,15 +148,15 @@ func checkFoldF32(t *testing.T) {
 			sum += float64(x[i])
 			best = max(best, x[i])
 		}
-		if got := foldF32(backends.OpTypeReduceSum, x); math.Abs(float64(got)-sum) > 1e-5*float64(n+1)*10 {
+		if got := foldF32(compute.OpTypeReduceSum, x); math.Abs(float64(got)-sum) > 1e-5*float64(n+1)*10 {
 			t.Errorf("sum n=%d: got %v want %v", n, got, sum)
 		}
-		if got := foldF32(backends.OpTypeReduceMax, x); got != best {
+		if got := foldF32(compute.OpTypeReduceMax, x); got != best {
 			t.Errorf("max n=%d: got %v want %v", n, got, best)
 		}
 		if n > 0 {
 			x[rng.IntN(n)] = float32(math.NaN())
-			if got := foldF32(backends.OpTypeReduceMax, x); !math.IsNaN(float64(got)) {
+			if got := foldF32(compute.OpTypeReduceMax, x); !math.IsNaN(float64(got)) {
 				t.Errorf("max with NaN n=%d: got %v", n, got)
 			}
 		}

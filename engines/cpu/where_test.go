@@ -5,9 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gomlx/gomlx/backends"
-	"github.com/gomlx/gomlx/pkg/core/dtypes"
-	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 )
 
 // Where with a donated value operand runs in place; with a condition
@@ -44,8 +44,9 @@ func TestWhereInPlace(t *testing.T) {
 					t.Fatal(err)
 				}
 				b := be.(*Backend)
-				bld := b.Builder("where")
-				must := func(o backends.Op, err error) backends.Op {
+				bldB := b.Builder("where")
+				bld := bldB.Main()
+				must := func(o compute.Value, err error) compute.Value {
 					t.Helper()
 					if err != nil {
 						t.Fatal(err)
@@ -57,7 +58,7 @@ func TestWhereInPlace(t *testing.T) {
 				for i := range all {
 					all[i] = i
 				}
-				bcast := func(x backends.Op, dt dtypes.DType, dims []int) backends.Op {
+				bcast := func(x compute.Value, dt dtypes.DType, dims []int) compute.Value {
 					if shapes.Make(dt, dims...).Equal(shapes.Make(dt, c.out...)) {
 						return x
 					}
@@ -72,7 +73,10 @@ func TestWhereInPlace(t *testing.T) {
 					params = append(params, shapes.Make(dtypes.Float32, c.on...))
 				}
 				y := must(bld.Where(bcast(condP, dtypes.Bool, c.cond), bcast(onP, dtypes.Float32, c.on), bcast(offP, dtypes.Float32, c.off)))
-				exe, err := bld.Compile([]backends.Op{y}, nil)
+				if err := bld.Return([]compute.Value{y}, nil); err != nil {
+					panic(err)
+				}
+				exe, err := bldB.Compile()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -118,14 +122,14 @@ func TestWhereInPlace(t *testing.T) {
 						want[e] = offV[at(c.off, idx)]
 					}
 				}
-				mk := func(v any, s shapes.Shape) backends.Buffer {
+				mk := func(v any, s shapes.Shape) compute.Buffer {
 					buf, err := b.BufferFromFlatData(0, v, s)
 					if err != nil {
 						t.Fatal(err)
 					}
 					return buf
 				}
-				inputs := []backends.Buffer{mk(condV, params[0]), mk(append([]float32(nil), offV...), params[1])}
+				inputs := []compute.Buffer{mk(condV, params[0]), mk(append([]float32(nil), offV...), params[1])}
 				if !c.sameOnAndOff {
 					inputs = append(inputs, mk(append([]float32(nil), onV...), params[2]))
 				}
@@ -177,8 +181,9 @@ func BenchmarkWhereCacheUpdate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			bld := be.Builder("cache")
-			must := func(o backends.Op, err error) backends.Op {
+			bldB := be.Builder("cache")
+			bld := bldB.Main()
+			must := func(o compute.Value, err error) compute.Value {
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -190,7 +195,10 @@ func BenchmarkWhereCacheUpdate(b *testing.B) {
 			cache := must(bld.Parameter("cache", shapes.Make(dtypes.Float32, full...), nil))
 			y := must(bld.Where(must(bld.BroadcastInDim(cond, shapes.Make(dtypes.Bool, full...), []int{0, 1, 2, 3})),
 				must(bld.BroadcastInDim(k, shapes.Make(dtypes.Float32, full...), []int{0, 1, 2, 3})), cache))
-			exe, err := bld.Compile([]backends.Op{y}, nil)
+			if err := bld.Return([]compute.Value{y}, nil); err != nil {
+				panic(err)
+			}
+			exe, err := bldB.Compile()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -202,7 +210,7 @@ func BenchmarkWhereCacheUpdate(b *testing.B) {
 			kb, _ := be.BufferFromFlatData(0, make([]float32, batch*heads*dh), shapes.Make(dtypes.Float32, batch, heads, 1, dh))
 			cb, _ := be.BufferFromFlatData(0, make([]float32, batch*heads*T*dh), shapes.Make(dtypes.Float32, full...))
 			for b.Loop() {
-				out, err := exe.Execute([]backends.Buffer{c, kb, cb}, []bool{false, false, true}, 0)
+				out, err := exe.Execute([]compute.Buffer{c, kb, cb}, []bool{false, false, true}, 0)
 				if err != nil {
 					b.Fatal(err)
 				}

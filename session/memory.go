@@ -98,7 +98,9 @@ const runtimeBytes = 64e6
 //	              the minibatch): the activations kept for the backward
 //	              pass, the attention probabilities, and the logits with
 //	              their log-softmax and gradient, over model.max_len
-//	              positions; twice with a critic
+//	              positions; twice with a critic. With model.recompute:
+//	              every block's input, and one block's activations and
+//	              attention probabilities
 //
 // It is an estimate of the tensors a run must hold, not of a particular
 // engine's allocator: measured peaks are compared with it in docs/config.md
@@ -149,6 +151,13 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 		micro = min(micro, f(cfg.Train.MicroBatchSize))
 	}
 	train := micro*t*(layers*(10*d+2*ff)*4+layers*heads*t*4*2) + micro*t*v*4*3
+	trainKeys := ""
+	if p.Recompute {
+		// Each block's input kept, one block's activations and attention
+		// probabilities at a time (recomputed in the backward pass).
+		train = micro*t*(layers*d*4+(10*d+2*ff)*4+heads*t*4*2) + micro*t*v*4*3
+		trainKeys = ", model.recompute"
+	}
 	if valueHeads > 0 {
 		train *= 2
 	}
@@ -158,7 +167,7 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 			{"model state", state, stateKeys},
 		},
 		Passes: []MemoryPart{
-			{"training pass", train, fmt.Sprintf("a micro-batch of %.0f rows: train.prompts_per_step x rollout.n = %.0f over train.minibatches, at most train.micro_batch_size; model.max_len, the vocabulary", micro, rows)},
+			{"training pass", train, fmt.Sprintf("a micro-batch of %.0f rows: train.prompts_per_step x rollout.n = %.0f over train.minibatches, at most train.micro_batch_size; model.max_len, the vocabulary%s", micro, rows, trainKeys)},
 		},
 	}
 	if len(cfg.Rollout.Servers) == 0 {

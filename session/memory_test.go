@@ -237,3 +237,23 @@ func TestEstimateMemoryServers(t *testing.T) {
 		t.Fatalf("in-process generation: passes %+v", e.Passes)
 	}
 }
+
+// model.recompute keeps every block's input and one block's activations:
+// the training term of the hand-worked config, with 2 layers instead of 1.
+func TestEstimateMemoryRecompute(t *testing.T) {
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{
+		"model.layers=2", "model.d_model=8", "model.heads=2", "model.max_len=16", "rollout.max_response_tokens=8",
+		"train.prompts_per_step=2", "rollout.n=2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := xla.ModelConfig{Vocab: 101, Layers: 2, DModel: 8, Heads: 2, MaxLen: 16}
+	// Without: 4*16*(2*(80+64)*4 + 2*2*16*4*2) + 4*16*101*4*3 = 64*1664 + 77,568 = 184,064.
+	// With: 4*16*(2*8*4 + (80+64)*4 + 2*16*4*2) + 77,568 = 64*896 + 77,568 = 134,912.
+	plain := EstimateMemory(cfg, p, 0, 0)
+	p.Recompute = true
+	re := EstimateMemory(cfg, p, 0, 0)
+	if plain.Passes[1].Bytes != 184064 || re.Passes[1].Bytes != 134912 {
+		t.Fatalf("training pass %v without recompute (want 184064), %v with (want 134912)", plain.Passes[1].Bytes, re.Passes[1].Bytes)
+	}
+}

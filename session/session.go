@@ -90,6 +90,7 @@ func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
 	tok := task.Tokenizer()
 	policy := xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
 		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
+	policy.Recompute = cfg.Model.Recompute
 	var weights *safetensors.Set
 	var adapter *peft.Adapter
 	if cfg.Model.HF != "" {
@@ -184,12 +185,17 @@ func EstimateConfig(cfg *trainer.Config) (MemoryEstimate, error) {
 	tok := task.Tokenizer()
 	policy := xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
 		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
+	policy.Recompute = cfg.Model.Recompute
 	if cfg.Model.HF != "" {
 		hc, err := hf.LoadConfig(cfg.Model.HF)
 		if err != nil {
 			return MemoryEstimate{}, fmt.Errorf("config: model.hf: %w", err)
 		}
 		policy = xla.HFModelConfig(hc, cfg.Model.MaxLen)
+		policy.Recompute = cfg.Model.Recompute
+		if l := cfg.Model.LoRA; l != nil {
+			policy.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
+		}
 	}
 	return estimateRun(cfg, t, policy, needs.ValueHeads), nil
 }
@@ -359,6 +365,7 @@ func hfPolicy(cfg *trainer.Config, tok core.Tokenizer, log zerolog.Logger) (xla.
 	}
 	stops := StopTokens(hc, int(tok.EOS()), log)
 	pc := xla.HFModelConfig(hc, cfg.Model.MaxLen)
+	pc.Recompute = cfg.Model.Recompute
 	if l := cfg.Model.LoRA; l != nil {
 		pc.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
 	}

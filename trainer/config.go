@@ -69,6 +69,11 @@ type ModelConfig struct {
 	// model.lora the adapters start from it, without it is merged into
 	// the weights ("" = none).
 	Adapter string `json:"Adapter,omitempty"`
+	// Recompute is model.recompute: the training passes recompute each
+	// transformer block's activations in the backward pass instead of
+	// keeping them (gradient checkpointing per block). Omitted from JSON
+	// when false.
+	Recompute bool `json:"Recompute,omitempty"`
 }
 
 // LoRAConfig is model.lora (docs/config.md#lora).
@@ -282,7 +287,7 @@ const DefaultConfigYAML = `
 seed: 1
 preset: none
 task: {name: arith}
-model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: "", adapter: "",
+model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: "", adapter: "", recompute: false,
         lora: {rank: 0, alpha: 16, dropout: 0, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}}
 backend: {engine: auto, pjrt_plugin: ""}
 rollout: {n: 8, temperature: 1.0, max_response_tokens: 48,
@@ -602,6 +607,7 @@ func decodeModel(m *core.Params, c *Config) {
 		}
 	}
 	c.Model.Adapter = m.String("adapter", "")
+	c.Model.Recompute = m.Bool("recompute", false)
 	m.Check(c.Model.Adapter == "" || c.Model.HF != "", "adapter", "a PEFT adapter needs the Hugging Face model it adapts (model.hf)")
 	decodeLoRA(m.Sub("lora"), c)
 }

@@ -28,16 +28,21 @@ type modelArch interface {
 	vocab() int
 }
 
-// charArch is cde's own transformer (model.go).
-type charArch struct{ c ModelConfig }
+// charArch is cde's own transformer (model.go). recompute puts each block
+// under gradient checkpointing (see checkpointed).
+type charArch struct {
+	c         ModelConfig
+	recompute bool
+}
 
 func (a charArch) vocab() int { return a.c.Vocab }
 
 func (a charArch) states(ctx *model.Scope, tokens, pos, bias *graph.Node, kvFn func(k, v *graph.Node) (*graph.Node, *graph.Node)) *graph.Node {
 	x := embed(ctx, a.c, tokens, pos)
 	for l := range a.c.Layers {
-		x = block(ctx, a.c, l, x, bias, kvFn)
+		x = checkpointed(a.recompute, x, func(x *graph.Node) *graph.Node { return block(ctx, a.c, l, x, bias, kvFn) })
 	}
+	x = endCheckpoints(a.recompute, x)
 	g := x.Graph()
 	return layerNorm(x, param(ctx, g, "final", "ln_gain"), param(ctx, g, "final", "ln_bias"))
 }
@@ -51,22 +56,44 @@ func (a *hfArch) states(ctx *model.Scope, tokens, pos, bias *graph.Node, kvFn fu
 	x := a.embed(ctx, tokens)
 	l := 0
 	for l = 0; l < a.c.Layers; l++ {
-		x = a.block(ctx, l, x, cos, sin, bias, kvFn)
+		x = checkpointed(a.recompute, x, func(x *graph.Node) *graph.Node { return a.block(ctx, l, x, cos, sin, bias, kvFn) })
 	}
-	return a.final(ctx, x)
+	return a.final(ctx, endCheckpoints(a.recompute, x))
 }
 
 func (a *hfArch) cacheHeads() int { return a.c.KVHeads }
 func (a *hfArch) headDim() int    { return a.c.HeadDim }
 
-// archOf returns the architecture of cfg.
-func archOf(cfg ModelConfig) modelArch {
+// archOf returns the architecture of cfg; recompute (for training graphs,
+// with cfg.Recompute) checkpoints every block.
+func archOf(cfg ModelConfig, recompute bool) modelArch {
 	if cfg.HF != nil {
 		a := newHFArch(cfg.HF, cfg.MaxLen)
 		a.lora = cfg.LoRA
+		a.recompute = recompute
 		return a
 	}
-	return charArch{cfg}
+	return charArch{c: cfg, recompute: recompute}
+}
+
+// checkpointed applies block to x, under GoMLX's gradient checkpointing
+// when on: the backward pass recomputes the block's activations from its
+// input instead of keeping them from the forward pass (model.recompute),
+// so a training pass holds one block's activations and every block's
+// input, at the cost of a second forward through each block.
+func checkpointed(on bool, x *graph.Node, block func(*graph.Node) *graph.Node) *graph.Node {
+	if on {
+		x = x.Checkpoint()
+	}
+	return block(x)
+}
+
+// endCheckpoints closes the checkpointed region after the last block.
+func endCheckpoints(on bool, x *graph.Node) *graph.Node {
+	if on {
+		return x.StopCheckpoint()
+	}
+	return x
 }
 
 // HFModelConfig sizes a net for the Hugging Face model c, with sequences of

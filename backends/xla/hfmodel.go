@@ -52,6 +52,9 @@ type hfArch struct {
 	// reference).
 	lora *peft.Config
 	base bool
+	// recompute checkpoints every block (training graphs with
+	// model.recompute; arch.go's checkpointed).
+	recompute bool
 }
 
 func newHFArch(c *hf.Config, maxLen int) *hfArch {

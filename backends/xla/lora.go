@@ -130,7 +130,7 @@ func (n *net) frozen(v *model.Variable) bool {
 func (n *net) baseView() *net {
 	arch := *n.arch.(*hfArch)
 	arch.base = true
-	return &net{cfg: n.cfg, arch: &arch, backend: n.backend, ctx: n.ctx, view: true,
+	return &net{cfg: n.cfg, arch: &arch, trainArch: &arch, backend: n.backend, ctx: n.ctx, view: true,
 		prefill: map[int]*model.Exec{}, actor: map[actorKey]*model.Exec{}}
 }
 

@@ -31,6 +31,11 @@ type ModelConfig struct {
 	// LoRA, with HF, trains low-rank adapters on the projections it
 	// targets with the Hugging Face weights frozen (model.lora; lora.go).
 	LoRA *peft.Config
+	// Recompute (model.recompute) recomputes each block's activations in
+	// the backward pass of the training graphs instead of keeping them
+	// (gradient checkpointing per block). It changes memory and time, not
+	// results, so checkpoints do not compare it.
+	Recompute bool
 }
 
 func (c ModelConfig) ff() int {

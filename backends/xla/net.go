@@ -21,8 +21,11 @@ import (
 // Adam state and compiled graphs. Graphs are built once per input-shape
 // bucket (GoMLX caches compiled graphs per shape).
 type net struct {
-	cfg     ModelConfig
-	arch    modelArch
+	cfg  ModelConfig
+	arch modelArch
+	// trainArch is arch for the training graphs: with cfg.Recompute its
+	// blocks are checkpointed.
+	trainArch modelArch
 	backend compute.Backend
 	ctx     *model.Scope
 	// adamStep counts optimiser updates (bias correction).
@@ -173,7 +176,7 @@ func newNet(b compute.Backend, cfg ModelConfig, seed uint64, weights *safetensor
 	} else {
 		initParams(ctx, cfg, seed)
 	}
-	n := &net{cfg: cfg, arch: archOf(cfg), backend: b, ctx: ctx, prefill: map[int]*model.Exec{}, actor: map[actorKey]*model.Exec{}}
+	n := &net{cfg: cfg, arch: archOf(cfg, false), trainArch: archOf(cfg, cfg.Recompute), backend: b, ctx: ctx, prefill: map[int]*model.Exec{}, actor: map[actorKey]*model.Exec{}}
 	// Adam moments, created on the host so a checkpoint restores them
 	// before any graph is built.
 	for _, v := range n.trainable() {
@@ -499,7 +502,7 @@ func (n *net) buildActorTrain(key actorKey) func(ctx *model.Scope, in []*graph.N
 	entGrad, accumulate := key.entGrad, key.accumulate
 	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8]
-		h := fullStates(ctx, n.arch, tokens)
+		h := fullStates(ctx, n.trainArch, tokens)
 		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), hyperAt(hyper, hInvTemp)), -1)
 		logp, ent := tokenLogProbs(lp, targets)
 		if !entGrad {
@@ -717,7 +720,7 @@ func (n *net) buildCriticTrain(accumulate bool) func(ctx *model.Scope, in []*gra
 	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, mask, returns, headMask, hyper := in[0], in[1], in[2], in[3], in[4]
 		b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
-		vals := valuesOf(ctx, fullStates(ctx, n.arch, tokens)) // [B,T,K]
+		vals := valuesOf(ctx, fullStates(ctx, n.trainArch, tokens)) // [B,T,K]
 		m := graph.Mul(headMask, graph.Reshape(mask, b, t, 1))
 		diff := graph.Sub(vals, graph.Reshape(returns, b, t, 1))
 		den := orCounted(hyper, hCriticDen, graph.Max(graph.ReduceAllSum(m), graph.ScalarOne(hyper.Graph(), dtypes.Float32)))
@@ -776,7 +779,7 @@ func run(e *model.Exec, args ...any) (out []*tensors.Tensor, err error) {
 func (n *net) buildSFT() func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, hyper := in[0], in[1], in[2], in[3]
-		lp := graph.LogSoftmax(n.arch.logits(ctx, fullStates(ctx, n.arch, tokens)), -1)
+		lp := graph.LogSoftmax(n.arch.logits(ctx, fullStates(ctx, n.trainArch, tokens)), -1)
 		logp, _ := tokenLogProbs(lp, targets)
 		loss := maskedMean(graph.Neg(logp), mask)
 		norm, applied := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))

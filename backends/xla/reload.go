@@ -72,6 +72,7 @@ func (b *Backend) LoadPolicyWeights(dir string) error {
 // model as the served one (the init scale aside).
 func sameSizes(a, b ModelConfig) bool {
 	a.InitStd, b.InitStd = 0, 0
+	a.Recompute, b.Recompute = false, false
 	return reflect.DeepEqual(a, b)
 }
 

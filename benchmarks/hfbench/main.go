@@ -59,6 +59,7 @@ func main() {
 	torchDevice := flag.String("torch-device", "cpu", "PyTorch's device: cpu (2 threads) or cuda")
 	python := flag.String("python", "/usr/bin/python3", "the Python that runs torch_hf.py")
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
+	recompute := flag.Bool("recompute", false, "cde's train step recomputes each block's activations in the backward pass (model.recompute; PyTorch's side is unchanged)")
 	loraRank := flag.Int("lora-rank", 0, "train LoRA adapters of this rank (alpha 2r) on all seven projections, the base frozen, on both sides (model.lora; 0: every weight)")
 	flag.Parse()
 	var nbs []int
@@ -77,8 +78,8 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("shape: Qwen3-0.6B-like, %d layers, d 1024, 16/8 heads x 128, ff 3072, vocab 151936; batch %d x %d tokens; train step %d sequences, micro-batch %d (0: one pass), LoRA rank %d (0: every weight trains); decode %d tokens\n",
-		*layers, *batch, *seqLen, cmp.Or(*trainBatch, *batch), *micro, *loraRank, *decodeTokens)
+	fmt.Printf("shape: Qwen3-0.6B-like, %d layers, d 1024, 16/8 heads x 128, ff 3072, vocab 151936; batch %d x %d tokens; train step %d sequences, micro-batch %d (0: one pass), LoRA rank %d (0: every weight trains), recompute %v; decode %d tokens\n",
+		*layers, *batch, *seqLen, cmp.Or(*trainBatch, *batch), *micro, *loraRank, *recompute, *decodeTokens)
 	bwScalar, bwVector := bandwidth()
 	bw := max(bwScalar, bwVector)
 	fmt.Printf("memory read bandwidth, 1 GiB read by 2 goroutines, best of 5: %.1f GB/s scalar (8 float64 sums), %.1f GB/s vectorised (bytes.IndexByte); using %.1f\n",
@@ -94,7 +95,7 @@ func main() {
 				panic(err)
 			}
 		}
-		res["go"] = runGo(hc, *loraRank, *engine, *plugin, *batch, max(*trainBatch, 0), *micro, *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
+		res["go"] = runGo(hc, *loraRank, *recompute, *engine, *plugin, *batch, max(*trainBatch, 0), *micro, *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
 		pprof.StopCPUProfile()
 		if os.Getenv("CDE_CPU_OPSTATS") != "" {
 			cpu.WriteOpStats(os.Stderr, 25) // per-op times of every measurement above
@@ -243,10 +244,11 @@ func procStatusGiB(field string) float64 {
 	return 0
 }
 
-func runGo(hc *hf.Config, loraRank int, engine, plugin string, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
+func runGo(hc *hf.Config, loraRank int, recompute bool, engine, plugin string, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
 	out := map[string]float64{}
 	pc := xla.HFModelConfig(hc, seqLen+decode+64)
 	pc.LoRA = xla.LoRAOf(loraRank, 2*float64(loraRank), 0, peft.Modules)
+	pc.Recompute = recompute
 	b, err := xla.New(xla.Options{Engine: engine, PJRTPlugin: plugin, Policy: pc, Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
 	if err != nil {
 		panic(err)

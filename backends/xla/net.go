@@ -26,8 +26,8 @@ type net struct {
 	// trainArch is arch for the training graphs: with cfg.Recompute its
 	// blocks are checkpointed.
 	trainArch modelArch
-	backend compute.Backend
-	ctx     *model.Scope
+	backend   compute.Backend
+	ctx       *model.Scope
 	// adamStep counts optimiser updates (bias correction).
 	adamStep int
 	// view marks a net that shares another's variables (baseView): never

@@ -63,6 +63,7 @@ func main() {
 		fail(err)
 	}
 	p := xla.HFModelConfig(hc, cfg.Model.MaxLen)
+	p.Recompute = cfg.Model.Recompute
 	if l := cfg.Model.LoRA; l != nil {
 		p.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
 	}

@@ -31,7 +31,7 @@ func init() {
 	compute.Register(Name, New)
 }
 
-// Backend implements backends.Backend.
+// Backend implements compute.Backend.
 type Backend struct {
 	mu        sync.Mutex
 	finalized bool
@@ -50,26 +50,26 @@ func New(config string) (compute.Backend, error) {
 	return &Backend{}, nil
 }
 
-// Name implements backends.Backend.
+// Name implements compute.Backend.
 func (b *Backend) Name() string { return Name }
 
-// String implements backends.Backend.
+// String implements compute.Backend.
 func (b *Backend) String() string { return Name }
 
-// Description implements backends.Backend.
+// Description implements compute.Backend.
 func (b *Backend) Description() string {
 	return fmt.Sprintf("cde CPU engine (%d threads, matmul kernel %s)", runtime.GOMAXPROCS(0), gemm.KernelName())
 }
 
-// NumDevices implements backends.Backend: one device, the whole CPU.
+// NumDevices implements compute.Backend: one device, the whole CPU.
 func (b *Backend) NumDevices() int { return 1 }
 
-// DeviceDescription implements backends.Backend.
+// DeviceDescription implements compute.Backend.
 func (b *Backend) DeviceDescription(deviceNum compute.DeviceNum) string {
 	return fmt.Sprintf("cpu:%d", deviceNum)
 }
 
-// Capabilities implements backends.Backend.
+// Capabilities implements compute.Backend.
 func (b *Backend) Capabilities() compute.Capabilities {
 	c := compute.Capabilities{Operations: map[compute.OpType]bool{}, DTypes: map[dtypes.DType]bool{}}
 	for op := range opTable {
@@ -81,19 +81,19 @@ func (b *Backend) Capabilities() compute.Capabilities {
 	return c
 }
 
-// Builder implements backends.Backend.
+// Builder implements compute.Backend.
 func (b *Backend) Builder(name string) compute.Builder {
 	return newBuilder(b, name)
 }
 
-// Finalize implements backends.Backend.
+// Finalize implements compute.Backend.
 func (b *Backend) Finalize() {
 	b.mu.Lock()
 	b.finalized = true
 	b.mu.Unlock()
 }
 
-// IsFinalized implements backends.Backend.
+// IsFinalized implements compute.Backend.
 func (b *Backend) IsFinalized() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

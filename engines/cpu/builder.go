@@ -143,7 +143,7 @@ func (f *Function) checkDType(opType compute.OpType, dt dtypes.DType) error {
 	return f.builder.checkDType(opType, dt)
 }
 
-// Name implements backends.Builder.
+// Name implements compute.Builder.
 func (b *Builder) Name() string { return b.name }
 
 func (b *Builder) newNode(op compute.OpType, shape shapes.Shape, params any, inputs ...*node) *node {
@@ -152,7 +152,7 @@ func (b *Builder) newNode(op compute.OpType, shape shapes.Shape, params any, inp
 	return n
 }
 
-// ops converts backends.Op values to our nodes, checking they belong here.
+// ops converts compute.Value values to our nodes, checking they belong here.
 func (b *Builder) ops(opType compute.OpType, ops ...compute.Value) ([]*node, error) {
 	if b.compiled {
 		return nil, errors.Errorf("%s: builder %q was already compiled", opType, b.name)
@@ -178,7 +178,7 @@ func (b *Builder) checkDType(opType compute.OpType, dt dtypes.DType) error {
 	return nil
 }
 
-// OpShape implements backends.Builder.
+// OpShape implements compute.Builder.
 func (b *Builder) OpShape(op compute.Value) (shapes.Shape, error) {
 	ns, err := b.ops(compute.OpTypeInvalid, op)
 	if err != nil {
@@ -187,7 +187,7 @@ func (b *Builder) OpShape(op compute.Value) (shapes.Shape, error) {
 	return ns[0].shape, nil
 }
 
-// DistributedSPMD implements backends.Builder: only one device.
+// DistributedSPMD implements compute.Builder: only one device.
 func (b *Builder) DistributedSPMD(numDevices int) error {
 	if numDevices == 1 {
 		return nil
@@ -195,12 +195,12 @@ func (b *Builder) DistributedSPMD(numDevices int) error {
 	return errors.Errorf("backend %q has a single device, cannot distribute over %d", Name, numDevices)
 }
 
-// DistributedAutoSharding implements backends.Builder.
+// DistributedAutoSharding implements compute.Builder.
 func (b *Builder) DistributedAutoSharding(meshes ...compute.Mesh) error {
 	return errors.Errorf("backend %q does not support sharding", Name)
 }
 
-// DeviceAssignment implements backends.Builder.
+// DeviceAssignment implements compute.Builder.
 func (b *Builder) DeviceAssignment(devices ...compute.DeviceNum) error {
 	for _, d := range devices {
 		if d != 0 {
@@ -214,7 +214,7 @@ type parameterParams struct {
 	name string
 }
 
-// Parameter implements backends.Builder.
+// Parameter implements compute.Function.
 func (b *Function) Parameter(name string, shape shapes.Shape, sharding *compute.ShardingSpec) (compute.Value, error) {
 	if sharding != nil {
 		return nil, errors.Errorf("backend %q: Parameter %q: sharding is not supported", Name, name)
@@ -227,7 +227,7 @@ func (b *Function) Parameter(name string, shape shapes.Shape, sharding *compute.
 	return n, nil
 }
 
-// Constant implements backends.Builder.
+// Constant implements compute.Function.
 func (b *Function) Constant(flat any, dims ...int) (compute.Value, error) {
 	dt, n, err := flatInfo(flat)
 	if err != nil {
@@ -242,7 +242,7 @@ func (b *Function) Constant(flat any, dims ...int) (compute.Value, error) {
 	return b.newNode(compute.OpTypeConstant, shape, data), nil
 }
 
-// Identity implements backends.Builder.
+// Identity implements compute.Function.
 func (b *Function) Identity(x compute.Value) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeIdentity, x)
 	if err != nil {
@@ -277,7 +277,7 @@ func (b *Function) SchedulingBarrier(operand compute.Value, dependencies ...comp
 
 type convertParams struct{ dtype dtypes.DType }
 
-// ConvertDType implements backends.Builder.
+// ConvertDType implements compute.Function.
 func (b *Function) ConvertDType(x compute.Value, dtype dtypes.DType) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeConvertDType, x)
 	if err != nil {
@@ -291,7 +291,7 @@ func (b *Function) ConvertDType(x compute.Value, dtype dtypes.DType) (compute.Va
 	return b.newNode(compute.OpTypeConvertDType, shape, &convertParams{dtype}, in[0]), nil
 }
 
-// Clamp implements backends.Builder as Min(Max(x, lo), hi).
+// Clamp implements compute.Function as Min(Max(x, lo), hi).
 func (b *Function) Clamp(lo, x, hi compute.Value) (compute.Value, error) {
 	m, err := b.Max(x, lo)
 	if err != nil {
@@ -300,7 +300,7 @@ func (b *Function) Clamp(lo, x, hi compute.Value) (compute.Value, error) {
 	return b.Min(m, hi)
 }
 
-// Reshape implements backends.Builder.
+// Reshape implements compute.Function.
 func (b *Function) Reshape(x compute.Value, dims ...int) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeReshape, x)
 	if err != nil {
@@ -315,7 +315,7 @@ func (b *Function) Reshape(x compute.Value, dims ...int) (compute.Value, error) 
 
 type transposeParams struct{ perm []int }
 
-// Transpose implements backends.Builder.
+// Transpose implements compute.Function.
 func (b *Function) Transpose(x compute.Value, perm ...int) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeTranspose, x)
 	if err != nil {
@@ -330,7 +330,7 @@ func (b *Function) Transpose(x compute.Value, perm ...int) (compute.Value, error
 
 type broadcastInDimParams struct{ axes []int }
 
-// BroadcastInDim implements backends.Builder.
+// BroadcastInDim implements compute.Function.
 func (b *Function) BroadcastInDim(x compute.Value, outputShape shapes.Shape, broadcastAxes []int) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeBroadcastInDim, x)
 	if err != nil {
@@ -380,7 +380,7 @@ func (b *Function) ReduceProduct(x compute.Value, axes ...int) (compute.Value, e
 
 type iotaParams struct{ axis int }
 
-// Iota implements backends.Builder.
+// Iota implements compute.Function.
 func (b *Function) Iota(shape shapes.Shape, axis int) (compute.Value, error) {
 	if shape.Rank() == 0 {
 		return nil, errors.Errorf("Iota: shape %s must have rank >= 1", shape)
@@ -399,7 +399,7 @@ func (b *Function) Iota(shape shapes.Shape, axis int) (compute.Value, error) {
 
 type concatParams struct{ axis int }
 
-// Concatenate implements backends.Builder.
+// Concatenate implements compute.Function.
 func (b *Function) Concatenate(axis int, operands ...compute.Value) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeConcatenate, operands...)
 	if err != nil {
@@ -424,7 +424,7 @@ func (b *Function) Concatenate(axis int, operands ...compute.Value) (compute.Val
 
 type sliceParams struct{ starts, limits, strides []int }
 
-// Slice implements backends.Builder.
+// Slice implements compute.Function.
 func (b *Function) Slice(x compute.Value, starts, limits, strides []int) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeSlice, x)
 	if err != nil {
@@ -446,7 +446,7 @@ func (b *Function) Slice(x compute.Value, starts, limits, strides []int) (comput
 
 type padParams struct{ axes []compute.PadAxis }
 
-// Pad implements backends.Builder (negative padding is not supported).
+// Pad implements compute.Function (negative padding is not supported).
 func (b *Function) Pad(x, fill compute.Value, axesConfig ...compute.PadAxis) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypePad, x, fill)
 	if err != nil {
@@ -480,7 +480,7 @@ type argMinMaxParams struct {
 	isMin bool
 }
 
-// ArgMinMax implements backends.Builder.
+// ArgMinMax implements compute.Function.
 func (b *Function) ArgMinMax(x compute.Value, axis int, outputDType dtypes.DType, isMin bool) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeArgMinMax, x)
 	if err != nil {
@@ -507,7 +507,7 @@ type gatherParams struct {
 	offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes []int
 }
 
-// Gather implements backends.Builder (XLA semantics).
+// Gather implements compute.Function (XLA semantics).
 func (b *Function) Gather(operand, startIndices compute.Value, indexVectorAxis int, offsetOutputAxes, collapsedSliceAxes, startIndexMap, sliceSizes []int, indicesAreSorted bool) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeGather, operand, startIndices)
 	if err != nil {
@@ -560,17 +560,17 @@ func (b *Function) scatter(op compute.OpType, operand, indices, updates compute.
 	return b.newNode(op, shape, p, in...), nil
 }
 
-// ScatterSum implements backends.Builder (XLA semantics).
+// ScatterSum implements compute.Function (XLA semantics).
 func (b *Function) ScatterSum(operand, indices, updates compute.Value, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (compute.Value, error) {
 	return b.scatter(compute.OpTypeScatterSum, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
 }
 
-// ScatterMax implements backends.Builder (XLA semantics).
+// ScatterMax implements compute.Function (XLA semantics).
 func (b *Function) ScatterMax(operand, indices, updates compute.Value, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (compute.Value, error) {
 	return b.scatter(compute.OpTypeScatterMax, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
 }
 
-// ScatterMin implements backends.Builder (XLA semantics).
+// ScatterMin implements compute.Function (XLA semantics).
 func (b *Function) ScatterMin(operand, indices, updates compute.Value, indexVectorAxis int, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes []int, indicesAreSorted, uniqueIndices bool) (compute.Value, error) {
 	return b.scatter(compute.OpTypeScatterMin, operand, indices, updates, indexVectorAxis, updateWindowAxes, insertedWindowAxes, scatterAxesToOperandAxes)
 }
@@ -582,7 +582,7 @@ type dotParams struct {
 	batch, m, n, k                               int
 }
 
-// DotGeneral implements backends.Builder. The output axes are the batch
+// DotGeneral implements compute.Function. The output axes are the batch
 // axes, then lhs's free axes, then rhs's free axes, each in operand order.
 func (b *Function) DotGeneral(lhs compute.Value, lhsContractingAxes, lhsBatchAxes []int, rhs compute.Value, rhsContractingAxes, rhsBatchAxes []int, config compute.DotGeneralConfig) (compute.Value, error) {
 	in, err := b.ops(compute.OpTypeDotGeneral, lhs, rhs)

@@ -2,7 +2,7 @@ package cpu_test
 
 // Harness for the conformance tests (conformance_test.go): random arrays,
 // running a graph (through GoMLX's graph package or directly through a
-// backends.Builder) on both our engine and GoMLX's pure-Go engine, and
+// compute.Function) on both our engine and GoMLX's pure-Go engine, and
 // comparing the results with dtype-appropriate tolerances.
 
 import (
@@ -338,7 +338,7 @@ func execGraph(be compute.Backend, ins []arr, fn graphFn, runs int) (outs [][]ar
 	return outs, nil
 }
 
-// execBuilder is execGraph through the backends.Builder API directly.
+// execBuilder is execGraph through the compute.Function API directly.
 func execBuilder(be compute.Backend, ins []arr, fn builderFn, runs int) (outs [][]arr, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -541,7 +541,7 @@ func checkGraph(t *testing.T, ins []arr, tl tol, fn graphFn) {
 	compareRuns(t, ins, want[0], got, tl)
 }
 
-// checkBuilder is checkGraph through backends.Builder directly.
+// checkBuilder is checkGraph through compute.Function directly.
 func checkBuilder(t *testing.T, ins []arr, tl tol, fn builderFn) {
 	t.Helper()
 	ours, ref := engines(t)

@@ -53,7 +53,7 @@ var elemShapes = [][]int{
 // ----------------------------------------------------- the op table
 
 // The elementwise ops come from the engine's op table (cpu.ElementwiseOps):
-// each is built through its backends.Builder method, found by name, on
+// each is built through its compute.Function method, found by name, on
 // every dtype it has kernels for among those sampled here, with operands
 // drawn from the table's domains. A new op in the table is covered without
 // an edit here.

@@ -14,7 +14,7 @@ import (
 	"github.com/pkg/errors"
 )
 
-// Executable implements backends.Executable: the nodes reachable from the
+// Executable implements compute.Executable: the nodes reachable from the
 // outputs, in creation (topological) order, with the last step at which
 // each value is read, so intermediate buffers return to a pool as soon as
 // they are dead and can be reused by later nodes (or in place by
@@ -34,7 +34,7 @@ type Executable struct {
 	pool *pool
 }
 
-// Compile implements backends.Builder.
+// Compile implements compute.Builder.
 func (b *Builder) Compile() (compute.Executable, error) {
 	if !b.main.returned {
 		return nil, errors.Errorf("backend %q: Compile called before Main().Return()", Name)
@@ -82,7 +82,7 @@ func (b *Builder) Compile() (compute.Executable, error) {
 	return e, nil
 }
 
-// Finalize implements backends.Executable.
+// Finalize implements compute.Executable.
 func (e *Executable) Finalize() {
 	e.mu.Lock()
 	e.pool = newPool()
@@ -174,7 +174,7 @@ func (ip *idlePools) switchTo(e *Executable) {
 	}
 }
 
-// Inputs implements backends.Executable.
+// Inputs implements compute.Executable.
 func (e *Executable) Inputs() ([]string, []shapes.Shape) {
 	names := make([]string, len(e.params))
 	ss := make([]shapes.Shape, len(e.params))
@@ -185,7 +185,7 @@ func (e *Executable) Inputs() ([]string, []shapes.Shape) {
 	return names, ss
 }
 
-// Outputs implements backends.Executable.
+// Outputs implements compute.Executable.
 func (e *Executable) Outputs() []shapes.Shape {
 	ss := make([]shapes.Shape, len(e.outputs))
 	for i, o := range e.outputs {
@@ -213,7 +213,7 @@ type execState struct {
 	pos    int // position in e.order of the node running
 }
 
-// Execute implements backends.Executable. Inputs are never modified unless
+// Execute implements compute.Executable. Inputs are never modified unless
 // donated: a donated buffer may be overwritten in place by an elementwise
 // op (e.g. a KV cache updated by a select) or reused once dead.
 func (e *Executable) Execute(inputs []compute.Buffer, donate []bool, device compute.DeviceNum) (outs []compute.Buffer, err error) {

@@ -268,7 +268,7 @@ func (b *Function) GreaterOrEqual(l, r compute.Value) (compute.Value, error) {
 	return b.elementwise(compute.OpTypeGreaterOrEqual, l, r)
 }
 
-// Where implements backends.Builder.
+// Where implements compute.Function.
 func (b *Function) Where(cond, onTrue, onFalse compute.Value) (compute.Value, error) {
 	return b.elementwise(compute.OpTypeWhere, cond, onTrue, onFalse)
 }

@@ -128,22 +128,7 @@ func torchLogProbs(t *testing.T, dir string, tokens, targets [][]int32) [][]floa
 	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
 		t.Skip("PyTorch is not installed (apt-get install python3-torch): the independent reference is optional")
 	}
-	b, _ := json.Marshal(map[string]any{"tokens": tokens, "targets": targets})
-	batch := filepath.Join(dir, "batch.json")
-	if err := os.WriteFile(batch, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, filepath.Join("testdata", "hf_ref.py"), dir, batch)
-	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("hf_ref.py: %v\n%s", err, out)
-	}
-	var r struct{ Logprobs [][]float64 }
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r.Logprobs
+	return torchLogProbsArgs(t, dir, tokens, targets)
 }
 
 func randTokens(rng *rand.Rand, b, t, vocab int) [][]int32 {
@@ -422,55 +407,72 @@ func TestHFActorStepMatchesTorch(t *testing.T) {
 			}
 			defer b.Close()
 			rng := rand.New(rand.NewPCG(7, 8))
-			r := &core.Rollout{}
-			step := map[string]any{"clip_low": 0.2, "clip_high": 0.28}
-			var prompts, responses [][]int32
-			var olds, advs [][]float64
-			for i := range 4 {
-				p := randTokens(rng, 1, 3+i, c.Vocab)[0]
-				resp := randTokens(rng, 1, 6-i, c.Vocab)[0]
-				seq := &core.Sequence{Prompt: p, Response: resp}
-				lp, _, err := b.ScoreLogProbs([]*core.Sequence{seq}, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				old := make([]float64, len(resp))
-				adv := make([]float64, len(resp))
-				for j := range old {
-					old[j] = 0.9*lp[0][j] + rng.NormFloat64()*0.3 // ratios off 1 and model-dependent, some clipped
-					adv[j] = rng.NormFloat64()
-				}
-				seq.LogProbs, seq.Advantages, seq.Returns = old, adv, adv
-				r.Seqs = append(r.Seqs, *seq)
-				prompts, responses, olds, advs = append(prompts, p), append(responses, resp), append(olds, old), append(advs, adv)
-			}
-			step["prompts"], step["responses"], step["old_logprobs"], step["advantages"] = prompts, responses, olds, advs
+			r, step := torchStepBatch(t, b, rng, c.Vocab)
 			m, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.28, Temperature: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			js, _ := json.Marshal(step)
-			path := filepath.Join(dir, "step.json")
-			os.WriteFile(path, js, 0o644)
-			cmd := exec.Command("/usr/bin/python3", filepath.Join("testdata", "hf_ref.py"), dir, path, "--train")
-			cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("hf_ref.py --train: %v", err)
-			}
-			var want struct {
-				Loss     float64 `json:"loss"`
-				GradNorm float64 `json:"grad_norm"`
-			}
-			if err := json.Unmarshal(out, &want); err != nil {
-				t.Fatal(err)
-			}
+			want := torchStep(t, dir, step)
 			t.Logf("loss %.6g vs PyTorch %.6g; grad norm %.6g vs %.6g", m["actor/loss"], want.Loss, m["actor/grad_norm"], want.GradNorm)
 			if math.Abs(m["actor/loss"]-want.Loss) > 1e-5 || math.Abs(m["actor/grad_norm"]/want.GradNorm-1) > 1e-4 {
 				t.Fatalf("loss %v vs %v, grad norm %v vs %v", m["actor/loss"], want.Loss, m["actor/grad_norm"], want.GradNorm)
 			}
 		})
 	}
+}
+
+// torchStepBatch makes an actor batch of 4 random sequences for b whose
+// old log-probs are 0.9 x b's own plus noise (ratios off 1 and
+// model-dependent, some clipped) and random advantages, and the same batch
+// as hf_ref.py --train reads it.
+func torchStepBatch(t *testing.T, b *Backend, rng *rand.Rand, vocab int) (*core.Rollout, map[string]any) {
+	t.Helper()
+	r := &core.Rollout{}
+	var prompts, responses [][]int32
+	var olds, advs [][]float64
+	for i := range 4 {
+		p := randTokens(rng, 1, 3+i, vocab)[0]
+		resp := randTokens(rng, 1, 6-i, vocab)[0]
+		seq := &core.Sequence{Prompt: p, Response: resp}
+		lp, _, err := b.ScoreLogProbs([]*core.Sequence{seq}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, adv := make([]float64, len(resp)), make([]float64, len(resp))
+		for j := range old {
+			old[j] = 0.9*lp[0][j] + rng.NormFloat64()*0.3
+			adv[j] = rng.NormFloat64()
+		}
+		seq.LogProbs, seq.Advantages, seq.Returns = old, adv, adv
+		r.Seqs = append(r.Seqs, *seq)
+		prompts, responses, olds, advs = append(prompts, p), append(responses, resp), append(olds, old), append(advs, adv)
+	}
+	return r, map[string]any{"clip_low": 0.2, "clip_high": 0.28, "prompts": prompts, "responses": responses, "old_logprobs": olds, "advantages": advs}
+}
+
+// torchStep runs hf_ref.py --train (args: e.g. --adapter=DIR) on the
+// checkpoint in dir and the batch step: PyTorch autograd's loss and
+// gradient norm.
+func torchStep(t *testing.T, dir string, step map[string]any, args ...string) (want struct {
+	Loss     float64 `json:"loss"`
+	GradNorm float64 `json:"grad_norm"`
+}) {
+	t.Helper()
+	js, _ := json.Marshal(step)
+	path := filepath.Join(t.TempDir(), "step.json")
+	if err := os.WriteFile(path, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", append([]string{filepath.Join("testdata", "hf_ref.py"), dir, path, "--train"}, args...)...)
+	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hf_ref.py --train: %v", err)
+	}
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	return want
 }
 
 // The whole train step of each architecture (forward, backward, Adam)

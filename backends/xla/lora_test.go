@@ -86,19 +86,7 @@ func TestLoRAScoreMatchesTorch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			set, err := safetensors.OpenDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer set.Close()
-			pc := HFModelConfig(c, 32)
-			lc := testLoRA[name]
-			pc.LoRA = &lc
-			be, err := New(Options{Engine: "cpu", Policy: pc, Seed: 1, ActorLR: 1e-3, PAD: 0, EOS: 2, HFWeights: set, Adapter: ad})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer be.Close()
+			be := newLoRABackend(t, dir, c, testLoRA[name], ad, 0)
 			var cs []*core.Sequence
 			for _, s := range seqs {
 				cs = append(cs, &core.Sequence{Prompt: s[:1], Response: s[1:]})
@@ -178,19 +166,7 @@ func TestLoRAActorStepMatchesTorch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			set, err := safetensors.OpenDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer set.Close()
-			pc := HFModelConfig(c, 48)
-			lc := testLoRA[name]
-			pc.LoRA = &lc
-			b, err := New(Options{Engine: "cpu", Policy: pc, Seed: 1, ActorLR: 1e-3, PAD: 0, EOS: 2, HFWeights: set, Adapter: ad})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
+			b := newLoRABackend(t, dir, c, testLoRA[name], ad, 0)
 			before := hfValues(t, b.policy)
 			for v := range b.policy.ctx.IterVariables() {
 				if strings.HasPrefix(v.Scope(), "/adam") && strings.Contains(v.Scope(), "/"+hfScope+"/") {
@@ -198,51 +174,13 @@ func TestLoRAActorStepMatchesTorch(t *testing.T) {
 				}
 			}
 			rng := rand.New(rand.NewPCG(7, 8))
-			r := &core.Rollout{}
-			step := map[string]any{"clip_low": 0.2, "clip_high": 0.28}
-			var prompts, responses [][]int32
-			var olds, advs [][]float64
-			for i := range 4 {
-				p := randTokens(rng, 1, 3+i, c.Vocab)[0]
-				resp := randTokens(rng, 1, 6-i, c.Vocab)[0]
-				seq := &core.Sequence{Prompt: p, Response: resp}
-				lp, _, err := b.ScoreLogProbs([]*core.Sequence{seq}, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				old, adv := make([]float64, len(resp)), make([]float64, len(resp))
-				for j := range old {
-					old[j] = 0.9*lp[0][j] + rng.NormFloat64()*0.3
-					adv[j] = rng.NormFloat64()
-				}
-				seq.LogProbs, seq.Advantages, seq.Returns = old, adv, adv
-				r.Seqs = append(r.Seqs, *seq)
-				prompts, responses, olds, advs = append(prompts, p), append(responses, resp), append(olds, old), append(advs, adv)
-			}
-			step["prompts"], step["responses"], step["old_logprobs"], step["advantages"] = prompts, responses, olds, advs
+			r, step := torchStepBatch(t, b, rng, c.Vocab)
 			lpBefore, _, _ := b.ScoreLogProbs([]*core.Sequence{&r.Seqs[0]}, 1)
 			m, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.28, Temperature: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			js, _ := json.Marshal(step)
-			path := filepath.Join(t.TempDir(), "step.json")
-			if err := os.WriteFile(path, js, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			cmd := exec.Command("/usr/bin/python3", filepath.Join("testdata", "hf_ref.py"), dir, path, "--train", "--adapter="+adir)
-			cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1")
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("hf_ref.py --train: %v", err)
-			}
-			var want struct {
-				Loss     float64 `json:"loss"`
-				GradNorm float64 `json:"grad_norm"`
-			}
-			if err := json.Unmarshal(out, &want); err != nil {
-				t.Fatal(err)
-			}
+			want := torchStep(t, dir, step, "--adapter="+adir)
 			t.Logf("loss %.7g vs PyTorch %.7g; adapter grad norm %.7g vs %.7g", m["actor/loss"], want.Loss, m["actor/grad_norm"], want.GradNorm)
 			if math.Abs(m["actor/loss"]-want.Loss) > 1e-5 || math.Abs(m["actor/grad_norm"]/want.GradNorm-1) > 1e-4 {
 				t.Fatalf("loss %v vs %v, grad norm %v vs %v", m["actor/loss"], want.Loss, m["actor/grad_norm"], want.GradNorm)

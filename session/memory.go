@@ -173,7 +173,11 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 	if len(cfg.Rollout.Servers) == 0 {
 		// With rollout.servers the batch is generated elsewhere, and its
 		// rescoring goes in parts no larger than a training pass.
-		e.Passes = append([]MemoryPart{{"generation of a training batch", gen(rows), fmt.Sprintf("train.prompts_per_step x rollout.n = %.0f rows, model.max_len", rows)}}, e.Passes...)
+		genRows, genKeys := rows, fmt.Sprintf("train.prompts_per_step x rollout.n = %.0f rows, model.max_len", rows)
+		if mr := f(cfg.Rollout.MaxRows); mr > 0 && mr < rows {
+			genRows, genKeys = mr, fmt.Sprintf("rollout.max_rows = %.0f of the %.0f rows at a time, model.max_len", mr, rows)
+		}
+		e.Passes = append([]MemoryPart{{"generation of a training batch", gen(genRows), genKeys}}, e.Passes...)
 	}
 	if evalRows > 0 {
 		e.Passes = append(e.Passes, MemoryPart{"generation of an evaluation", gen(f(evalRows)),

@@ -123,6 +123,11 @@ func TestEstimateMemoryByHand(t *testing.T) {
 	if c.Fixed[1].Bytes != 41600+16*(2600+8*2) || c.Passes[1].Bytes != 2*130816 {
 		t.Errorf("with a critic: state %v, training %v", c.Fixed[1].Bytes, c.Passes[1].Bytes)
 	}
+	// rollout.max_rows = 2 generates 2 of the 4 rows at a time: 2 x 10,448.
+	cfg.Rollout.MaxRows = 2
+	if g := EstimateMemory(cfg, p, 0, 6).Passes[0]; g.Bytes != 20896 {
+		t.Errorf("with rollout.max_rows 2: %s %v bytes, want 20896", g.Name, g.Bytes)
+	}
 }
 
 // A run over the limit is refused with the estimate and the keys named;

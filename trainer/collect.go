@@ -30,7 +30,7 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*core.Rollout, time.D
 		}
 		rng := rand.New(rand.NewPCG(Mix(c.Seed, append([]uint64{seedProblems}, labels...)...), 0))
 		problems := t.Task.SampleTrain(rng, c.Train.PromptsPerStep)
-		return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, append([]uint64{seedGenerate}, labels...)...), t.needs, t.Gen)
+		return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, append([]uint64{seedGenerate}, labels...)...), t.needs, t.Gen, c.Rollout.MaxRows)
 	}
 	first, genTime, err := draw(0)
 	if err != nil || !c.Train.DynamicSampling.Enabled {
@@ -87,7 +87,11 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*core.Rollout, time.D
 // in-process) and verifies them. A batch from another generator is
 // rescored with the Backend (see Trainer.Gen); the rescoring is not in the
 // returned generation time.
-func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64, seed uint64, needs core.Needs, gen core.Generator) (*core.Rollout, time.Duration, error) {
+//
+// maxRows > 0 generates in-process in chunks of at most maxRows rows, chunk
+// c with the seed Mix(seed, c) (rollout.max_rows): the same distribution,
+// other samples than one call; 0 makes one call with seed.
+func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64, seed uint64, needs core.Needs, gen core.Generator, maxRows int) (*core.Rollout, time.Duration, error) {
 	tok := t.Task.Tokenizer()
 	ver := t.Task.Verifier()
 	keyer, hasKeys := ver.(core.AnswerKeyer)
@@ -112,8 +116,24 @@ func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64
 		pooling = "" // servers give no states; rescore pools them
 	}
 	start := time.Now()
-	gens, err := gen.Generate(core.GenerateRequest{Prompts: prompts, Temperature: temp,
-		MaxTokens: t.Cfg.Rollout.MaxResponseTokens, Seed: seed, Pooling: pooling, StopTokens: t.StopTokens})
+	req := core.GenerateRequest{Prompts: prompts, Temperature: temp,
+		MaxTokens: t.Cfg.Rollout.MaxResponseTokens, Seed: seed, Pooling: pooling, StopTokens: t.StopTokens}
+	var gens []core.Generation
+	var err error
+	if remote || maxRows <= 0 || len(prompts) <= maxRows {
+		gens, err = gen.Generate(req)
+	} else {
+		for c, lo := 0, 0; lo < len(prompts); c, lo = c+1, lo+maxRows {
+			part := req
+			part.Prompts, part.Seed = prompts[lo:min(lo+maxRows, len(prompts))], Mix(seed, uint64(c))
+			g, gerr := gen.Generate(part)
+			if gerr != nil {
+				err = gerr
+				break
+			}
+			gens = append(gens, g...)
+		}
+	}
 	if err != nil {
 		return nil, 0, err
 	}

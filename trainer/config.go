@@ -114,6 +114,11 @@ type RolloutConfig struct {
 	// TISCap is the truncated importance-sampling cap C (rollout.tis_cap,
 	// 0 = off, else > 1; see TISWeights).
 	TISCap float64
+	// MaxRows is rollout.max_rows: in-process generation makes the
+	// training batch in chunks of at most this many responses, each chunk
+	// seeded from the step's seed and its index (0 = the whole batch at
+	// once, with the step's seed).
+	MaxRows int
 }
 
 // TrainConfig controls the RL loop.
@@ -290,7 +295,7 @@ task: {name: arith}
 model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: "", adapter: "", recompute: false,
         lora: {rank: 0, alpha: 16, dropout: 0, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}}
 backend: {engine: auto, pjrt_plugin: ""}
-rollout: {n: 8, temperature: 1.0, max_response_tokens: 48,
+rollout: {n: 8, temperature: 1.0, max_response_tokens: 48, max_rows: 0,
           servers: [], server_model: "", server_timeout: 120s, server_retries: 2,
           weight_sync: {dir: "", every: 1, endpoint: /update_weights_from_disk, token_env: CDE_SERVE_TOKEN},
           tis_cap: 0.0}
@@ -666,7 +671,9 @@ func stringList(p *core.Params, k string, v any) []string {
 
 // decodeRolloutSection reads rollout (after model: max_response_tokens must fit max_len).
 func decodeRolloutSection(r *core.Params, c *Config) {
-	c.Rollout = RolloutConfig{N: r.Int("n", 8), Temperature: r.Float("temperature", 1), MaxResponseTokens: r.Int("max_response_tokens", 48)}
+	c.Rollout = RolloutConfig{N: r.Int("n", 8), Temperature: r.Float("temperature", 1), MaxResponseTokens: r.Int("max_response_tokens", 48),
+		MaxRows: r.Int("max_rows", 0)}
+	r.Check(c.Rollout.MaxRows >= 0 && c.Rollout.MaxRows <= MaxPromptsPerStep, "max_rows", "must be in [0, %d] (0 = the whole batch at once), got %d", MaxPromptsPerStep, c.Rollout.MaxRows)
 	r.Check(c.Rollout.N >= 1 && c.Rollout.N <= MaxRolloutN, "n", "must be in [1, %d], got %d", MaxRolloutN, c.Rollout.N)
 	r.Check(c.Rollout.Temperature > 0 && c.Rollout.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Rollout.Temperature)
 	r.Check(c.Rollout.MaxResponseTokens >= 1, "max_response_tokens", "must be >= 1, got %d", c.Rollout.MaxResponseTokens)

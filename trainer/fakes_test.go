@@ -74,11 +74,13 @@ type fakeBackend struct {
 	updates     int
 	nanAtUpdate int // 1-based; 0 never
 	calls       []string
+	genRequests []core.GenerateRequest
 }
 
 func (b *fakeBackend) Engine() string { return "fake" }
 func (b *fakeBackend) Generate(req core.GenerateRequest) ([]core.Generation, error) {
 	b.calls = append(b.calls, "generate")
+	b.genRequests = append(b.genRequests, req)
 	rng := rand.New(rand.NewPCG(req.Seed, uint64(b.updates)))
 	out := make([]core.Generation, len(req.Prompts))
 	for i := range out {

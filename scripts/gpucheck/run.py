@@ -299,24 +299,31 @@ def check_b(ctx):
 
 # ---- c: train, export, transformers ------------------------------------------
 
-def check_c(ctx):
-    need(ctx, "cde-run")
+def short_run(ctx, name, model_extra="", lr="1.0e-3"):
+    """Trains 2 GRPO steps with an entropy bonus (so the weights move) on the
+    tiny Qwen3 of seed 3 and returns (its base directory, the run directory)."""
     base = tiny(ctx, "qwen3", "F32", 3)
-    run_dir = os.path.join(ctx.work, "c-run")
+    run_dir = os.path.join(ctx.work, f"{name}-run")
     shutil.rmtree(run_dir, ignore_errors=True)
-    cfg = os.path.join(ctx.work, "c.yaml")
+    cfg = os.path.join(ctx.work, f"{name}.yaml")
     with open(cfg, "w") as f:
         f.write(f"""seed: 1
 task: {{name: math, train: {os.path.join(ROOT, 'tasks', 'testdata', 'gsm8k', 'test.jsonl')}, tokenizer: {base}}}
-model: {{hf: {base}, max_len: 320}}
+model: {{hf: {base}, max_len: 320{model_extra}}}
 rollout: {{n: 4, temperature: 1.0, max_response_tokens: 24}}
-train: {{steps: 2, prompts_per_step: 2, actor_lr: 1.0e-3, checkpoint_every: 2}}
+train: {{steps: 2, prompts_per_step: 2, actor_lr: {lr}, checkpoint_every: 2}}
 algorithm: {{name: grpo}}
 strategies: [{{name: entropy, coef: 0.05}}]
 eval: {{at_start: false, every: 1000}}
 backend: {{engine: "{ctx.engine}", pjrt_plugin: "{ctx.plugin or ''}"}}
 """)
-    run(ctx, "c", [ctx.bins["cde-run"], "train", "--config", cfg, "--run-dir", run_dir], timeout=ctx.t(300))
+    run(ctx, name, [ctx.bins["cde-run"], "train", "--config", cfg, "--run-dir", run_dir], timeout=ctx.t(300))
+    return base, run_dir
+
+
+def check_c(ctx):
+    need(ctx, "cde-run")
+    base, run_dir = short_run(ctx, "c")
     exp = os.path.join(ctx.work, "c-export")
     shutil.rmtree(exp, ignore_errors=True)
     run(ctx, "c", [ctx.bins["cde-run"], "export", "--run", run_dir, "--out", exp, "--dtype", "f32"], timeout=ctx.t(120))
@@ -343,22 +350,7 @@ backend: {{engine: "{ctx.engine}", pjrt_plugin: "{ctx.plugin or ''}"}}
 
 def check_f(ctx):
     need(ctx, "cde-run")
-    base = tiny(ctx, "qwen3", "F32", 3)
-    run_dir = os.path.join(ctx.work, "f-run")
-    shutil.rmtree(run_dir, ignore_errors=True)
-    cfg = os.path.join(ctx.work, "f.yaml")
-    with open(cfg, "w") as f:
-        f.write(f"""seed: 1
-task: {{name: math, train: {os.path.join(ROOT, 'tasks', 'testdata', 'gsm8k', 'test.jsonl')}, tokenizer: {base}}}
-model: {{hf: {base}, max_len: 320, lora: {{rank: 4, alpha: 8}}}}
-rollout: {{n: 4, temperature: 1.0, max_response_tokens: 24}}
-train: {{steps: 2, prompts_per_step: 2, actor_lr: 1.0e-2, checkpoint_every: 2}}
-algorithm: {{name: grpo}}
-strategies: [{{name: entropy, coef: 0.05}}]
-eval: {{at_start: false, every: 1000}}
-backend: {{engine: "{ctx.engine}", pjrt_plugin: "{ctx.plugin or ''}"}}
-""")
-    run(ctx, "f", [ctx.bins["cde-run"], "train", "--config", cfg, "--run-dir", run_dir], timeout=ctx.t(300))
+    base, run_dir = short_run(ctx, "f", ", lora: {rank: 4, alpha: 8}", "1.0e-2")
     adapter, merged = os.path.join(ctx.work, "f-adapter"), os.path.join(ctx.work, "f-merged")
     for d in (adapter, merged):
         shutil.rmtree(d, ignore_errors=True)

@@ -134,22 +134,31 @@ func (n *net) baseView() *net {
 		prefill: map[int]*model.Exec{}, actor: map[actorKey]*model.Exec{}}
 }
 
+// adapterValue copies module's lora_A ("A") or lora_B ("B") weight and
+// its dimensions.
+func (n *net) adapterValue(module, which string) ([]float32, []int, error) {
+	v := n.ctx.Store().GetVariable(model.JoinPath("/"+loraScope, module+".lora_"+which+".weight"))
+	if v == nil {
+		return nil, nil, fmt.Errorf("adapter %s lora_%s missing", module, which)
+	}
+	val, err := v.Value()
+	if err != nil {
+		return nil, nil, err
+	}
+	return tensors.MustCopyFlatData[float32](val), val.Shape().Dimensions, nil
+}
+
 // adapterTensors returns the policy's adapters as PEFT keys them (module
 // name to A and B) with their sizes.
 func (n *net) adapterTensors() (a, b map[string][]float32, in, out map[string]int, err error) {
 	names, outs, ins := loraModules(n.cfg)
 	a, b = map[string][]float32{}, map[string][]float32{}
 	for _, m := range names {
-		for which, dst := range map[string]map[string][]float32{"A": a, "B": b} {
-			v := n.ctx.At(loraScope).Store().GetVariable(model.JoinPath("/"+loraScope, m+".lora_"+which+".weight"))
-			if v == nil {
-				return nil, nil, nil, nil, fmt.Errorf("adapter %s lora_%s missing", m, which)
-			}
-			val, err := v.Value()
-			if err != nil {
-				return nil, nil, nil, nil, err
-			}
-			dst[m] = tensors.MustCopyFlatData[float32](val)
+		if a[m], _, err = n.adapterValue(m, "A"); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if b[m], _, err = n.adapterValue(m, "B"); err != nil {
+			return nil, nil, nil, nil, err
 		}
 	}
 	return a, b, ins, outs, nil
@@ -163,22 +172,11 @@ func (n *net) mergedWeight(name string, data []float32) ([]float32, error) {
 	if n.cfg.LoRA == nil || !ok || !strings.Contains(module, ".layers.") || !n.cfg.LoRA.Targeted(module) {
 		return data, nil
 	}
-	get := func(which string) ([]float32, []int, error) {
-		v := n.ctx.At(loraScope).Store().GetVariable(model.JoinPath("/"+loraScope, module+".lora_"+which+".weight"))
-		if v == nil {
-			return nil, nil, fmt.Errorf("adapter %s lora_%s missing", module, which)
-		}
-		val, err := v.Value()
-		if err != nil {
-			return nil, nil, err
-		}
-		return tensors.MustCopyFlatData[float32](val), val.Shape().Dimensions, nil
-	}
-	A, ad, err := get("A")
+	A, ad, err := n.adapterValue(module, "A")
 	if err != nil {
 		return nil, err
 	}
-	B, bd, err := get("B")
+	B, bd, err := n.adapterValue(module, "B")
 	if err != nil {
 		return nil, err
 	}
@@ -186,9 +184,6 @@ func (n *net) mergedWeight(name string, data []float32) ([]float32, error) {
 	peft.MergeInto(w, A, B, bd[0], ad[1], ad[0], n.cfg.LoRA.Scale())
 	return w, nil
 }
-
-// LoRA returns the policy's adapter settings (nil without model.lora).
-func (b *Backend) LoRA() *peft.Config { return b.policy.cfg.LoRA }
 
 // ExportAdapter writes the policy's adapters as a PEFT adapter directory
 // out (adapter_config.json and adapter_model.safetensors, float32); out

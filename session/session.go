@@ -88,9 +88,8 @@ func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
 		return nil, err
 	}
 	tok := task.Tokenizer()
-	policy := xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
-		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
-	policy.Recompute = cfg.Model.Recompute
+	policy := WithModelOptions(cfg, xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
+		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen})
 	var weights *safetensors.Set
 	var adapter *peft.Adapter
 	if cfg.Model.HF != "" {
@@ -183,19 +182,14 @@ func EstimateConfig(cfg *trainer.Config) (MemoryEstimate, error) {
 		return MemoryEstimate{}, err
 	}
 	tok := task.Tokenizer()
-	policy := xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
-		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen}
-	policy.Recompute = cfg.Model.Recompute
+	policy := WithModelOptions(cfg, xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
+		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen})
 	if cfg.Model.HF != "" {
 		hc, err := hf.LoadConfig(cfg.Model.HF)
 		if err != nil {
 			return MemoryEstimate{}, fmt.Errorf("config: model.hf: %w", err)
 		}
-		policy = xla.HFModelConfig(hc, cfg.Model.MaxLen)
-		policy.Recompute = cfg.Model.Recompute
-		if l := cfg.Model.LoRA; l != nil {
-			policy.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
-		}
+		policy = WithModelOptions(cfg, xla.HFModelConfig(hc, cfg.Model.MaxLen))
 	}
 	return estimateRun(cfg, t, policy, needs.ValueHeads), nil
 }
@@ -364,11 +358,7 @@ func hfPolicy(cfg *trainer.Config, tok core.Tokenizer, log zerolog.Logger) (xla.
 			dir, hc.Vocab, tok.VocabSize())
 	}
 	stops := StopTokens(hc, int(tok.EOS()), log)
-	pc := xla.HFModelConfig(hc, cfg.Model.MaxLen)
-	pc.Recompute = cfg.Model.Recompute
-	if l := cfg.Model.LoRA; l != nil {
-		pc.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
-	}
+	pc := WithModelOptions(cfg, xla.HFModelConfig(hc, cfg.Model.MaxLen))
 	if err := pc.Validate(); err != nil {
 		return xla.ModelConfig{}, nil, nil, err
 	}
@@ -380,6 +370,17 @@ func hfPolicy(cfg *trainer.Config, tok core.Tokenizer, log zerolog.Logger) (xla.
 		return xla.ModelConfig{}, nil, nil, fmt.Errorf("config: model.hf: %w", err)
 	}
 	return pc, set, stops, nil
+}
+
+// WithModelOptions is pc with the run's model options that are not sizes:
+// model.recompute and model.lora (the adapters, which need a Hugging Face
+// pc).
+func WithModelOptions(cfg *trainer.Config, pc xla.ModelConfig) xla.ModelConfig {
+	pc.Recompute = cfg.Model.Recompute
+	if l := cfg.Model.LoRA; l != nil {
+		pc.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
+	}
+	return pc
 }
 
 // readAdapter reads model.adapter (nil when unset) and logs what it does:

@@ -62,11 +62,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	p := xla.HFModelConfig(hc, cfg.Model.MaxLen)
-	p.Recompute = cfg.Model.Recompute
-	if l := cfg.Model.LoRA; l != nil {
-		p.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
-	}
+	p := session.WithModelOptions(cfg, xla.HFModelConfig(hc, cfg.Model.MaxLen))
 	e := session.EstimateMemory(cfg, p, *critic, 0)
 	fmt.Printf("%s: %.0f parameters, %.0f adapter parameters; settings: %s\n", *shape, session.ParamCount(p), session.LoRAParamCount(p), strings.Join(sets, " "))
 	for _, part := range append(append([]session.MemoryPart{}, e.Fixed...), e.Passes...) {

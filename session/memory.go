@@ -99,8 +99,9 @@ const runtimeBytes = 64e6
 //	              pass, the attention probabilities, and the logits with
 //	              their log-softmax and gradient, over model.max_len
 //	              positions; twice with a critic. With model.recompute:
-//	              every block's input, and one block's activations and
-//	              attention probabilities
+//	              every block's input, one block's activations and
+//	              attention probabilities, and the logits terms for one
+//	              chunk of positions (at most xla.TrainChunkBytes of logits)
 //
 // It is an estimate of the tensors a run must hold, not of a particular
 // engine's allocator: measured peaks are compared with it in docs/config.md
@@ -155,7 +156,9 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 	if p.Recompute {
 		// Each block's input kept, one block's activations and attention
 		// probabilities at a time (recomputed in the backward pass).
-		train = micro*t*(layers*d*4+(10*d+2*ff)*4+heads*t*4*2) + micro*t*v*4*3
+		// The head takes the positions in chunks of at most
+		// xla.TrainChunkBytes of logits.
+		train = micro*t*(layers*d*4+(10*d+2*ff)*4+heads*t*4*2) + min(micro*t*v*4, f(xla.TrainChunkBytes))*3
 		trainKeys = ", model.recompute"
 	}
 	if valueHeads > 0 {

@@ -243,8 +243,9 @@ func TestEstimateMemoryServers(t *testing.T) {
 	}
 }
 
-// model.recompute keeps every block's input and one block's activations:
-// the training term of the hand-worked config, with 2 layers instead of 1.
+// model.recompute keeps every block's input and one block's activations,
+// and the head's logits for one chunk of positions: the training term of
+// the hand-worked config, with 2 layers instead of 1.
 func TestEstimateMemoryRecompute(t *testing.T) {
 	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: []string{
 		"model.layers=2", "model.d_model=8", "model.heads=2", "model.max_len=16", "rollout.max_response_tokens=8",
@@ -260,5 +261,11 @@ func TestEstimateMemoryRecompute(t *testing.T) {
 	re := EstimateMemory(cfg, p, 0, 0)
 	if plain.Passes[1].Bytes != 184064 || re.Passes[1].Bytes != 134912 {
 		t.Fatalf("training pass %v without recompute (want 184064), %v with (want 134912)", plain.Passes[1].Bytes, re.Passes[1].Bytes)
+	}
+	// The head's logits terms for one chunk: 64*896 + 3*1000 = 60,344.
+	defer func(old int) { xla.TrainChunkBytes = old }(xla.TrainChunkBytes)
+	xla.TrainChunkBytes = 1000
+	if got := EstimateMemory(cfg, p, 0, 0).Passes[1].Bytes; got != 60344 {
+		t.Fatalf("training pass with recompute and 1000-byte chunks: %v, want 60344", got)
 	}
 }

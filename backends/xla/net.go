@@ -361,6 +361,52 @@ func scoreHead(ctx *model.Scope, arch modelArch, h, targets, invTemp *graph.Node
 	return graph.Concatenate(tlps, 1), graph.Concatenate(ents, 1)
 }
 
+// TrainChunkBytes bounds the logits a training graph holds at once with
+// model.recompute (see trainHead): 64 MiB.
+var TrainChunkBytes = 64 << 20
+
+// trainHead is scoreHead for training graphs. Without model.recompute it
+// is the whole batch's head at once. With it, the positions are taken in
+// chunks of at most TrainChunkBytes of logits, each chunk's head under
+// gradient checkpointing: the forward pass keeps only the chunks' [B,
+// chunk] results, and the backward pass recomputes one chunk's logits and
+// softmax at a time, so the [B, T, V] logits, their softmax and their
+// gradient never exist for the whole batch (at the cost of a second
+// product with the output embedding).
+func (n *net) trainHead(ctx *model.Scope, h, targets, invTemp *graph.Node) (tlp, ent *graph.Node) {
+	d := h.Shape().Dimensions
+	b, t := d[0], d[1]
+	chunk := evenChunk(t, TrainChunkBytes/max(b*n.arch.vocab()*4, 1))
+	if !n.cfg.Recompute || chunk >= t {
+		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), invTemp), -1)
+		return tokenLogProbs(lp, targets)
+	}
+	var tlps, ents []*graph.Node
+	for lo := 0; lo < t; lo += chunk {
+		hi := min(lo+chunk, t)
+		hc := graph.Slice(h, graph.AxisRange(), graph.AxisRange(lo, hi), graph.AxisRange()).Checkpoint()
+		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, hc), invTemp), -1)
+		a, e := tokenLogProbs(lp, graph.Slice(targets, graph.AxisRange(), graph.AxisRange(lo, hi)))
+		tlps, ents = append(tlps, a.StopCheckpoint()), append(ents, e.StopCheckpoint())
+	}
+	return graph.Concatenate(tlps, 1), graph.Concatenate(ents, 1)
+}
+
+// evenChunk is a chunk length of at most most positions (at least 1) for
+// t positions: the largest divisor of t not under most/2 when there is
+// one, so that every chunk's buffers have one size and the engine's pool
+// reuses them (a tail chunk of another size would hold buffers of its own
+// size), else most.
+func evenChunk(t, most int) int {
+	most = max(1, min(t, most))
+	for c := most; c >= max(1, most/2); c-- {
+		if t%c == 0 {
+			return c
+		}
+	}
+	return most
+}
+
 // tokenLogProbs picks lp[..., target] and the entropy at each position.
 func tokenLogProbs(lp, targets *graph.Node) (tlp, ent *graph.Node) {
 	tlp = pickLast(lp, targets)
@@ -503,8 +549,7 @@ func (n *net) buildActorTrain(key actorKey) func(ctx *model.Scope, in []*graph.N
 	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, adv, oldLP, refLP, pgW, absKL, hyper := in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8]
 		h := fullStates(ctx, n.trainArch, tokens)
-		lp := graph.LogSoftmax(graph.Mul(n.arch.logits(ctx, h), hyperAt(hyper, hInvTemp)), -1)
-		logp, ent := tokenLogProbs(lp, targets)
+		logp, ent := n.trainHead(ctx, h, targets, hyperAt(hyper, hInvTemp))
 		if !entGrad {
 			ent = graph.StopGradient(ent)
 		}
@@ -779,8 +824,7 @@ func run(e *model.Exec, args ...any) (out []*tensors.Tensor, err error) {
 func (n *net) buildSFT() func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, targets, mask, hyper := in[0], in[1], in[2], in[3]
-		lp := graph.LogSoftmax(n.arch.logits(ctx, fullStates(ctx, n.trainArch, tokens)), -1)
-		logp, _ := tokenLogProbs(lp, targets)
+		logp, _ := n.trainHead(ctx, fullStates(ctx, n.trainArch, tokens), targets, graph.ScalarOne(tokens.Graph(), dtypes.Float32))
 		loss := maskedMean(graph.Neg(logp), mask)
 		norm, applied := n.adamUpdate(ctx, loss, hyperAt(hyper, hLR), hyperAt(hyper, hMaxGradNorm))
 		return []*graph.Node{loss, norm, applied}

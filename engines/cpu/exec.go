@@ -232,6 +232,10 @@ func (e *Executable) Execute(inputs []compute.Buffer, donate []bool, device comp
 	}
 	e.backend.idle.switchTo(e)
 	st := p.state(e)
+	if memStatsOn {
+		p.mem.start(st)
+		defer p.mem.report(e)
+	}
 	defer func() {
 		clear(st.values) // hold no buffers between executions
 		clear(st.stores)
@@ -386,6 +390,7 @@ type pool struct {
 	f32   map[int][]any
 	bytes int // of the free buffers in f32
 	st    *execState
+	mem   memTrace // only when memStatsOn
 }
 
 // state returns the pool's execState, reset for an execution of e (kept
@@ -405,6 +410,9 @@ func (p *pool) state(e *Executable) *execState {
 func newPool() *pool { return &pool{f32: map[int][]any{}} }
 
 func (p *pool) get(dt dtypes.DType, n int) any {
+	if memStatsOn {
+		p.mem.got(p, dt, n)
+	}
 	if dt == dtypes.Float32 {
 		if l := p.f32[n]; len(l) > 0 {
 			s := l[len(l)-1]
@@ -422,6 +430,9 @@ func (p *pool) get(dt dtypes.DType, n int) any {
 }
 
 func (p *pool) put(flat any) {
+	if memStatsOn {
+		p.mem.put(flat)
+	}
 	if f, ok := flat.([]float32); ok && len(f) > 0 {
 		p.f32[len(f)] = append(p.f32[len(f)], flat)
 		p.bytes += 4 * len(f)

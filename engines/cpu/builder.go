@@ -359,7 +359,7 @@ func (b *Function) reduce(op compute.OpType, x compute.Value, axes []int) (compu
 	if err != nil {
 		return nil, err
 	}
-	if !reduceSupported(in[0].shape.DType) {
+	if !isNumber(in[0].shape.DType) {
 		return nil, errors.Errorf("backend %q: op %s is not implemented for dtype %s", Name, op, in[0].shape.DType)
 	}
 	return b.newNode(op, shape, &reduceParams{axes}, in[0]), nil
@@ -493,7 +493,7 @@ func (b *Function) ArgMinMax(x compute.Value, axis int, outputDType dtypes.DType
 	if axis < 0 {
 		axis += in[0].shape.Rank()
 	}
-	if !reduceSupported(in[0].shape.DType) {
+	if !isNumber(in[0].shape.DType) {
 		return nil, errors.Errorf("backend %q: op ArgMinMax is not implemented for dtype %s", Name, in[0].shape.DType)
 	}
 	if err := b.checkDType(compute.OpTypeArgMinMax, outputDType); err != nil {
@@ -553,7 +553,7 @@ func (b *Function) scatter(op compute.OpType, operand, indices, updates compute.
 	if !isIndexDType(in[1].shape.DType) {
 		return nil, errors.Errorf("%s: indices dtype %s is not supported", op, in[1].shape.DType)
 	}
-	if !reduceSupported(in[0].shape.DType) {
+	if !isNumber(in[0].shape.DType) {
 		return nil, errors.Errorf("backend %q: op %s is not implemented for dtype %s", Name, op, in[0].shape.DType)
 	}
 	p := &scatterParams{indexVectorAxis, slices.Clone(updateWindowAxes), slices.Clone(insertedWindowAxes), slices.Clone(scatterAxesToOperandAxes)}
@@ -601,7 +601,7 @@ func (b *Function) DotGeneral(lhs compute.Value, lhsContractingAxes, lhsBatchAxe
 	if ls.DType != rs.DType {
 		return nil, errors.Errorf("DotGeneral: dtypes differ: %s and %s", ls, rs)
 	}
-	if !dotSupported(ls.DType) {
+	if !isNumber(ls.DType) {
 		return nil, errors.Errorf("backend %q: op DotGeneral is not implemented for dtype %s", Name, ls.DType)
 	}
 	if len(lhsContractingAxes) != len(rhsContractingAxes) || len(lhsBatchAxes) != len(rhsBatchAxes) {

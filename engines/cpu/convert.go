@@ -1,12 +1,37 @@
 package cpu
 
 import (
+	"math"
+
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/pkg/errors"
 )
 
 // convert writes x converted to d's element type (C-style casts; booleans
 // are 1/0 and any non-zero number is true).
 func convert(d, x any) error {
+	// bfloat16 is not a number type here (its Go type is a uint16): it
+	// converts through float32, exactly.
+	if x, ok := x.([]bfloat16.BFloat16); ok {
+		if d, ok := d.([]float32); ok {
+			bf16ToF32(d, x)
+			return nil
+		}
+		f := make([]float32, len(x))
+		bf16ToF32(f, x)
+		return convert(d, f)
+	}
+	if d, ok := d.([]bfloat16.BFloat16); ok {
+		f, ok := x.([]float32)
+		if !ok {
+			f = make([]float32, len(d))
+			if err := convert(f, x); err != nil {
+				return err
+			}
+		}
+		f32ToBF16(d, f)
+		return nil
+	}
 	switch x := x.(type) {
 	case []float32:
 		return convertFrom(d, x)
@@ -117,5 +142,31 @@ func iotaT[T number](d []T, dims []int, axis int) {
 	n := dims[axis]
 	for i := range d {
 		d[i] = T((i / inner) % n)
+	}
+}
+
+// bf16ToF32 widens x into d (the same length): a bfloat16 is the top 16
+// bits of a float32, so this is exact.
+func bf16ToF32(d []float32, x []bfloat16.BFloat16) {
+	parallelRange(len(d), elemGrain, func(lo, hi int) { bf16ToF32Serial(d[lo:hi], x[lo:hi]) })
+}
+
+func bf16ToF32Serial(d []float32, x []bfloat16.BFloat16) {
+	i := simdBF16ToF32(d, x)
+	for ; i < len(d); i++ {
+		d[i] = math.Float32frombits(uint32(x[i]) << 16)
+	}
+}
+
+// f32ToBF16 rounds x into d to the nearest bfloat16, ties to even; NaN
+// stays NaN (quiet).
+func f32ToBF16(d []bfloat16.BFloat16, x []float32) {
+	for i, v := range x {
+		b := math.Float32bits(v)
+		if v != v {
+			d[i] = bfloat16.BFloat16(b>>16 | 0x40)
+			continue
+		}
+		d[i] = bfloat16.BFloat16((b + 0x7fff + (b>>16)&1) >> 16)
 	}
 }

@@ -3,6 +3,9 @@ package cpu
 import (
 	"runtime"
 
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/pkg/errors"
 
 	"github.com/cde-rl/cde/engines/cpu/gemm"
@@ -56,6 +59,23 @@ func (st *execState) canonical(x any, dims, batch, free, contract []int) (data a
 
 func dotGeneral(st *execState, n *node, d, lhs, rhs any) error {
 	p := n.params.(*dotParams)
+	if x, ok := lhs.([]bfloat16.BFloat16); ok { // a folded conversion: widen all of it
+		f := st.pool.get(dtypes.Float32, len(x)).([]float32)
+		defer st.pool.put(f)
+		bf16ToF32(f, x)
+		lhs = f
+	}
+	if x, ok := rhs.([]bfloat16.BFloat16); ok {
+		if dd, ok := d.([]float32); ok && p.batch == 1 {
+			if ok, trans := operandLayout(p.rhsBatch, p.rhsFree, p.rhsContract); ok {
+				return st.dotBF16Slabs(n, dd, lhs.([]float32), x, !trans)
+			}
+		}
+		f := st.pool.get(dtypes.Float32, len(x)).([]float32)
+		defer st.pool.put(f)
+		bf16ToF32(f, x)
+		rhs = f
+	}
 	ld, rd := n.inputs[0].shape.Dimensions, n.inputs[1].shape.Dimensions
 	a, transA, sa := st.canonical(lhs, ld, p.lhsBatch, p.lhsFree, p.lhsContract)
 	// For rhs the natural layout is [batch, contract, free]: canonical()
@@ -303,4 +323,84 @@ func dotNaive[T number](c, a, b []T, batch, m, n, k int, transA, transB bool) {
 			}
 		}
 	}
+}
+
+// foldBF16Converts lets a float32 DotGeneral read an operand that is a
+// ConvertDType from bfloat16 directly: the product widens the bfloat16
+// values as it goes (dotGeneral, dotBF16Slabs), so the float32 copy of a
+// bfloat16 weight exists only a slab at a time during the product, and
+// never between a training graph's forward and backward passes. The
+// conversion node itself is dropped when nothing else reads it.
+func foldBF16Converts(n *node) {
+	if n.op != compute.OpTypeDotGeneral || n.shape.DType != dtypes.Float32 {
+		return
+	}
+	for i, in := range n.inputs {
+		if in.op == compute.OpTypeConvertDType && in.shape.DType == dtypes.Float32 && in.inputs[0].shape.DType == dtypes.BFloat16 {
+			n.inputs[i] = in.inputs[0]
+		}
+	}
+}
+
+// bf16SlabElems is the size of the float32 slab a product with a
+// bfloat16 right operand widens at a time: small enough to stay in a
+// core's L2 cache for a decode step's few rows (the product then reads
+// the weight's 2 bytes a value from memory, not 4), larger for many rows,
+// where each slab's call packs the left operand again.
+var bf16Slab = bf16SlabElems // tests shrink it
+
+func bf16SlabElems(m int) int {
+	if m <= 16 {
+		return 64 << 10
+	}
+	return 2 << 20
+}
+
+// dotBF16Slabs computes d = a · op(b) for one product whose right operand
+// b is bfloat16, stored [n, k] (transB) or [k, n], a slab of output
+// columns at a time: the slab's columns of b are widened into a pooled
+// float32 scratch and multiplied by gemm into d's columns, so the result
+// is what the product of the widened b gives.
+func (st *execState) dotBF16Slabs(n *node, d, lhs []float32, b []bfloat16.BFloat16, transB bool) error {
+	p := n.params.(*dotParams)
+	a, transA, sa := st.canonical(lhs, n.inputs[0].shape.Dimensions, p.lhsBatch, p.lhsFree, p.lhsContract)
+	if sa != nil {
+		defer st.pool.put(sa)
+	}
+	m, nn, k := p.m, p.n, p.k
+	lda := k
+	if transA {
+		lda = m
+	}
+	w := max(8, min(nn, bf16Slab(m)/max(k, 1)))
+	if w < nn {
+		w = max(8, w/8*8)
+	}
+	scratch := st.pool.get(dtypes.Float32, w*k).([]float32)
+	defer st.pool.put(scratch)
+	af := a.([]float32)
+	for j0 := 0; j0 < nn; j0 += w {
+		j1 := min(j0+w, nn)
+		ws := j1 - j0
+		s := scratch[:ws*k]
+		ldb := ws
+		if transB {
+			bf16ToF32(s, b[j0*k:j1*k])
+			ldb = k
+		} else {
+			for kk := 0; kk < k; kk++ {
+				bf16ToF32Serial(s[kk*ws:(kk+1)*ws], b[kk*nn+j0:kk*nn+j1])
+			}
+		}
+		if m*ws*k <= smallDotMACs {
+			sub := make([]float32, m*ws)
+			smallDot(sub, af, s, m, ws, k, transA, transB)
+			for i := 0; i < m; i++ {
+				copy(d[i*nn+j0:i*nn+j1], sub[i*ws:(i+1)*ws])
+			}
+			continue
+		}
+		gemm.SgemmT(transA, transB, m, ws, k, af, lda, s, ldb, d[j0:], nn)
+	}
+	return nil
 }

@@ -40,6 +40,9 @@ func abtForm(n *node) (root *node, m, k int, ok bool) {
 	}
 	p := n.params.(*dotParams)
 	x, w := n.inputs[0], n.inputs[1]
+	if x.shape.DType != dtypes.Float32 || w.shape.DType != dtypes.Float32 { // a bfloat16 operand (foldBF16Converts)
+		return nil, 0, 0, false
+	}
 	if p.batch != 1 || len(p.lhsBatch) != 0 || x.shape.Rank() != 2 || w.shape.Rank() != 2 ||
 		len(p.lhsContract) != 1 || p.lhsContract[0] != 1 || len(p.rhsContract) != 1 || p.rhsContract[0] != 1 {
 		return nil, 0, 0, false

@@ -3,6 +3,8 @@ package cpu
 import (
 	"unsafe"
 
+	"github.com/gomlx/compute/dtypes/bfloat16"
+
 	"github.com/gomlx/compute/dtypes"
 	"github.com/pkg/errors"
 )
@@ -11,7 +13,7 @@ import (
 // Arithmetic is narrower: see the kernels in opTable.
 var supportedDTypes = []dtypes.DType{
 	dtypes.Float32, dtypes.Float64, dtypes.Int32, dtypes.Int64, dtypes.Int8, dtypes.Int16,
-	dtypes.Uint8, dtypes.Uint16, dtypes.Uint32, dtypes.Uint64, dtypes.Bool,
+	dtypes.Uint8, dtypes.Uint16, dtypes.Uint32, dtypes.Uint64, dtypes.Bool, dtypes.BFloat16,
 }
 
 func isIndexDType(dt dtypes.DType) bool {
@@ -22,11 +24,13 @@ func isIndexDType(dt dtypes.DType) bool {
 	return false
 }
 
-func isNumber(dt dtypes.DType) bool { return dt != dtypes.Bool && dt != dtypes.InvalidDType }
-
-func reduceSupported(dt dtypes.DType) bool { return isNumber(dt) }
-
-func dotSupported(dt dtypes.DType) bool { return isNumber(dt) }
+// isNumber: the dtypes with arithmetic. BFloat16 is storage only: its
+// buffers move (reshape, slice, gather, concatenate, ...) and convert to
+// and from other dtypes, and a product with a bfloat16 operand converted
+// to float32 reads it as it goes (see foldBF16Converts).
+func isNumber(dt dtypes.DType) bool {
+	return dt != dtypes.Bool && dt != dtypes.InvalidDType && dt != dtypes.BFloat16
+}
 
 // hugeAdviceBytes: float32 buffers of at least this size ask for
 // transparent huge pages (adviseHugePages).
@@ -67,6 +71,8 @@ func makeFlat(dt dtypes.DType, n int) (any, error) {
 		return make([]uint64, n), nil
 	case dtypes.Bool:
 		return make([]bool, n), nil
+	case dtypes.BFloat16:
+		return make([]bfloat16.BFloat16, n), nil
 	}
 	return nil, errors.Errorf("backend %q: dtype %s is not supported", Name, dt)
 }
@@ -96,6 +102,8 @@ func flatInfo(flat any) (dtypes.DType, int, error) {
 		return dtypes.Uint64, len(f), nil
 	case []bool:
 		return dtypes.Bool, len(f), nil
+	case []bfloat16.BFloat16:
+		return dtypes.BFloat16, len(f), nil
 	}
 	return dtypes.InvalidDType, 0, errors.Errorf("backend %q: unsupported flat data type %T", Name, flat)
 }
@@ -130,6 +138,8 @@ func copyFlat(dst, src any) (int, error) {
 	case []uint64:
 		return copyT(d, src)
 	case []bool:
+		return copyT(d, src)
+	case []bfloat16.BFloat16:
 		return copyT(d, src)
 	}
 	return 0, errors.Errorf("unsupported flat data type %T", dst)

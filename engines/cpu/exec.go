@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gomlx/compute/dtypes/bfloat16"
+
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
@@ -43,6 +45,7 @@ func (b *Builder) Compile() (compute.Executable, error) {
 	b.compiled = true
 	for _, n := range b.nodes {
 		foldBroadcasts(n)
+		foldBF16Converts(n)
 	}
 	reach := make([]bool, len(b.nodes))
 	var stack []*node
@@ -462,6 +465,8 @@ func clearFlat(flat any) {
 	case []uint64:
 		clear(f)
 	case []bool:
+		clear(f)
+	case []bfloat16.BFloat16:
 		clear(f)
 	default:
 		panic(fmt.Sprintf("clearFlat: unsupported %T", flat))

@@ -3,6 +3,8 @@ package cpu
 import (
 	"unsafe"
 
+	"github.com/gomlx/compute/dtypes/bfloat16"
+
 	"github.com/gomlx/compute"
 
 	"github.com/pkg/errors"
@@ -157,6 +159,8 @@ func words(flat any) (u8 []uint8, u16 []uint16, u32 []uint32, u64 []uint64) {
 		return nil, unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(f))), len(f)), nil, nil
 	case []uint16:
 		return nil, f, nil, nil
+	case []bfloat16.BFloat16:
+		return nil, unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(f))), len(f)), nil, nil
 	case []int8:
 		return unsafe.Slice((*uint8)(unsafe.Pointer(unsafe.SliceData(f))), len(f)), nil, nil, nil
 	case []uint8:

@@ -3,7 +3,10 @@
 package cpu
 
 import (
+	"unsafe"
+
 	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"golang.org/x/sys/cpu"
 )
 
@@ -199,4 +202,18 @@ func dotF32(a, b []float32) float32 {
 		s += a[i] * b[i]
 	}
 	return s
+}
+
+//go:noescape
+func vecBF16ToF32(d *float32, x *uint16, n int)
+
+// simdBF16ToF32 widens the vector part of x into d and returns how many
+// elements it did (0 without AVX2).
+func simdBF16ToF32(d []float32, x []bfloat16.BFloat16) int {
+	n := min(len(d), len(x)) &^ 7
+	if !useAVX2 || n == 0 {
+		return 0
+	}
+	vecBF16ToF32(&d[0], (*uint16)(unsafe.Pointer(&x[0])), n)
+	return n
 }

@@ -918,3 +918,44 @@ dotdone:
 	VMOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func vecBF16ToF32(d *float32, x *uint16, n int)
+// d[i] = x[i] << 16 as float32 bits, for the first n&^7 elements.
+TEXT ·vecBF16ToF32(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ done
+loop4:
+	CMPQ CX, $4
+	JLT loop1
+	VPMOVZXWD 0(SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPMOVZXWD 32(SI), Y2
+	VPMOVZXWD 48(SI), Y3
+	VPSLLD $16, Y0, Y0
+	VPSLLD $16, Y1, Y1
+	VPSLLD $16, Y2, Y2
+	VPSLLD $16, Y3, Y3
+	VMOVDQU Y0, 0(DI)
+	VMOVDQU Y1, 32(DI)
+	VMOVDQU Y2, 64(DI)
+	VMOVDQU Y3, 96(DI)
+	ADDQ $64, SI
+	ADDQ $128, DI
+	SUBQ $4, CX
+	JMP loop4
+loop1:
+	TESTQ CX, CX
+	JZ done
+	VPMOVZXWD 0(SI), Y0
+	VPSLLD $16, Y0, Y0
+	VMOVDQU Y0, 0(DI)
+	ADDQ $16, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP loop1
+done:
+	VZEROUPPER
+	RET

@@ -2,7 +2,10 @@
 
 package cpu
 
-import "github.com/gomlx/compute"
+import (
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes/bfloat16"
+)
 
 func simdVV(op compute.OpType, d, a, b []float32) int                   { return 0 }
 func simdVS(op compute.OpType, d, a []float32, s float32) int           { return 0 }
@@ -30,3 +33,5 @@ func dotF32(a, b []float32) float32 {
 	}
 	return s
 }
+
+func simdBF16ToF32(d []float32, x []bfloat16.BFloat16) int { return 0 }

@@ -154,7 +154,7 @@ func TestBF16MovesNotArithmetic(t *testing.T) {
 	}
 	outs, err := execGraph(ours, []arr{{dt: bf16, dims: []int{5, 3}, flat: emb}, {dt: i32, dims: []int{2, 1}, flat: []int32{4, 1}}},
 		func(g *Graph, xs []*Node) []*Node {
-			rows := ConvertDType(Gather(xs[0], xs[1]), f32)                                                                                 // rows 4 and 1
+			rows := ConvertDType(Gather(xs[0], xs[1]), f32)                                                                                       // rows 4 and 1
 			cat := Concatenate([]*Node{Slice(xs[0], AxisRange(0, 1)), TransposeAllAxes(Slice(xs[0], AxisRange(2, 3), AxisRange(0, 1)), 1, 0)}, 1) // [1,3] ++ [1,1]
 			return []*Node{rows, ConvertDType(cat, f32)}
 		}, 1)

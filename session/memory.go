@@ -84,7 +84,8 @@ const runtimeBytes = 64e6
 //	model state   policy weights, gradients and Adam's two moments (16 bytes
 //	              a parameter), the same for the critic, and a frozen copy
 //	              of the policy with train.kl_coef > 0. With model.lora:
-//	              the frozen weights once (4 bytes a parameter, shared by
+//	              the frozen weights once (4 bytes a parameter, 2 with
+//	              model.lora.base_dtype bfloat16, shared by
 //	              the critic, and the KL reference is the same weights with
 //	              the adapters off), and 16 bytes per adapter parameter
 //	              (r (in + out) per adapted projection) for the policy and
@@ -123,8 +124,15 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 	stateKeys := sizeKeys
 	if p.LoRA != nil {
 		adapters := LoRAParamCount(p)
-		state = 4*params + 16*adapters
+		frozen := 4.0
+		if p.BaseBF16 {
+			frozen = 2
+		}
+		state = frozen*params + 16*adapters
 		stateKeys += ", model.lora (frozen weights, adapters)"
+		if p.BaseBF16 {
+			stateKeys += ", model.lora.base_dtype (bfloat16)"
+		}
 		if valueHeads > 0 {
 			state += 16 * (adapters + d*f(valueHeads))
 			stateKeys += ", the critic's adapters and heads (algorithm, strategies, train.value_heads)"

@@ -218,6 +218,10 @@ func TestEstimateMemoryLoRA(t *testing.T) {
 	if want := 4*params + 16*float64(n) + 16*(float64(n)+float64(d*2)); c.Fixed[1].Bytes != want {
 		t.Errorf("LoRA policy and critic state %v, want %v", c.Fixed[1].Bytes, want)
 	}
+	p.BaseBF16 = true // model.lora.base_dtype: bfloat16
+	if want := 2*params + 16*float64(n); EstimateMemory(cfg, p, 0, 0).Fixed[1].Bytes != want {
+		t.Errorf("LoRA policy state with a bfloat16 base %v, want %v", EstimateMemory(cfg, p, 0, 0).Fixed[1].Bytes, want)
+	}
 	full := EstimateMemory(cfg, xla.HFModelConfig(hc, 64), 2, 0)
 	if full.Fixed[1].Bytes != 16*params+16*(params+float64(d*2))+4*params {
 		t.Errorf("full fine-tuning state %v", full.Fixed[1].Bytes)

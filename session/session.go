@@ -379,6 +379,7 @@ func WithModelOptions(cfg *trainer.Config, pc xla.ModelConfig) xla.ModelConfig {
 	pc.Recompute = cfg.Model.Recompute
 	if l := cfg.Model.LoRA; l != nil {
 		pc.LoRA = xla.LoRAOf(l.Rank, l.Alpha, l.Dropout, l.TargetModules)
+		pc.BaseBF16 = l.BaseDType == "bfloat16"
 	}
 	return pc
 }

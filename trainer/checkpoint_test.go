@@ -255,4 +255,18 @@ func TestCompareFixedNewKeys(t *testing.T) {
 	if err := compareFixed(saved, fixedConfig(lora)); err == nil || !strings.Contains(err.Error(), "model.lora.rank from 0 to 8") {
 		t.Fatalf("rank 8 against an older manifest: %v", err)
 	}
+	// A manifest whose model.lora predates model.lora.base_dtype: its
+	// default (float32) resumes, bfloat16 is refused.
+	saved = fixedConfig(lora)
+	delete(saved["model.lora"].(map[string]any), "base_dtype")
+	if err := compareFixed(saved, fixedConfig(lora)); err != nil {
+		t.Fatalf("float32 base against a manifest without base_dtype: %v", err)
+	}
+	bf, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"model.hf=m", "model.lora.rank=8", "model.lora.base_dtype=bfloat16"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := compareFixed(saved, fixedConfig(bf)); err == nil || !strings.Contains(err.Error(), `model.lora.base_dtype from "float32" to "bfloat16"`) {
+		t.Fatalf("bfloat16 base against a manifest without base_dtype: %v", err)
+	}
 }

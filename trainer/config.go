@@ -82,6 +82,10 @@ type LoRAConfig struct {
 	Alpha         float64  // model.lora.alpha: the update is scaled by alpha / r (16)
 	Dropout       float64  // model.lora.dropout (0; only 0 is implemented)
 	TargetModules []string // model.lora.target_modules (all seven projections)
+	// BaseDType is model.lora.base_dtype, the storage of the frozen base
+	// weights: "" for float32 (the default, omitted from JSON so the
+	// manifests of runs made before the key compare equal) or "bfloat16".
+	BaseDType string `json:"BaseDType,omitempty"`
 }
 
 // BackendConfig chooses the compute engine.
@@ -293,7 +297,7 @@ seed: 1
 preset: none
 task: {name: arith}
 model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: "", adapter: "", recompute: false,
-        lora: {rank: 0, alpha: 16, dropout: 0, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}}
+        lora: {rank: 0, alpha: 16, dropout: 0, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj], base_dtype: float32}}
 backend: {engine: auto, pjrt_plugin: ""}
 rollout: {n: 8, temperature: 1.0, max_response_tokens: 48, max_rows: 0,
           servers: [], server_model: "", server_timeout: 120s, server_retries: 2,
@@ -620,6 +624,13 @@ func decodeModel(m *core.Params, c *Config) {
 // decodeLoRA reads model.lora.
 func decodeLoRA(l *core.Params, c *Config) {
 	lc := LoRAConfig{Rank: l.Int("rank", 0), Alpha: l.Float("alpha", 16), Dropout: l.Float("dropout", 0)}
+	switch bd := l.String("base_dtype", "float32"); bd {
+	case "float32":
+	case "bfloat16":
+		lc.BaseDType = bd
+	default:
+		l.Fail("base_dtype", "%q: want float32 or bfloat16", bd)
+	}
 	if v, ok := l.Raw("target_modules"); ok {
 		lc.TargetModules = stringList(l, "target_modules", v)
 	}
@@ -633,6 +644,7 @@ func decodeLoRA(l *core.Params, c *Config) {
 	}
 	l.Check(lc.Rank >= 0 && lc.Rank <= 4096, "rank", "must be in [0, 4096] (0 = off), got %d", lc.Rank)
 	if lc.Rank == 0 {
+		l.Check(lc.BaseDType == "", "base_dtype", "bfloat16 stores a LoRA run's frozen base weights: set model.lora.rank too (full fine-tuning trains every weight in float32)")
 		return
 	}
 	l.Check(c.Model.HF != "", "rank", "adapters need a Hugging Face model (model.hf)")

@@ -152,8 +152,15 @@ func TestLoRAConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := c.Model.LoRA; l.Rank != 4 || l.Alpha != 8 || strings.Join(l.TargetModules, ",") != "q_proj,v_proj" {
+	if l := c.Model.LoRA; l.Rank != 4 || l.Alpha != 8 || strings.Join(l.TargetModules, ",") != "q_proj,v_proj" || l.BaseDType != "" {
 		t.Fatalf("lora %+v", l)
+	}
+	c, err = LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"model.hf=m", "model.lora.rank=8", "model.lora.base_dtype=bfloat16"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Model.LoRA; l.BaseDType != "bfloat16" {
+		t.Fatalf("lora %+v, want base_dtype bfloat16", l)
 	}
 	for _, tc := range []struct {
 		sets []string
@@ -171,6 +178,8 @@ func TestLoRAConfig(t *testing.T) {
 		{[]string{"model.hf=m", "model.lora.rank=8", "model.lora.use_dora=true"}, "model.lora.use_dora: DoRA (weight-decomposed LoRA) is not implemented"},
 		{[]string{"model.adapter=a"}, "model.adapter: a PEFT adapter needs the Hugging Face model it adapts (model.hf)"},
 		{[]string{"model.lora.ranks=8"}, "model.lora.ranks: unknown key"},
+		{[]string{"model.hf=m", "model.lora.rank=8", "model.lora.base_dtype=float16"}, `model.lora.base_dtype: "float16": want float32 or bfloat16`},
+		{[]string{"model.hf=m", "model.lora.base_dtype=bfloat16"}, "model.lora.base_dtype: bfloat16 stores a LoRA run's frozen base weights"},
 	} {
 		_, err := LoadConfig(LoadOptions{Env: []string{}, Sets: tc.sets})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

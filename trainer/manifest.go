@@ -204,6 +204,8 @@ func compareFixed(saved, now map[string]any) error {
 		a, b := normalizeJSON(saved[key]), normalizeJSON(now[key])
 		if _, ok := saved[key]; !ok {
 			a = normalizeJSON(defaultValue(key))
+		} else {
+			a = withDefaults(a, normalizeJSON(defaultValue(key)))
 		}
 		if key == "strategies" {
 			a, b = withoutPluginPins(a), withoutPluginPins(b)
@@ -214,6 +216,28 @@ func compareFixed(saved, now map[string]any) error {
 		}
 	}
 	return nil
+}
+
+// withDefaults is the saved value v of a fixed key with the sub-keys its
+// default def has and v lacks filled in from def (recursively): a manifest
+// written before a sub-key existed (model.lora.base_dtype) compares equal
+// to a config that keeps the sub-key's default.
+func withDefaults(v, def any) any {
+	m, ok := v.(map[string]any)
+	d, dok := def.(map[string]any)
+	if !ok || !dok {
+		return v
+	}
+	out := map[string]any{}
+	for k, x := range m {
+		out[k] = withDefaults(x, d[k])
+	}
+	for k, x := range d {
+		if _, ok := m[k]; !ok {
+			out[k] = x
+		}
+	}
+	return out
 }
 
 // pluginRunKeys are the keys of a plugin entry that do not change what it

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
@@ -122,7 +123,10 @@ func hfParamShapes(c *hf.Config, head bool) map[string][]int {
 //
 // ad, when not nil, is merged into the weights it adapts (W + (alpha/r) B
 // A): a model served or scored with a PEFT adapter.
-func loadHFParams(ctx *model.Scope, eng compute.Backend, c *hf.Config, set *safetensors.Set, head bool, ad *peft.Adapter) error {
+//
+// With bf16 (a LoRA net's model.lora.base_dtype) the weights are stored
+// in bfloat16, rounded to nearest even (exact for a bfloat16 checkpoint).
+func loadHFParams(ctx *model.Scope, eng compute.Backend, c *hf.Config, set *safetensors.Set, head bool, ad *peft.Adapter, bf16 bool) error {
 	want := hfParamShapes(c, head)
 	for _, name := range set.Names() {
 		if _, ok := want[name]; ok {
@@ -153,6 +157,17 @@ func loadHFParams(ctx *model.Scope, eng compute.Backend, c *hf.Config, set *safe
 			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 				return fmt.Errorf("tensor %q: element %d is %v", name, i, x)
 			}
+		}
+		if bf16 {
+			if ad != nil {
+				return fmt.Errorf("tensor %q: an adapter is merged into float32 weights, not bfloat16 ones", name)
+			}
+			t, err := bf16Tensor(eng, shape, v)
+			if err != nil {
+				return err
+			}
+			ctx.At(hfScope).VariableWithValue(name, t)
+			continue
 		}
 		flat, done, err := paramTensor(eng, shape)
 		if err != nil {
@@ -190,14 +205,56 @@ func paramTensor(eng compute.Backend, dims []int) (values []float32, done func()
 	return flat.([]float32), func() *tensors.Tensor { return t }, nil
 }
 
+// bf16Tensor is a bfloat16 weight of dims holding v rounded to nearest
+// even, in an engine buffer when the engine shares them.
+func bf16Tensor(eng compute.Backend, dims []int, v []float32) (*tensors.Tensor, error) {
+	shape := shapes.Make(dtypes.BFloat16, dims...)
+	if eng == nil || !eng.HasSharedBuffers() {
+		out := make([]bfloat16.BFloat16, len(v))
+		roundBF16(out, v)
+		return tensors.FromFlatDataAndDimensions(out, dims...), nil
+	}
+	buf, flat, err := eng.NewSharedBuffer(0, shape)
+	if err != nil {
+		return nil, err
+	}
+	roundBF16(flat.([]bfloat16.BFloat16), v)
+	return tensors.FromBuffer(buf)
+}
+
+// roundBF16 rounds x into d, to nearest even.
+func roundBF16(d []bfloat16.BFloat16, x []float32) {
+	for i, v := range x {
+		d[i] = bfloat16.BFloat16(safetensors.Float32ToBF16(v))
+	}
+}
+
+// hostFloats copies a weight's values as float32 (widening bfloat16).
+func hostFloats(t *tensors.Tensor) []float32 {
+	if t.DType() == dtypes.BFloat16 {
+		b := tensors.MustCopyFlatData[bfloat16.BFloat16](t)
+		out := make([]float32, len(b))
+		for i, x := range b {
+			out[i] = math.Float32frombits(uint32(x) << 16)
+		}
+		return out
+	}
+	return tensors.MustCopyFlatData[float32](t)
+}
+
 // initHFParams creates random weights (N(0, std) matrices, unit norm
 // weights, N(0, std) biases) drawn on the host from seed: a random
 // checkpoint of the configured shape.
-func initHFParams(ctx *model.Scope, eng compute.Backend, c *hf.Config, seed uint64, std float64, head bool) error {
+//
+// With bf16 they are then stored in bfloat16 (rounded).
+func initHFParams(ctx *model.Scope, eng compute.Backend, c *hf.Config, seed uint64, std float64, head, bf16 bool) error {
 	rng := rand.New(rand.NewPCG(seed, 0x4f))
 	want := hfParamShapes(c, head)
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		data, done, err := paramTensor(eng, want[name])
+		if bf16 {
+			data, done, err = paramTensor(nil, want[name])
+		}
 		if err != nil {
 			return err
 		}
@@ -209,13 +266,31 @@ func initHFParams(ctx *model.Scope, eng compute.Backend, c *hf.Config, seed uint
 				data[i] = float32(rng.NormFloat64() * std)
 			}
 		}
+		if bf16 {
+			t, err := bf16Tensor(eng, want[name], data)
+			if err != nil {
+				return err
+			}
+			ctx.At(hfScope).VariableWithValue(name, t)
+			continue
+		}
 		ctx.At(hfScope).VariableWithValue(name, done())
 	}
 	return nil
 }
 
+// w is weight name as float32: a bfloat16 weight (model.lora.base_dtype)
+// is widened where it is read (the cpu engine folds the conversion into a
+// product that reads it).
 func (a *hfArch) w(ctx *model.Scope, g *graph.Graph, name string) *graph.Node {
-	return param(ctx, g, hfScope, name)
+	return asF32(param(ctx, g, hfScope, name))
+}
+
+func asF32(x *graph.Node) *graph.Node {
+	if x.DType() == dtypes.BFloat16 {
+		return graph.ConvertDType(x, dtypes.Float32)
+	}
+	return x
 }
 
 func (a *hfArch) has(ctx *model.Scope, name string) bool {
@@ -284,7 +359,9 @@ func (a *hfArch) ropeTables(pos *graph.Node) (cos, sin *graph.Node) {
 // embed returns embed_tokens[tokens], [B, T, d].
 func (a *hfArch) embed(ctx *model.Scope, tokens *graph.Node) *graph.Node {
 	b, t := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
-	return graph.Gather(a.w(ctx, tokens.Graph(), "model.embed_tokens.weight"), graph.Reshape(tokens, b, t, 1))
+	// The rows are gathered before they are widened: a bfloat16 table is
+	// never converted whole.
+	return asF32(graph.Gather(param(ctx, tokens.Graph(), hfScope, "model.embed_tokens.weight"), graph.Reshape(tokens, b, t, 1)))
 }
 
 // attend is grouped-query attention: q [B, H, Tq, dh] against k, v

@@ -97,7 +97,7 @@ func hfLogProbsOn(t testing.TB, engine, dir string, c *hf.Config, tokens, target
 	}
 	defer set.Close()
 	ctx := model.NewStore().RootScope()
-	if err := loadHFParams(ctx, nil, c, set, true, nil); err != nil {
+	if err := loadHFParams(ctx, nil, c, set, true, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	eng, err := NewEngine(engine, "")
@@ -222,19 +222,19 @@ func TestLoadHFErrors(t *testing.T) {
 	// A config with one layer more: layer 2's weights are missing.
 	c3 := *c
 	c3.Layers = 3
-	if err := loadHFParams(model.NewStore().RootScope(), nil, &c3, set, true, nil); err == nil || !strings.Contains(err.Error(), `"model.layers.2.input_layernorm.weight": missing`) {
+	if err := loadHFParams(model.NewStore().RootScope(), nil, &c3, set, true, nil, false); err == nil || !strings.Contains(err.Error(), `"model.layers.2.input_layernorm.weight": missing`) {
 		t.Errorf("missing layer: %v", err)
 	}
 	// A config with one layer fewer: layer 1's weights are not used.
 	c1 := *c
 	c1.Layers = 1
-	if err := loadHFParams(model.NewStore().RootScope(), nil, &c1, set, true, nil); err == nil || !strings.Contains(err.Error(), `"model.layers.1.`) || !strings.Contains(err.Error(), "not a weight of LlamaForCausalLM") {
+	if err := loadHFParams(model.NewStore().RootScope(), nil, &c1, set, true, nil, false); err == nil || !strings.Contains(err.Error(), `"model.layers.1.`) || !strings.Contains(err.Error(), "not a weight of LlamaForCausalLM") {
 		t.Errorf("extra layer: %v", err)
 	}
 	// A wider intermediate size: shapes disagree.
 	cw := *c
 	cw.Intermediate = 50
-	if err := loadHFParams(model.NewStore().RootScope(), nil, &cw, set, true, nil); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
+	if err := loadHFParams(model.NewStore().RootScope(), nil, &cw, set, true, nil, false); err == nil || !strings.Contains(err.Error(), "config.json implies [32 50]") {
 		t.Errorf("shape: %v", err)
 	}
 }
@@ -550,17 +550,17 @@ func TestHFWeightsInEngineBuffers(t *testing.T) {
 	for _, load := range []bool{true, false} {
 		host, dev := model.NewStore().RootScope(), model.NewStore().RootScope()
 		if load {
-			if err := loadHFParams(host, nil, c, set, true, nil); err != nil {
+			if err := loadHFParams(host, nil, c, set, true, nil, false); err != nil {
 				t.Fatal(err)
 			}
-			if err := loadHFParams(dev, eng, c, set, true, nil); err != nil {
+			if err := loadHFParams(dev, eng, c, set, true, nil, false); err != nil {
 				t.Fatal(err)
 			}
 		} else {
-			if err := initHFParams(host, nil, c, 9, 0.02, true); err != nil {
+			if err := initHFParams(host, nil, c, 9, 0.02, true, false); err != nil {
 				t.Fatal(err)
 			}
-			if err := initHFParams(dev, eng, c, 9, 0.02, true); err != nil {
+			if err := initHFParams(dev, eng, c, 9, 0.02, true, false); err != nil {
 				t.Fatal(err)
 			}
 		}

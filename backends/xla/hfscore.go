@@ -62,7 +62,7 @@ func LoadHFAdapter(dir, adapterDir, engine, pjrtPlugin string) (*HFModel, error)
 		return nil, err
 	}
 	ctx := model.NewStore().RootScope()
-	if err := loadHFParams(ctx, eng, c, set, true, ad); err != nil {
+	if err := loadHFParams(ctx, eng, c, set, true, ad, false); err != nil {
 		eng.Finalize()
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}

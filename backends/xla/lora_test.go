@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/cde-rl/cde/backends/xla/hf"
@@ -472,6 +473,119 @@ func TestLoRACritic(t *testing.T) {
 	for k := range w0 {
 		if !slices.Equal(w0[k], w1[k]) {
 			t.Fatalf("critic updates changed the shared weight %s", k)
+		}
+	}
+}
+
+// model.lora.base_dtype bfloat16 stores the frozen weights in bfloat16
+// (the critic reading the same tensors) and changes nothing else: on a
+// checkpoint stored in bfloat16, whose values the float32 run holds
+// exactly, scoring, the KL reference, generation, actor and critic
+// updates, values and the merged weights equal the float32 base's bit for
+// bit, with and without model.recompute.
+func TestLoRABF16Base(t *testing.T) {
+	dir, c := writeTinyHF(t, "qwen3", safetensors.BF16, 27)
+	lc := testLoRA["qwen3"]
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	for _, re := range []bool{false, true} {
+		type result struct {
+			lps, ref  [][]float64
+			gens      []core.Generation
+			metrics   []map[string]float64
+			values    [][]float64
+			merged    map[string][]byte
+			after     [][]float64
+			bf16Count int
+		}
+		run := func(bf16 bool) result {
+			pc := HFModelConfig(c, 32)
+			pc.LoRA, pc.Recompute, pc.BaseBF16 = &lc, re, bf16
+			b, err := New(Options{Engine: "cpu", Policy: pc, ValueHeads: 2, Seed: 3, ActorLR: 1e-2, CriticLR: 1e-2, PAD: 0, EOS: 2, HFWeights: set})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			var res result
+			for v := range b.policy.ctx.IterVariables() {
+				if v.Scope() == "/"+hfScope && v.Shape().DType == dtypes.BFloat16 {
+					res.bf16Count++
+				}
+			}
+			r := loraRollout(c, 2)
+			seqs := []*core.Sequence{&r.Seqs[0], &r.Seqs[1], &r.Seqs[2]}
+			if res.lps, _, err = b.ScoreLogProbs(seqs, 1); err != nil {
+				t.Fatal(err)
+			}
+			if res.ref, err = b.ReferenceLogProbs(r, 1); err != nil {
+				t.Fatal(err)
+			}
+			if res.gens, err = b.Generate(core.GenerateRequest{Prompts: [][]int32{r.Seqs[0].Prompt, r.Seqs[1].Prompt}, Temperature: 1, MaxTokens: 6, Seed: 5}); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				m, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.2, EntropyCoef: 0.01, KLCoef: 0.1, Temperature: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.metrics = append(res.metrics, m)
+			}
+			m, err := b.UpdateCritic(r, core.CriticUpdate{Epochs: 1, Minibatches: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.metrics = append(res.metrics, m)
+			if err := b.ScoreValues(r); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range r.Seqs {
+				res.values = append(res.values, s.Values[0])
+			}
+			ts, err := b.hfTensors(safetensors.F32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.merged = map[string][]byte{}
+			for _, x := range ts {
+				res.merged[x.Name] = x.Data
+			}
+			res.after, _, _ = b.ScoreLogProbs(seqs, 1)
+			return res
+		}
+		f32, b16 := run(false), run(true)
+		if f32.bf16Count != 0 || b16.bf16Count != len(hfParamShapes(c, true)) {
+			t.Fatalf("recompute %v: %d and %d bfloat16 base weights, want 0 and all %d", re, f32.bf16Count, b16.bf16Count, len(hfParamShapes(c, true)))
+		}
+		same := func(what string, a, b [][]float64) {
+			t.Helper()
+			for i := range a {
+				if !slices.Equal(a[i], b[i]) {
+					t.Fatalf("recompute %v: %s %d: %v float32 base, %v bfloat16 base", re, what, i, a[i], b[i])
+				}
+			}
+		}
+		same("log-probs", f32.lps, b16.lps)
+		same("reference log-probs", f32.ref, b16.ref)
+		same("values after the critic update", f32.values, b16.values)
+		same("log-probs after the updates", f32.after, b16.after)
+		for i := range f32.gens {
+			if !slices.Equal(f32.gens[i].Tokens, b16.gens[i].Tokens) || !slices.Equal(f32.gens[i].LogProbs, b16.gens[i].LogProbs) {
+				t.Fatalf("recompute %v: generation %d differs: %+v vs %+v", re, i, f32.gens[i], b16.gens[i])
+			}
+		}
+		for i := range f32.metrics {
+			if !maps.Equal(f32.metrics[i], b16.metrics[i]) {
+				t.Fatalf("recompute %v: update %d metrics %v float32 base, %v bfloat16 base", re, i, f32.metrics[i], b16.metrics[i])
+			}
+		}
+		if len(f32.merged) == 0 || !maps.EqualFunc(f32.merged, b16.merged, slices.Equal[[]byte]) {
+			t.Fatalf("recompute %v: merged weights differ", re)
+		}
+		if f32.after[0][0] == f32.lps[0][0] {
+			t.Fatalf("recompute %v: the updates left the policy unchanged", re)
 		}
 	}
 }

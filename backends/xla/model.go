@@ -36,6 +36,13 @@ type ModelConfig struct {
 	// (gradient checkpointing per block). It changes memory and time, not
 	// results, so checkpoints do not compare it.
 	Recompute bool
+	// BaseBF16 (model.lora.base_dtype: bfloat16), with LoRA, stores the
+	// frozen Hugging Face weights in bfloat16, 2 bytes a value instead of
+	// 4: the graphs widen them to float32 where they are read (the cpu
+	// engine inside the product, a slab at a time), and compute in
+	// float32 as before. A checkpoint stored in bfloat16 (most are) loses
+	// nothing; a float32 one is rounded to nearest even.
+	BaseBF16 bool
 }
 
 func (c ModelConfig) ff() int {
@@ -57,6 +64,9 @@ func (c ModelConfig) Validate() error {
 		if c.LoRA.Dropout != 0 {
 			return fmt.Errorf("config: model.lora.dropout = %v: only 0 is implemented (the adapters' dropout would make the first minibatch's policy ratio differ from 1)", c.LoRA.Dropout)
 		}
+	}
+	if c.BaseBF16 && c.LoRA == nil {
+		return fmt.Errorf("config: model.lora.base_dtype bfloat16: only a LoRA run's frozen base weights can be stored in bfloat16 (set model.lora.rank)")
 	}
 	if c.HF != nil {
 		if c.MaxLen < 2 || c.MaxLen > c.HF.MaxPositions {

@@ -154,11 +154,11 @@ func newNet(b compute.Backend, cfg ModelConfig, seed uint64, weights *safetensor
 				return nil, err
 			}
 		case weights != nil:
-			if err := loadHFParams(ctx, b, cfg.HF, weights, head, merge); err != nil {
+			if err := loadHFParams(ctx, b, cfg.HF, weights, head, merge, cfg.BaseBF16); err != nil {
 				return nil, err
 			}
 		default:
-			if err := initHFParams(ctx, b, cfg.HF, seed, 0.02, head); err != nil {
+			if err := initHFParams(ctx, b, cfg.HF, seed, 0.02, head, cfg.BaseBF16); err != nil {
 				return nil, err
 			}
 			if merge != nil {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gomlx/gomlx/core/tensors"
-
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
 )
@@ -30,7 +28,7 @@ func (b *Backend) hfTensors(dtype safetensors.DType) ([]safetensors.Tensor, erro
 		if err != nil {
 			return nil, err
 		}
-		data, err := b.policy.mergedWeight(v.Name(), tensors.MustCopyFlatData[float32](val))
+		data, err := b.policy.mergedWeight(v.Name(), hostFloats(val))
 		if err != nil {
 			return nil, err
 		}

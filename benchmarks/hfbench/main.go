@@ -61,7 +61,12 @@ func main() {
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
 	recompute := flag.Bool("recompute", false, "cde's train step recomputes each block's activations in the backward pass (model.recompute; PyTorch's side is unchanged)")
 	loraRank := flag.Int("lora-rank", 0, "train LoRA adapters of this rank (alpha 2r) on all seven projections, the base frozen, on both sides (model.lora; 0: every weight)")
+	baseBF16 := flag.Bool("base-bf16", false, "with --lora-rank, store the frozen base weights in bfloat16 on both sides, widened to float32 where they are read (model.lora.base_dtype: bfloat16)")
 	flag.Parse()
+	if *baseBF16 && *loraRank == 0 {
+		fmt.Fprintln(os.Stderr, "--base-bf16 stores a LoRA run's frozen base: set --lora-rank too")
+		os.Exit(2)
+	}
 	var nbs []int
 	for _, f := range strings.Split(*decodeBatches, ",") {
 		var nb int
@@ -95,7 +100,7 @@ func main() {
 				panic(err)
 			}
 		}
-		res["go"] = runGo(hc, *loraRank, *recompute, *engine, *plugin, *batch, max(*trainBatch, 0), *micro, *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
+		res["go"] = runGo(hc, *loraRank, *baseBF16, *recompute, *engine, *plugin, *batch, max(*trainBatch, 0), *micro, *seqLen, *decodeTokens, *reps, *skipForward, *skipTrain, nbs)
 		pprof.StopCPUProfile()
 		if os.Getenv("CDE_CPU_OPSTATS") != "" {
 			cpu.WriteOpStats(os.Stderr, 25) // per-op times of every measurement above
@@ -107,7 +112,7 @@ func main() {
 		if *torchMicro >= 0 {
 			tm = *torchMicro
 		}
-		res["torch"] = runTorch(*python, *torchDevice, cfg, *loraRank, *batch, *trainBatch, tm, *seqLen, *decodeTokens, *skipTrain, nbs)
+		res["torch"] = runTorch(*python, *torchDevice, cfg, *loraRank, *baseBF16, *batch, *trainBatch, tm, *seqLen, *decodeTokens, *skipTrain, nbs)
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(b))
@@ -244,11 +249,12 @@ func procStatusGiB(field string) float64 {
 	return 0
 }
 
-func runGo(hc *hf.Config, loraRank int, recompute bool, engine, plugin string, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
+func runGo(hc *hf.Config, loraRank int, baseBF16, recompute bool, engine, plugin string, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
 	out := map[string]float64{}
 	pc := xla.HFModelConfig(hc, seqLen+decode+64)
 	pc.LoRA = xla.LoRAOf(loraRank, 2*float64(loraRank), 0, peft.Modules)
 	pc.Recompute = recompute
+	pc.BaseBF16 = baseBF16
 	b, err := xla.New(xla.Options{Engine: engine, PJRTPlugin: plugin, Policy: pc, Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
 	if err != nil {
 		panic(err)
@@ -264,6 +270,9 @@ func runGo(hc *hf.Config, loraRank int, recompute bool, engine, plugin string, b
 	}
 	out["params"] = params
 	out["weight_bytes"] = 4 * params
+	if baseBF16 {
+		out["weight_bytes"] = 2 * params // the frozen weights, read by decode, are bfloat16 (the adapters are a rounding error)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	r := &core.Rollout{}
 	prompt := 64
@@ -407,7 +416,7 @@ func runGo(hc *hf.Config, loraRank int, recompute bool, engine, plugin string, b
 	return out
 }
 
-func runTorch(python, device, cfg string, loraRank, batch, trainBatch, micro, seqLen, decode int, skipTrain bool, decodeBatches []int) map[string]float64 {
+func runTorch(python, device, cfg string, loraRank int, baseBF16 bool, batch, trainBatch, micro, seqLen, decode int, skipTrain bool, decodeBatches []int) map[string]float64 {
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "torch_hf.py")
 	if _, err := os.Stat(script); err != nil {
@@ -427,6 +436,9 @@ func runTorch(python, device, cfg string, loraRank, batch, trainBatch, micro, se
 		nbs = append(nbs, fmt.Sprint(nb))
 	}
 	args = append(args, "--device="+device, "--decode-batches="+strings.Join(nbs, ","), fmt.Sprintf("--lora=%d", loraRank))
+	if baseBF16 {
+		args = append(args, "--base-bf16")
+	}
 	cmd := exec.Command(python, args...)
 	cmd.Stderr = os.Stderr
 	stdout, _ := cmd.StdoutPipe()

@@ -3,7 +3,7 @@
 with random weights, timed at the same shapes with 2 threads.
 
     torch_hf.py DIR BATCH SEQ DECODE TRAIN_BATCH [MICRO] [--skip-train]
-                [--device=cpu|cuda] [--decode-batches=1,32] [--lora=R]
+                [--device=cpu|cuda] [--decode-batches=1,32] [--lora=R [--base-bf16]]
 
 Prints one JSON object: forward_s, train_s (forward, backward, Adam; with
 MICRO > 0 the train batch goes through in parts of MICRO sequences whose
@@ -17,7 +17,10 @@ products stay float32 (TF32 off, PyTorch's default).
 --lora=R trains LoRA adapters of rank R (alpha 2R) on all seven
 projections instead of every weight, as PEFT computes them (x W^T +
 (alpha/r) (x A^T) B^T, A ~ U(+-1/sqrt(in)), B = 0): the base weights take no
-gradient and have no Adam state.
+gradient and have no Adam state. --base-bf16 stores them in bfloat16 for
+the train step; the forward widens them to float32 (hf_ref's forward
+converts every weight to the compute dtype as it starts) and computes in
+float32, as cde's model.lora.base_dtype: bfloat16.
 """
 import json
 import math
@@ -100,8 +103,11 @@ def main():
         lora = None
         if R > 0:
             P = W
+            if "--base-bf16" in sys.argv:
+                P = {k: v.to(torch.bfloat16) for k, v in W.items()}
+                W = None  # the float32 weights are not kept
             pairs = {}
-            for k, w in W.items():
+            for k, w in P.items():
                 m = k[:-len(".weight")]
                 if k.endswith("_proj.weight"):
                     out_dim, in_dim = w.shape
@@ -137,6 +143,8 @@ def main():
         sync()
         out["train_s"] = time.perf_counter() - t0
         print(f"torch train_s: {out['train_s']:.3f}", file=sys.stderr)
+        if W is None:  # --base-bf16: decode reads float32 weights again
+            W = {k: v.float() for k, v in P.items()}
         del P, opt, trained, lora
         peak(out, "train")
     inv = inv_freq(cfg, hd)

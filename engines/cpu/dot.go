@@ -2,6 +2,8 @@ package cpu
 
 import (
 	"runtime"
+	"sync"
+	"unsafe"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
@@ -68,7 +70,7 @@ func dotGeneral(st *execState, n *node, d, lhs, rhs any) error {
 	if x, ok := rhs.([]bfloat16.BFloat16); ok {
 		if dd, ok := d.([]float32); ok && p.batch == 1 {
 			if ok, trans := operandLayout(p.rhsBatch, p.rhsFree, p.rhsContract); ok {
-				return st.dotBF16Slabs(n, dd, lhs.([]float32), x, !trans)
+				return st.dotBF16(n, dd, lhs.([]float32), x, !trans)
 			}
 		}
 		f := st.pool.get(dtypes.Float32, len(x)).([]float32)
@@ -342,65 +344,79 @@ func foldBF16Converts(n *node) {
 	}
 }
 
-// bf16SlabElems is the size of the float32 slab a product with a
-// bfloat16 right operand widens at a time: small enough to stay in a
-// core's L2 cache for a decode step's few rows (the product then reads
-// the weight's 2 bytes a value from memory, not 4), larger for many rows,
-// where each slab's call packs the left operand again.
+// bf16SlabElems is the size of the float32 slab of a bfloat16 weight
+// that one core widens at a time in a few-row product (a decode step):
+// small enough to stay in its L2 cache, so the product reads the weight's
+// 2 bytes a value from memory, not 4.
+func bf16SlabElems(int) int { return 64 << 10 }
+
 var bf16Slab = bf16SlabElems // tests shrink it
 
-func bf16SlabElems(m int) int {
-	if m <= 16 {
-		return 64 << 10
+// bf16Slabs holds the cores' slab scratch between products (a decode
+// step runs hundreds).
+var bf16Slabs sync.Pool
+
+func slabScratch(n int) *[]float32 {
+	if p, ok := bf16Slabs.Get().(*[]float32); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
 	}
-	return 2 << 20
+	s := make([]float32, n)
+	return &s
 }
 
-// dotBF16Slabs computes d = a · op(b) for one product whose right operand
-// b is bfloat16, stored [n, k] (transB) or [k, n], a slab of output
-// columns at a time: the slab's columns of b are widened into a pooled
-// float32 scratch and multiplied by gemm into d's columns, so the result
-// is what the product of the widened b gives.
-func (st *execState) dotBF16Slabs(n *node, d, lhs []float32, b []bfloat16.BFloat16, transB bool) error {
+// dotBF16 computes d = a · op(b) for one product whose right operand b is
+// bfloat16, stored [n, k] (transB) or [k, n], without a float32 copy of b:
+//
+//   - few rows (the dot-product tiles' regime, a decode step): the rows of
+//     b are taken in L2-sized slabs spread over the cores, each widened
+//     into its core's scratch and multiplied there;
+//   - gemm's regime: gemm widens b as it packs it (gemm.SgemmTBF16);
+//   - the small products matmulOne does with direct loops: b is widened
+//     whole (it is small) and matmulOne runs.
+//
+// Each gives what the product of the widened b gives, bit for bit: the
+// same kernels run on the same values in the same order.
+func (st *execState) dotBF16(n *node, d, lhs []float32, b []bfloat16.BFloat16, transB bool) error {
 	p := n.params.(*dotParams)
 	a, transA, sa := st.canonical(lhs, n.inputs[0].shape.Dimensions, p.lhsBatch, p.lhsFree, p.lhsContract)
 	if sa != nil {
 		defer st.pool.put(sa)
 	}
+	af := a.([]float32)
 	m, nn, k := p.m, p.n, p.k
-	lda := k
+	lda, ldb := k, nn
 	if transA {
 		lda = m
 	}
-	w := max(8, min(nn, bf16Slab(m)/max(k, 1)))
-	if w < nn {
-		w = max(8, w/8*8)
+	if transB {
+		ldb = k
 	}
-	scratch := st.pool.get(dtypes.Float32, w*k).([]float32)
-	defer st.pool.put(scratch)
-	af := a.([]float32)
-	for j0 := 0; j0 < nn; j0 += w {
-		j1 := min(j0+w, nn)
-		ws := j1 - j0
-		s := scratch[:ws*k]
-		ldb := ws
-		if transB {
-			bf16ToF32(s, b[j0*k:j1*k])
-			ldb = k
-		} else {
-			for kk := 0; kk < k; kk++ {
-				bf16ToF32Serial(s[kk*ws:(kk+1)*ws], b[kk*nn+j0:kk*nn+j1])
+	bits := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
+	switch {
+	case nn <= 4 && k <= 4 && !transA && !transB, m*nn*k <= smallDotMACs:
+	case gemm.DotTiles(transA, transB, m, k):
+		w := max(1, min(nn, bf16Slab(m)/max(k, 1)))
+		slabs := (nn + w - 1) / w
+		parallelRange(slabs, 1, func(lo, hi int) {
+			sp := slabScratch(w * k)
+			defer bf16Slabs.Put(sp)
+			s := *sp
+			for i := lo; i < hi; i++ {
+				j0, j1 := i*w, min(nn, (i+1)*w)
+				bf16ToF32Serial(s[:(j1-j0)*k], b[j0*k:j1*k])
+				gemm.SgemmTSerial(transA, true, m, j1-j0, k, af, lda, s, k, d[j0:], nn)
 			}
-		}
-		if m*ws*k <= smallDotMACs {
-			sub := make([]float32, m*ws)
-			smallDot(sub, af, s, m, ws, k, transA, transB)
-			for i := 0; i < m; i++ {
-				copy(d[i*nn+j0:i*nn+j1], sub[i*ws:(i+1)*ws])
-			}
-			continue
-		}
-		gemm.SgemmT(transA, transB, m, ws, k, af, lda, s, ldb, d[j0:], nn)
+		})
+		return nil
+	case m == 1 && !transB, m <= gemvTransBRows && transB && !transA:
+	default:
+		gemm.SgemmTBF16(transA, transB, m, nn, k, af, lda, bits, ldb, d, nn)
+		return nil
 	}
+	f := st.pool.get(dtypes.Float32, len(b)).([]float32)
+	defer st.pool.put(f)
+	bf16ToF32(f, b)
+	matmulOne(d, af, f, 0, m, nn, k, transA, transB, false)
 	return nil
 }

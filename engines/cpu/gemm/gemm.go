@@ -18,6 +18,7 @@ package gemm
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -97,6 +98,41 @@ func SgemmTSerial(transA, transB bool, m, n, k int, a []float32, lda int, b []fl
 	sgemm(true, transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 }
 
+// SgemmTBF16 is SgemmT with B given as bfloat16 values (their bits): B is
+// widened to float32 as it is packed, so no float32 copy of B is ever
+// made, and C is exactly SgemmT's for the widened B. It always packs
+// (no dot-product tiles, which read B in place as float32).
+func SgemmTBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []uint16, ldb int, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	checkMatrix("C", c, m, n, ldc)
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			clear(c[i*ldc : i*ldc+n])
+		}
+		return
+	}
+	if transA {
+		checkMatrix("A", a, k, m, lda)
+	} else {
+		checkMatrix("A", a, m, k, lda)
+	}
+	rows, cols := k, n
+	if transB {
+		rows, cols = n, k
+	}
+	if ldb < cols || len(b) < (rows-1)*ldb+cols {
+		panic(fmt.Sprintf("gemm: B (bfloat16) is %d values, leading dimension %d, for %d×%d", len(b), ldb, rows, cols))
+	}
+	g := gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k,
+		a: a, lda: lda, b16: b, ldb: ldb, c: c, ldc: ldc, kern: pickKernel(n)}
+	g.run()
+}
+
 // KernelName names the micro-kernel chosen for this CPU (e.g. "avx512-12x32").
 func KernelName() string { return kernel.name }
 
@@ -144,6 +180,7 @@ type gemmArgs struct {
 	a              []float32
 	lda            int
 	b              []float32
+	b16            []uint16 // B as bfloat16 bits instead of b (SgemmTBF16)
 	ldb            int
 	c              []float32
 	ldc            int
@@ -169,7 +206,7 @@ func (g *gemmArgs) run() {
 	if g.serial || int64(g.m)*int64(g.n)*int64(g.k) < minParallelFlops {
 		workers = 1
 	}
-	if g.useDotTiles() {
+	if g.b16 == nil && g.useDotTiles() {
 		g.runDotTiles(workers)
 		return
 	}
@@ -216,9 +253,14 @@ func (g *gemmArgs) run() {
 				return
 			}
 			sub.n = j1 - j0
-			if g.transB {
+			switch {
+			case g.b16 != nil && g.transB:
+				sub.b16 = g.b16[j0*g.ldb:]
+			case g.b16 != nil:
+				sub.b16 = g.b16[j0:]
+			case g.transB:
 				sub.b = g.b[j0*g.ldb:]
-			} else {
+			default:
 				sub.b = g.b[j0:]
 			}
 			sub.c = g.c[j0:]
@@ -416,6 +458,10 @@ func packRows12(dst, a []float32, off, lda, kc int) {
 // packB writes op(B)[pc:pc+kc, jc:jc+nc] as consecutive nr-column panels;
 // in each panel, row p is nr consecutive values. Columns past nc are zero.
 func (g *gemmArgs) packB(dst []float32, jc, nc, pc, kc, nr int) {
+	if g.b16 != nil {
+		g.packB16(dst, jc, nc, pc, kc, nr)
+		return
+	}
 	b, ldb := g.b, g.ldb
 	if !g.transB {
 		// Walk B row by row (sequential reads, prefetch-friendly); each
@@ -451,6 +497,40 @@ func (g *gemmArgs) packB(dst []float32, jc, nc, pc, kc, nr int) {
 			src := b[(jc+jr+cc)*ldb+pc : (jc+jr+cc)*ldb+pc+kc]
 			for p, v := range src {
 				panel[p*nr+cc] = v
+			}
+		}
+		for cc := nn; cc < nr; cc++ {
+			for p := 0; p < kc; p++ {
+				panel[p*nr+cc] = 0
+			}
+		}
+	}
+}
+
+// packB16 is packB for bfloat16 B, widening each value as it is placed.
+func (g *gemmArgs) packB16(dst []float32, jc, nc, pc, kc, nr int) {
+	b, ldb := g.b16, g.ldb
+	if !g.transB {
+		for p := 0; p < kc; p++ {
+			src := b[(pc+p)*ldb+jc : (pc+p)*ldb+jc+nc]
+			for jr := 0; jr < nc; jr += nr {
+				nn := min(nr, nc-jr)
+				d := dst[jr*kc+p*nr : jr*kc+p*nr+nr]
+				for j, v := range src[jr : jr+nn] {
+					d[j] = math.Float32frombits(uint32(v) << 16)
+				}
+				clear(d[nn:])
+			}
+		}
+		return
+	}
+	for jr := 0; jr < nc; jr += nr {
+		nn := min(nr, nc-jr)
+		panel := dst[jr*kc : (jr+nr)*kc]
+		for cc := 0; cc < nn; cc++ {
+			src := b[(jc+jr+cc)*ldb+pc : (jc+jr+cc)*ldb+pc+kc]
+			for p, v := range src {
+				panel[p*nr+cc] = math.Float32frombits(uint32(v) << 16)
 			}
 		}
 		for cc := nn; cc < nr; cc++ {

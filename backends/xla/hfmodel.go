@@ -251,10 +251,11 @@ func initHFParams(ctx *model.Scope, eng compute.Backend, c *hf.Config, seed uint
 	rng := rand.New(rand.NewPCG(seed, 0x4f))
 	want := hfParamShapes(c, head)
 	for _, name := range slices.Sorted(maps.Keys(want)) {
-		data, done, err := paramTensor(eng, want[name])
+		host := eng
 		if bf16 {
-			data, done, err = paramTensor(nil, want[name])
+			host = nil // drawn in float32 on the host, then rounded into the engine's buffer
 		}
+		data, done, err := paramTensor(host, want[name])
 		if err != nil {
 			return err
 		}

@@ -75,7 +75,7 @@ func TestDryRun(t *testing.T) {
 		t.Errorf("mode %q engine %q, want dry and cpu", s.Mode, s.Engine)
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "summary.md"))
-	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g"} {
 		c, ok := s.Checks[k]
 		if !ok {
 			t.Errorf("check %s missing from summary.json", k)
@@ -101,6 +101,16 @@ func TestDryRun(t *testing.T) {
 	json.Unmarshal(s.Checks["f"].Figures, &f)
 	if !f.Same || f.Plain > 1e-4 || f.Moved <= 1e-3 {
 		t.Errorf("check f: %+v", f)
+	}
+	// g: on the cpu engine the bfloat16 base's run is the float32 base's.
+	var g struct {
+		Compared  int     `json:"metrics_compared"`
+		Worst     float64 `json:"max_rel_diff"`
+		Identical bool    `json:"adapters_identical"`
+	}
+	json.Unmarshal(s.Checks["g"].Figures, &g)
+	if g.Compared == 0 || g.Worst != 0 || !g.Identical {
+		t.Errorf("check g: %+v", g)
 	}
 	// The figures the run step parsed from each tool's output.
 	var a struct {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The GPU check's run step: runs on the GPU machine (no Go, no network).
 
-    python3 scripts/gpucheck/run.py OUT [--plugin P] [--only a,b,c,d,e,f] [--bin DIR]
+    python3 scripts/gpucheck/run.py OUT [--plugin P] [--only a,b,c,d,e,f,g] [--bin DIR]
     python3 scripts/gpucheck/run.py OUT --dry      # CI: engine cpu, PyTorch on the CPU
 
 Run from anywhere; paths are taken relative to this file's repository. The
@@ -35,6 +35,9 @@ a run cut short keeps what finished. The checks (docs/scale.md):
      export's score, the plain PyTorch forward of the merged export
      agrees within 1e-4, and HF PEFT (PeftModel.from_pretrained on the
      base) gives cde's log-probs within 1e-4
+  g  LoRA with a bfloat16 base: the same short LoRA run on a BF16 tiny Qwen3
+     with model.lora.base_dtype float32 and bfloat16; the steps' actor and
+     reward metrics agree within 1e-4 relative (bit for bit in --dry)
 
 --dry runs the same script with engine cpu for xla:cuda (check a then uses
 GoMLX's go engine as the reference, its default), PyTorch on the CPU and
@@ -299,10 +302,11 @@ def check_b(ctx):
 
 # ---- c: train, export, transformers ------------------------------------------
 
-def short_run(ctx, name, model_extra="", lr="1.0e-3"):
+def short_run(ctx, name, model_extra="", lr="1.0e-3", dtype="F32"):
     """Trains 2 GRPO steps with an entropy bonus (so the weights move) on the
-    tiny Qwen3 of seed 3 and returns (its base directory, the run directory)."""
-    base = tiny(ctx, "qwen3", "F32", 3)
+    tiny Qwen3 of seed 3 (stored in dtype) and returns (its base directory,
+    the run directory)."""
+    base = tiny(ctx, "qwen3", dtype, 3)
     run_dir = os.path.join(ctx.work, f"{name}-run")
     shutil.rmtree(run_dir, ignore_errors=True)
     cfg = os.path.join(ctx.work, f"{name}.yaml")
@@ -385,6 +389,44 @@ def check_f(ctx):
     r = json.load(open(ref))[0]
     res.update({k: r[k] for k in ("peft", "transformers", "model_class", "max_abs_diff", "tokens")})
     return ("pass" if r["max_abs_diff"] <= LOGPROB_TOL else "fail"), res
+
+
+# ---- g: LoRA with a bfloat16 base -----------------------------------------------
+
+# The tolerance of check g: two float32 computations of the same values,
+# which XLA may fuse differently.
+BF16_BASE_TOL = 1e-4
+
+
+def check_g(ctx):
+    """The same short LoRA run on a BF16 checkpoint with model.lora.base_dtype
+    float32 and bfloat16: the bfloat16 base holds the checkpoint's values
+    exactly and widens them where they are read, so the runs' step metrics
+    and exported adapters must agree (bit for bit on the cpu engine)."""
+    need(ctx, "cde-run")
+    metrics, adapters = {}, {}
+    for bd in ("float32", "bfloat16"):
+        _, run_dir = short_run(ctx, f"g-{bd}", f", lora: {{rank: 4, alpha: 8, base_dtype: {bd}}}", "1.0e-2", dtype="BF16")
+        metrics[bd] = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+        out = os.path.join(ctx.work, f"g-{bd}-adapter")
+        shutil.rmtree(out, ignore_errors=True)
+        run(ctx, "g", [ctx.bins["cde-run"], "export", "--run", run_dir, "--out", out], timeout=ctx.t(120))
+        with open(os.path.join(out, "adapter_model.safetensors"), "rb") as f:
+            adapters[bd] = f.read()
+    worst, compared = 0.0, 0
+    for a, b in zip(metrics["float32"], metrics["bfloat16"]):
+        for k, x in a.items():
+            y = b.get(k)
+            if isinstance(x, (int, float)) and isinstance(y, (int, float)) and k.startswith(("actor/", "reward/")):
+                compared += 1
+                worst = max(worst, abs(x - y) / max(1.0, abs(x)))
+    res = {"tolerance": BF16_BASE_TOL, "steps": len(metrics["float32"]), "metrics_compared": compared,
+           "max_rel_diff": worst, "adapters_identical": adapters["float32"] == adapters["bfloat16"]}
+    if compared == 0 or len(metrics["float32"]) != len(metrics["bfloat16"]):
+        return "fail", dict(res, error="no actor/reward metrics to compare, or the runs logged different numbers of steps")
+    if ctx.dry and not (worst == 0 and res["adapters_identical"]):
+        return "fail", dict(res, error="on the cpu engine the bfloat16 base must give the float32 base's run bit for bit")
+    return ("pass" if worst <= BF16_BASE_TOL else "fail"), res
 
 
 # ---- d: hfbench ----------------------------------------------------------------
@@ -512,7 +554,8 @@ CHECKS = {"a": ("conformance: actor and critic step (K=4) against the cpu engine
           "c": ("export: short run, export, HF transformers loads it", check_c),
           "d": ("hfbench: Qwen3-0.6B shape against PyTorch", check_d),
           "e": ("train: default and PPO + multihead, against the cpu engine", check_e),
-          "f": ("LoRA: short run, export as a PEFT adapter, PEFT loads it", check_f)}
+          "f": ("LoRA: short run, export as a PEFT adapter, PEFT loads it", check_f),
+          "g": ("LoRA with a bfloat16 base: the float32 base's run", check_g)}
 
 
 def write_summary(ctx, results):
@@ -542,7 +585,7 @@ def main():
     ap.add_argument("--dry", action="store_true", help="engine cpu for xla:cuda, PyTorch on the CPU, small sizes (CI)")
     ap.add_argument("--plugin", default="", help="the PJRT CUDA plugin (default: found in the installed Python packages)")
     ap.add_argument("--bin", default=os.path.join(ROOT, ".gpucheck"), help="folder of cde-run, xla.test, hfbench (plain or .xz)")
-    ap.add_argument("--only", default="abcdef", help="checks to run, e.g. a,b or abc")
+    ap.add_argument("--only", default="abcdefg", help="checks to run, e.g. a,b or abc")
     ap.add_argument("--python", default=sys.executable, help="the Python for the PyTorch and transformers parts")
     ap.add_argument("--env", action="append", default=[], metavar="K=V", help="set an environment variable for every check (repeatable)")
     ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiplies every check's timeout")
@@ -575,7 +618,7 @@ def main():
     ctx.bins = unpack(a.bin, os.path.join(ctx.out, "bin"))
     log(f"engine {ctx.engine}, PyTorch on {ctx.torch_device}, plugin {ctx.plugin or '-'}, binaries {sorted(ctx.bins)}, Qwen3 tokenizer {tok}")
     results = ctx.results = {}
-    for key in [k for k in "abcdef" if k in a.only]:
+    for key in [k for k in "abcdefg" if k in a.only]:
         log(f"check {key}: {CHECKS[key][0]}")
         t0 = time.time()
         try:

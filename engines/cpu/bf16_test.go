@@ -2,6 +2,7 @@ package cpu_test
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -172,10 +173,10 @@ func TestBF16MovesNotArithmetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := outs[0][0].flat.([]float32), []float32{12.5, 13.5, 14.5, 3.5, 4.5, 5.5}; !equalF32(got, want) {
+	if got, want := outs[0][0].flat.([]float32), []float32{12.5, 13.5, 14.5, 3.5, 4.5, 5.5}; !slices.Equal(got, want) {
 		t.Errorf("gathered rows %v, want %v", got, want)
 	}
-	if got, want := outs[0][1].flat.([]float32), []float32{0.5, 1.5, 2.5, 6.5}; !equalF32(got, want) {
+	if got, want := outs[0][1].flat.([]float32), []float32{0.5, 1.5, 2.5, 6.5}; !slices.Equal(got, want) {
 		t.Errorf("slices concatenated %v, want %v", got, want)
 	}
 	_, err = execGraph(ours, []arr{{dt: bf16, dims: []int{5, 3}, flat: emb}}, func(g *Graph, xs []*Node) []*Node {
@@ -184,16 +185,4 @@ func TestBF16MovesNotArithmetic(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "BFloat16") && !strings.Contains(err.Error(), "bfloat16") {
 		t.Errorf("Add of bfloat16: err %v, want one naming the dtype", err)
 	}
-}
-
-func equalF32(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

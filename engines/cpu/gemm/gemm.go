@@ -103,23 +103,8 @@ func SgemmTSerial(transA, transB bool, m, n, k int, a []float32, lda int, b []fl
 // made, and C is exactly SgemmT's for the widened B. It always packs
 // (no dot-product tiles, which read B in place as float32).
 func SgemmTBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []uint16, ldb int, c []float32, ldc int) {
-	if m < 0 || n < 0 || k < 0 {
-		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
-	}
-	if m == 0 || n == 0 {
+	if !checkAC(transA, m, n, k, a, lda, c, ldc) {
 		return
-	}
-	checkMatrix("C", c, m, n, ldc)
-	if k == 0 {
-		for i := 0; i < m; i++ {
-			clear(c[i*ldc : i*ldc+n])
-		}
-		return
-	}
-	if transA {
-		checkMatrix("A", a, k, m, lda)
-	} else {
-		checkMatrix("A", a, m, k, lda)
 	}
 	rows, cols := k, n
 	if transB {
@@ -133,27 +118,36 @@ func SgemmTBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []uint
 	g.run()
 }
 
-// KernelName names the micro-kernel chosen for this CPU (e.g. "avx512-12x32").
-func KernelName() string { return kernel.name }
-
-func sgemm(serial, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+// checkAC checks the dimensions, C and A, and reports whether a product
+// is left to compute (false when C is empty, or zeroed for k = 0).
+func checkAC(transA bool, m, n, k int, a []float32, lda int, c []float32, ldc int) bool {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
 	}
 	if m == 0 || n == 0 {
-		return
+		return false
 	}
 	checkMatrix("C", c, m, n, ldc)
 	if k == 0 {
 		for i := 0; i < m; i++ {
 			clear(c[i*ldc : i*ldc+n])
 		}
-		return
+		return false
 	}
 	if transA {
 		checkMatrix("A", a, k, m, lda)
 	} else {
 		checkMatrix("A", a, m, k, lda)
+	}
+	return true
+}
+
+// KernelName names the micro-kernel chosen for this CPU (e.g. "avx512-12x32").
+func KernelName() string { return kernel.name }
+
+func sgemm(serial, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if !checkAC(transA, m, n, k, a, lda, c, ldc) {
+		return
 	}
 	if transB {
 		checkMatrix("B", b, n, k, ldb)

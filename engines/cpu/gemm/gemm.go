@@ -493,10 +493,16 @@ func (g *gemmArgs) packB(dst []float32, jc, nc, pc, kc, nr int) {
 				panel[p*nr+cc] = v
 			}
 		}
-		for cc := nn; cc < nr; cc++ {
-			for p := 0; p < kc; p++ {
-				panel[p*nr+cc] = 0
-			}
+		zeroPanelColumns(panel, nn, nr, kc)
+	}
+}
+
+// zeroPanelColumns zeroes columns [nn, nr) of a kc×nr packed panel (the
+// padding past B's last column).
+func zeroPanelColumns(panel []float32, nn, nr, kc int) {
+	for cc := nn; cc < nr; cc++ {
+		for p := 0; p < kc; p++ {
+			panel[p*nr+cc] = 0
 		}
 	}
 }
@@ -527,11 +533,7 @@ func (g *gemmArgs) packB16(dst []float32, jc, nc, pc, kc, nr int) {
 				panel[p*nr+cc] = math.Float32frombits(uint32(v) << 16)
 			}
 		}
-		for cc := nn; cc < nr; cc++ {
-			for p := 0; p < kc; p++ {
-				panel[p*nr+cc] = 0
-			}
-		}
+		zeroPanelColumns(panel, nn, nr, kc)
 	}
 }
 

@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -29,14 +30,17 @@ func TestLoRARun(t *testing.T) {
 {"question": "Herbert is 10 years younger than Kris. If Kris is 24 years old now, how old will Herbert be next year?", "answer": "#### 15"}
 `
 	os.WriteFile(filepath.Join(data, "train.jsonl"), []byte(train), 0o644)
-	for _, c := range []struct{ name, algo string }{
-		{"grpo-kl", "algorithm: {name: grpo}\ntrain: {steps: 2, prompts_per_step: 2, checkpoint_every: 1, kl_coef: 0.05, entropy_coef: 0.01}"},
-		{"ppo", "algorithm: {name: ppo}\ntrain: {steps: 2, prompts_per_step: 2, checkpoint_every: 1, value_heads: 2}"},
+	for _, c := range []struct{ name, algo, lora string }{
+		{"grpo-kl", "algorithm: {name: grpo}\ntrain: {steps: 2, prompts_per_step: 2, checkpoint_every: 1, kl_coef: 0.05, entropy_coef: 0.01}", ""},
+		{"ppo", "algorithm: {name: ppo}\ntrain: {steps: 2, prompts_per_step: 2, checkpoint_every: 1, value_heads: 2}", ""},
+		// The base in bfloat16 (the tiny checkpoint is BF16, so the merged
+		// export still equals base + adapter exactly), with recompute.
+		{"ppo-bf16-base", "algorithm: {name: ppo}\ntrain: {steps: 2, prompts_per_step: 2, checkpoint_every: 1, value_heads: 2, kl_coef: 0.05}", ", base_dtype: bfloat16}, recompute: true"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			yaml := `seed: 4
 task: {name: math, train: ` + filepath.Join(data, "train.jsonl") + `, tokenizer: ` + model + `}
-model: {hf: ` + model + `, max_len: 128, lora: {rank: 4, alpha: 8, target_modules: [v_proj, q_proj, down_proj]}}
+model: {hf: ` + model + `, max_len: 128, lora: {rank: 4, alpha: 8, target_modules: [v_proj, q_proj, down_proj]` + cmp.Or(c.lora, "}") + `}
 rollout: {n: 2, max_response_tokens: 6}
 eval: {every: 0, k: 1}
 ` + c.algo + "\n"
@@ -45,6 +49,9 @@ eval: {every: 0, k: 1}
 			cfg, err := trainer.LoadConfig(trainer.LoadOptions{File: file, Env: []string{}, Sets: []string{"train.steps=1"}})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got := session.WithModelOptions(cfg, xla.ModelConfig{}); got.BaseBF16 != (c.lora != "") || got.Recompute != (c.lora != "") {
+				t.Fatalf("model options: bfloat16 base %v, recompute %v", got.BaseBF16, got.Recompute)
 			}
 			run := filepath.Join(t.TempDir(), "run")
 			if err := session.Train(context.Background(), session.TrainOptions{Config: cfg, RunDir: run, Log: zerolog.Nop()}); err != nil {

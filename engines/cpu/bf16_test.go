@@ -9,9 +9,6 @@ import (
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/dtypes/bfloat16"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive
-
-	"github.com/cde-rl/cde/engines/cpu"
-	"github.com/cde-rl/cde/engines/cpu/gemm"
 )
 
 const bf16 = dtypes.BFloat16
@@ -77,75 +74,66 @@ func TestBF16Convert(t *testing.T) {
 
 // A product reading a bfloat16 weight through ConvertDType (the engine
 // widens it as it goes) equals, bit for bit, the product of a float32
-// parameter holding the widened values (within float32 rounding where
-// dot-product tiles run on slabs), for a weight stored
-// [out, in] (a projection's forward) and [in, out] (its backward), one
-// row, a few and many, one slab and several, depths under and over
-// gemm's block: every path of the product (direct loops, dot-product
-// tiles on slabs, gemm widening as it packs, split by rows and by
-// columns); and both are within float32 rounding of a float64 loop.
+// parameter holding the widened values, for a weight stored [out, in] (a
+// projection's forward) and [in, out] (its backward), one row, a few and
+// many, depths under and over gemm's block: every path of the product
+// (direct loops, gemm's dot-product tiles reading bfloat16, gemm widening
+// as it packs, split by rows and by columns); and both are within float32
+// rounding of a float64 loop.
 func TestBF16Product(t *testing.T) {
 	ours, _ := engines(t)
 	rng := newRNG(t)
 	for _, kn := range [][2]int{{37, 70}, {37, 300}, {300, 300}} {
-		for _, slab := range []int{0, 8 * kn[0]} {
-			for _, m := range []int{1, 3, 40} {
-				for _, weightOutIn := range []bool{true, false} {
-					k, n := kn[0], kn[1]
-					wdims := []int{k, n}
+		for _, m := range []int{1, 3, 40} {
+			for _, weightOutIn := range []bool{true, false} {
+				k, n := kn[0], kn[1]
+				wdims := []int{k, n}
+				if weightOutIn {
+					wdims = []int{n, k}
+				}
+				x := rng.arr(f32, dUnit, m, k)
+				wb := make([]bfloat16.BFloat16, n*k)
+				wf := make([]float32, n*k)
+				for i := range wb {
+					wb[i] = bfloat16.FromFloat32(float32(rng.r.NormFloat64()))
+					wf[i] = wb[i].Float32()
+				}
+				product := func(xs0, w *Node) *Node {
 					if weightOutIn {
-						wdims = []int{n, k}
+						return DotGeneral(xs0, []int{1}, nil, w, []int{1}, nil)
 					}
-					x := rng.arr(f32, dUnit, m, k)
-					wb := make([]bfloat16.BFloat16, n*k)
-					wf := make([]float32, n*k)
-					for i := range wb {
-						wb[i] = bfloat16.FromFloat32(float32(rng.r.NormFloat64()))
-						wf[i] = wb[i].Float32()
-					}
-					product := func(xs0, w *Node) *Node {
-						if weightOutIn {
-							return DotGeneral(xs0, []int{1}, nil, w, []int{1}, nil)
-						}
-						return DotGeneral(xs0, []int{1}, nil, w, []int{0}, nil)
-					}
-					restore := cpu.SetBF16Slab(slab)
-					fused, err := execGraph(ours, []arr{x, {dt: bf16, dims: wdims, flat: wb}}, func(g *Graph, xs []*Node) []*Node {
-						return []*Node{product(xs[0], ConvertDType(xs[1], f32))}
-					}, 2)
-					restore()
-					if err != nil {
-						t.Fatal(err)
-					}
-					plain, err := execGraph(ours, []arr{x, {dt: f32, dims: wdims, flat: wf}}, func(g *Graph, xs []*Node) []*Node {
-						return []*Node{product(xs[0], xs[1])}
-					}, 1)
-					if err != nil {
-						t.Fatal(err)
-					}
-					// Dot-product tiles on slabs: a column's kernel (how many
-					// columns a tile takes) depends on where the slab puts it,
-					// so only float32 rounding is promised there.
-					tiles := weightOutIn && gemm.DotTiles(false, true, m, k) && m*n*k > 8<<10
-					xf := x.flat.([]float32)
-					for run := range fused {
-						got, want := fused[run][0].flat.([]float32), plain[0][0].flat.([]float32)
-						for i := range m {
-							for j := range n {
-								var ref, abs float64
-								for kk := range k {
-									wv := wf[kk*n+j]
-									if weightOutIn {
-										wv = wf[j*k+kk]
-									}
-									ref += float64(xf[i*k+kk]) * float64(wv)
-									abs += math.Abs(float64(xf[i*k+kk]) * float64(wv))
+					return DotGeneral(xs0, []int{1}, nil, w, []int{0}, nil)
+				}
+				fused, err := execGraph(ours, []arr{x, {dt: bf16, dims: wdims, flat: wb}}, func(g *Graph, xs []*Node) []*Node {
+					return []*Node{product(xs[0], ConvertDType(xs[1], f32))}
+				}, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plain, err := execGraph(ours, []arr{x, {dt: f32, dims: wdims, flat: wf}}, func(g *Graph, xs []*Node) []*Node {
+					return []*Node{product(xs[0], xs[1])}
+				}, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				xf := x.flat.([]float32)
+				for run := range fused {
+					got, want := fused[run][0].flat.([]float32), plain[0][0].flat.([]float32)
+					for i := range m {
+						for j := range n {
+							var ref, abs float64
+							for kk := range k {
+								wv := wf[kk*n+j]
+								if weightOutIn {
+									wv = wf[j*k+kk]
 								}
-								g := got[i*n+j]
-								if math.Float32bits(g) != math.Float32bits(want[i*n+j]) && !tiles || math.Abs(float64(g)-ref) > 1e-5*abs {
-									t.Fatalf("k %d, n %d, slab %d, m %d, [out,in] %v, run %d: [%d,%d] = %v, float32 weight %v, float64 loop %v",
-										k, n, slab, m, weightOutIn, run, i, j, g, want[i*n+j], ref)
-								}
+								ref += float64(xf[i*k+kk]) * float64(wv)
+								abs += math.Abs(float64(xf[i*k+kk]) * float64(wv))
+							}
+							g := got[i*n+j]
+							if math.Float32bits(g) != math.Float32bits(want[i*n+j]) || math.Abs(float64(g)-ref) > 1e-5*abs {
+								t.Fatalf("k %d, n %d, m %d, [out,in] %v, run %d: [%d,%d] = %v, float32 weight %v, float64 loop %v",
+									k, n, m, weightOutIn, run, i, j, g, want[i*n+j], ref)
 							}
 						}
 					}

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/gomlx/compute"
@@ -344,39 +343,14 @@ func foldBF16Converts(n *node) {
 	}
 }
 
-// bf16SlabElems is the size of the float32 slab of a bfloat16 weight
-// that one core widens at a time in a few-row product (a decode step):
-// small enough to stay in its L2 cache, so the product reads the weight's
-// 2 bytes a value from memory, not 4.
-func bf16SlabElems(int) int { return 64 << 10 }
-
-var bf16Slab = bf16SlabElems // tests shrink it
-
-// bf16Slabs holds the cores' slab scratch between products (a decode
-// step runs hundreds).
-var bf16Slabs sync.Pool
-
-func slabScratch(n int) *[]float32 {
-	if p, ok := bf16Slabs.Get().(*[]float32); ok && cap(*p) >= n {
-		*p = (*p)[:n]
-		return p
-	}
-	s := make([]float32, n)
-	return &s
-}
-
 // dotBF16 computes d = a · op(b) for one product whose right operand b is
-// bfloat16, stored [n, k] (transB) or [k, n], without a float32 copy of b:
-//
-//   - few rows (the dot-product tiles' regime, a decode step): the rows of
-//     b are taken in L2-sized slabs spread over the cores, each widened
-//     into its core's scratch and multiplied there;
-//   - gemm's regime: gemm widens b as it packs it (gemm.SgemmTBF16);
-//   - the small products matmulOne does with direct loops: b is widened
-//     whole (it is small) and matmulOne runs.
-//
-// Each gives what the product of the widened b gives, bit for bit: the
-// same kernels run on the same values in the same order.
+// bfloat16, stored [n, k] (transB) or [k, n], without a float32 copy of b
+// where the product is large: in the dot-product tiles' regime (few rows,
+// a decode step) and in gemm's, gemm widens b as its kernels read or pack
+// it (gemm.SgemmTBF16); the small products matmulOne does with direct
+// loops widen b whole (it is small) and run matmulOne. Either way the
+// result is the product of the widened b bit for bit: the same kernels on
+// the same values in the same order.
 func (st *execState) dotBF16(n *node, d, lhs []float32, b []bfloat16.BFloat16, transB bool) error {
 	p := n.params.(*dotParams)
 	a, transA, sa := st.canonical(lhs, n.inputs[0].shape.Dimensions, p.lhsBatch, p.lhsFree, p.lhsContract)
@@ -393,24 +367,10 @@ func (st *execState) dotBF16(n *node, d, lhs []float32, b []bfloat16.BFloat16, t
 		ldb = k
 	}
 	bits := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
-	switch {
-	case nn <= 4 && k <= 4 && !transA && !transB, m*nn*k <= smallDotMACs:
-	case gemm.DotTiles(transA, transB, m, k):
-		w := max(1, min(nn, bf16Slab(m)/max(k, 1)))
-		slabs := (nn + w - 1) / w
-		parallelRange(slabs, 1, func(lo, hi int) {
-			sp := slabScratch(w * k)
-			defer bf16Slabs.Put(sp)
-			s := *sp
-			for i := lo; i < hi; i++ {
-				j0, j1 := i*w, min(nn, (i+1)*w)
-				bf16ToF32Serial(s[:(j1-j0)*k], b[j0*k:j1*k])
-				gemm.SgemmTSerial(transA, true, m, j1-j0, k, af, lda, s, k, d[j0:], nn)
-			}
-		})
-		return nil
-	case m == 1 && !transB, m <= gemvTransBRows && transB && !transA:
-	default:
+	// The paths matmulOne takes without gemm (in its order of tests).
+	direct := nn <= 4 && k <= 4 && !transA && !transB || m*nn*k <= smallDotMACs ||
+		!gemm.DotTiles(transA, transB, m, k) && (m == 1 && !transB || m <= gemvTransBRows && transB && !transA)
+	if !direct {
 		gemm.SgemmTBF16(transA, transB, m, nn, k, af, lda, bits, ldb, d, nn)
 		return nil
 	}

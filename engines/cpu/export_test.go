@@ -63,13 +63,3 @@ func DotGroupSizes(e compute.Executable) []int {
 	}
 	return sizes
 }
-
-// SetBF16Slab makes products with a bfloat16 operand widen slabs of at
-// most elems values (0: the default), and returns the restore function.
-func SetBF16Slab(elems int) func() {
-	old := bf16Slab
-	if elems > 0 {
-		bf16Slab = func(int) int { return elems }
-	}
-	return func() { bf16Slab = old }
-}

@@ -1,6 +1,9 @@
 package gemm
 
-import "runtime"
+import (
+	"math"
+	"runtime"
+)
 
 // C = A·Bᵀ for a few rows of A (decode steps: a batch of hidden states
 // times a Hugging Face [out, in] weight) as register tiles of dot products
@@ -11,6 +14,9 @@ import "runtime"
 // dotTileFn computes C[i*ldc+j] = Σ_{p<k} A[i*lda+p]·B[j*ldb+p] for a
 // tile of rows of A and rows of B, k a positive multiple of 16.
 type dotTileFn func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+
+// dotTileBF16Fn is a dotTileFn whose B holds bfloat16 values.
+type dotTileBF16Fn func(k int, a *float32, lda int, b *uint16, ldb int, c *float32, ldc int)
 
 // dotTileMaxA is the largest A (m·k floats, 1 MiB) that takes the
 // dot-tile path: every tile of B rows runs over all of A, which must stay
@@ -108,6 +114,10 @@ func (g *gemmArgs) dotTileBlock(j0, j1 int) {
 // dotTile computes the r×c tile of C at row i, column j: the kernel over
 // the first kk values of k, then the k%16 tail here.
 func (g *gemmArgs) dotTile(r, c, i, j, kk int) {
+	if g.b16 != nil {
+		g.dotTileBF16(r, c, i, j, kk)
+		return
+	}
 	a, b := g.a[i*g.lda:], g.b[j*g.ldb:]
 	// Bounds the kernel relies on.
 	_ = a[(c-1)*g.lda+g.k-1]
@@ -124,6 +134,30 @@ func (g *gemmArgs) dotTile(r, c, i, j, kk int) {
 			var s float32
 			for p, v := range ar {
 				s += v * br[p]
+			}
+			g.c[(i+ii)*g.ldc+j+jj] += s
+		}
+	}
+}
+
+// dotTileBF16 is dotTile for a bfloat16 B: the same sums in the same
+// order, each value of B widened as it is read.
+func (g *gemmArgs) dotTileBF16(r, c, i, j, kk int) {
+	a, b := g.a[i*g.lda:], g.b16[j*g.ldb:]
+	_ = a[(c-1)*g.lda+g.k-1]
+	_ = b[(r-1)*g.ldb+g.k-1]
+	_ = g.c[(i+c-1)*g.ldc+j+r-1]
+	dotTileBF16Fns[r][c](kk, &a[0], g.lda, &b[0], g.ldb, &g.c[i*g.ldc+j], g.ldc)
+	if kk == g.k {
+		return
+	}
+	for ii := range c {
+		ar := a[ii*g.lda+kk : ii*g.lda+g.k]
+		for jj := range r {
+			br := b[jj*g.ldb+kk : jj*g.ldb+g.k]
+			var s float32
+			for p, v := range ar {
+				s += v * math.Float32frombits(uint32(br[p])<<16)
 			}
 			g.c[(i+ii)*g.ldc+j+jj] += s
 		}

@@ -207,3 +207,45 @@ func TestSgemmTMany(t *testing.T) {
 		}
 	}
 }
+
+// SgemmTBF16 equals SgemmT on the widened B bit for bit, on the dot-tile
+// path (AVX-512: the bfloat16 tile kernels, k with and without a tail,
+// padded strides) and the packed one (both layouts of B, several depth
+// and column blocks, split by rows and by columns).
+func TestSgemmTBF16(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	for _, c := range []struct {
+		transA, transB bool
+		m, n, k, pad   int
+	}{
+		{false, true, 1, 67, 130, 0}, {false, true, 5, 13, 31, 3}, {false, true, 13, 200, 48, 0},
+		{false, true, 1, 3072, 1024, 0}, {false, true, 64, 300, 300, 5}, {false, false, 40, 300, 300, 0},
+		{true, false, 30, 2100, 270, 2}, {false, false, 1, 70, 37, 0}, {true, true, 200, 40, 600, 1},
+	} {
+		m, n, k := c.m, c.n, c.k
+		rowsA, colsA := m, k
+		if c.transA {
+			rowsA, colsA = k, m
+		}
+		rowsB, colsB := k, n
+		if c.transB {
+			rowsB, colsB = n, k
+		}
+		lda, ldb := colsA+c.pad, colsB+c.pad
+		a := randSlice(r, (rowsA-1)*lda+colsA)
+		b16 := make([]uint16, (rowsB-1)*ldb+colsB)
+		bf := make([]float32, len(b16))
+		for i := range b16 {
+			b16[i] = uint16(math.Float32bits(float32(r.NormFloat64())) >> 16)
+			bf[i] = math.Float32frombits(uint32(b16[i]) << 16)
+		}
+		want, got := make([]float32, m*n), make([]float32, m*n)
+		SgemmT(c.transA, c.transB, m, n, k, a, lda, bf, ldb, want, n)
+		SgemmTBF16(c.transA, c.transB, m, n, k, a, lda, b16, ldb, got, n)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%+v: C[%d] = %v with bfloat16 B, %v with its float32 widening", c, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -99,9 +99,9 @@ func SgemmTSerial(transA, transB bool, m, n, k int, a []float32, lda int, b []fl
 }
 
 // SgemmTBF16 is SgemmT with B given as bfloat16 values (their bits): B is
-// widened to float32 as it is packed, so no float32 copy of B is ever
-// made, and C is exactly SgemmT's for the widened B. It always packs
-// (no dot-product tiles, which read B in place as float32).
+// widened to float32 as it is packed, or as it is read by the dot-product
+// tiles (which have bfloat16 forms), so no float32 copy of B is ever made,
+// and C is exactly SgemmT's for the widened B.
 func SgemmTBF16(transA, transB bool, m, n, k int, a []float32, lda int, b []uint16, ldb int, c []float32, ldc int) {
 	if !checkAC(transA, m, n, k, a, lda, c, ldc) {
 		return
@@ -200,7 +200,7 @@ func (g *gemmArgs) run() {
 	if g.serial || int64(g.m)*int64(g.n)*int64(g.k) < minParallelFlops {
 		workers = 1
 	}
-	if g.b16 == nil && g.useDotTiles() {
+	if g.useDotTiles() {
 		g.runDotTiles(workers)
 		return
 	}

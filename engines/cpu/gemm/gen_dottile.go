@@ -41,15 +41,22 @@ func main() {
 	p("//go:build amd64")
 	p("")
 	p(`#include "textflag.h"`)
-	for _, t := range tiles {
-		gen(p, t[0], t[1])
+	for _, bf16 := range []bool{false, true} {
+		for _, t := range tiles {
+			gen(p, t[0], t[1], bf16)
+		}
 	}
 	if err := os.WriteFile(*out, w.Bytes(), 0o644); err != nil {
 		panic(err)
 	}
 }
 
-func gen(p func(string, ...any), r, c int) {
+// gen writes one kernel; with bf16, dotTileBF16R<r>C<c>, whose B holds
+// bfloat16 values (uint16 bits), each widened to float32 as it is loaded
+// (zero-extended and shifted left 16: exact), so the sums are those of the
+// float32 kernel on the widened B, in the same order. Its loop counts
+// elements in CX, addressing A as CX*4 and B as CX*2.
+func gen(p func(string, ...any), r, c int, bf16 bool) {
 	// Pointer registers: c rows of A, then r rows of B; CX is the byte
 	// offset along k and R13 its end. r + c <= 10 for every tile above.
 	pool := []string{"SI", "DI", "R8", "R9", "R10", "R11", "R12", "AX", "BX", "DX"}
@@ -58,9 +65,12 @@ func gen(p func(string, ...any), r, c int) {
 	}
 	aReg, bReg := pool[:c], pool[c:c+r]
 	acc := func(j, i int) int { return j*c + i } // accumulator of B row j, A row i
-	name := fmt.Sprintf("dotTileR%dC%d", r, c)
+	name, bType, bShift, aIdx, bIdx := fmt.Sprintf("dotTileR%dC%d", r, c), "*float32", 2, "(CX*1)", "(CX*1)"
+	if bf16 {
+		name, bType, bShift, aIdx, bIdx = fmt.Sprintf("dotTileBF16R%dC%d", r, c), "*uint16", 1, "(CX*4)", "(CX*2)"
+	}
 	p("")
-	p("// func %s(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)", name)
+	p("// func %s(k int, a *float32, lda int, b %s, ldb int, c *float32, ldc int)", name, bType)
 	p("TEXT ·%s(SB), NOSPLIT, $0-56", name)
 	p("\tMOVQ lda+16(FP), R13")
 	p("\tSHLQ $2, R13")
@@ -69,28 +79,39 @@ func gen(p func(string, ...any), r, c int) {
 		p("\tLEAQ (%s)(R13*1), %s", aReg[i-1], aReg[i])
 	}
 	p("\tMOVQ ldb+32(FP), R13")
-	p("\tSHLQ $2, R13")
+	p("\tSHLQ $%d, R13", bShift)
 	p("\tMOVQ b+24(FP), %s", bReg[0])
 	for j := 1; j < r; j++ {
 		p("\tLEAQ (%s)(R13*1), %s", bReg[j-1], bReg[j])
 	}
 	p("\tMOVQ k+0(FP), R13")
-	p("\tSHLQ $2, R13")
+	if !bf16 {
+		p("\tSHLQ $2, R13") // CX counts bytes of A and B
+	}
 	p("\tXORQ CX, CX")
 	for q := 0; q < r*c; q++ {
 		p("\tVPXORD Z%d, Z%d, Z%d", q, q, q)
 	}
 	p("loop:")
 	for i := 0; i < c; i++ {
-		p("\tVMOVUPS (%s)(CX*1), Z%d", aReg[i], 24+i)
+		p("\tVMOVUPS (%s)%s, Z%d", aReg[i], aIdx, 24+i)
 	}
 	for j := 0; j < r; j++ {
-		p("\tVMOVUPS (%s)(CX*1), Z30", bReg[j])
+		if bf16 {
+			p("\tVPMOVZXWD (%s)%s, Z30", bReg[j], bIdx)
+			p("\tVPSLLD $16, Z30, Z30")
+		} else {
+			p("\tVMOVUPS (%s)%s, Z30", bReg[j], bIdx)
+		}
 		for i := 0; i < c; i++ {
 			p("\tVFMADD231PS Z%d, Z30, Z%d", 24+i, acc(j, i))
 		}
 	}
-	p("\tADDQ $64, CX")
+	if bf16 {
+		p("\tADDQ $16, CX")
+	} else {
+		p("\tADDQ $64, CX")
+	}
 	p("\tCMPQ CX, R13")
 	p("\tJB loop")
 	// Stores: DI walks the rows of C (DI is free now), R13 is ldc in bytes.

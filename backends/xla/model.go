@@ -39,8 +39,8 @@ type ModelConfig struct {
 	// BaseBF16 (model.lora.base_dtype: bfloat16), with LoRA, stores the
 	// frozen Hugging Face weights in bfloat16, 2 bytes a value instead of
 	// 4: the graphs widen them to float32 where they are read (the cpu
-	// engine inside the product, a slab at a time), and compute in
-	// float32 as before. A checkpoint stored in bfloat16 (most are) loses
+	// engine inside the product that reads them), and compute in float32
+	// as before. A checkpoint stored in bfloat16 (most are) loses
 	// nothing; a float32 one is rounded to nearest even.
 	BaseBF16 bool
 }

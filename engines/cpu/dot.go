@@ -328,10 +328,10 @@ func dotNaive[T number](c, a, b []T, batch, m, n, k int, transA, transB bool) {
 
 // foldBF16Converts lets a float32 DotGeneral read an operand that is a
 // ConvertDType from bfloat16 directly: the product widens the bfloat16
-// values as it goes (dotGeneral, dotBF16Slabs), so the float32 copy of a
-// bfloat16 weight exists only a slab at a time during the product, and
-// never between a training graph's forward and backward passes. The
-// conversion node itself is dropped when nothing else reads it.
+// values as it reads them (dotGeneral, dotBF16), so a large bfloat16
+// weight has no float32 copy, during the product or between a training
+// graph's forward and backward passes. The conversion node itself is
+// dropped when nothing else reads it.
 func foldBF16Converts(n *node) {
 	if n.op != compute.OpTypeDotGeneral || n.shape.DType != dtypes.Float32 {
 		return

@@ -112,42 +112,30 @@ func (g *gemmArgs) dotTileBlock(j0, j1 int) {
 }
 
 // dotTile computes the r×c tile of C at row i, column j: the kernel over
-// the first kk values of k, then the k%16 tail here.
+// the first kk values of k, then the k%16 tail here. A bfloat16 B runs the
+// kernel's bfloat16 form: the same sums in the same order, each value of
+// B widened as it is read.
 func (g *gemmArgs) dotTile(r, c, i, j, kk int) {
-	if g.b16 != nil {
-		g.dotTileBF16(r, c, i, j, kk)
-		return
-	}
-	a, b := g.a[i*g.lda:], g.b[j*g.ldb:]
+	a := g.a[i*g.lda:]
 	// Bounds the kernel relies on.
 	_ = a[(c-1)*g.lda+g.k-1]
-	_ = b[(r-1)*g.ldb+g.k-1]
 	_ = g.c[(i+c-1)*g.ldc+j+r-1]
-	dotTileFns[r][c](kk, &a[0], g.lda, &b[0], g.ldb, &g.c[i*g.ldc+j], g.ldc)
-	if kk == g.k {
+	if g.b16 != nil {
+		b := g.b16[j*g.ldb:]
+		_ = b[(r-1)*g.ldb+g.k-1]
+		dotTileBF16Fns[r][c](kk, &a[0], g.lda, &b[0], g.ldb, &g.c[i*g.ldc+j], g.ldc)
+		dotTileTail(g, r, c, i, j, kk, a, b, func(v uint16) float32 { return math.Float32frombits(uint32(v) << 16) })
 		return
 	}
-	for ii := range c {
-		ar := a[ii*g.lda+kk : ii*g.lda+g.k]
-		for jj := range r {
-			br := b[jj*g.ldb+kk : jj*g.ldb+g.k]
-			var s float32
-			for p, v := range ar {
-				s += v * br[p]
-			}
-			g.c[(i+ii)*g.ldc+j+jj] += s
-		}
-	}
+	b := g.b[j*g.ldb:]
+	_ = b[(r-1)*g.ldb+g.k-1]
+	dotTileFns[r][c](kk, &a[0], g.lda, &b[0], g.ldb, &g.c[i*g.ldc+j], g.ldc)
+	dotTileTail(g, r, c, i, j, kk, a, b, func(v float32) float32 { return v })
 }
 
-// dotTileBF16 is dotTile for a bfloat16 B: the same sums in the same
-// order, each value of B widened as it is read.
-func (g *gemmArgs) dotTileBF16(r, c, i, j, kk int) {
-	a, b := g.a[i*g.lda:], g.b16[j*g.ldb:]
-	_ = a[(c-1)*g.lda+g.k-1]
-	_ = b[(r-1)*g.ldb+g.k-1]
-	_ = g.c[(i+c-1)*g.ldc+j+r-1]
-	dotTileBF16Fns[r][c](kk, &a[0], g.lda, &b[0], g.ldb, &g.c[i*g.ldc+j], g.ldc)
+// dotTileTail adds the products over k in [kk, g.k) to the r×c tile of C
+// at row i, column j; at reads a value of B as float32.
+func dotTileTail[T float32 | uint16](g *gemmArgs, r, c, i, j, kk int, a []float32, b []T, at func(T) float32) {
 	if kk == g.k {
 		return
 	}
@@ -157,7 +145,7 @@ func (g *gemmArgs) dotTileBF16(r, c, i, j, kk int) {
 			br := b[jj*g.ldb+kk : jj*g.ldb+g.k]
 			var s float32
 			for p, v := range ar {
-				s += v * math.Float32frombits(uint32(br[p])<<16)
+				s += v * at(br[p])
 			}
 			g.c[(i+ii)*g.ldc+j+jj] += s
 		}

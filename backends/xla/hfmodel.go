@@ -235,7 +235,7 @@ func hostFloats(t *tensors.Tensor) []float32 {
 		b := tensors.MustCopyFlatData[bfloat16.BFloat16](t)
 		out := make([]float32, len(b))
 		for i, x := range b {
-			out[i] = math.Float32frombits(uint32(x) << 16)
+			out[i] = x.Float32()
 		}
 		return out
 	}

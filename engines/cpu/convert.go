@@ -154,12 +154,13 @@ func bf16ToF32(d []float32, x []bfloat16.BFloat16) {
 func bf16ToF32Serial(d []float32, x []bfloat16.BFloat16) {
 	i := simdBF16ToF32(d, x)
 	for ; i < len(d); i++ {
-		d[i] = math.Float32frombits(uint32(x[i]) << 16)
+		d[i] = x[i].Float32()
 	}
 }
 
 // f32ToBF16 rounds x into d to the nearest bfloat16, ties to even; NaN
-// stays NaN (quiet).
+// stays NaN (quiet). bfloat16.FromFloat32 keeps a NaN's top bits as they
+// are, which turns a NaN whose payload is in its low bits into Inf.
 func f32ToBF16(d []bfloat16.BFloat16, x []float32) {
 	for i, v := range x {
 		b := math.Float32bits(v)

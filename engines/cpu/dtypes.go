@@ -3,9 +3,8 @@ package cpu
 import (
 	"unsafe"
 
-	"github.com/gomlx/compute/dtypes/bfloat16"
-
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/pkg/errors"
 )
 

@@ -8,10 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gomlx/compute/dtypes/bfloat16"
-
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/dtypes/bfloat16"
 	"github.com/gomlx/compute/shapes"
 	"github.com/pkg/errors"
 )

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x63\x64\x65_strategy.proto\x12\x0f\x63\x64\x65.strategy.v1\"f\n\x05Needs\x12\x10\n\x08logprobs\x18\x01 \x01(\x08\x12\x11\n\tentropies\x18\x02 \x01(\x08\x12\x0f\n\x07pooling\x18\x03 \x01(\t\x12\x13\n\x0bvalue_heads\x18\x04 \x01(\x05\x12\x12\n\nhead_masks\x18\x05 \x01(\x08\"\x99\x01\n\x0c\x43\x61pabilities\x12\x14\n\x0creward_bonus\x18\x01 \x01(\x08\x12\x17\n\x0f\x61\x64vantage_bonus\x18\x02 \x01(\x08\x12\x12\n\nloss_terms\x18\x03 \x01(\x08\x12\x12\n\nhead_masks\x18\x04 \x01(\x08\x12\x0f\n\x07observe\x18\x05 \x01(\x08\x12\r\n\x05state\x18\x06 \x01(\x08\x12\x12\n\ntoken_loss\x18\x07 \x01(\x08\"\x11\n\x0f\x44\x65scribeRequest\"\x9e\x01\n\x0b\x44\x65scription\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12%\n\x05needs\x18\x03 \x01(\x0b\x32\x16.cde.strategy.v1.Needs\x12\x33\n\x0c\x63\x61pabilities\x18\x04 \x01(\x0b\x32\x1d.cde.strategy.v1.Capabilities\x12\x0b\n\x03sdk\x18\x05 \x01(\t\"}\n\x10\x43onfigureRequest\x12\x13\n\x0bparams_json\x18\x01 \x01(\t\x12\x13\n\x0bparams_path\x18\x02 \x01(\t\x12\x11\n\talgorithm\x18\x03 \x01(\t\x12\x1e\n\x16\x61lgorithm_needs_critic\x18\x04 \x01(\x08\x12\x0c\n\x04seed\x18\x05 \x01(\x04\"N\n\x08StepInfo\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12\x13\n\x0btotal_steps\x18\x02 \x01(\x03\x12\x11\n\talgorithm\x18\x03 \x01(\t\x12\x0c\n\x04seed\x18\x04 \x01(\x04\"\xb7\x04\n\x05\x42\x61tch\x12\'\n\x04info\x18\x01 \x01(\x0b\x32\x19.cde.strategy.v1.StepInfo\x12\x14\n\x0crollout_step\x18\x02 \x01(\x03\x12\x1b\n\x13rollout_total_steps\x18\x03 \x01(\x03\x12\x19\n\x11rollout_algorithm\x18\x04 \x01(\t\x12\x13\n\x0bvalue_heads\x18\x05 \x01(\x05\x12\r\n\x05group\x18\n \x03(\x05\x12\x12\n\nproblem_id\x18\x0b \x03(\t\x12\x0e\n\x06reward\x18\x0c \x03(\x01\x12\x0f\n\x07\x63orrect\x18\r \x03(\x08\x12\x11\n\ttruncated\x18\x0e \x03(\x08\x12\x0c\n\x04text\x18\x0f \x03(\t\x12\x0f\n\x07lengths\x18\x10 \x03(\x05\x12\x16\n\x0eprompt_lengths\x18\x11 \x03(\x05\x12\x14\n\x0creward_bonus\x18\x12 \x03(\x01\x12\x15\n\rshaped_reward\x18\x13 \x03(\x01\x12\x12\n\nanswer_key\x18\x16 \x03(\t\x12\x14\n\x0csolution_key\x18\x17 \x03(\t\x12\x0e\n\x06prompt\x18\x14 \x03(\x05\x12\x10\n\x08response\x18\x15 \x03(\x05\x12\x10\n\x08logprobs\x18\x1e \x03(\x01\x12\x11\n\tentropies\x18\x1f \x03(\x01\x12\x0e\n\x06values\x18  \x03(\x01\x12\x12\n\nadvantages\x18! \x03(\x01\x12\x17\n\x0f\x61\x64vantage_bonus\x18\" \x03(\x01\x12\x0f\n\x07returns\x18# \x03(\x01\x12\x15\n\rembedding_dim\x18( \x01(\x05\x12\x11\n\tembedding\x18) \x03(\x01\"$\n\x13RewardBonusResponse\x12\r\n\x05\x62onus\x18\x01 \x03(\x01\"8\n\x16\x41\x64vantageBonusResponse\x12\x0f\n\x07lengths\x18\x01 \x03(\x05\x12\r\n\x05\x62onus\x18\x02 \x03(\x01\")\n\x11LossTermsResponse\x12\x14\n\x0c\x65ntropy_coef\x18\x01 \x01(\x01\"\x81\x01\n\x11TokenLossResponse\x12\x15\n\rhas_pg_weight\x18\x01 \x01(\x08\x12\x11\n\tpg_weight\x18\x02 \x03(\x01\x12\x17\n\x0fhas_abs_kl_coef\x18\x03 \x01(\x08\x12\x13\n\x0b\x61\x62s_kl_coef\x18\x04 \x03(\x01\x12\x14\n\x0c\x65ntropy_coef\x18\x05 \x01(\x01\"0\n\x11HeadMasksResponse\x12\x0c\n\x04rows\x18\x01 \x03(\x05\x12\r\n\x05masks\x18\x02 \x03(\x01\"\x81\x01\n\x0fObserveResponse\x12>\n\x07metrics\x18\x01 \x03(\x0b\x32-.cde.strategy.v1.ObserveResponse.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x12\n\x10SaveStateRequest\"\x15\n\x05State\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\x13\n\x11LoadStateResponse2\xf8\x05\n\x08Strategy\x12J\n\x08\x44\x65scribe\x12 .cde.strategy.v1.DescribeRequest\x1a\x1c.cde.strategy.v1.Description\x12L\n\tConfigure\x12!.cde.strategy.v1.ConfigureRequest\x1a\x1c.cde.strategy.v1.Description\x12K\n\x0bRewardBonus\x12\x16.cde.strategy.v1.Batch\x1a$.cde.strategy.v1.RewardBonusResponse\x12Q\n\x0e\x41\x64vantageBonus\x12\x16.cde.strategy.v1.Batch\x1a\'.cde.strategy.v1.AdvantageBonusResponse\x12J\n\tLossTerms\x12\x19.cde.strategy.v1.StepInfo\x1a\".cde.strategy.v1.LossTermsResponse\x12G\n\tTokenLoss\x12\x16.cde.strategy.v1.Batch\x1a\".cde.strategy.v1.TokenLossResponse\x12G\n\tHeadMasks\x12\x16.cde.strategy.v1.Batch\x1a\".cde.strategy.v1.HeadMasksResponse\x12\x43\n\x07Observe\x12\x16.cde.strategy.v1.Batch\x1a .cde.strategy.v1.ObserveResponse\x12\x46\n\tSaveState\x12!.cde.strategy.v1.SaveStateRequest\x1a\x16.cde.strategy.v1.State\x12G\n\tLoadState\x12\x16.cde.strategy.v1.State\x1a\".cde.strategy.v1.LoadStateResponseB0Z.github.com/cde-rl/cde/plugins/proto;strategypbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x63\x64\x65_strategy.proto\x12\x0f\x63\x64\x65.strategy.v1\"f\n\x05Needs\x12\x10\n\x08logprobs\x18\x01 \x01(\x08\x12\x11\n\tentropies\x18\x02 \x01(\x08\x12\x0f\n\x07pooling\x18\x03 \x01(\t\x12\x13\n\x0bvalue_heads\x18\x04 \x01(\x05\x12\x12\n\nhead_masks\x18\x05 \x01(\x08\"\x99\x01\n\x0c\x43\x61pabilities\x12\x14\n\x0creward_bonus\x18\x01 \x01(\x08\x12\x17\n\x0f\x61\x64vantage_bonus\x18\x02 \x01(\x08\x12\x12\n\nloss_terms\x18\x03 \x01(\x08\x12\x12\n\nhead_masks\x18\x04 \x01(\x08\x12\x0f\n\x07observe\x18\x05 \x01(\x08\x12\r\n\x05state\x18\x06 \x01(\x08\x12\x12\n\ntoken_loss\x18\x07 \x01(\x08\"\x11\n\x0f\x44\x65scribeRequest\"\xab\x01\n\x0b\x44\x65scription\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12%\n\x05needs\x18\x03 \x01(\x0b\x32\x16.cde.strategy.v1.Needs\x12\x33\n\x0c\x63\x61pabilities\x18\x04 \x01(\x0b\x32\x1d.cde.strategy.v1.Capabilities\x12\x0b\n\x03sdk\x18\x05 \x01(\t\x12\x0b\n\x03shm\x18\x06 \x01(\x08\"\xac\x01\n\x10\x43onfigureRequest\x12\x13\n\x0bparams_json\x18\x01 \x01(\t\x12\x13\n\x0bparams_path\x18\x02 \x01(\t\x12\x11\n\talgorithm\x18\x03 \x01(\t\x12\x1e\n\x16\x61lgorithm_needs_critic\x18\x04 \x01(\x08\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12-\n\tshm_probe\x18\x06 \x01(\x0b\x32\x1a.cde.strategy.v1.ShmRegion\"3\n\tShmRegion\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\n\n\x02id\x18\x03 \x01(\x04\"\xb4\x01\n\x08ShmArray\x12\r\n\x05\x66ield\x18\x01 \x01(\x05\x12.\n\x05\x64type\x18\x02 \x01(\x0e\x32\x1f.cde.strategy.v1.ShmArray.DType\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\r\n\x05\x63ount\x18\x04 \x01(\x04\x12\x12\n\ngeneration\x18\x05 \x01(\x04\"6\n\x05\x44Type\x12\x15\n\x11\x44TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05INT32\x10\x01\x12\x0b\n\x07\x46LOAT64\x10\x02\"\x8c\x01\n\x08ShmBatch\x12)\n\x05input\x18\x01 \x01(\x0b\x32\x1a.cde.strategy.v1.ShmRegion\x12)\n\x06\x61rrays\x18\x02 \x03(\x0b\x32\x19.cde.strategy.v1.ShmArray\x12*\n\x06\x61nswer\x18\x03 \x01(\x0b\x32\x1a.cde.strategy.v1.ShmRegion\"N\n\x08StepInfo\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12\x13\n\x0btotal_steps\x18\x02 \x01(\x03\x12\x11\n\talgorithm\x18\x03 \x01(\t\x12\x0c\n\x04seed\x18\x04 \x01(\x04\"\xdf\x04\n\x05\x42\x61tch\x12\'\n\x04info\x18\x01 \x01(\x0b\x32\x19.cde.strategy.v1.StepInfo\x12\x14\n\x0crollout_step\x18\x02 \x01(\x03\x12\x1b\n\x13rollout_total_steps\x18\x03 \x01(\x03\x12\x19\n\x11rollout_algorithm\x18\x04 \x01(\t\x12\x13\n\x0bvalue_heads\x18\x05 \x01(\x05\x12\r\n\x05group\x18\n \x03(\x05\x12\x12\n\nproblem_id\x18\x0b \x03(\t\x12\x0e\n\x06reward\x18\x0c \x03(\x01\x12\x0f\n\x07\x63orrect\x18\r \x03(\x08\x12\x11\n\ttruncated\x18\x0e \x03(\x08\x12\x0c\n\x04text\x18\x0f \x03(\t\x12\x0f\n\x07lengths\x18\x10 \x03(\x05\x12\x16\n\x0eprompt_lengths\x18\x11 \x03(\x05\x12\x14\n\x0creward_bonus\x18\x12 \x03(\x01\x12\x15\n\rshaped_reward\x18\x13 \x03(\x01\x12\x12\n\nanswer_key\x18\x16 \x03(\t\x12\x14\n\x0csolution_key\x18\x17 \x03(\t\x12\x0e\n\x06prompt\x18\x14 \x03(\x05\x12\x10\n\x08response\x18\x15 \x03(\x05\x12\x10\n\x08logprobs\x18\x1e \x03(\x01\x12\x11\n\tentropies\x18\x1f \x03(\x01\x12\x0e\n\x06values\x18  \x03(\x01\x12\x12\n\nadvantages\x18! \x03(\x01\x12\x17\n\x0f\x61\x64vantage_bonus\x18\" \x03(\x01\x12\x0f\n\x07returns\x18# \x03(\x01\x12\x15\n\rembedding_dim\x18( \x01(\x05\x12\x11\n\tembedding\x18) \x03(\x01\x12&\n\x03shm\x18\x32 \x01(\x0b\x32\x19.cde.strategy.v1.ShmBatch\"$\n\x13RewardBonusResponse\x12\r\n\x05\x62onus\x18\x01 \x03(\x01\"H\n\x16\x41\x64vantageBonusResponse\x12\x0f\n\x07lengths\x18\x01 \x03(\x05\x12\r\n\x05\x62onus\x18\x02 \x03(\x01\x12\x0e\n\x06in_shm\x18\x03 \x01(\x08\")\n\x11LossTermsResponse\x12\x14\n\x0c\x65ntropy_coef\x18\x01 \x01(\x01\"\x91\x01\n\x11TokenLossResponse\x12\x15\n\rhas_pg_weight\x18\x01 \x01(\x08\x12\x11\n\tpg_weight\x18\x02 \x03(\x01\x12\x17\n\x0fhas_abs_kl_coef\x18\x03 \x01(\x08\x12\x13\n\x0b\x61\x62s_kl_coef\x18\x04 \x03(\x01\x12\x14\n\x0c\x65ntropy_coef\x18\x05 \x01(\x01\x12\x0e\n\x06in_shm\x18\x06 \x01(\x08\"@\n\x11HeadMasksResponse\x12\x0c\n\x04rows\x18\x01 \x03(\x05\x12\r\n\x05masks\x18\x02 \x03(\x01\x12\x0e\n\x06in_shm\x18\x03 \x01(\x08\"\x81\x01\n\x0fObserveResponse\x12>\n\x07metrics\x18\x01 \x03(\x0b\x32-.cde.strategy.v1.ObserveResponse.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x12\n\x10SaveStateRequest\"\x15\n\x05State\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\x13\n\x11LoadStateResponse2\xf8\x05\n\x08Strategy\x12J\n\x08\x44\x65scribe\x12 .cde.strategy.v1.DescribeRequest\x1a\x1c.cde.strategy.v1.Description\x12L\n\tConfigure\x12!.cde.strategy.v1.ConfigureRequest\x1a\x1c.cde.strategy.v1.Description\x12K\n\x0bRewardBonus\x12\x16.cde.strategy.v1.Batch\x1a$.cde.strategy.v1.RewardBonusResponse\x12Q\n\x0e\x41\x64vantageBonus\x12\x16.cde.strategy.v1.Batch\x1a\'.cde.strategy.v1.AdvantageBonusResponse\x12J\n\tLossTerms\x12\x19.cde.strategy.v1.StepInfo\x1a\".cde.strategy.v1.LossTermsResponse\x12G\n\tTokenLoss\x12\x16.cde.strategy.v1.Batch\x1a\".cde.strategy.v1.TokenLossResponse\x12G\n\tHeadMasks\x12\x16.cde.strategy.v1.Batch\x1a\".cde.strategy.v1.HeadMasksResponse\x12\x43\n\x07Observe\x12\x16.cde.strategy.v1.Batch\x1a .cde.strategy.v1.ObserveResponse\x12\x46\n\tSaveState\x12!.cde.strategy.v1.SaveStateRequest\x1a\x16.cde.strategy.v1.State\x12G\n\tLoadState\x12\x16.cde.strategy.v1.State\x1a\".cde.strategy.v1.LoadStateResponseB0Z.github.com/cde-rl/cde/plugins/proto;strategypbb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cde_strategy_pb2', globals())
@@ -30,33 +30,41 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _DESCRIBEREQUEST._serialized_start=299
   _DESCRIBEREQUEST._serialized_end=316
   _DESCRIPTION._serialized_start=319
-  _DESCRIPTION._serialized_end=477
-  _CONFIGUREREQUEST._serialized_start=479
-  _CONFIGUREREQUEST._serialized_end=604
-  _STEPINFO._serialized_start=606
-  _STEPINFO._serialized_end=684
-  _BATCH._serialized_start=687
-  _BATCH._serialized_end=1254
-  _REWARDBONUSRESPONSE._serialized_start=1256
-  _REWARDBONUSRESPONSE._serialized_end=1292
-  _ADVANTAGEBONUSRESPONSE._serialized_start=1294
-  _ADVANTAGEBONUSRESPONSE._serialized_end=1350
-  _LOSSTERMSRESPONSE._serialized_start=1352
-  _LOSSTERMSRESPONSE._serialized_end=1393
-  _TOKENLOSSRESPONSE._serialized_start=1396
-  _TOKENLOSSRESPONSE._serialized_end=1525
-  _HEADMASKSRESPONSE._serialized_start=1527
-  _HEADMASKSRESPONSE._serialized_end=1575
-  _OBSERVERESPONSE._serialized_start=1578
-  _OBSERVERESPONSE._serialized_end=1707
-  _OBSERVERESPONSE_METRICSENTRY._serialized_start=1661
-  _OBSERVERESPONSE_METRICSENTRY._serialized_end=1707
-  _SAVESTATEREQUEST._serialized_start=1709
-  _SAVESTATEREQUEST._serialized_end=1727
-  _STATE._serialized_start=1729
-  _STATE._serialized_end=1750
-  _LOADSTATERESPONSE._serialized_start=1752
-  _LOADSTATERESPONSE._serialized_end=1771
-  _STRATEGY._serialized_start=1774
-  _STRATEGY._serialized_end=2534
+  _DESCRIPTION._serialized_end=490
+  _CONFIGUREREQUEST._serialized_start=493
+  _CONFIGUREREQUEST._serialized_end=665
+  _SHMREGION._serialized_start=667
+  _SHMREGION._serialized_end=718
+  _SHMARRAY._serialized_start=721
+  _SHMARRAY._serialized_end=901
+  _SHMARRAY_DTYPE._serialized_start=847
+  _SHMARRAY_DTYPE._serialized_end=901
+  _SHMBATCH._serialized_start=904
+  _SHMBATCH._serialized_end=1044
+  _STEPINFO._serialized_start=1046
+  _STEPINFO._serialized_end=1124
+  _BATCH._serialized_start=1127
+  _BATCH._serialized_end=1734
+  _REWARDBONUSRESPONSE._serialized_start=1736
+  _REWARDBONUSRESPONSE._serialized_end=1772
+  _ADVANTAGEBONUSRESPONSE._serialized_start=1774
+  _ADVANTAGEBONUSRESPONSE._serialized_end=1846
+  _LOSSTERMSRESPONSE._serialized_start=1848
+  _LOSSTERMSRESPONSE._serialized_end=1889
+  _TOKENLOSSRESPONSE._serialized_start=1892
+  _TOKENLOSSRESPONSE._serialized_end=2037
+  _HEADMASKSRESPONSE._serialized_start=2039
+  _HEADMASKSRESPONSE._serialized_end=2103
+  _OBSERVERESPONSE._serialized_start=2106
+  _OBSERVERESPONSE._serialized_end=2235
+  _OBSERVERESPONSE_METRICSENTRY._serialized_start=2189
+  _OBSERVERESPONSE_METRICSENTRY._serialized_end=2235
+  _SAVESTATEREQUEST._serialized_start=2237
+  _SAVESTATEREQUEST._serialized_end=2255
+  _STATE._serialized_start=2257
+  _STATE._serialized_end=2278
+  _LOADSTATERESPONSE._serialized_start=2280
+  _LOADSTATERESPONSE._serialized_end=2299
+  _STRATEGY._serialized_start=2302
+  _STRATEGY._serialized_end=3062
 # @@protoc_insertion_point(module_scope)

@@ -147,7 +147,8 @@ class Batch:
     ``flat("logprobs")`` is the sum(T_i) array of every sequence's tokens.
 
     Arrays are converted from the message on first use, so a hook pays
-    only for what it reads.
+    only for what it reads. Token ids (``prompt``, ``response``) are int32,
+    as on the wire; the other arrays are int64, float64 or bool.
     """
 
     _PER_SEQ = {"group": np.int64, "reward": np.float64, "correct": bool, "truncated": bool,
@@ -179,8 +180,8 @@ class Batch:
             if len(field) == 0:
                 arr = None
             else:
-                dtype = np.int64 if name in ("prompt", "response") else np.float64
-                arr = np.array(field, dtype=dtype)
+                dtype = np.int32 if name in ("prompt", "response") else np.float64
+                arr = np.fromiter(field, dtype, count=len(field))
                 arr.flags.writeable = False
             self._cache[ck] = arr
         return self._cache[ck]
@@ -195,7 +196,8 @@ class Batch:
             return cache[name]
         msg = self.__dict__["_msg"]
         if name in Batch._PER_SEQ:
-            v = np.array(getattr(msg, name), dtype=Batch._PER_SEQ[name])
+            field = getattr(msg, name)
+            v = np.fromiter(field, Batch._PER_SEQ[name], count=len(field))
             v.flags.writeable = False
         elif name in ("problem_id", "text"):
             v = list(getattr(msg, name))
@@ -203,28 +205,27 @@ class Batch:
             v = list(getattr(msg, name)) or [""] * len(self)
         elif name == "prompt":
             f = self.flat("prompt")
-            v = _split(f if f is not None else np.zeros(0, np.int64), self.prompt_lengths, self._offsets("prompt_lengths"))
+            v = _split(f if f is not None else np.zeros(0, np.int32), self.prompt_lengths, self._offsets("prompt_lengths"))
         elif name == "response":
             f = self.flat("response")
-            v = _split(f if f is not None else np.zeros(0, np.int64), self.lengths, self._offsets())
+            v = _split(f if f is not None else np.zeros(0, np.int32), self.lengths, self._offsets())
         elif name in Batch._PER_TOKEN:
             f = self.flat(name)
             v = None if f is None else _split(f, self.lengths, self._offsets())
         elif name == "values":
             k = self.value_heads
-            if len(msg.values) == 0 or k == 0:
+            f = self.flat("values")
+            if f is None or k == 0:
                 v = None
             else:
-                f = np.array(msg.values, dtype=np.float64).reshape(-1, k)
-                f.flags.writeable = False
-                v = _split(f, self.lengths, self._offsets())
+                v = _split(f.reshape(-1, k), self.lengths, self._offsets())
         elif name == "embedding":
             d = int(msg.embedding_dim)
-            if len(msg.embedding) == 0 or d == 0:
+            f = self.flat("embedding")
+            if f is None or d == 0:
                 v = None
             else:
-                v = np.array(msg.embedding, dtype=np.float64).reshape(len(self), d)
-                v.flags.writeable = False
+                v = f.reshape(len(self), d)
         else:
             raise AttributeError("Batch has no field %r" % name)
         cache[name] = v

@@ -116,6 +116,30 @@ def _rows(rows, lengths, what):
     return flat
 
 
+def _varint(v):
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _packed_doubles(field, a):
+    """The wire bytes of a packed `repeated double` field holding a (tag,
+    length, the little-endian doubles): merged into a message they give
+    the same message as assigning a.tolist(), byte for byte, about 80
+    times faster for 131,072 values (python/tests/test_sdk.py PackedTest)."""
+    b = np.ascontiguousarray(a, dtype="<f8").tobytes()
+    return _varint(field << 3 | 2) + _varint(len(b)) + b
+
+
+def _set_doubles(msg, field, a):
+    """Sets msg's packed double field number field (empty now) to a."""
+    if len(a):
+        msg.MergeFromString(_packed_doubles(field, a))
+
+
 class _Params(dict):
     """The params mapping, recording which keys the constructor read."""
 
@@ -247,7 +271,9 @@ class _Service:
             info, b = self._batch(msg)
             lengths = list(msg.lengths)
             flat = _rows(self.s.advantage_bonus(info, b), lengths, "advantage_bonus")
-            return pb.AdvantageBonusResponse(lengths=lengths, bonus=flat.tolist())
+            r = pb.AdvantageBonusResponse(lengths=lengths)
+            _set_doubles(r, 2, flat)
+            return r
         return self._call("advantage_bonus", f)
 
     def token_loss(self, msg):
@@ -263,10 +289,10 @@ class _Service:
             r = pb.TokenLossResponse(entropy_coef=_floats([tl.entropy_coef], "token_loss.entropy_coef")[0])
             if tl.pg_weight is not None:
                 r.has_pg_weight = True
-                r.pg_weight.extend(_rows(tl.pg_weight, lengths, "token_loss.pg_weight").tolist())
+                _set_doubles(r, 2, _rows(tl.pg_weight, lengths, "token_loss.pg_weight"))
             if tl.abs_kl_coef is not None:
                 r.has_abs_kl_coef = True
-                r.abs_kl_coef.extend(_rows(tl.abs_kl_coef, lengths, "token_loss.abs_kl_coef").tolist())
+                _set_doubles(r, 4, _rows(tl.abs_kl_coef, lengths, "token_loss.abs_kl_coef"))
             return r
         return self._call("token_loss", f)
 

@@ -28,6 +28,7 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(b.embedding.shape, (3, 2))
         self.assertIsNone(b.advantages)
         np.testing.assert_array_equal(b.flat("entropies"), [1, 2, 3, 4, 5])
+        self.assertEqual(b.response[0].dtype, np.int32)  # token ids as on the wire
         with self.assertRaises(ValueError):  # read-only
             b.reward[0] = 2
         with self.assertRaises(AttributeError):
@@ -96,6 +97,43 @@ class ServiceTest(unittest.TestCase):
         self.assertEqual((list(resp.lengths), list(resp.bonus)), ([2, 3], [0, 0, 1, 1, 1]))
         _, err = s.observe(msg)
         self.assertEqual(err, (grpc.StatusCode.UNIMPLEMENTED, "the strategy does not implement observe"))
+
+
+class TokenLossStrategy(cde_plugin.Strategy):
+    name = "tl"
+
+    def __init__(self, params):
+        self.pg = self.kl = None
+
+    def token_loss(self, info, batch):
+        return cde_plugin.TokenLoss(pg_weight=self.pg, abs_kl_coef=self.kl, entropy_coef=0.25)
+
+
+def rows(lengths, scale):
+    return [scale * (np.arange(t) + 1) + i for i, t in enumerate(lengths)]
+
+
+class PackedTest(unittest.TestCase):
+    """Answers in the message are built from the doubles' bytes
+    (_server._set_doubles): the same message as assigning the list."""
+
+    def test_message_answers_unchanged(self):
+        # The packed bytes give the message that assigning the list gave.
+        s = _server._Service(TokenLossStrategy, 2)
+        self.assertIsNone(s.configure(pb.ConfigureRequest(params_json="{}"))[1])
+        msg = make_batch([3, 0, 5])._msg
+        s.s.pg, s.s.kl = rows([3, 0, 5], 1 / 3), rows([3, 0, 5], -1e-310)
+        got, err = s.token_loss(msg)
+        self.assertIsNone(err)
+        want = pb.TokenLossResponse(has_pg_weight=True, pg_weight=np.concatenate(s.s.pg).tolist(), has_abs_kl_coef=True,
+                                    abs_kl_coef=np.concatenate(s.s.kl).tolist(), entropy_coef=0.25)
+        self.assertEqual(got.SerializeToString(), want.SerializeToString())
+        self.assertFalse(got.in_shm)
+        for n in (0, 1, 15, 16, 2000, 131072):
+            a = np.random.default_rng(n).standard_normal(n)
+            r = pb.AdvantageBonusResponse(lengths=[n])
+            _server._set_doubles(r, 2, a)
+            self.assertEqual(r.SerializeToString(), pb.AdvantageBonusResponse(lengths=[n], bonus=a.tolist()).SerializeToString())
 
 
 if __name__ == "__main__":

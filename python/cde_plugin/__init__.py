@@ -149,6 +149,13 @@ class Batch:
     Arrays are converted from the message on first use, so a hook pays
     only for what it reads. Token ids (``prompt``, ``response``) are int32,
     as on the wire; the other arrays are int64, float64 or bool.
+
+    Shared memory (protocol version 3, Linux): when cde-run sends the
+    large arrays through shared memory, ``prompt``, ``response``, the
+    per-token signals, ``values`` and ``embedding`` are read-only views of
+    the host's memory, with no copy. They hold their content during the
+    hook call only: the host rewrites that memory for a later call, so
+    copy (``np.array(x)``) what a strategy keeps beyond it.
     """
 
     _PER_SEQ = {"group": np.int64, "reward": np.float64, "correct": bool, "truncated": bool,
@@ -156,10 +163,16 @@ class Batch:
                 "shaped_reward": np.float64}
     _PER_TOKEN = ("logprobs", "entropies", "advantages", "advantage_bonus", "returns")
 
-    def __init__(self, msg):
+    def __init__(self, msg, _regions=None):
         self._msg = msg
         self._cache = {}
         self.value_heads = int(msg.value_heads)
+        # The arrays in shared memory, checked now (a header that lies is
+        # an error before the hook runs): name -> read-only view.
+        self._shm = {}
+        if msg.HasField("shm"):
+            from . import _shm
+            self._shm = _shm.input_arrays(msg, _regions if _regions is not None else _shm.Regions())
 
     def __len__(self):
         return len(self._msg.lengths)
@@ -174,6 +187,8 @@ class Batch:
 
     def flat(self, name):
         """The packed per-token array of ``name`` (None when absent)."""
+        if name in self._shm:
+            return self._shm[name]
         ck = "_flat_" + name
         if ck not in self._cache:
             field = getattr(self._msg, name)

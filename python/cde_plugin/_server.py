@@ -29,14 +29,14 @@ import traceback
 import grpc
 import numpy as np
 
-from . import SDK_VERSION, Batch, Info, LossTerms, Needs, ParamError, Strategy, TokenLoss, _hooks
+from . import SDK_VERSION, Batch, Info, LossTerms, Needs, ParamError, Strategy, TokenLoss, _hooks, _shm
 from . import cde_strategy_pb2 as pb
 from ._cert import self_signed_certificate
 
 MAGIC_COOKIE_KEY = "CDE_STRATEGY_PLUGIN"
 MAGIC_COOKIE_VALUE = "c0e5e1a7-rlvr-exploration-strategy"
 CORE_PROTOCOL_VERSION = 1  # go-plugin's own protocol
-PROTOCOL_VERSIONS = (1, 2)  # the strategy protocol versions this SDK speaks
+PROTOCOL_VERSIONS = (1, 2, 3)  # the strategy protocol versions this SDK speaks
 MAX_MESSAGE_SIZE = 7 << 28  # plugins/protocol.go MaxMessageSize
 
 
@@ -179,6 +179,8 @@ class _Service:
             log.warning("cde-run speaks strategy protocol version %d, which has no token_loss hook: it is not declared" % version)
         self.lock = threading.Lock()
         self.value_heads = 0
+        self.shm = False  # version 3: the Configure probe region was mapped
+        self.regions = _shm.Regions()
 
     def description(self):
         needs = getattr(self.s, "needs", None) or Needs()
@@ -189,7 +191,8 @@ class _Service:
                            value_heads=needs.value_heads, head_masks=False),
             capabilities=pb.Capabilities(reward_bonus=h["reward_bonus"], advantage_bonus=h["advantage_bonus"],
                                          loss_terms=h["loss_terms"], observe=h["observe"], state=h["save_state"],
-                                         token_loss=h["token_loss"] and self.version >= 2, head_masks=False))
+                                         token_loss=h["token_loss"] and self.version >= 2, head_masks=False),
+            shm=self.shm)
 
     # Each handler returns (response, None) or (None, (code, message)).
 
@@ -232,6 +235,14 @@ class _Service:
         if not isinstance(getattr(s, "needs", Needs()), Needs):
             return None, (grpc.StatusCode.INVALID_ARGUMENT, "%s.needs: want a cde_plugin.Needs" % self.cls.__name__)
         self.s = s
+        if self.version >= 3 and req.HasField("shm_probe"):
+            # Never a Configure error: without shared memory the host
+            # sends the batches in the messages.
+            why = _shm.probe(req.shm_probe)
+            if why is None:
+                self.shm = True
+            else:
+                log.warning("shared memory unavailable, batches come in the messages: %s" % why)
         return self.description(), None
 
     def describe(self, _req):
@@ -246,6 +257,8 @@ class _Service:
             return None, (grpc.StatusCode.UNIMPLEMENTED, "the strategy does not implement %s" % hook)
         try:
             return f(), None
+        except _shm.BatchError as e:
+            return None, (grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except _HookError as e:
             return None, (grpc.StatusCode.ABORTED, str(e))
         except Exception as e:
@@ -257,7 +270,23 @@ class _Service:
 
     def _batch(self, msg):
         self.value_heads = int(msg.value_heads)
-        return self._info(msg.info, msg.value_heads), Batch(msg)
+        return self._info(msg.info, msg.value_heads), Batch(msg, self.regions)
+
+    def _answer(self, msg, hook, parts):
+        """Writes parts, (offset in float64 values, float64 array) pairs,
+        into msg's answer region: True when they are there, False when
+        they go in the message (no region, too small, or it cannot be
+        mapped)."""
+        n = max((off + len(a) for off, a in parts), default=0)
+        if n == 0 or not msg.HasField("shm") or not msg.shm.HasField("answer"):
+            return False
+        view, why = _shm.answer_view(msg, self.regions, 8 * n)
+        if view is None:
+            log.warning("%s: answering in the message: %s" % (hook, why))
+            return False
+        for off, a in parts:
+            view[off:off + len(a)] = a
+        return True
 
     def reward_bonus(self, msg):
         def f():
@@ -272,7 +301,10 @@ class _Service:
             lengths = list(msg.lengths)
             flat = _rows(self.s.advantage_bonus(info, b), lengths, "advantage_bonus")
             r = pb.AdvantageBonusResponse(lengths=lengths)
-            _set_doubles(r, 2, flat)
+            if self._answer(msg, "advantage_bonus", [(0, flat)]):
+                r.in_shm = True
+            else:
+                _set_doubles(r, 2, flat)
             return r
         return self._call("advantage_bonus", f)
 
@@ -287,12 +319,23 @@ class _Service:
                 raise _HookError("token_loss: want a cde_plugin.TokenLoss, got %s" % type(tl).__name__)
             lengths = list(msg.lengths)
             r = pb.TokenLossResponse(entropy_coef=_floats([tl.entropy_coef], "token_loss.entropy_coef")[0])
+            pg = kl = None
             if tl.pg_weight is not None:
                 r.has_pg_weight = True
-                _set_doubles(r, 2, _rows(tl.pg_weight, lengths, "token_loss.pg_weight"))
+                pg = _rows(tl.pg_weight, lengths, "token_loss.pg_weight")
             if tl.abs_kl_coef is not None:
                 r.has_abs_kl_coef = True
-                _set_doubles(r, 4, _rows(tl.abs_kl_coef, lengths, "token_loss.abs_kl_coef"))
+                kl = _rows(tl.abs_kl_coef, lengths, "token_loss.abs_kl_coef")
+            # In the answer region: pg_weight at byte offset 0, abs_kl_coef
+            # at 8 * sum(T_i), whether or not pg_weight is there.
+            total = sum(lengths)
+            if self._answer(msg, "token_loss", [p for p in ((0, pg), (total, kl)) if p[1] is not None]):
+                r.in_shm = True
+            else:
+                if pg is not None:
+                    _set_doubles(r, 2, pg)
+                if kl is not None:
+                    _set_doubles(r, 4, kl)
             return r
         return self._call("token_loss", f)
 

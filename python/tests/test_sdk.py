@@ -1,6 +1,10 @@
 """Unit tests of the SDK's Python side (go test runs them: plugins/python_test.go
 TestPythonSDKUnit). The protocol itself is tested through cde-run's host."""
+import fcntl
 import json
+import mmap
+import os
+import sys
 import unittest
 
 import grpc
@@ -8,6 +12,7 @@ import numpy as np
 
 import cde_plugin
 from cde_plugin import _server
+from cde_plugin import _shm
 from cde_plugin import cde_strategy_pb2 as pb
 from cde_plugin.testing import make_batch, make_info
 
@@ -28,7 +33,6 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(b.embedding.shape, (3, 2))
         self.assertIsNone(b.advantages)
         np.testing.assert_array_equal(b.flat("entropies"), [1, 2, 3, 4, 5])
-        self.assertEqual(b.response[0].dtype, np.int32)  # token ids as on the wire
         with self.assertRaises(ValueError):  # read-only
             b.reward[0] = 2
         with self.assertRaises(AttributeError):
@@ -99,6 +103,261 @@ class ServiceTest(unittest.TestCase):
         self.assertEqual(err, (grpc.StatusCode.UNIMPLEMENTED, "the strategy does not implement observe"))
 
 
+
+# --- the shared-memory transport (protocol version 3) --------------------------
+
+F_SEAL_FUTURE_WRITE = getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x0010)
+HAVE_MEMFD = sys.platform.startswith("linux") and hasattr(os, "memfd_create")
+
+
+class Region:
+    """A region as the host makes it: a memfd this process maps read-write,
+    sealed against resizing (and, for an input region, against new
+    writers), handed over as /proc/<pid>/fd/<fd>."""
+
+    _ids = 0
+
+    def __init__(self, size, input=True):
+        self.fd = os.memfd_create("cde-test", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.ftruncate(self.fd, size)
+        self.size = size
+        self.mem = mmap.mmap(self.fd, size)  # the host's own, writable mapping
+        seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+        if input:
+            seals |= F_SEAL_FUTURE_WRITE
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, seals)
+        Region._ids += 1
+        self.id = Region._ids
+
+    def proto(self):
+        return pb.ShmRegion(path="/proc/%d/fd/%d" % (os.getpid(), self.fd), size=self.size, id=self.id)
+
+    def floats(self, offset, count):
+        return np.frombuffer(self.mem, dtype="<f8", count=count, offset=offset)
+
+    def close(self):
+        os.close(self.fd)  # the mapping keeps the memfd alive
+
+
+SHM_FIELDS = {"prompt": (20, 1, "<i4"), "response": (21, 1, "<i4"), "logprobs": (30, 2, "<f8"),
+              "entropies": (31, 2, "<f8"), "values": (32, 2, "<f8"), "advantages": (33, 2, "<f8"),
+              "advantage_bonus": (34, 2, "<f8"), "returns": (35, 2, "<f8"), "embedding": (41, 2, "<f8")}
+
+
+def to_shm(msg, answer_size=0, pad=0):
+    """msg with its large arrays moved into a new input region (64-byte
+    aligned, as the host places them), and an answer region of
+    answer_size bytes when > 0: (message, input Region, answer Region)."""
+    out = pb.Batch()
+    out.CopyFrom(msg)
+    parts, off = [], 0
+    for name, (field, dtype, np_dtype) in SHM_FIELDS.items():
+        vals = getattr(msg, name)
+        if len(vals) == 0:
+            continue
+        a = np.fromiter(vals, np_dtype, count=len(vals))
+        parts.append((name, field, dtype, off, a))
+        off += (a.nbytes + 63) // 64 * 64
+    region = Region(max(off + pad, 4096))
+    arrays = []
+    for name, field, dtype, o, a in parts:
+        region.mem[o:o + a.nbytes] = a.tobytes()  # after sealing: the host's mapping stays writable
+        out.ClearField(name)
+        arrays.append(pb.ShmArray(field=field, dtype=dtype, offset=o, count=len(a), generation=1))
+    out.shm.input.CopyFrom(region.proto())
+    out.shm.arrays.extend(arrays)
+    answer = None
+    if answer_size > 0:
+        answer = Region(answer_size, input=False)
+        out.shm.answer.CopyFrom(answer.proto())
+    return out, region, answer
+
+
+def same_bits(a, b):
+    """a and b are the same arrays bit for bit (and the same dtype)."""
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def rich_batch():
+    return make_batch([3, 0, 5], reward=[1, -1, 0.5], group=[0, 0, 1], prompt_lengths=[2, 4, 1],
+                      logprobs=[[-0.5, -0.0, -2.25], [], [-1e-300, -3, -4, -5, -6.5]],
+                      entropies=[[1, 2, 3], [], [4, 5, 6, float("nan"), 8]],
+                      advantages=[[0.1, 0.2, 0.3], [], [0.4, 0.5, 0.6, 0.7, 0.8]],
+                      values=[np.arange(6.0).reshape(3, 2), np.zeros((0, 2)), np.arange(10.0).reshape(5, 2) / 3],
+                      value_heads=2, embedding=[[1, 2, 3], [4, 5, 6], [7, 8, 9.5]])
+
+
+@unittest.skipUnless(HAVE_MEMFD, "shared memory is Linux only (os.memfd_create)")
+class ShmBatchTest(unittest.TestCase):
+    def setUp(self):
+        self.regions = []
+
+    def tearDown(self):
+        for r in self.regions:
+            if r is not None:
+                r.close()
+
+    def shm(self, msg, **kw):
+        out, region, answer = to_shm(msg, **kw)
+        self.regions += [region, answer]
+        return out, region, answer
+
+    def test_same_arrays_as_message(self):
+        msg = rich_batch()._msg
+        msg.prompt[:] = [7, 8, 9, 10, 11, 12, 2**31 - 1]
+        msg.response[:] = [1, 2, 3, 4, 5, 6, 7, 8]
+        msg.returns.extend([0.5] * 8)
+        smsg, _, _ = self.shm(msg)
+        self.assertEqual([a.field for a in smsg.shm.arrays], [20, 21, 30, 31, 32, 33, 35, 41])
+        self.assertEqual(len(smsg.logprobs), 0)
+        want, got = cde_plugin.Batch(msg), cde_plugin.Batch(smsg, _shm.Regions())
+        for name in ("prompt", "response", "logprobs", "entropies", "values", "advantages", "advantage_bonus", "returns",
+                     "embedding"):
+            self.assertTrue(same_bits(got.flat(name), want.flat(name)), name)
+        for name in ("prompt", "response", "logprobs", "entropies", "values", "advantages", "returns"):
+            w, g = getattr(want, name), getattr(got, name)
+            self.assertEqual(len(g), len(w), name)
+            for i, (x, y) in enumerate(zip(g, w)):
+                self.assertTrue(same_bits(x, y), "%s[%d]" % (name, i))
+        self.assertIsNone(got.advantage_bonus)
+        self.assertEqual(got.values[2].shape, (5, 2))
+        self.assertTrue(same_bits(got.embedding, want.embedding))
+        self.assertEqual(got.embedding.shape, (3, 3))
+        self.assertEqual(got.response[0].dtype, np.int32)
+        self.assertEqual(want.response[0].dtype, np.int32)  # the message path gives token ids as int32 too
+        for name in ("group", "reward", "lengths", "prompt_lengths", "correct"):
+            self.assertTrue(same_bits(getattr(got, name), getattr(want, name)), name)
+
+    def test_arrays_read_only(self):
+        smsg, region, _ = self.shm(rich_batch()._msg)
+        b = cde_plugin.Batch(smsg, _shm.Regions())
+        for name in ("logprobs", "entropies", "prompt", "response"):
+            with self.assertRaises(ValueError, msg=name):
+                getattr(b, name)[0][0] = 1
+        with self.assertRaises(ValueError):
+            b.values[0][0, 0] = 1
+        with self.assertRaises(ValueError):
+            b.embedding[0, 0] = 1
+        with self.assertRaises(ValueError):
+            b.flat("logprobs").flags.writeable = True  # the view of a read-only mapping cannot be made writable
+        # What the host writes is what the plugin reads (no copy).
+        lp = b.flat("logprobs")
+        off = [a.offset for a in smsg.shm.arrays if a.field == 30][0]
+        region.floats(off, 1)[0] = 42.0
+        self.assertEqual(lp[0], 42.0)
+
+    def test_probe_region_read_only(self):
+        probe = Region(4096)
+        self.regions.append(probe)
+        probe.mem[:8] = _shm.MAGIC
+        m = _shm.map_region(probe.proto())
+        self.assertEqual(m[:8], _shm.MAGIC)
+        a = np.frombuffer(m, dtype=np.uint8)
+        self.assertFalse(a.flags.writeable)
+        with self.assertRaises(ValueError):
+            a[0] = 1
+        with self.assertRaises(TypeError):
+            m[0] = 1
+        # The seals keep a plugin from mapping the input region writable
+        # even when it asks.
+        with self.assertRaises(_shm.RegionError) as e:
+            _shm.map_region(probe.proto(), writable=True)
+        self.assertIn("mmap", str(e.exception))
+
+    def lie(self, mutate, want):
+        msg = rich_batch()._msg
+        smsg, _, _ = self.shm(msg)
+        mutate(smsg)
+        with self.assertRaises(_shm.BatchError) as e:
+            cde_plugin.Batch(smsg, _shm.Regions())
+        self.assertIn(want, str(e.exception))
+        # Through the service: INVALID_ARGUMENT with the same message,
+        # before the hook runs.
+        s = _server._Service(Bonus, 3)
+        self.assertIsNone(s.configure(pb.ConfigureRequest(params_json="{}"))[1])
+        s.s.answer = [np.zeros(3), np.zeros(0), np.zeros(5)]
+        resp, err = s.advantage_bonus(smsg)
+        self.assertIsNone(resp)
+        self.assertEqual(err, (grpc.StatusCode.INVALID_ARGUMENT, str(e.exception)))
+        return str(e.exception)
+
+    def arr(self, smsg, field):
+        return [a for a in smsg.shm.arrays if a.field == field][0]
+
+    def test_lying_headers(self):
+        def beyond(m):
+            self.arr(m, 30).offset = m.shm.input.size - 16
+        msg = self.lie(beyond, "shm: logprobs (field 30): offset 4080 + 64 bytes exceeds the region's 4096 bytes")
+
+        def huge(m):
+            self.arr(m, 31).count = 1 << 62
+        self.lie(huge, "shm: entropies (field 31): offset ")
+
+        def size(m):
+            m.shm.input.size = 1 << 40
+        self.lie(size, "shm: input region: ")
+
+        def dtype(m):
+            self.arr(m, 32).dtype = pb.ShmArray.INT32
+        self.lie(dtype, "shm: values (field 32): element type INT32, want FLOAT64")
+
+        def dtype0(m):
+            self.arr(m, 20).dtype = pb.ShmArray.DTYPE_UNSPECIFIED
+        self.lie(dtype0, "shm: prompt (field 20): element type DTYPE_UNSPECIFIED, want INT32")
+
+        def unknown(m):
+            m.shm.arrays.add(field=12, dtype=pb.ShmArray.FLOAT64, offset=0, count=3)
+        self.lie(unknown, "shm: field 12 is not a Batch field")
+
+        def twice(m):
+            m.shm.arrays.append(self.arr(m, 33))
+        self.lie(twice, "shm: advantages (field 33): listed twice")
+
+        def both(m):
+            m.embedding.extend([0.0] * 9)
+        self.lie(both, "shm: embedding (field 41): also sent in the message (9 entries)")
+
+        def misaligned(m):
+            self.arr(m, 30).offset += 4
+        self.lie(misaligned, "shm: logprobs (field 30): offset ")
+
+        def count(m):
+            self.arr(m, 21).count -= 1
+        self.lie(count, "shm: response (field 21): 7 entries, want 8")
+
+        def path(m):
+            r = m.shm.input
+            r.path = "/proc/%d/fd/../fd/%s" % (os.getpid(), r.path.rsplit("/", 1)[1])
+        self.lie(path, "is not /proc/<pid>/fd/<fd>")
+
+        def missing(m):
+            m.shm.input.path = "/proc/%d/fd/999999" % os.getpid()
+        self.lie(missing, "shm: input region: open /proc/")
+        self.assertIn("4080", msg)
+
+    def test_regions_replaced(self):
+        regions = _shm.Regions()
+        m1, _, _ = self.shm(rich_batch()._msg)
+        lp1 = cde_plugin.Batch(m1, regions).flat("logprobs")
+        first = regions._maps["input"][1]
+        # The same region again: the mapping is reused.
+        cde_plugin.Batch(m1, regions).flat("logprobs")
+        self.assertIs(regions._maps["input"][1], first)
+        # A new region (a new id): the old mapping is dropped, not closed,
+        # and the arrays made from it still read it.
+        m2, _, _ = self.shm(rich_batch()._msg)
+        self.assertNotEqual(m2.shm.input.id, m1.shm.input.id)
+        lp2 = cde_plugin.Batch(m2, regions).flat("logprobs")
+        self.assertIsNot(regions._maps["input"][1], first)
+        self.assertEqual(regions._maps["input"][0][0], m2.shm.input.id)
+        self.assertFalse(first.closed)
+        self.assertTrue(same_bits(lp1, lp2))
+        self.assertEqual(float(lp1[0]), -0.5)
+
+
 class TokenLossStrategy(cde_plugin.Strategy):
     name = "tl"
 
@@ -134,6 +393,113 @@ class PackedTest(unittest.TestCase):
             r = pb.AdvantageBonusResponse(lengths=[n])
             _server._set_doubles(r, 2, a)
             self.assertEqual(r.SerializeToString(), pb.AdvantageBonusResponse(lengths=[n], bonus=a.tolist()).SerializeToString())
+
+
+@unittest.skipUnless(HAVE_MEMFD, "shared memory is Linux only (os.memfd_create)")
+class ShmAnswerTest(unittest.TestCase):
+    LENGTHS = [3, 0, 5]
+
+    def setUp(self):
+        self.regions = []
+
+    def tearDown(self):
+        for r in self.regions:
+            if r is not None:
+                r.close()
+
+    def service(self, cls):
+        s = _server._Service(cls, 3)
+        self.assertIsNone(s.configure(pb.ConfigureRequest(params_json="{}"))[1])
+        return s
+
+    def test_advantage_bonus(self):
+        s = self.service(Bonus)
+        s.s.answer = rows(self.LENGTHS, 0.5)
+        s.s.answer[0][1] = -0.0
+        msg = make_batch(self.LENGTHS)._msg
+        want, err = s.advantage_bonus(msg)
+        self.assertIsNone(err)
+        smsg, _, ans = to_shm(msg, answer_size=4096)
+        self.regions += [ans]
+        got, err = s.advantage_bonus(smsg)
+        self.assertIsNone(err)
+        self.assertTrue(got.in_shm)
+        self.assertEqual(len(got.bonus), 0)
+        self.assertEqual(list(got.lengths), self.LENGTHS)
+        self.assertTrue(same_bits(ans.floats(0, 8), np.fromiter(want.bonus, np.float64)))
+        # An answer region too small for the answer: the message, as
+        # without shared memory.
+        smsg2, _, small = to_shm(msg, answer_size=8 * 7)
+        self.regions += [small]
+        with self.assertLogs("cde_plugin", "WARNING") as logs:
+            got2, err = s.advantage_bonus(smsg2)
+        self.assertIsNone(err)
+        self.assertIn("the answer region has 56 bytes, the answer 64", logs.output[0])
+        self.assertEqual(got2.SerializeToString(), want.SerializeToString())
+
+    def test_token_loss(self):
+        s = self.service(TokenLossStrategy)
+        msg = make_batch(self.LENGTHS)._msg
+        total = sum(self.LENGTHS)
+        for pg, kl in [(rows(self.LENGTHS, 1.0), None), (None, rows(self.LENGTHS, 0.1)),
+                       (rows(self.LENGTHS, 2.0), rows(self.LENGTHS, 0.3)), (None, None)]:
+            s.s.pg, s.s.kl = pg, kl
+            want, err = s.token_loss(msg)
+            self.assertIsNone(err)
+            smsg, _, ans = to_shm(msg, answer_size=16 * total)
+            self.regions += [ans]
+            ans.mem[:] = b"\xff" * ans.size  # what the plugin does not write stays as it was
+            got, err = s.token_loss(smsg)
+            self.assertIsNone(err)
+            self.assertEqual((got.has_pg_weight, got.has_abs_kl_coef, got.entropy_coef),
+                             (pg is not None, kl is not None, 0.25))
+            self.assertEqual(got.in_shm, pg is not None or kl is not None)
+            self.assertEqual((len(got.pg_weight), len(got.abs_kl_coef)), (0, 0))
+            untouched = b"\xff" * (8 * total)
+            pg_bytes, kl_bytes = bytes(ans.mem[:8 * total]), bytes(ans.mem[8 * total:16 * total])
+            self.assertEqual(pg_bytes, np.fromiter(want.pg_weight, "<f8").tobytes() if pg is not None else untouched)
+            self.assertEqual(kl_bytes, np.fromiter(want.abs_kl_coef, "<f8").tobytes() if kl is not None else untouched)
+            # Without the answer region: the message, as before version 3.
+            smsg.shm.ClearField("answer")
+            got, err = s.token_loss(smsg)
+            self.assertEqual(got.SerializeToString(), want.SerializeToString())
+
+
+@unittest.skipUnless(HAVE_MEMFD, "shared memory is Linux only (os.memfd_create)")
+class ShmProbeTest(unittest.TestCase):
+    def configure(self, probe, version=3):
+        s = _server._Service(Bonus, version)
+        req = pb.ConfigureRequest(params_json="{}")
+        if probe is not None:
+            req.shm_probe.CopyFrom(probe)
+        desc, err = s.configure(req)
+        self.assertIsNone(err)
+        self.assertEqual(desc.protocol_version, version)
+        self.assertEqual(s.describe(None)[0].shm, desc.shm)
+        return desc.shm
+
+    def test_probe(self):
+        r = Region(4096)
+        self.addCleanup(r.close)
+        r.mem[:8] = _shm.MAGIC
+        self.assertTrue(self.configure(r.proto()))
+        self.assertFalse(self.configure(None))
+        self.assertFalse(self.configure(r.proto(), version=2))  # version 2 has no shared memory
+        bad = [("missing", pb.ShmRegion(path="/proc/%d/fd/999999" % os.getpid(), size=4096, id=1), "open /proc/"),
+               ("not /proc", pb.ShmRegion(path="/tmp/x", size=4096, id=1), "is not /proc/<pid>/fd/<fd>"),
+               ("too large", pb.ShmRegion(path=r.proto().path, size=8192, id=1), "has 4096 bytes, the host announced 8192"),
+               ("empty", pb.ShmRegion(path=r.proto().path, size=0, id=1), "size 0")]
+        w = Region(4096)
+        self.addCleanup(w.close)
+        w.mem[:8] = b"CDESHM02"
+        bad.append(("magic", w.proto(), "does not start with b'CDESHM01' (got b'CDESHM02')"))
+        for what, probe, want in bad:
+            with self.assertLogs("cde_plugin", "WARNING") as logs:
+                self.assertFalse(self.configure(probe), what)
+            self.assertIn(want, logs.output[0], what)
+
+    def test_versions(self):
+        self.assertEqual(_server.PROTOCOL_VERSIONS, (1, 2, 3))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,10 @@ import (
 	pb "github.com/cde-rl/cde/plugins/proto"
 )
 
+// hostMaxVersion is the newest protocol version the host offers (tests
+// lower it to stand for a host from before a version).
+var hostMaxVersion = ProtocolVersion
+
 // Default timeouts of Config.
 const (
 	DefaultStartTimeout = 10 * time.Second
@@ -62,9 +66,20 @@ type Config struct {
 	// w_t (the protocol has no field for it): it computes its unweighted
 	// bonus, exactly like an in-tree strategy's bonus before its w_t.
 	Weight core.Schedule
+	// Transport is how batches reach the plugin: "auto" (the default, ""
+	// too) moves the large arrays through shared memory when the plugin
+	// speaks protocol version 3 and can map the host's regions, and uses
+	// the gRPC messages otherwise; "messages" always uses the messages.
+	Transport string
 	// Log receives the plugin's logs and the host's messages about it.
 	Log zerolog.Logger
 }
+
+// The values of Config.Transport.
+const (
+	TransportAuto     = "auto"
+	TransportMessages = "messages"
+)
 
 // Plugin is the host side of one plugin process. The strategy returned by
 // Open embeds it; Close kills the process.
@@ -83,6 +98,9 @@ type Plugin struct {
 	sdk   string
 	// version is the protocol version the plugin reported in Configure.
 	version int
+	// shm is the shared-memory transport, nil when batches go in the
+	// messages.
+	shm *wire.ShmHost
 
 	mu     sync.Mutex
 	failed error
@@ -106,6 +124,9 @@ func Open(cfg Config) (core.Strategy, error) {
 // like Open; cfg.Path only names it in errors.
 func Connect(rpc pb.StrategyClient, cfg Config) (core.Strategy, error) {
 	cfg = cfg.withDefaults()
+	if err := checkTransport(cfg.Transport); err != nil {
+		return nil, err
+	}
 	p := &Plugin{cfg: cfg, rpc: rpc, stderr: &tail{}, log: cfg.Log}
 	if err := p.configure(); err != nil {
 		return nil, err
@@ -142,6 +163,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ParamsPath == "" {
 		c.ParamsPath = "params"
+	}
+	if c.Transport == "" {
+		c.Transport = TransportAuto
 	}
 	return c
 }
@@ -196,6 +220,9 @@ func checkBinary(cfg Config) (pin []byte, err error) {
 
 func start(cfg Config) (*Plugin, error) {
 	cfg = cfg.withDefaults()
+	if err := checkTransport(cfg.Transport); err != nil {
+		return nil, err
+	}
 	if abs, err := filepath.Abs(cfg.Path); err == nil {
 		cfg.Path = abs
 	}
@@ -208,7 +235,7 @@ func start(cfg Config) (*Plugin, error) {
 	label := filepath.Base(cfg.Path)
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: wire.HostVersions(),
+		VersionedPlugins: wire.HostVersionsUpTo(hostMaxVersion),
 		// go-plugin fills spec with the environment (magic cookie, protocol
 		// versions, AutoMTLS client certificate); procRunner runs the plugin.
 		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
@@ -274,8 +301,15 @@ func start(cfg Config) (*Plugin, error) {
 		return nil, err
 	}
 	p.log.Info().Str("plugin", p.name).Str("path", cfg.Path).Int("pid", p.Pid()).Str("hooks", p.caps.String()).
-		Int("protocol", p.client.NegotiatedVersion()).Str("sdk", p.sdk).Msg("plugin started")
+		Int("protocol", p.client.NegotiatedVersion()).Str("transport", p.Transport()).Str("sdk", p.sdk).Msg("plugin started")
 	return p, nil
+}
+
+func checkTransport(t string) error {
+	if t != TransportAuto && t != TransportMessages {
+		return fmt.Errorf("plugin transport %q: want %s or %s", t, TransportAuto, TransportMessages)
+	}
+	return nil
 }
 
 func firstLine(s string) string {
@@ -299,6 +333,23 @@ func (p *Plugin) configure() error {
 	if p.cfg.Algorithm != nil {
 		req.Algorithm, req.AlgorithmNeedsCritic = p.cfg.Algorithm.Name(), p.cfg.Algorithm.NeedsCritic()
 	}
+	// The shared-memory offer (version 3): a probe region the plugin maps
+	// to show it can. A host that cannot make one offers nothing.
+	var probe *wire.HostRegion
+	if p.cfg.Transport == TransportAuto && wire.ShmSupported && (p.negotiated() == 0 || p.negotiated() >= 3) {
+		var err error
+		if probe, err = wire.NewShmProbe(); err != nil {
+			p.log.Warn().Err(err).Str("plugin", p.cfg.Path).Msg("no shared-memory transport; batches go in the gRPC messages")
+		} else {
+			req.ShmProbe = &pb.ShmRegion{Path: probe.Path, Size: uint64(len(probe.Mem)), Id: probe.ID}
+		}
+	}
+	accepted := false
+	defer func() {
+		if !accepted {
+			probe.Close()
+		}
+	}()
 	var d *pb.Description
 	err = p.call("Configure", func(ctx context.Context) (err error) {
 		d, err = p.rpc.Configure(ctx, req, wire.CallOptions()...)
@@ -319,6 +370,16 @@ func (p *Plugin) configure() error {
 	}
 	if d.ProtocolVersion < 2 && d.Capabilities != nil && d.Capabilities.TokenLoss {
 		return p.broken(fmt.Errorf("Configure: the plugin declares token_loss, which protocol version %d does not carry (2 does)", d.ProtocolVersion))
+	}
+	if d.ProtocolVersion < 3 && d.Shm {
+		return p.broken(fmt.Errorf("Configure: the plugin accepts the shared-memory transport, which protocol version %d does not carry (3 does)", d.ProtocolVersion))
+	}
+	if d.Shm && req.ShmProbe == nil {
+		return p.broken(errors.New("Configure: the plugin accepts a shared-memory transport the host did not offer"))
+	}
+	if d.Shm {
+		accepted = true
+		p.shm = wire.NewShmHost(probe)
 	}
 	p.version = int(d.ProtocolVersion)
 	if d.Name == "" {
@@ -363,6 +424,7 @@ func (p *Plugin) Close() error {
 	if !p.closed {
 		p.closed = true
 		p.shutdown()
+		p.releaseShm()
 	}
 	return nil
 }
@@ -433,6 +495,7 @@ func (p *Plugin) broken(err error) error {
 		p.failed = err
 	}
 	p.kill()
+	p.releaseShm()
 	return err
 }
 
@@ -503,8 +566,18 @@ func (p *Plugin) invalid(hook, format string, args ...any) error {
 	return p.broken(fmt.Errorf("%s returned invalid output: %s", hook, fmt.Sprintf(format, args...)))
 }
 
-func (p *Plugin) batch(hook string, info core.StepInfo, r *core.Rollout) (*pb.Batch, error) {
-	b, err := wire.EncodeBatch(info, r, p.needs)
+// batch encodes r for hook; with the shared-memory transport,
+// answerValues > 0 also asks for an answer region of that many float64s.
+func (p *Plugin) batch(hook string, info core.StepInfo, r *core.Rollout, answerValues int) (*pb.Batch, error) {
+	var b *pb.Batch
+	var err error
+	p.mu.Lock()
+	if p.shm != nil && !p.closed && p.failed == nil {
+		b, err = p.shm.Encode(info, r, p.needs, answerValues*8)
+	} else {
+		b, err = wire.EncodeBatch(info, r, p.needs)
+	}
+	p.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: cannot send the batch: %w", p.label(), hook, err)
 	}
@@ -512,7 +585,7 @@ func (p *Plugin) batch(hook string, info core.StepInfo, r *core.Rollout) (*pb.Ba
 }
 
 func (p *Plugin) rewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
-	b, err := p.batch("RewardBonus", info, r)
+	b, err := p.batch("RewardBonus", info, r, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -531,7 +604,7 @@ func (p *Plugin) rewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, er
 }
 
 func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
-	b, err := p.batch("AdvantageBonus", info, r)
+	b, err := p.batch("AdvantageBonus", info, r, r.NumTokens())
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +615,11 @@ func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float6
 	}); err != nil {
 		return nil, err
 	}
-	out, err := checkAdvantageBonus(resp.Lengths, resp.Bonus, r.SeqLens(), p.weight(info))
+	bonus, err := p.answer(resp.InShm, resp.Bonus, r.NumTokens())
+	if err != nil {
+		return nil, p.invalid("AdvantageBonus", "%v", err)
+	}
+	out, err := checkAdvantageBonus(resp.Lengths, bonus, r.SeqLens(), p.weight(info))
 	if err != nil {
 		return nil, p.invalid("AdvantageBonus", "%v", err)
 	}
@@ -564,6 +641,25 @@ func (p *Plugin) lossTerms(info core.StepInfo) (core.LossTerms, error) {
 	return core.LossTerms{EntropyCoef: coef}, nil
 }
 
+// answer returns a hook's per-token answer: the message's values, or with
+// inShm n values copied out of the answer region (the message's array must
+// then be empty). The host sized the region for the answer it expects, so
+// n never reads beyond it.
+func (p *Plugin) answer(inShm bool, msg []float64, n int) ([]float64, error) {
+	if !inShm {
+		return msg, nil
+	}
+	if len(msg) != 0 {
+		return nil, fmt.Errorf("in_shm is set but the message carries %d values too", len(msg))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shm == nil {
+		return nil, errors.New("in_shm is set but this plugin takes its batches in the messages")
+	}
+	return p.shm.Answer(n)
+}
+
 // negotiated is the protocol version go-plugin negotiated (0 for a
 // connection made by Connect, which negotiates nothing).
 func (p *Plugin) negotiated() int {
@@ -573,11 +669,37 @@ func (p *Plugin) negotiated() int {
 	return p.client.NegotiatedVersion()
 }
 
-// Version is the protocol version the plugin speaks (1 or 2).
+// Version is the protocol version the plugin speaks (1 to 3).
 func (p *Plugin) Version() int { return p.version }
 
+// Transport is how batches reach the plugin: "shm" (shared memory) or
+// "messages".
+func (p *Plugin) Transport() string {
+	if p.shm != nil {
+		return "shm"
+	}
+	return TransportMessages
+}
+
+// ShmBytes reports the bytes of batch arrays written into shared memory
+// and the bytes found unchanged since the last call and not written again
+// (both 0 with the messages).
+func (p *Plugin) ShmBytes() (written, kept int64) {
+	if p.shm == nil {
+		return 0, 0
+	}
+	return p.shm.Written, p.shm.Kept
+}
+
+// releaseShm frees the shared-memory regions (the plugin is gone or
+// closing).
+func (p *Plugin) releaseShm() {
+	p.shm.Close()
+	p.shm = nil
+}
+
 func (p *Plugin) tokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss, error) {
-	b, err := p.batch("TokenLoss", info, r)
+	b, err := p.batch("TokenLoss", info, r, 2*r.NumTokens())
 	if err != nil {
 		return core.TokenLoss{}, err
 	}
@@ -588,8 +710,26 @@ func (p *Plugin) tokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss,
 	}); err != nil {
 		return core.TokenLoss{}, err
 	}
-	out, err := checkTokenLoss(tokenLossWire{hasPG: resp.HasPgWeight, pg: resp.PgWeight, hasKL: resp.HasAbsKlCoef,
-		kl: resp.AbsKlCoef, ent: resp.EntropyCoef}, r.SeqLens(), p.weight(info))
+	pg, kl := resp.PgWeight, resp.AbsKlCoef
+	if resp.InShm {
+		total := r.NumTokens()
+		all, err := p.answer(true, nil, 2*total)
+		if err != nil {
+			return core.TokenLoss{}, p.invalid("TokenLoss", "%v", err)
+		}
+		if len(pg) != 0 || len(kl) != 0 {
+			return core.TokenLoss{}, p.invalid("TokenLoss", "in_shm is set but the message carries %d pg_weight and %d abs_kl_coef values", len(pg), len(kl))
+		}
+		pg, kl = nil, nil
+		if resp.HasPgWeight {
+			pg = all[:total:total]
+		}
+		if resp.HasAbsKlCoef {
+			kl = all[total:]
+		}
+	}
+	out, err := checkTokenLoss(tokenLossWire{hasPG: resp.HasPgWeight, pg: pg, hasKL: resp.HasAbsKlCoef,
+		kl: kl, ent: resp.EntropyCoef}, r.SeqLens(), p.weight(info))
 	if err != nil {
 		return core.TokenLoss{}, p.invalid("TokenLoss", "%v", err)
 	}
@@ -597,7 +737,7 @@ func (p *Plugin) tokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss,
 }
 
 func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
-	b, err := p.batch("HeadMasks", info, r)
+	b, err := p.batch("HeadMasks", info, r, r.NumTokens()*r.ValueHeads)
 	if err != nil {
 		return nil, err
 	}
@@ -608,7 +748,21 @@ func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, 
 	}); err != nil {
 		return nil, err
 	}
-	out, err := checkHeadMasks(resp.Rows, resp.Masks, r.SeqLens(), r.ValueHeads)
+	masks := resp.Masks
+	if resp.InShm {
+		// The answer's size from the rows the plugin reports, each 0 or
+		// T_i (checkHeadMasks names a wrong one).
+		n := 0
+		for i, rows := range resp.Rows {
+			if i < len(r.Seqs) && (rows == 0 || int(rows) == r.Seqs[i].Len()) {
+				n += int(rows) * r.ValueHeads
+			}
+		}
+		if masks, err = p.answer(true, resp.Masks, n); err != nil {
+			return nil, p.invalid("HeadMasks", "%v", err)
+		}
+	}
+	out, err := checkHeadMasks(resp.Rows, masks, r.SeqLens(), r.ValueHeads)
 	if err != nil {
 		return nil, p.invalid("HeadMasks", "%v", err)
 	}
@@ -622,7 +776,7 @@ func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, 
 func (p *Plugin) observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
 	var metrics map[string]float64
 	if p.caps&capObserve != 0 {
-		b, err := p.batch("Observe", info, r)
+		b, err := p.batch("Observe", info, r, 0)
 		if err != nil {
 			return nil, err
 		}

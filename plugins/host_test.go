@@ -82,13 +82,16 @@ func waitGone(t *testing.T, pid int) {
 // TestSubprocessConformance runs the conformance kit on in-tree strategies
 // served by a real plugin process.
 func TestSubprocessConformance(t *testing.T) {
-	for _, name := range []string{"ppl", "simhash"} {
-		t.Run(name, func(t *testing.T) {
-			strategytest.Run(t, func() core.Strategy {
-				s, _ := mustOpen(t, map[string]any{"strategy": name}, nil)
-				return s
-			}, strategytest.Options{})
-		})
+	for _, tr := range transports {
+		for _, name := range []string{"ppl", "simhash", "forking_tokens"} {
+			t.Run(tr.want+"/"+name, func(t *testing.T) {
+				strategytest.Run(t, func() core.Strategy {
+					s, _ := mustOpen(t, map[string]any{"strategy": name}, func(c *plugins.Config) { c.Transport = tr.config })
+					wantTransport(t, s, tr.config)
+					return s
+				}, strategytest.Options{})
+			})
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -57,9 +58,18 @@ func copyMap(m map[string]any) map[string]any {
 	return out
 }
 
+// transports are the two ways a batch reaches a plugin (Config.Transport)
+// and what Plugin.Transport then reports.
+var transports = []struct{ config, want string }{
+	{plugins.TransportAuto, "shm"},
+	{plugins.TransportMessages, "messages"},
+}
+
 // newInProcess serves the in-tree strategy over go-plugin's in-process
-// gRPC test connection and wraps it as the host does.
-func newInProcess(t testing.TB, name string, params map[string]any, algo core.Algorithm) core.Strategy {
+// gRPC test connection and wraps it as the host does, with the given
+// transport (the shared memory works in-process too: the plugin side opens
+// the host's memfds through /proc/self's pid).
+func newInProcess(t testing.TB, name string, params map[string]any, algo core.Algorithm, transport string) core.Strategy {
 	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{
 		plugins.PluginName: &plugins.GRPCPlugin{Factory: func(p *core.Params, a core.Algorithm) (core.Strategy, error) {
 			return core.NewStrategy(name, p, a)
@@ -73,69 +83,94 @@ func newInProcess(t testing.TB, name string, params map[string]any, algo core.Al
 		t.Fatal(err)
 	}
 	s, err := plugins.Connect(raw.(pb.StrategyClient), plugins.Config{Path: "in-process:" + name, Params: copyMap(params),
-		ParamsPath: "strategies[0]", Algorithm: algo})
+		ParamsPath: "strategies[0]", Algorithm: algo, Transport: transport})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.(core.Closer).Close() })
+	wantTransport(t, s, transport)
 	return s
 }
 
+// wantTransport fails t unless the plugin strategy s uses the transport
+// that config asks for (shm on Linux for auto).
+func wantTransport(t testing.TB, s core.Strategy, config string) {
+	t.Helper()
+	p, ok := plugins.Of(s)
+	if !ok {
+		t.Fatal("plugins.Of: not a plugin")
+	}
+	want := "messages"
+	if config == plugins.TransportAuto && runtime.GOOS == "linux" {
+		want = "shm"
+	}
+	if got := p.Transport(); got != want {
+		t.Fatalf("transport %s with %q; want %s", got, config, want)
+	}
+}
+
 // TestInProcessConformance runs the conformance kit on every in-tree
-// strategy served through the gRPC path.
+// strategy served through the gRPC path, with either transport.
 func TestInProcessConformance(t *testing.T) {
-	for _, c := range inTree {
-		t.Run(c.name, func(t *testing.T) {
-			algo := algorithm(t, c.algo)
-			strategytest.Run(t, func() core.Strategy { return newInProcess(t, c.name, c.params, algo) },
-				strategytest.Options{Algorithm: c.algo, Steps: 3})
-		})
+	for _, tr := range transports {
+		for _, c := range inTree {
+			t.Run(tr.want+"/"+c.name, func(t *testing.T) {
+				algo := algorithm(t, c.algo)
+				strategytest.Run(t, func() core.Strategy { return newInProcess(t, c.name, c.params, algo, tr.config) },
+					strategytest.Options{Algorithm: c.algo, Steps: 3})
+			})
+		}
 	}
 }
 
 // TestInProcessEqualsInTree: the served strategy's outputs equal the
 // in-tree call's, bit for bit, step after step (state included).
 func TestInProcessEqualsInTree(t *testing.T) {
-	for _, c := range inTree {
-		t.Run(c.name, func(t *testing.T) {
-			algo := algorithm(t, c.algo)
-			local := newInTree(t, c.name, c.params, algo)
-			remote := newInProcess(t, c.name, c.params, algo)
-			if local.Name() != remote.Name() || local.Needs() != remote.Needs() {
-				t.Fatalf("name/needs: %s %+v vs %s %+v", local.Name(), local.Needs(), remote.Name(), remote.Needs())
+	for _, tr := range transports {
+		for _, c := range inTree {
+			t.Run(tr.want+"/"+c.name, func(t *testing.T) { equalsInTree(t, c.name, c.algo, c.params, tr.config) })
+		}
+	}
+}
+
+func equalsInTree(t *testing.T, name, algoName string, params map[string]any, transport string) {
+	algo := algorithm(t, algoName)
+	local := newInTree(t, name, params, algo)
+	remote := newInProcess(t, name, params, algo, transport)
+	if local.Name() != remote.Name() || local.Needs() != remote.Needs() {
+		t.Fatalf("name/needs: %s %+v vs %s %+v", local.Name(), local.Needs(), remote.Name(), remote.Needs())
+	}
+	for _, hook := range []string{"RewardHook", "AdvantageHook", "LossHook", "HeadMasker", "Observer", "Stateful", "TokenLossHook"} {
+		if implements(local, hook) != implements(remote, hook) {
+			t.Errorf("%s: in-tree %v, plugin %v", hook, implements(local, hook), implements(remote, hook))
+		}
+	}
+	o := strategytest.Options{Algorithm: algoName, ValueHeads: 4, Seed: 11}
+	rng := newRand(11)
+	for step := range 4 {
+		r := strategytest.RandomRollout(rng, o)
+		r.Step = step
+		info := core.StepInfo{Step: step, TotalSteps: 10, Algorithm: algoName, Seed: 11}
+		a, err := strategytest.RunStep(local, info, strategytest.Clone(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := strategytest.RunStep(remote, info, strategytest.Clone(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The host logs a plugin's metrics under explore/<name>/.
+		a.Metrics = underPrefix(name, a.Metrics)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("step %d: in-tree %+v\nplugin %+v", step, a, b)
+		}
+		if sl, ok := local.(core.Stateful); ok {
+			x, _ := sl.SaveState()
+			y, err := remote.(core.Stateful).SaveState()
+			if err != nil || string(x) != string(y) {
+				t.Fatalf("step %d: state differs (%v)", step, err)
 			}
-			for _, hook := range []string{"RewardHook", "AdvantageHook", "LossHook", "HeadMasker", "Observer", "Stateful", "TokenLossHook"} {
-				if implements(local, hook) != implements(remote, hook) {
-					t.Errorf("%s: in-tree %v, plugin %v", hook, implements(local, hook), implements(remote, hook))
-				}
-			}
-			o := strategytest.Options{Algorithm: c.algo, ValueHeads: 4, Seed: 11}
-			rng := newRand(11)
-			for step := range 4 {
-				r := strategytest.RandomRollout(rng, o)
-				r.Step = step
-				info := core.StepInfo{Step: step, TotalSteps: 10, Algorithm: c.algo, Seed: 11}
-				a, err := strategytest.RunStep(local, info, strategytest.Clone(r))
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, err := strategytest.RunStep(remote, info, strategytest.Clone(r))
-				if err != nil {
-					t.Fatal(err)
-				}
-				// The host logs a plugin's metrics under explore/<name>/.
-				a.Metrics = underPrefix(c.name, a.Metrics)
-				if !reflect.DeepEqual(a, b) {
-					t.Fatalf("step %d: in-tree %+v\nplugin %+v", step, a, b)
-				}
-				if sl, ok := local.(core.Stateful); ok {
-					x, _ := sl.SaveState()
-					y, err := remote.(core.Stateful).SaveState()
-					if err != nil || string(x) != string(y) {
-						t.Fatalf("step %d: state differs (%v)", step, err)
-					}
-				}
-			}
-		})
+		}
 	}
 }
 

@@ -9,14 +9,17 @@ import (
 	"github.com/cde-rl/cde/plugins"
 )
 
-// A plugin process offering protocol version 2 (the default) serves the
-// token-loss hook: the host negotiates 2, the strategy is a TokenLossHook,
-// the conformance kit passes, and its answers equal the in-tree strategy's.
+// A plugin process offering protocol version 2 (as every plugin built
+// before version 3 does) serves the token-loss hook over the messages: the
+// host negotiates 2, the strategy is a TokenLossHook, the conformance kit
+// passes, and its answers equal the in-tree strategy's.
 func TestTokenLossOverVersion2(t *testing.T) {
+	t.Setenv("CDE_TESTPLUGIN_VERSION", "2")
 	params := map[string]any{"strategy": "forking_tokens", "params": map[string]any{"rho": 0.3}}
 	s, p := mustOpen(t, params, nil)
-	if p.Version() != 2 || p.Hooks() != "token_loss" || !is[core.TokenLossHook](s) {
-		t.Fatalf("version %d hooks %q token-loss hook %v; want 2, token_loss, true", p.Version(), p.Hooks(), is[core.TokenLossHook](s))
+	if p.Version() != 2 || p.Hooks() != "token_loss" || !is[core.TokenLossHook](s) || p.Transport() != "messages" {
+		t.Fatalf("version %d hooks %q token-loss hook %v transport %s; want 2, token_loss, true, messages",
+			p.Version(), p.Hooks(), is[core.TokenLossHook](s), p.Transport())
 	}
 	local := newInTree(t, "forking_tokens", map[string]any{"rho": 0.3}, nil)
 	info, r := randomRollout(21)
@@ -62,8 +65,23 @@ func TestVersion1PluginStillServed(t *testing.T) {
 	}
 }
 
+// A plugin of this build started by a host that offers only versions 1
+// and 2 (a host from before the shared-memory transport) serves version 2
+// over the messages.
+func TestNewPluginOldHost(t *testing.T) {
+	plugins.SetHostMaxVersion(t, 2)
+	s, p := mustOpen(t, map[string]any{"strategy": "forking_tokens"}, nil)
+	if p.Version() != 2 || p.Transport() != "messages" || !is[core.TokenLossHook](s) {
+		t.Fatalf("version %d transport %s; want 2 over the messages", p.Version(), p.Transport())
+	}
+	strategytest.Run(t, func() core.Strategy {
+		s, _ := mustOpen(t, map[string]any{"strategy": "forking_tokens"}, nil)
+		return s
+	}, strategytest.Options{Steps: 2})
+}
+
 func TestProtocolVersions(t *testing.T) {
-	if plugins.ProtocolVersion != 2 || plugins.MinProtocolVersion != 1 {
+	if plugins.ProtocolVersion != 3 || plugins.MinProtocolVersion != 1 {
 		t.Fatalf("versions %d..%d", plugins.MinProtocolVersion, plugins.ProtocolVersion)
 	}
 }

@@ -313,7 +313,7 @@ func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logge
 // PluginStrategy builds the plugin-backed strategy of config entry
 // strategies[index]:
 //
-//	{plugin: PATH, params: {...}, weight: {...}, sha256: HEX, start_timeout: 10s, call_timeout: 30s}
+//	{plugin: PATH, params: {...}, weight: {...}, sha256: HEX, start_timeout: 10s, call_timeout: 30s, transport: auto}
 //
 // Every key is checked (an unknown one is an error naming
 // strategies[index].KEY); params go to the plugin's factory, which checks
@@ -333,11 +333,14 @@ func PluginStrategy(entry map[string]any, index int, algo core.Algorithm, log ze
 	sum := p.String("sha256", "")
 	start := p.Duration("start_timeout", plugins.DefaultStartTimeout)
 	call := p.Duration("call_timeout", plugins.DefaultCallTimeout)
+	transport := p.String("transport", plugins.TransportAuto)
+	p.Check(transport == plugins.TransportAuto || transport == plugins.TransportMessages, "transport",
+		"want %s (shared memory where the plugin can map it) or %s (always the gRPC messages)", plugins.TransportAuto, plugins.TransportMessages)
 	if err := p.Finish(); err != nil {
 		return nil, nil, err
 	}
 	s, err := plugins.Open(plugins.Config{Path: path, Params: params, ParamsPath: fmt.Sprintf("strategies[%d].params", index),
-		Algorithm: algo, SHA256: sum, StartTimeout: start, CallTimeout: call, Log: log})
+		Algorithm: algo, SHA256: sum, StartTimeout: start, CallTimeout: call, Transport: transport, Log: log})
 	if err != nil {
 		return nil, nil, err
 	}

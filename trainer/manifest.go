@@ -150,7 +150,7 @@ func VerifyIfManifest(dir string) error {
 // a resumed run whose config.yaml changes one of them is refused, naming
 // it. Everything else (train.steps, learning rates, eval.*, ...) may be
 // edited in RUN/config.yaml before --resume, and so may a plugin entry's
-// sha256, start_timeout and call_timeout.
+// sha256, start_timeout, call_timeout and transport.
 var FixedConfigKeys = []string{"seed", "task", "model.layers", "model.d_model", "model.heads", "model.ff", "model.max_len", "model.hf", "model.lora", "model.adapter",
 	"algorithm", "strategies", "train.value_heads"}
 
@@ -243,7 +243,7 @@ func withDefaults(v, def any) any {
 // pluginRunKeys are the keys of a plugin entry that do not change what it
 // computes, so a resumed run may change them (a rebuilt binary's sha256, a
 // longer timeout).
-var pluginRunKeys = []string{"sha256", "start_timeout", "call_timeout"}
+var pluginRunKeys = []string{"sha256", "start_timeout", "call_timeout", "transport"}
 
 func withoutPluginPins(v any) any {
 	list, ok := v.([]any)

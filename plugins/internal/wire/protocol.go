@@ -3,7 +3,9 @@ package wire
 import (
 	"context"
 	"fmt"
+	"iter"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
@@ -12,21 +14,26 @@ import (
 )
 
 // ProtocolVersion is the version of plugins/proto/cde_strategy.proto this
-// build speaks: 2 added the TokenLoss hook. It is negotiated through
+// build speaks: 2 added the TokenLoss hook, 3 the shared-memory transport
+// (shm.go). It is negotiated through
 // go-plugin's versioned plugin sets: the host offers every version from
 // MinProtocolVersion to ProtocolVersion and go-plugin picks the highest the
 // plugin offers too; a plugin offering none of them is refused at start
 // with an error naming both sides' versions.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // MinProtocolVersion is the oldest protocol version the host still serves
 // (version 1: every hook but TokenLoss).
 const MinProtocolVersion = 1
 
 // HostVersions are the versioned plugin sets the host offers.
-func HostVersions() map[int]plugin.PluginSet {
+func HostVersions() map[int]plugin.PluginSet { return HostVersionsUpTo(ProtocolVersion) }
+
+// HostVersionsUpTo are the plugin sets of a host that speaks versions
+// MinProtocolVersion to max (tests stand for an older host with it).
+func HostVersionsUpTo(max int) map[int]plugin.PluginSet {
 	out := map[int]plugin.PluginSet{}
-	for v := MinProtocolVersion; v <= ProtocolVersion; v++ {
+	for v := MinProtocolVersion; v <= max; v++ {
 		out[v] = plugin.PluginSet{PluginName: &GRPCPlugin{}}
 	}
 	return out
@@ -90,6 +97,8 @@ type GRPCPlugin struct {
 	Factory core.StrategyFactory
 	// Version is the protocol version the server reports (0: ProtocolVersion).
 	Version uint32
+	// Logger receives the server's own warnings (nil: none).
+	Logger hclog.Logger
 }
 
 // GRPCServer registers the strategy service.
@@ -98,7 +107,7 @@ func (g *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 	if v == 0 {
 		v = ProtocolVersion
 	}
-	pb.RegisterStrategyServer(s, &server{factory: g.Factory, version: v})
+	pb.RegisterStrategyServer(s, &server{factory: g.Factory, version: v, log: g.Logger})
 	return nil
 }
 
@@ -201,26 +210,60 @@ func infoFromProto(i *pb.StepInfo) core.StepInfo {
 // HeadMask is never sent. A signal present on some sequences but missing or
 // of the wrong length on others is an error.
 func EncodeBatch(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Batch, error) {
+	b, arrays, err := encodeParts(info, r, needs)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range arrays {
+		if a.ints != nil {
+			out := make([]int32, 0, a.count)
+			for c := range a.ints {
+				out = append(out, c...)
+			}
+			a.setInts(b, out)
+			continue
+		}
+		out := make([]float64, 0, a.count)
+		for c := range a.floats {
+			out = append(out, c...)
+		}
+		a.setFloats(b, out)
+	}
+	return b, nil
+}
+
+// batchArray is one of a Batch's large arrays, before it is placed in the
+// message (EncodeBatch) or in shared memory (ShmHost.Encode): its Batch
+// field number, its element count and its content as chunks (a sequence's
+// tokens, or one token's head values).
+type batchArray struct {
+	field     int32
+	count     int
+	ints      iter.Seq[[]int32]
+	floats    iter.Seq[[]float64]
+	setInts   func(b *pb.Batch, v []int32)
+	setFloats func(b *pb.Batch, v []float64)
+}
+
+// encodeParts is EncodeBatch's message without its large arrays, and the
+// arrays, checked.
+func encodeParts(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Batch, []batchArray, error) {
 	n := len(r.Seqs)
 	total := r.NumTokens()
 	b := &pb.Batch{Info: InfoToProto(info), RolloutStep: int64(r.Step), RolloutTotalSteps: int64(r.TotalSteps),
 		RolloutAlgorithm: r.Algorithm,
 		Group:            make([]int32, n), ProblemId: make([]string, n), Reward: make([]float64, n),
 		Correct: make([]bool, n), Truncated: make([]bool, n), Text: make([]string, n), Lengths: make([]int32, n),
-		PromptLengths: make([]int32, n), RewardBonus: make([]float64, n), ShapedReward: make([]float64, n),
-		Response: make([]int32, 0, total)}
+		PromptLengths: make([]int32, n), RewardBonus: make([]float64, n), ShapedReward: make([]float64, n)}
 	promptTotal := 0
 	for i := range r.Seqs {
 		promptTotal += len(r.Seqs[i].Prompt)
 	}
-	b.Prompt = make([]int32, 0, promptTotal)
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
 		b.Group[i], b.ProblemId[i], b.Reward[i], b.Correct[i] = int32(s.Group), s.ProblemID, s.Reward, s.Correct
 		b.Truncated[i], b.Text[i], b.Lengths[i], b.PromptLengths[i] = s.Truncated, s.Text, int32(s.Len()), int32(len(s.Prompt))
 		b.RewardBonus[i], b.ShapedReward[i] = s.RewardBonus, s.ShapedReward
-		b.Prompt = append(b.Prompt, s.Prompt...)
-		b.Response = append(b.Response, s.Response...)
 	}
 	keys := func(get func(s *core.Sequence) string) []string {
 		for i := range r.Seqs {
@@ -236,64 +279,94 @@ func EncodeBatch(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Bat
 	}
 	b.AnswerKey = keys(func(s *core.Sequence) string { return s.AnswerKey })
 	b.SolutionKey = keys(func(s *core.Sequence) string { return s.SolutionKey })
-	var err error
-	pack := func(name string, get func(s *core.Sequence) []float64) []float64 {
-		if err != nil {
-			return nil
+	seqInts := func(get func(s *core.Sequence) []int32) iter.Seq[[]int32] {
+		return func(yield func([]int32) bool) {
+			for i := range r.Seqs {
+				if !yield(get(&r.Seqs[i])) {
+					return
+				}
+			}
 		}
-		var out []float64
+	}
+	arrays := []batchArray{
+		{field: 20, count: promptTotal, ints: seqInts(func(s *core.Sequence) []int32 { return s.Prompt }),
+			setInts: func(b *pb.Batch, v []int32) { b.Prompt = v }},
+		{field: 21, count: total, ints: seqInts(func(s *core.Sequence) []int32 { return s.Response }),
+			setInts: func(b *pb.Batch, v []int32) { b.Response = v }},
+	}
+	var err error
+	// perToken adds a per-token signal present on some sequence; it must
+	// then have T_i entries on every sequence.
+	perToken := func(field int32, name string, get func(s *core.Sequence) []float64, set func(b *pb.Batch, v []float64)) {
+		if err != nil {
+			return
+		}
+		present := false
 		for i := range r.Seqs {
-			s := &r.Seqs[i]
-			if v := get(s); len(v) > 0 {
-				out = make([]float64, 0, total)
+			if len(get(&r.Seqs[i])) > 0 {
+				present = true
 				break
 			}
 		}
-		if out == nil {
-			return nil
+		if !present {
+			return
 		}
 		for i := range r.Seqs {
 			s := &r.Seqs[i]
-			v := get(s)
-			if len(v) != s.Len() {
+			if v := get(s); len(v) != s.Len() {
 				err = fmt.Errorf("sequence %d has %d %s for %d tokens", i, len(v), name, s.Len())
-				return nil
+				return
 			}
-			out = append(out, v...)
 		}
-		return out
+		arrays = append(arrays, batchArray{field: field, count: total, setFloats: set,
+			floats: func(yield func([]float64) bool) {
+				for i := range r.Seqs {
+					if !yield(get(&r.Seqs[i])) {
+						return
+					}
+				}
+			}})
 	}
-	b.Logprobs = pack("log-probs", func(s *core.Sequence) []float64 { return s.LogProbs })
+	perToken(30, "log-probs", func(s *core.Sequence) []float64 { return s.LogProbs }, func(b *pb.Batch, v []float64) { b.Logprobs = v })
 	if needs.Entropies {
-		b.Entropies = pack("entropies", func(s *core.Sequence) []float64 { return s.Entropies })
+		perToken(31, "entropies", func(s *core.Sequence) []float64 { return s.Entropies }, func(b *pb.Batch, v []float64) { b.Entropies = v })
 	}
-	b.Advantages = pack("advantages", func(s *core.Sequence) []float64 { return s.Advantages })
-	b.AdvantageBonus = pack("advantage bonuses", func(s *core.Sequence) []float64 { return s.AdvantageBonus })
-	b.Returns = pack("returns", func(s *core.Sequence) []float64 { return s.Returns })
+	perToken(33, "advantages", func(s *core.Sequence) []float64 { return s.Advantages }, func(b *pb.Batch, v []float64) { b.Advantages = v })
+	perToken(34, "advantage bonuses", func(s *core.Sequence) []float64 { return s.AdvantageBonus }, func(b *pb.Batch, v []float64) { b.AdvantageBonus = v })
+	perToken(35, "returns", func(s *core.Sequence) []float64 { return s.Returns }, func(b *pb.Batch, v []float64) { b.Returns = v })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if needs.ValueHeads > 0 {
 		k := r.ValueHeads
 		b.ValueHeads = int32(k)
-		any := false
+		present := false
 		for i := range r.Seqs {
-			any = any || len(r.Seqs[i].Values) > 0
+			present = present || len(r.Seqs[i].Values) > 0
 		}
-		if any && k > 0 {
-			b.Values = make([]float64, 0, total*k)
+		if present && k > 0 {
 			for i := range r.Seqs {
 				s := &r.Seqs[i]
 				if len(s.Values) != s.Len() {
-					return nil, fmt.Errorf("sequence %d has %d value rows for %d tokens", i, len(s.Values), s.Len())
+					return nil, nil, fmt.Errorf("sequence %d has %d value rows for %d tokens", i, len(s.Values), s.Len())
 				}
 				for t, row := range s.Values {
 					if len(row) != k {
-						return nil, fmt.Errorf("sequence %d token %d has %d head values, rollout has K = %d", i, t, len(row), k)
+						return nil, nil, fmt.Errorf("sequence %d token %d has %d head values, rollout has K = %d", i, t, len(row), k)
 					}
-					b.Values = append(b.Values, row...)
 				}
 			}
+			arrays = append(arrays, batchArray{field: 32, count: total * k,
+				setFloats: func(b *pb.Batch, v []float64) { b.Values = v },
+				floats: func(yield func([]float64) bool) {
+					for i := range r.Seqs {
+						for _, row := range r.Seqs[i].Values {
+							if !yield(row) {
+								return
+							}
+						}
+					}
+				}})
 		}
 	}
 	if needs.Pooling != "" {
@@ -306,22 +379,35 @@ func EncodeBatch(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Bat
 		}
 		if d > 0 {
 			b.EmbeddingDim = int32(d)
-			b.Embedding = make([]float64, 0, n*d)
 			for i := range r.Seqs {
-				e := r.Seqs[i].Embedding
-				if len(e) != d {
-					return nil, fmt.Errorf("sequence %d has an embedding of length %d, sequence 0 of %d", i, len(e), d)
+				if e := r.Seqs[i].Embedding; len(e) != d {
+					return nil, nil, fmt.Errorf("sequence %d has an embedding of length %d, sequence 0 of %d", i, len(e), d)
 				}
-				b.Embedding = append(b.Embedding, e...)
 			}
+			arrays = append(arrays, batchArray{field: 41, count: n * d,
+				setFloats: func(b *pb.Batch, v []float64) { b.Embedding = v },
+				floats: func(yield func([]float64) bool) {
+					for i := range r.Seqs {
+						if !yield(r.Seqs[i].Embedding) {
+							return
+						}
+					}
+				}})
 		}
 	}
-	return b, nil
+	return b, arrays, nil
 }
 
 // DecodeBatch unpacks a Batch into a Rollout (plugin side). Slices share
 // the message's arrays (capacity-limited, so appends copy).
 func DecodeBatch(b *pb.Batch) (core.StepInfo, *core.Rollout, error) {
+	return decodeBatch(b, nil)
+}
+
+// decodeBatch is DecodeBatch; rows, when not nil, supplies the per-token
+// value rows of every sequence (a cache of them), given the function that
+// builds them.
+func decodeBatch(b *pb.Batch, rows func(build func() [][][]float64) [][][]float64) (core.StepInfo, *core.Rollout, error) {
 	n := len(b.Lengths)
 	for name, l := range map[string]int{"group": len(b.Group), "problem_id": len(b.ProblemId), "reward": len(b.Reward),
 		"correct": len(b.Correct), "truncated": len(b.Truncated), "text": len(b.Text), "prompt_lengths": len(b.PromptLengths),
@@ -394,18 +480,36 @@ func DecodeBatch(b *pb.Batch) (core.StepInfo, *core.Rollout, error) {
 		s.Advantages = cut(b.Advantages, off, off+T)
 		s.AdvantageBonus = cut(b.AdvantageBonus, off, off+T)
 		s.Returns = cut(b.Returns, off, off+T)
-		if len(b.Values) > 0 {
-			s.Values = make([][]float64, T)
-			for t := range T {
-				from := (off + t) * k
-				s.Values[t] = b.Values[from : from+k : from+k]
-			}
-		}
 		if len(b.Embedding) > 0 {
 			s.Embedding = b.Embedding[i*d : (i+1)*d : (i+1)*d]
 		}
 		off += T
 		poff += P
+	}
+	if len(b.Values) > 0 {
+		build := func() [][][]float64 {
+			out := make([][][]float64, n)
+			off := 0
+			for i := range n {
+				T := int(b.Lengths[i])
+				out[i] = make([][]float64, T)
+				for t := range T {
+					from := (off + t) * k
+					out[i][t] = b.Values[from : from+k : from+k]
+				}
+				off += T
+			}
+			return out
+		}
+		var vals [][][]float64
+		if rows != nil {
+			vals = rows(build)
+		} else {
+			vals = build()
+		}
+		for i := range r.Seqs {
+			r.Seqs[i].Values = vals[i]
+		}
 	}
 	return infoFromProto(b.Info), r, nil
 }

@@ -43,11 +43,16 @@ func Serve(f core.StrategyFactory, opts ServeOptions) {
 	if opts.Logger == nil {
 		opts.Logger = NewPluginLogger("")
 	}
+	// Every version from the oldest the host side still serves up to v:
+	// go-plugin picks the highest the host offers too, so a host that
+	// does not speak version 3 (the shared-memory transport) gets 2.
+	versions := map[int]plugin.PluginSet{}
+	for u := min(MinProtocolVersion, v); u <= v; u++ {
+		versions[u] = plugin.PluginSet{PluginName: &GRPCPlugin{Factory: f, Version: uint32(u), Logger: opts.Logger}}
+	}
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: Handshake,
-		VersionedPlugins: map[int]plugin.PluginSet{
-			v: {PluginName: &GRPCPlugin{Factory: f, Version: uint32(v)}},
-		},
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: versions,
 		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(o, grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize),
 				grpc.InitialWindowSize(FlowWindow), grpc.InitialConnWindowSize(FlowWindow),
@@ -85,14 +90,32 @@ type server struct {
 	pb.UnimplementedStrategyServer
 	factory core.StrategyFactory
 	version uint32
+	log     hclog.Logger
 
-	mu sync.Mutex // hooks are called from one goroutine; this guards misuse
-	s  core.Strategy
+	mu  sync.Mutex // hooks are called from one goroutine; this guards misuse
+	s   core.Strategy
+	shm *shmClient // nil: batches come in the messages
 }
 
 func (sv *server) describe() *pb.Description {
 	return &pb.Description{ProtocolVersion: sv.version, Name: sv.s.Name(), Needs: needsToProto(sv.s.Needs()),
-		Capabilities: capsOf(sv.s, sv.version), Sdk: SDKName}
+		Capabilities: capsOf(sv.s, sv.version), Sdk: SDKName, Shm: sv.shm != nil}
+}
+
+// acceptShm opens the Configure probe region (version 3); on any failure
+// the plugin logs why and takes the batches in the messages.
+func (sv *server) acceptShm(probe *pb.ShmRegion) {
+	if probe == nil || sv.version < 3 {
+		return
+	}
+	c, err := openProbe(probe)
+	if err != nil {
+		if sv.log != nil {
+			sv.log.Warn("shared-memory transport refused; batches come in the gRPC messages", "error", err.Error())
+		}
+		return
+	}
+	sv.shm = c
 }
 
 // Describe returns the configured strategy's description.
@@ -140,6 +163,7 @@ func (sv *server) Configure(_ context.Context, req *pb.ConfigureRequest) (_ *pb.
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	sv.s = s
+	sv.acceptShm(req.ShmProbe)
 	return sv.describe(), nil
 }
 
@@ -174,7 +198,15 @@ func (sv *server) batchCall(hook string, b *pb.Batch, f func(s core.Strategy, in
 	if err != nil {
 		return err
 	}
-	info, r, err := DecodeBatch(b)
+	if b.Shm != nil {
+		if sv.shm == nil {
+			return status.Error(codes.InvalidArgument, "batch: arrays in shared memory, but the plugin did not accept the transport at Configure")
+		}
+		if err := sv.shm.resolve(b); err != nil {
+			return status.Error(codes.InvalidArgument, "batch: "+err.Error())
+		}
+	}
+	info, r, err := decodeBatch(b, sv.shm.valueRows(b))
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -220,10 +252,24 @@ func (sv *server) AdvantageBonus(_ context.Context, b *pb.Batch) (*pb.AdvantageB
 			n += len(row)
 		}
 		out.Lengths = make([]int32, len(rows))
-		out.Bonus = make([]float64, 0, n)
 		for i, row := range rows {
 			out.Lengths[i] = int32(len(row))
-			out.Bonus = append(out.Bonus, row...)
+		}
+		dst, err := sv.shm.answer(b, n)
+		if err != nil {
+			return err
+		}
+		if dst != nil {
+			out.InShm = true
+			dst = dst[:0]
+		} else {
+			dst = make([]float64, 0, n)
+		}
+		for _, row := range rows {
+			dst = append(dst, row...)
+		}
+		if !out.InShm {
+			out.Bonus = dst
 		}
 		return nil
 	})
@@ -270,15 +316,28 @@ func (sv *server) TokenLoss(_ context.Context, b *pb.Batch) (*pb.TokenLossRespon
 		if err := core.CheckTokenLoss(r.SeqLens(), tl); err != nil {
 			return fmt.Errorf("token loss: %w", err)
 		}
-		pack := func(rows [][]float64) []float64 {
+		total := r.NumTokens()
+		// In shared memory: pg_weight from 0, abs_kl_coef from total.
+		region, err := sv.shm.answer(b, 2*total)
+		if err != nil {
+			return err
+		}
+		pack := func(rows [][]float64, at int) []float64 {
 			var flat []float64
+			if region != nil {
+				flat = region[at:at]
+			}
 			for _, row := range rows {
 				flat = append(flat, row...)
 			}
+			if region != nil {
+				return nil
+			}
 			return flat
 		}
-		out.HasPgWeight, out.PgWeight = tl.PGWeight != nil, pack(tl.PGWeight)
-		out.HasAbsKlCoef, out.AbsKlCoef = tl.AbsKLCoef != nil, pack(tl.AbsKLCoef)
+		out.InShm = region != nil
+		out.HasPgWeight, out.PgWeight = tl.PGWeight != nil, pack(tl.PGWeight, 0)
+		out.HasAbsKlCoef, out.AbsKlCoef = tl.AbsKLCoef != nil, pack(tl.AbsKLCoef, total)
 		out.EntropyCoef = tl.EntropyCoef
 		return nil
 	})
@@ -303,11 +362,24 @@ func (sv *server) HeadMasks(_ context.Context, b *pb.Batch) (*pb.HeadMasksRespon
 			return fmt.Errorf("head masks: %w", err)
 		}
 		out.Rows = make([]int32, len(masks))
+		n := 0
 		for i, m := range masks {
 			out.Rows[i] = int32(len(m))
+			n += len(m) * r.ValueHeads
+		}
+		dst, err := sv.shm.answer(b, n)
+		if err != nil {
+			return err
+		}
+		out.InShm = dst != nil
+		dst = dst[:0]
+		for _, m := range masks {
 			for _, row := range m {
-				out.Masks = append(out.Masks, row...)
+				dst = append(dst, row...)
 			}
+		}
+		if !out.InShm {
+			out.Masks = dst
 		}
 		return nil
 	})

@@ -1,0 +1,413 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"unsafe"
+
+	"github.com/cde-rl/cde/core"
+	pb "github.com/cde-rl/cde/plugins/proto"
+)
+
+// The shared-memory transport of protocol version 3 (the layout is stated
+// in plugins/proto/cde_strategy.proto): the host places a Batch's large
+// arrays in a sealed memfd the plugin maps read-only, and the plugin may
+// put its per-token answer in a second region the host maps read-only.
+// This file holds what does not depend on the operating system; regions
+// themselves are made and mapped in shm_linux.go (elsewhere there are
+// none, and both sides use the messages).
+
+// ShmMagic opens the probe region of Configure.
+const ShmMagic = "CDESHM01"
+
+// shmAlign is the alignment of every array in the input region.
+const shmAlign = 64
+
+// ErrShmUnsupported is returned where this platform has no shared-memory
+// transport.
+var ErrShmUnsupported = errors.New("shared-memory transport not supported on this platform")
+
+// shmField describes one Batch field that may travel in shared memory.
+type shmField struct {
+	name  string
+	dtype pb.ShmArray_DType
+}
+
+// shmFields are the Batch fields (by number) the transport may carry.
+var shmFields = map[int32]shmField{
+	20: {"prompt", pb.ShmArray_INT32}, 21: {"response", pb.ShmArray_INT32},
+	30: {"logprobs", pb.ShmArray_FLOAT64}, 31: {"entropies", pb.ShmArray_FLOAT64}, 32: {"values", pb.ShmArray_FLOAT64},
+	33: {"advantages", pb.ShmArray_FLOAT64}, 34: {"advantage_bonus", pb.ShmArray_FLOAT64},
+	35: {"returns", pb.ShmArray_FLOAT64}, 41: {"embedding", pb.ShmArray_FLOAT64},
+}
+
+func dtypeSize(d pb.ShmArray_DType) int {
+	if d == pb.ShmArray_INT32 {
+		return 4
+	}
+	return 8
+}
+
+// procFDPath is the only form of region path a plugin opens.
+var procFDPath = regexp.MustCompile(`^/proc/[0-9]{1,10}/fd/[0-9]{1,10}$`)
+
+// f64s and i32s view a mapped byte range as typed elements. The caller has
+// checked the bounds and the alignment (regions are page-aligned, offsets
+// multiples of shmAlign).
+func f64s(mem []byte, off, n int) []float64 {
+	if n == 0 {
+		return []float64{}
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(&mem[off])), n)
+}
+
+func i32s(mem []byte, off, n int) []int32 {
+	if n == 0 {
+		return []int32{}
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&mem[off])), n)
+}
+
+func bytesOf[T int32 | float64](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(v[0])))
+}
+
+// ShmHost is the host's side of one plugin's shared-memory transport: the
+// current input and answer regions and what each array slot holds.
+type ShmHost struct {
+	in, ans *HostRegion
+	slots   map[int32]shmSlot
+	gen     uint64
+	// Written counts the bytes written into the input region, Kept the
+	// bytes of arrays found unchanged (tests and benchmarks read them).
+	Written, Kept int64
+}
+
+// shmSlot is where an array was last written and its generation.
+type shmSlot struct {
+	region, offset, count, gen uint64
+}
+
+// NewShmHost starts a transport whose first input region is probe (the
+// region of Configure, kept: its magic is overwritten by the first batch).
+func NewShmHost(probe *HostRegion) *ShmHost {
+	return &ShmHost{in: probe, slots: map[int32]shmSlot{}}
+}
+
+// NewShmProbe makes the Configure probe region: one page opening with
+// ShmMagic.
+func NewShmProbe() (*HostRegion, error) {
+	r, err := NewHostRegion("input", 4096, true)
+	if err != nil {
+		return nil, err
+	}
+	copy(r.Mem, ShmMagic)
+	return r, nil
+}
+
+// Close releases both regions.
+func (h *ShmHost) Close() {
+	if h == nil {
+		return
+	}
+	h.in.Close()
+	h.ans.Close()
+	h.in, h.ans = nil, nil
+}
+
+// grow returns a region of at least need bytes for role, replacing cur
+// when it is smaller; a new region has a quarter's headroom, so a batch
+// that grows a little does not make a new one every step.
+func grow(cur *HostRegion, role string, need int, input bool) (*HostRegion, error) {
+	if cur != nil && len(cur.Mem) >= need {
+		return cur, nil
+	}
+	size := max(need+need/4, 1<<20)
+	r, err := NewHostRegion(role, size, input)
+	if err != nil {
+		return nil, err
+	}
+	cur.Close()
+	return r, nil
+}
+
+// Encode is EncodeBatch with the large arrays placed in the input region.
+// An array whose content equals what its slot already holds is not
+// written again and keeps its generation. answerBytes > 0 also attaches
+// an answer region of at least that many bytes.
+func (h *ShmHost) Encode(info core.StepInfo, r *core.Rollout, needs core.Needs, answerBytes int) (*pb.Batch, error) {
+	b, arrays, err := encodeParts(info, r, needs)
+	if err != nil {
+		return nil, err
+	}
+	offsets := make([]int, len(arrays))
+	size := 0
+	for i, a := range arrays {
+		size = (size + shmAlign - 1) &^ (shmAlign - 1)
+		offsets[i] = size
+		el := 8
+		if a.ints != nil {
+			el = 4
+		}
+		size += a.count * el
+	}
+	in, err := grow(h.in, "input", size, true)
+	if err != nil {
+		return nil, err
+	}
+	if in != h.in {
+		h.in = in
+		clear(h.slots)
+	}
+	sb := &pb.ShmBatch{Input: h.in.proto(), Arrays: make([]*pb.ShmArray, 0, len(arrays))}
+	for i, a := range arrays {
+		off := offsets[i]
+		var same bool
+		var n int64
+		if a.ints != nil {
+			dst := i32s(h.in.Mem, off, a.count)
+			same, n = place(dst, a.ints, h.slots[a.field], h.in.ID, off, a.count)
+		} else {
+			dst := f64s(h.in.Mem, off, a.count)
+			same, n = place(dst, a.floats, h.slots[a.field], h.in.ID, off, a.count)
+		}
+		if same {
+			h.Kept += n
+		} else {
+			h.gen++
+			h.slots[a.field] = shmSlot{region: h.in.ID, offset: uint64(off), count: uint64(a.count), gen: h.gen}
+			h.Written += n
+		}
+		sb.Arrays = append(sb.Arrays, &pb.ShmArray{Field: a.field, Dtype: shmFields[a.field].dtype,
+			Offset: uint64(off), Count: uint64(a.count), Generation: h.slots[a.field].gen})
+	}
+	if answerBytes > 0 {
+		ans, err := grow(h.ans, "answer", answerBytes, false)
+		if err != nil {
+			return nil, err
+		}
+		h.ans = ans
+		sb.Answer = h.ans.proto()
+	}
+	b.Shm = sb
+	return b, nil
+}
+
+// place writes chunks into dst unless slot already holds them at this
+// region and offset (same region, offset and count, equal bytes); it
+// reports whether the content was kept and how many bytes it covered.
+func place[T int32 | float64](dst []T, chunks func(func([]T) bool), slot shmSlot, region uint64, off, count int) (bool, int64) {
+	nbytes := int64(count) * int64(unsafe.Sizeof(T(0)))
+	if slot.region == region && slot.offset == uint64(off) && slot.count == uint64(count) {
+		same, pos := true, 0
+		for c := range chunks {
+			if !bytes.Equal(bytesOf(c), bytesOf(dst[pos:pos+len(c)])) {
+				same = false
+				break
+			}
+			pos += len(c)
+		}
+		if same {
+			return true, nbytes
+		}
+	}
+	pos := 0
+	for c := range chunks {
+		pos += copy(dst[pos:], c)
+	}
+	return false, nbytes
+}
+
+// Answer copies n float64 answers from the answer region, or says why it
+// cannot (no answer region was sent, or it is too small: the host sized
+// it, so this is a host bug, not the plugin's).
+func (h *ShmHost) Answer(n int) ([]float64, error) {
+	if h.ans == nil || n < 0 || n*8 > len(h.ans.Mem) {
+		return nil, fmt.Errorf("answer of %d values does not fit the answer region", n)
+	}
+	return slices.Clone(f64s(h.ans.Mem, 0, n)), nil
+}
+
+// InputID and AnswerID name the current regions (0 for none).
+func (h *ShmHost) InputID() uint64 {
+	if h.in == nil {
+		return 0
+	}
+	return h.in.ID
+}
+
+// --- the plugin side ---------------------------------------------------------
+
+// shmClient is the plugin's side: its mappings of the host's regions and
+// the per-token value rows it built, reused while the values' generation
+// is unchanged.
+type shmClient struct {
+	in, ans *PluginRegion
+	rows    rowsCache
+}
+
+type rowsCache struct {
+	region, offset, count, gen uint64
+	k                          int
+	lengths                    []int32
+	rows                       [][][]float64
+}
+
+func (c *shmClient) close() {
+	if c == nil {
+		return
+	}
+	c.in.Close()
+	c.ans.Close()
+}
+
+// openProbe opens and checks the probe region of Configure.
+func openProbe(r *pb.ShmRegion) (*shmClient, error) {
+	in, err := OpenRegion(r, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(in.Mem) < len(ShmMagic) || string(in.Mem[:len(ShmMagic)]) != ShmMagic {
+		in.Close()
+		return nil, fmt.Errorf("shm probe %s: no %q at its start", r.Path, ShmMagic)
+	}
+	return &shmClient{in: in}, nil
+}
+
+// region returns the mapping of r, (re)opening it when r names another
+// region than cur.
+func (c *shmClient) region(cur **PluginRegion, r *pb.ShmRegion, write bool) (*PluginRegion, error) {
+	if *cur != nil && (*cur).ID == r.Id && (*cur).Path == r.Path && uint64(len((*cur).Mem)) == r.Size {
+		return *cur, nil
+	}
+	m, err := OpenRegion(r, write)
+	if err != nil {
+		return nil, err
+	}
+	(*cur).Close()
+	*cur = m
+	return m, nil
+}
+
+// resolve checks b.Shm's header against the mapping and points b's array
+// fields at the arrays in place (read-only views). A header that lies
+// (an unknown or repeated field, a wrong element type, an array outside
+// the region, a misaligned offset, a field also sent in the message) is
+// an error naming the field.
+func (c *shmClient) resolve(b *pb.Batch) error {
+	sb := b.Shm
+	if sb.Input == nil {
+		return errors.New("shm: the batch names no input region")
+	}
+	in, err := c.region(&c.in, sb.Input, false)
+	if err != nil {
+		return err
+	}
+	size := uint64(len(in.Mem))
+	seen := map[int32]bool{}
+	for _, a := range sb.Arrays {
+		f, ok := shmFields[a.Field]
+		if !ok {
+			return fmt.Errorf("shm: field %d is not a field the transport carries", a.Field)
+		}
+		what := fmt.Sprintf("shm: %s (field %d)", f.name, a.Field)
+		if seen[a.Field] {
+			return fmt.Errorf("%s: listed twice", what)
+		}
+		seen[a.Field] = true
+		if a.Dtype != f.dtype {
+			return fmt.Errorf("%s: element type %s, want %s", what, a.Dtype, f.dtype)
+		}
+		el := uint64(dtypeSize(a.Dtype))
+		if a.Offset%el != 0 {
+			return fmt.Errorf("%s: offset %d is not a multiple of %d", what, a.Offset, el)
+		}
+		if a.Count > size/el || a.Offset > size || a.Count*el > size-a.Offset {
+			return fmt.Errorf("%s: offset %d + %d elements of %d bytes exceeds the region's %d bytes", what, a.Offset, a.Count, el, size)
+		}
+		off, n := int(a.Offset), int(a.Count)
+		set := func(dst *[]float64) error {
+			if len(*dst) != 0 {
+				return fmt.Errorf("%s: also sent in the message", what)
+			}
+			*dst = f64s(in.Mem, off, n)
+			return nil
+		}
+		switch a.Field {
+		case 20, 21:
+			dst := &b.Prompt
+			if a.Field == 21 {
+				dst = &b.Response
+			}
+			if len(*dst) != 0 {
+				return fmt.Errorf("%s: also sent in the message", what)
+			}
+			*dst = i32s(in.Mem, off, n)
+		case 30:
+			err = set(&b.Logprobs)
+		case 31:
+			err = set(&b.Entropies)
+		case 32:
+			err = set(&b.Values)
+		case 33:
+			err = set(&b.Advantages)
+		case 34:
+			err = set(&b.AdvantageBonus)
+		case 35:
+			err = set(&b.Returns)
+		case 41:
+			err = set(&b.Embedding)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// valueRows returns the per-token rows of b's values for DecodeBatch,
+// from the cache when the values' region, place, generation and the
+// sequence lengths are those it was built for (nil: build them).
+func (c *shmClient) valueRows(b *pb.Batch) func(build func() [][][]float64) [][][]float64 {
+	var arr *pb.ShmArray
+	for _, a := range b.GetShm().GetArrays() {
+		if a.Field == 32 {
+			arr = a
+		}
+	}
+	if c == nil || arr == nil {
+		return nil
+	}
+	return func(build func() [][][]float64) [][][]float64 {
+		rc := &c.rows
+		if rc.rows != nil && rc.region == b.Shm.Input.Id && rc.offset == arr.Offset && rc.count == arr.Count &&
+			rc.gen == arr.Generation && rc.k == int(b.ValueHeads) && slices.Equal(rc.lengths, b.Lengths) {
+			return rc.rows
+		}
+		rows := build()
+		*rc = rowsCache{region: b.Shm.Input.Id, offset: arr.Offset, count: arr.Count, gen: arr.Generation,
+			k: int(b.ValueHeads), lengths: slices.Clone(b.Lengths), rows: rows}
+		return rows
+	}
+}
+
+// answer returns a float64 view of n values of the answer region b names,
+// or nil when b has none or it is too small (the plugin then answers in
+// the message).
+func (c *shmClient) answer(b *pb.Batch, n int) ([]float64, error) {
+	r := b.GetShm().GetAnswer()
+	if c == nil || r == nil || uint64(n) > r.Size/8 {
+		return nil, nil
+	}
+	m, err := c.region(&c.ans, r, true)
+	if err != nil {
+		return nil, err
+	}
+	return f64s(m.Mem, 0, n), nil
+}

@@ -267,6 +267,15 @@ func hostHelper(path string) int {
 		return 1
 	}
 	p, _ := plugins.Of(s)
+	if os.Getenv(hostHelperCallEnv) != "" {
+		// One step's hooks, so that the shared-memory regions exist and
+		// the plugin maps them.
+		info, r := randomRollout(3)
+		if _, err := strategytest.RunStep(s, info, r); err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+	}
 	fmt.Println("pid", p.Pid())
 	<-ctx.Done()
 	s.(core.Closer).Close()
@@ -280,6 +289,10 @@ func TestNoOrphans(t *testing.T) { noOrphans(t, testPlugin) }
 // hostHelperParamsEnv, when set, holds the params (JSON) hostHelper opens
 // its plugin with (default {"strategy": "ppl"}).
 const hostHelperParamsEnv = "CDE_HOST_HELPER_PARAMS"
+
+// hostHelperCallEnv, when set, makes hostHelper run one step's hooks
+// before it prints the plugin's pid.
+const hostHelperCallEnv = "CDE_HOST_HELPER_CALL"
 
 // noOrphans starts a host process (hostHelper) with the plugin at path,
 // kills it with SIGINT to its group or SIGKILL to it alone, and checks the

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,9 +35,26 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	before := shmEntries()
 	code := m.Run()
 	os.RemoveAll(dir)
+	// The shared-memory transport uses memfds, which have no name under
+	// /dev/shm: nothing the tests did may be left there.
+	if left := slices.DeleteFunc(shmEntries(), func(e string) bool { return slices.Contains(before, e) }); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "the tests left %v in /dev/shm\n", left)
+		code = 1
+	}
 	os.Exit(code)
+}
+
+// shmEntries lists /dev/shm (nil where there is none).
+func shmEntries() []string {
+	es, _ := os.ReadDir("/dev/shm")
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
 }
 
 // alive reports whether pid is a live (not zombie) process.

@@ -74,16 +74,21 @@ func openPython(t *testing.T, path string, params map[string]any, mod func(*plug
 }
 
 // The conformance kit (Needs, Hooks, Undeclared, Determinism, State) on a
-// Python plugin with every hook.
+// Python plugin with every hook, over either transport.
 func TestPythonConformance(t *testing.T) {
 	path := pythonScript(t, pyTestPlugin)
-	strategytest.Run(t, func() core.Strategy {
-		s, err := openPython(t, path, map[string]any{"mode": "ok"}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}, strategytest.Options{})
+	for _, tr := range transports {
+		t.Run(tr.want, func(t *testing.T) {
+			strategytest.Run(t, func() core.Strategy {
+				s, err := openPython(t, path, map[string]any{"mode": "ok"}, func(c *plugins.Config) { c.Transport = tr.config })
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantTransport(t, s, tr.config)
+				return s
+			}, strategytest.Options{})
+		})
+	}
 	s, err := openPython(t, path, map[string]any{"mode": "ok"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,9 @@ import (
 )
 
 // benchRollout is n responses of t tokens with log-probs, entropies, K
-// head values and advantages (groups of 8).
-func benchRollout(n, t, k int) *core.Rollout {
-	rng := newRand(1)
+// head values and advantages (groups of 8), drawn from seed.
+func benchRollout(n, t, k int, seed uint64) *core.Rollout {
+	rng := newRand(seed)
 	r := &core.Rollout{Step: 3, TotalSteps: 100, Algorithm: "ppo", ValueHeads: k, Seqs: make([]core.Sequence, n)}
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
@@ -36,58 +36,73 @@ func benchRollout(n, t, k int) *core.Rollout {
 	return r
 }
 
+// benchSizes are the batch shapes of the overhead benchmarks (responses
+// x tokens): small, medium, and the paper-scale RL batch.
+var benchSizes = []struct{ n, t int }{{256, 64}, {512, 256}, {2048, 3072}}
+
+// loopFresh calls hook on a and b in turn, so that every call brings a
+// batch whose content differs from the last one's: the cost of the first
+// hook of a training step, which must write every array. (Calling the same
+// batch again would measure a later hook of the same step, for which the
+// shared-memory transport writes nothing.)
+func loopFresh(b *testing.B, s core.Strategy, info core.StepInfo, rs [2]*core.Rollout,
+	hook func(core.Strategy, core.StepInfo, *core.Rollout) error) {
+	i := 0
+	for b.Loop() {
+		if err := hook(s, info, rs[i%2]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// transportModes are the plugin sub-benchmarks: the gRPC messages (what
+// every call cost before protocol version 3) and the shared memory.
+var transportModes = []struct{ name, config string }{
+	{"messages", plugins.TransportMessages},
+	{"shm", plugins.TransportAuto},
+}
+
 // BenchmarkPluginOverhead compares a hook called in-tree with the same
-// strategy served by a plugin process (gRPC over a Unix socket, AutoMTLS),
-// for a 256 x 64-token batch and the paper-scale 2048 x 3072-token batch
-// with 16 value heads:
+// strategy served by a Go plugin process (gRPC over a Unix socket,
+// AutoMTLS), over the messages and over shared memory, side by side in one
+// run, for each of benchSizes with 16 value heads; every call brings a
+// fresh batch (loopFresh):
 //
-//	go test ./plugins -run '^$' -bench PluginOverhead -benchtime 3x -timeout 30m
+//	go test ./plugins -run '^$' -bench PluginOverhead -benchtime 3x -timeout 60m
 func BenchmarkPluginOverhead(b *testing.B) {
-	sizes := []struct{ n, t int }{{256, 64}, {2048, 3072}}
 	hooks := []struct {
-		name, algo string
-		params     map[string]any
-		call       func(s core.Strategy, info core.StepInfo, r *core.Rollout) error
+		name, strategy, algo string
+		params               map[string]any
+		call                 func(s core.Strategy, info core.StepInfo, r *core.Rollout) error
 	}{
-		{"ppl/RewardBonus", "grpo", map[string]any{}, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
+		{"ppl/RewardBonus", "ppl", "grpo", map[string]any{}, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
 			_, err := s.(core.RewardHook).RewardBonus(info, r)
 			return err
 		}},
-		{"multihead/AdvantageBonus", "ppo", map[string]any{"heads": 16}, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
+		{"multihead/AdvantageBonus", "multihead", "ppo", map[string]any{"heads": 16}, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
 			_, err := s.(core.AdvantageHook).AdvantageBonus(info, r)
 			return err
 		}},
 	}
-	for _, sz := range sizes {
-		r := benchRollout(sz.n, sz.t, 16)
+	for _, sz := range benchSizes {
+		rs := [2]*core.Rollout{benchRollout(sz.n, sz.t, 16, 1), benchRollout(sz.n, sz.t, 16, 2)}
 		info := core.StepInfo{Step: 3, TotalSteps: 100, Algorithm: "ppo", Seed: 1}
 		for _, h := range hooks {
-			name := h.name[:len(h.name)-len("/RewardBonus")]
-			if h.name[0] == 'm' {
-				name = "multihead"
-			}
 			algo := algorithm(b, h.algo)
-			local := newInTree(b, name, h.params, algo)
-			b.Run(fmt.Sprintf("%dx%d/%s/in-tree", sz.n, sz.t, h.name), func(b *testing.B) {
-				for b.Loop() {
-					if err := h.call(local, info, r); err != nil {
+			local := newInTree(b, h.strategy, h.params, algo)
+			b.Run(fmt.Sprintf("%dx%d/%s/in-tree", sz.n, sz.t, h.name), func(b *testing.B) { loopFresh(b, local, info, rs, h.call) })
+			for _, m := range transportModes {
+				b.Run(fmt.Sprintf("%dx%d/%s/%s", sz.n, sz.t, h.name, m.name), func(b *testing.B) {
+					s, err := plugins.Open(plugins.Config{Path: testPlugin, Params: map[string]any{"strategy": h.strategy, "params": h.params},
+						Algorithm: algo, CallTimeout: 10 * time.Minute, Transport: m.config, Log: zerolog.Nop()})
+					if err != nil {
 						b.Fatal(err)
 					}
-				}
-			})
-			b.Run(fmt.Sprintf("%dx%d/%s/plugin", sz.n, sz.t, h.name), func(b *testing.B) {
-				s, err := plugins.Open(plugins.Config{Path: testPlugin, Params: map[string]any{"strategy": name, "params": h.params},
-					Algorithm: algo, CallTimeout: 10 * time.Minute, Log: zerolog.Nop()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.(core.Closer).Close()
-				for b.Loop() {
-					if err := h.call(s, info, r); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+					defer s.(core.Closer).Close()
+					loopFresh(b, s, info, rs, h.call)
+				})
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package plugins_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -322,15 +323,35 @@ func TestPythonExamplesMatchGo(t *testing.T) {
 	}
 }
 
-// BenchmarkPythonHookOverhead: one hook call on a 512 x 256-token batch
-// (grpo), a reward hook and an advantage hook, three ways side by side:
-// the in-tree strategy (reward: ppl), the Go plugin (testplugin serving
-// ppl; its ok mode for the advantage hook) and the Python plugin (the
-// numpy ppl example; the Python test plugin's advantage hook). A call
-// through a plugin includes encoding the batch, gRPC over the Unix socket
-// with TLS, decoding on the plugin side, the hook, and the answer back.
+// constBonus is the in-tree twin of the Python test plugin's advantage
+// hook (0.001 * reward on every token), the reference its overhead is
+// measured against.
+type constBonus struct{}
+
+func (constBonus) Name() string      { return "constbonus" }
+func (constBonus) Needs() core.Needs { return core.Needs{LogProbs: true, Entropies: true} }
+func (constBonus) AdvantageBonus(_ core.StepInfo, r *core.Rollout) ([][]float64, error) {
+	out := make([][]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		out[i] = make([]float64, r.Seqs[i].Len())
+		for t := range out[i] {
+			out[i][t] = 0.001 * r.Seqs[i].Reward
+		}
+	}
+	return out, nil
+}
+
+// BenchmarkPythonHookOverhead: one hook call for each of benchSizes
+// (grpo, no value heads), a reward hook and an advantage hook, side by
+// side: in-tree, the Go plugin and the Python plugin, the plugins over the
+// messages and over shared memory. Reward: the in-tree ppl, testplugin
+// serving ppl, and the numpy ppl example. Advantage: constBonus in-tree,
+// testplugin's ok mode (a constant bonus), and the Python test plugin's
+// (0.001 * reward per token). A plugin call includes encoding the batch,
+// gRPC over the Unix socket with TLS, the plugin's side, the hook, and the
+// answer back. Every call brings a fresh batch (loopFresh).
 //
-//	go test ./plugins -run '^$' -bench PythonHookOverhead -benchtime 20x
+//	go test ./plugins -run '^$' -bench PythonHookOverhead -benchtime 3x -timeout 60m
 func BenchmarkPythonHookOverhead(b *testing.B) {
 	py := PythonInterpreter()
 	if py == "" {
@@ -354,40 +375,45 @@ func BenchmarkPythonHookOverhead(b *testing.B) {
 	b.Setenv("PYTHONPATH", sdk)
 	pyPPL := script(filepath.Join("examples", "python-ppl", "ppl.py"))
 	pyTest := script(pyTestPlugin)
-	r := benchRollout(512, 256, 0)
 	info := core.StepInfo{Step: 3, TotalSteps: 100, Algorithm: "grpo", Seed: 1}
-	open := func(b *testing.B, path string, params map[string]any) core.Strategy {
-		s, err := plugins.Open(plugins.Config{Path: path, Params: params, CallTimeout: 10 * time.Minute,
-			StartTimeout: time.Minute, Log: zerolog.Nop()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.(core.Closer).Close() })
-		return s
+	reward := func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
+		_, err := s.(core.RewardHook).RewardBonus(info, r)
+		return err
 	}
-	reward := func(b *testing.B, s core.Strategy) {
-		for b.Loop() {
-			if _, err := s.(core.RewardHook).RewardBonus(info, r); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	advantage := func(b *testing.B, s core.Strategy) {
-		for b.Loop() {
-			if _, err := s.(core.AdvantageHook).AdvantageBonus(info, r); err != nil {
-				b.Fatal(err)
-			}
-		}
+	advantage := func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
+		_, err := s.(core.AdvantageHook).AdvantageBonus(info, r)
+		return err
 	}
 	inTree, err := ppl.New(core.NewParams("", map[string]any{}), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("reward/in-tree", func(b *testing.B) { reward(b, inTree) })
-	b.Run("reward/go-plugin", func(b *testing.B) { reward(b, open(b, testPlugin, map[string]any{"strategy": "ppl"})) })
-	b.Run("reward/python-plugin", func(b *testing.B) { reward(b, open(b, pyPPL, nil)) })
-	b.Run("advantage/go-plugin", func(b *testing.B) { advantage(b, open(b, testPlugin, map[string]any{"mode": "ok"})) })
-	b.Run("advantage/python-plugin", func(b *testing.B) { advantage(b, open(b, pyTest, map[string]any{"mode": "ok"})) })
+	plugin := func(path string, params map[string]any, transport string,
+		hook func(core.Strategy, core.StepInfo, *core.Rollout) error, rs [2]*core.Rollout) func(b *testing.B) {
+		return func(b *testing.B) {
+			s, err := plugins.Open(plugins.Config{Path: path, Params: params, CallTimeout: 10 * time.Minute,
+				StartTimeout: time.Minute, Transport: transport, Log: zerolog.Nop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.(core.Closer).Close()
+			loopFresh(b, s, info, rs, hook)
+		}
+	}
+	for _, sz := range benchSizes {
+		rs := [2]*core.Rollout{benchRollout(sz.n, sz.t, 0, 1), benchRollout(sz.n, sz.t, 0, 2)}
+		at := fmt.Sprintf("%dx%d/", sz.n, sz.t)
+		b.Run(at+"reward/in-tree", func(b *testing.B) { loopFresh(b, inTree, info, rs, reward) })
+		for _, m := range transportModes {
+			b.Run(at+"reward/go-plugin/"+m.name, plugin(testPlugin, map[string]any{"strategy": "ppl"}, m.config, reward, rs))
+			b.Run(at+"reward/python-plugin/"+m.name, plugin(pyPPL, nil, m.config, reward, rs))
+		}
+		b.Run(at+"advantage/in-tree", func(b *testing.B) { loopFresh(b, constBonus{}, info, rs, advantage) })
+		for _, m := range transportModes {
+			b.Run(at+"advantage/go-plugin/"+m.name, plugin(testPlugin, map[string]any{"mode": "ok"}, m.config, advantage, rs))
+			b.Run(at+"advantage/python-plugin/"+m.name, plugin(pyTest, map[string]any{"mode": "ok"}, m.config, advantage, rs))
+		}
+	}
 }
 
 // The SDK's own unit tests (python/tests): batches, params strictness and

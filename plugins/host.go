@@ -615,7 +615,13 @@ func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float6
 	}); err != nil {
 		return nil, err
 	}
-	bonus, err := p.answer(resp.InShm, resp.Bonus, r.NumTokens())
+	// The bonuses the plugin says it wrote: sum(lengths), which the check
+	// below compares with the batch (a negative length reads none).
+	n := 0
+	for _, l := range resp.Lengths {
+		n += max(int(l), 0)
+	}
+	bonus, err := p.answer(resp.InShm, resp.Bonus, n)
 	if err != nil {
 		return nil, p.invalid("AdvantageBonus", "%v", err)
 	}

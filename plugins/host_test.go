@@ -216,9 +216,9 @@ func TestStartFailures(t *testing.T) {
 		}
 	})
 	t.Run("protocol version", func(t *testing.T) {
-		t.Setenv("CDE_TESTPLUGIN_VERSION", "3")
+		t.Setenv("CDE_TESTPLUGIN_VERSION", "4")
 		_, err := openTest(t, map[string]any{"strategy": "ppl"}, nil)
-		wantErr(t, err, testPlugin, "protocol version mismatch", "speaks strategy protocol versions 1 to 2", "Plugin version: 3")
+		wantErr(t, err, testPlugin, "protocol version mismatch", "speaks strategy protocol versions 1 to 3", "Plugin version: 4")
 	})
 	t.Run("start timeout", func(t *testing.T) {
 		t.Setenv("CDE_TESTPLUGIN_START_DELAY", "5s")

@@ -137,12 +137,12 @@ func TestShmOnePerStep(t *testing.T) {
 	gotM, err := s.(core.HeadMasker).HeadMasks(info, r)
 	same("HeadMasks", wantM, gotM, err)
 	w2, k2 := p.ShmBytes()
-	if w1 == 0 || w2 != w1 || k2-k1 != w1 {
-		t.Fatalf("bytes written %d then %d, kept %d then %d; want the second hook to write nothing and keep %d", w1, w2, k1, k2, w1)
+	if w1 == 0 || w2 != w1 || k2-k1 != w1+k1 {
+		t.Fatalf("bytes written %d then %d, kept %d then %d; want the second hook to write nothing and keep all %d", w1, w2, k1, k2, w1+k1)
 	}
 	for i := range r.Seqs {
 		for j := range r.Seqs[i].Advantages {
-			r.Seqs[i].Advantages[j] *= 2
+			r.Seqs[i].Advantages[j]++
 		}
 	}
 	want, _ = local.(core.AdvantageHook).AdvantageBonus(info, r)

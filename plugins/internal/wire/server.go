@@ -24,9 +24,9 @@ const SDKName = "cde-go-sdk/1"
 
 // ServeOptions tune Serve; the zero value is what plugin authors want.
 type ServeOptions struct {
-	// ProtocolVersion overrides the protocol version offered (tests of the
-	// version negotiation only; 1 serves as a version-1 plugin would, without
-	// TokenLoss).
+	// ProtocolVersion overrides the newest protocol version offered (tests
+	// of the version negotiation only; 1 serves as a version-1 plugin would,
+	// without TokenLoss, 2 as one without shared memory).
 	ProtocolVersion int
 	// Logger receives go-plugin's own logs (default: JSON on stderr, which
 	// the host bridges into its log).
@@ -46,8 +46,15 @@ func Serve(f core.StrategyFactory, opts ServeOptions) {
 	// Every version from the oldest the host side still serves up to v:
 	// go-plugin picks the highest the host offers too, so a host that
 	// does not speak version 3 (the shared-memory transport) gets 2.
+	// (A version beyond this build's, which only the tests of the version
+	// mismatch ask for, is offered alone, as a future plugin that dropped
+	// the old versions would.)
 	versions := map[int]plugin.PluginSet{}
-	for u := min(MinProtocolVersion, v); u <= v; u++ {
+	lo := min(MinProtocolVersion, v)
+	if v > ProtocolVersion {
+		lo = v
+	}
+	for u := lo; u <= v; u++ {
 		versions[u] = plugin.PluginSet{PluginName: &GRPCPlugin{Factory: f, Version: uint32(u), Logger: opts.Logger}}
 	}
 	plugin.Serve(&plugin.ServeConfig{

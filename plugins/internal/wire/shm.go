@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"slices"
+	"sort"
+	"sync"
 	"unsafe"
 
 	"github.com/cde-rl/cde/core"
@@ -166,23 +169,15 @@ func (h *ShmHost) Encode(info core.StepInfo, r *core.Rollout, needs core.Needs, 
 		clear(h.slots)
 	}
 	sb := &pb.ShmBatch{Input: h.in.proto(), Arrays: make([]*pb.ShmArray, 0, len(arrays))}
-	for i, a := range arrays {
-		off := offsets[i]
-		var same bool
-		var n int64
-		if a.ints != nil {
-			dst := i32s(h.in.Mem, off, a.count)
-			same, n = place(dst, a.ints, h.slots[a.field], h.in.ID, off, a.count)
-		} else {
-			dst := f64s(h.in.Mem, off, a.count)
-			same, n = place(dst, a.floats, h.slots[a.field], h.in.ID, off, a.count)
-		}
-		if same {
-			h.Kept += n
-		} else {
+	for i := range arrays {
+		a, off := &arrays[i], offsets[i]
+		slot := h.slots[a.field]
+		kept, written := place(a, h.in.Mem, off)
+		h.Kept += kept
+		h.Written += written
+		if written > 0 || slot.region != h.in.ID || slot.offset != uint64(off) || slot.count != uint64(a.count) {
 			h.gen++
 			h.slots[a.field] = shmSlot{region: h.in.ID, offset: uint64(off), count: uint64(a.count), gen: h.gen}
-			h.Written += n
 		}
 		sb.Arrays = append(sb.Arrays, &pb.ShmArray{Field: a.field, Dtype: shmFields[a.field].dtype,
 			Offset: uint64(off), Count: uint64(a.count), Generation: h.slots[a.field].gen})
@@ -199,34 +194,69 @@ func (h *ShmHost) Encode(info core.StepInfo, r *core.Rollout, needs core.Needs, 
 	return b, nil
 }
 
-// place writes chunks into dst unless slot already holds them at this
-// region and offset (same region, offset and count, equal bytes); it
-// reports whether the content was kept and how many bytes it covered.
-func place[T int32 | float64](dst []T, chunks func(func([]T) bool), slot shmSlot, region uint64, off, count int) (bool, int64) {
-	nbytes := int64(count) * int64(unsafe.Sizeof(T(0)))
-	if slot.region == region && slot.offset == uint64(off) && slot.count == uint64(count) {
-		same, pos := true, 0
-		for c := range chunks {
-			if !bytes.Equal(bytesOf(c), bytesOf(dst[pos:pos+len(c)])) {
-				same = false
-				break
+// place puts array a into mem at byte offset off, part by part: a part
+// already there (equal bytes) is left alone, the others are written. The
+// parts are shared among up to GOMAXPROCS goroutines when the array is
+// large (copying is bound by memory bandwidth, which one core does not
+// saturate). It returns the bytes found in place and the bytes written.
+func place(a *batchArray, mem []byte, off int) (kept, written int64) {
+	el := 8
+	if a.ints != nil {
+		el = 4
+	}
+	var i32 []int32
+	var f64 []float64
+	if a.ints != nil {
+		i32 = i32s(mem, off, a.count)
+	} else {
+		f64 = f64s(mem, off, a.count)
+	}
+	part := func(i int) bool { // reports whether part i was written
+		if a.ints != nil {
+			v, dst := a.ints(i), i32[a.start[i]:a.start[i+1]]
+			if bytes.Equal(bytesOf(v), bytesOf(dst)) {
+				return false
 			}
-			pos += len(c)
+			copy(dst, v)
+			return true
 		}
-		if same {
-			return true, nbytes
+		if a.partEqual(f64, i) {
+			return false
 		}
+		a.writePart(f64, i)
+		return true
 	}
-	pos := 0
-	for c := range chunks {
-		pos += copy(dst[pos:], c)
+	n := a.parts()
+	workers := min(runtime.GOMAXPROCS(0), 8)
+	if a.count*el < 4<<20 || n < 2 {
+		workers = 1
 	}
-	return false, nbytes
+	var wg sync.WaitGroup
+	sums := make([][2]int64, workers)
+	for w := range workers {
+		// Worker w takes the parts that start in its share of the elements.
+		lo, hi := sort.SearchInts(a.start[:n], a.count*w/workers), sort.SearchInts(a.start[:n], a.count*(w+1)/workers)
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				b := int64(a.start[i+1]-a.start[i]) * int64(el)
+				if part(i) {
+					sums[w][1] += b
+				} else {
+					sums[w][0] += b
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range sums {
+		kept, written = kept+s[0], written+s[1]
+	}
+	return kept, written
 }
 
-// Answer copies n float64 answers from the answer region, or says why it
-// cannot (no answer region was sent, or it is too small: the host sized
-// it, so this is a host bug, not the plugin's).
+// Answer copies n float64 answers out of the answer region, or says that
+// they do not fit it (no answer region was sent, or the plugin claims more
+// values than the region holds).
 func (h *ShmHost) Answer(n int) ([]float64, error) {
 	if h.ans == nil || n < 0 || n*8 > len(h.ans.Mem) {
 		return nil, fmt.Errorf("answer of %d values does not fit the answer region", n)
@@ -234,7 +264,7 @@ func (h *ShmHost) Answer(n int) ([]float64, error) {
 	return slices.Clone(f64s(h.ans.Mem, 0, n)), nil
 }
 
-// InputID and AnswerID name the current regions (0 for none).
+// InputID names the current input region (0 for none).
 func (h *ShmHost) InputID() uint64 {
 	if h.in == nil {
 		return 0

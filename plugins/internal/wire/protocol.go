@@ -1,8 +1,8 @@
 package wire
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"fmt"
 	"runtime"
 	"sync"

@@ -3,6 +3,7 @@ package plugins
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/cde-rl/cde/core"
@@ -51,8 +52,10 @@ func checkRewardBonus(bonus []float64, n int, w float64) ([]float64, error) {
 // checkAdvantageBonus checks the packed advantage bonuses of an
 // AdvantageBonusResponse: one row per sequence, row i of seqLens[i]
 // entries, lengths summing to len(bonus), every bonus finite. It returns
-// the rows scaled by w: slices of bonus, scaled in place.
-func checkAdvantageBonus(lengths []int32, bonus []float64, seqLens []int, w float64) ([][]float64, error) {
+// the rows scaled by w: slices of bonus, scaled in place, or, with
+// copyRows (bonus is a view of the shared answer region, which the next
+// call reuses), copies of them, one allocation a row.
+func checkAdvantageBonus(lengths []int32, bonus []float64, seqLens []int, w float64, copyRows bool) ([][]float64, error) {
 	if err := checkWeight(w); err != nil {
 		return nil, err
 	}
@@ -71,6 +74,9 @@ func checkAdvantageBonus(lengths []int32, bonus []float64, seqLens []int, w floa
 	off := 0
 	for i, l := range lengths {
 		out[i] = bonus[off : off+int(l) : off+int(l)]
+		if copyRows {
+			out[i] = slices.Clone(out[i])
+		}
 		off += int(l)
 	}
 	if err := core.CheckAdvantageBonus(seqLens, out); err != nil {

@@ -159,7 +159,7 @@ func fuzzAdvantage(t *testing.T, in *fuzzInput, w float64) {
 	}
 	bonus := in.values(in.deviate(total))
 	orig := append([]float64(nil), bonus...)
-	got, err := checkAdvantageBonus(lengths, bonus, lens, w)
+	got, err := checkAdvantageBonus(lengths, bonus, lens, w, false)
 	// Valid: one row per sequence, row i of exactly lens[i] entries, the
 	// packed bonuses exactly as many as the rows' sum, all finite, a
 	// finite weight, finite products.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -621,11 +622,11 @@ func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float6
 	for _, l := range resp.Lengths {
 		n += max(int(l), 0)
 	}
-	bonus, err := p.answer(resp.InShm, resp.Bonus, n)
+	bonus, err := p.answerView(resp.InShm, resp.Bonus, n)
 	if err != nil {
 		return nil, p.invalid("AdvantageBonus", "%v", err)
 	}
-	out, err := checkAdvantageBonus(resp.Lengths, bonus, r.SeqLens(), p.weight(info))
+	out, err := checkAdvantageBonus(resp.Lengths, bonus, r.SeqLens(), p.weight(info), resp.InShm)
 	if err != nil {
 		return nil, p.invalid("AdvantageBonus", "%v", err)
 	}
@@ -649,9 +650,18 @@ func (p *Plugin) lossTerms(info core.StepInfo) (core.LossTerms, error) {
 
 // answer returns a hook's per-token answer: the message's values, or with
 // inShm n values copied out of the answer region (the message's array must
-// then be empty). The host sized the region for the answer it expects, so
-// n never reads beyond it.
+// then be empty; n beyond the region is an error).
 func (p *Plugin) answer(inShm bool, msg []float64, n int) ([]float64, error) {
+	v, err := p.answerView(inShm, msg, n)
+	if err != nil || !inShm {
+		return v, err
+	}
+	return slices.Clone(v), nil
+}
+
+// answerView is answer without the copy: with inShm, a view of the answer
+// region, valid until the next call (copy what is kept).
+func (p *Plugin) answerView(inShm bool, msg []float64, n int) ([]float64, error) {
 	if !inShm {
 		return msg, nil
 	}

@@ -254,14 +254,15 @@ func place(a *batchArray, mem []byte, off int) (kept, written int64) {
 	return kept, written
 }
 
-// Answer copies n float64 answers out of the answer region, or says that
-// they do not fit it (no answer region was sent, or the plugin claims more
+// Answer returns a view of n float64 answers in the answer region (valid
+// until the next call: the caller copies what it keeps), or says that they
+// do not fit it (no answer region was sent, or the plugin claims more
 // values than the region holds).
 func (h *ShmHost) Answer(n int) ([]float64, error) {
 	if h.ans == nil || n < 0 || n*8 > len(h.ans.Mem) {
 		return nil, fmt.Errorf("answer of %d values does not fit the answer region", n)
 	}
-	return slices.Clone(f64s(h.ans.Mem, 0, n)), nil
+	return f64s(h.ans.Mem, 0, n), nil
 }
 
 // InputID names the current input region (0 for none).

@@ -92,28 +92,45 @@ def _floats(x, what, n=None):
     return a
 
 
-def _rows(rows, lengths, what):
-    """Concatenates N per-token rows after checking row i has lengths[i]
-    finite floats."""
-    if rows is None:
-        raise _HookError("%s: got None, want a list of %d arrays" % (what, len(lengths)))
-    rows = list(rows)
-    if len(rows) != len(lengths):
-        raise _HookError("%s: want %d arrays (one per sequence), got %d" % (what, len(lengths), len(rows)))
-    out = []
-    for i, (r, t) in enumerate(zip(rows, lengths)):
-        try:
-            a = np.asarray(r, dtype=np.float64)
-        except (TypeError, ValueError) as e:
-            raise _HookError("%s[%d]: want floats, got %s (%s)" % (what, i, type(r).__name__, e))
-        if a.ndim != 1 or a.shape[0] != t:
-            raise _HookError("%s[%d]: want %d floats (the sequence's tokens), got shape %s" % (what, i, t, a.shape))
-        out.append(a)
-    flat = np.concatenate(out) if out else np.zeros(0)
-    if not np.all(np.isfinite(flat)):
-        j = int(np.flatnonzero(~np.isfinite(flat))[0])
-        raise _HookError("%s: token %d of the batch is %r, not finite" % (what, j, float(flat[j])))
-    return flat
+class _Rows:
+    """N per-token rows, row i checked to hold lengths[i] floats; packed
+    (concatenated) only where they go: into the answer region directly, or
+    into one array for the message. Finiteness is checked on the packed
+    values."""
+
+    def __init__(self, rows, lengths, what):
+        if rows is None:
+            raise _HookError("%s: got None, want a list of %d arrays" % (what, len(lengths)))
+        rows = list(rows)
+        if len(rows) != len(lengths):
+            raise _HookError("%s: want %d arrays (one per sequence), got %d" % (what, len(lengths), len(rows)))
+        self.arrays = []
+        for i, (r, t) in enumerate(zip(rows, lengths)):
+            try:
+                a = np.asarray(r, dtype=np.float64)
+            except (TypeError, ValueError) as e:
+                raise _HookError("%s[%d]: want floats, got %s (%s)" % (what, i, type(r).__name__, e))
+            if a.ndim != 1 or a.shape[0] != t:
+                raise _HookError("%s[%d]: want %d floats (the sequence's tokens), got shape %s" % (what, i, t, a.shape))
+            self.arrays.append(a)
+        self.what = what
+        self.total = int(sum(lengths))
+
+    def __len__(self):
+        return self.total
+
+    def into(self, dst):
+        """Writes the rows, concatenated, into dst (total floats)."""
+        if self.arrays:
+            np.concatenate(self.arrays, out=dst)
+        if not np.isfinite(dst).all():
+            j = int(np.flatnonzero(~np.isfinite(dst))[0])
+            raise _HookError("%s: token %d of the batch is %r, not finite" % (self.what, j, float(dst[j])))
+
+    def flat(self):
+        out = np.empty(self.total)
+        self.into(out)
+        return out
 
 
 def _varint(v):
@@ -285,7 +302,7 @@ class _Service:
             log.warning("%s: answering in the message: %s" % (hook, why))
             return False
         for off, a in parts:
-            view[off:off + len(a)] = a
+            a.into(view[off:off + len(a)])
         return True
 
     def reward_bonus(self, msg):
@@ -299,12 +316,12 @@ class _Service:
         def f():
             info, b = self._batch(msg)
             lengths = list(msg.lengths)
-            flat = _rows(self.s.advantage_bonus(info, b), lengths, "advantage_bonus")
+            rows = _Rows(self.s.advantage_bonus(info, b), lengths, "advantage_bonus")
             r = pb.AdvantageBonusResponse(lengths=lengths)
-            if self._answer(msg, "advantage_bonus", [(0, flat)]):
+            if self._answer(msg, "advantage_bonus", [(0, rows)]):
                 r.in_shm = True
             else:
-                _set_doubles(r, 2, flat)
+                _set_doubles(r, 2, rows.flat())
             return r
         return self._call("advantage_bonus", f)
 
@@ -322,10 +339,10 @@ class _Service:
             pg = kl = None
             if tl.pg_weight is not None:
                 r.has_pg_weight = True
-                pg = _rows(tl.pg_weight, lengths, "token_loss.pg_weight")
+                pg = _Rows(tl.pg_weight, lengths, "token_loss.pg_weight")
             if tl.abs_kl_coef is not None:
                 r.has_abs_kl_coef = True
-                kl = _rows(tl.abs_kl_coef, lengths, "token_loss.abs_kl_coef")
+                kl = _Rows(tl.abs_kl_coef, lengths, "token_loss.abs_kl_coef")
             # In the answer region: pg_weight at byte offset 0, abs_kl_coef
             # at 8 * sum(T_i), whether or not pg_weight is there.
             total = sum(lengths)
@@ -333,9 +350,9 @@ class _Service:
                 r.in_shm = True
             else:
                 if pg is not None:
-                    _set_doubles(r, 2, pg)
+                    _set_doubles(r, 2, pg.flat())
                 if kl is not None:
-                    _set_doubles(r, 4, kl)
+                    _set_doubles(r, 4, kl.flat())
             return r
         return self._call("token_loss", f)
 

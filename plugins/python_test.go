@@ -341,11 +341,28 @@ func (constBonus) AdvantageBonus(_ core.StepInfo, r *core.Rollout) ([][]float64,
 	return out, nil
 }
 
+// lengthBonus is the in-tree twin of the Python test plugin's reward hook
+// in its first step (0.01 * T_i): a reward hook whose own work is nil, so
+// that a plugin's time over it is the transport's.
+type lengthBonus struct{}
+
+func (lengthBonus) Name() string      { return "lengthbonus" }
+func (lengthBonus) Needs() core.Needs { return core.Needs{LogProbs: true, Entropies: true} }
+func (lengthBonus) RewardBonus(_ core.StepInfo, r *core.Rollout) ([]float64, error) {
+	out := make([]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		out[i] = 0.01 * float64(r.Seqs[i].Len())
+	}
+	return out, nil
+}
+
 // BenchmarkPythonHookOverhead: one hook call for each of benchSizes
 // (grpo, no value heads), a reward hook and an advantage hook, side by
 // side: in-tree, the Go plugin and the Python plugin, the plugins over the
 // messages and over shared memory. Reward: the in-tree ppl, testplugin
-// serving ppl, and the numpy ppl example. Advantage: constBonus in-tree,
+// serving ppl, and the numpy ppl example (whose per-sequence cumsum loop is
+// work of its own); trivial-reward: lengthBonus in-tree, testplugin's ok
+// mode (a zero bonus) and the Python test plugin's. Advantage: constBonus in-tree,
 // testplugin's ok mode (a constant bonus), and the Python test plugin's
 // (0.001 * reward per token). A plugin call includes encoding the batch,
 // gRPC over the Unix socket with TLS, the plugin's side, the hook, and the
@@ -407,6 +424,11 @@ func BenchmarkPythonHookOverhead(b *testing.B) {
 		for _, m := range transportModes {
 			b.Run(at+"reward/go-plugin/"+m.name, plugin(testPlugin, map[string]any{"strategy": "ppl"}, m.config, reward, rs))
 			b.Run(at+"reward/python-plugin/"+m.name, plugin(pyPPL, nil, m.config, reward, rs))
+		}
+		b.Run(at+"trivial-reward/in-tree", func(b *testing.B) { loopFresh(b, lengthBonus{}, info, rs, reward) })
+		for _, m := range transportModes {
+			b.Run(at+"trivial-reward/go-plugin/"+m.name, plugin(testPlugin, map[string]any{"mode": "ok"}, m.config, reward, rs))
+			b.Run(at+"trivial-reward/python-plugin/"+m.name, plugin(pyTest, map[string]any{"mode": "ok"}, m.config, reward, rs))
 		}
 		b.Run(at+"advantage/in-tree", func(b *testing.B) { loopFresh(b, constBonus{}, info, rs, advantage) })
 		for _, m := range transportModes {

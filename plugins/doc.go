@@ -3,9 +3,15 @@
 // transport, and makes each look like an in-tree core.Strategy.
 //
 //   - proto/: the versioned protocol (cde.strategy.v1, protocol versions 1
-//     and 2: 2 adds the TokenLoss hook; the host serves both) and its
-//     generated Go code, committed; gen.sh regenerates it (protoc and pinned
-//     generators).
+//     to 3: 2 adds the TokenLoss hook, 3 the shared-memory transport; the
+//     host serves all three) and its generated Go code, committed; gen.sh
+//     regenerates it (protoc and pinned generators).
+//   - Transport (version 3, Linux, internal/wire/shm*.go): the batch's large
+//     arrays go through a sealed memfd the plugin maps read-only, per-token
+//     answers come back through a second one, and an array is written
+//     again only when its content changed since the last call (one batch
+//     per step, whatever the number of hooks); the gRPC messages remain the
+//     fallback (Config.Transport, the `transport:` key).
 //   - Host side: Open starts a plugin (handshake with a magic cookie,
 //     protocol-version negotiation, AutoMTLS, start timeout, optional SHA-256
 //     pin, logs bridged into zerolog), configures it with the entry's params

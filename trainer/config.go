@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/tensorboard"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/rawbytes"
@@ -171,6 +172,10 @@ type TrainConfig struct {
 	CriticWarmup    int
 	CheckpointEvery int // train.checkpoint_every (10 steps)
 	KeepCheckpoints int // train.keep_checkpoints (2)
+	// Logger is train.logger ([jsonl]): where the step metrics go besides
+	// metrics.jsonl, which is always written (the source of truth);
+	// "tensorboard" adds a TensorBoard event file to the run directory.
+	Logger []string
 }
 
 // DynamicSamplingConfig is DAPO's dynamic sampling (Yu et al. 2025, arXiv
@@ -310,7 +315,7 @@ train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         dynamic_sampling: {enabled: false, max_extra_batches: 4},
         overlong: {buffer: 0, penalty: 1.0},
         max_grad_norm: 1.0, value_heads: 1, critic_init: policy, critic_warmup: 0,
-        checkpoint_every: 10, keep_checkpoints: 2}
+        checkpoint_every: 10, keep_checkpoints: 2, logger: [jsonl]}
 algorithm: {name: grpo}
 strategies: []
 eval: {every: 20, k: 4, set_k: {}, final_k: 0, max_rows: 16384, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
@@ -742,6 +747,12 @@ func decodeTrain(t *core.Params, c *Config) {
 	t.Check(tc.ValueHeads >= 1 && tc.ValueHeads <= 64, "value_heads", "must be in 1..64, got %d", tc.ValueHeads)
 	t.Check(tc.CheckpointEvery >= 1, "checkpoint_every", "must be >= 1, got %d", tc.CheckpointEvery)
 	t.Check(tc.KeepCheckpoints >= 1, "keep_checkpoints", "must be >= 1, got %d", tc.KeepCheckpoints)
+	if v, ok := t.Raw("logger"); ok {
+		c.Train.Logger = stringList(t, "logger", v)
+	}
+	for _, l := range c.Train.Logger {
+		t.Check(slices.Contains(tensorboard.Names, l), "logger", "%q is not a logger (known: %s)", l, strings.Join(tensorboard.Names, ", "))
+	}
 	t.Check(tc.CriticWarmup >= 0 && tc.CriticWarmup < tc.Steps, "critic_warmup", "must be in [0, train.steps), got %d", tc.CriticWarmup)
 }
 

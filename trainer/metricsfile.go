@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cde-rl/cde/core"
 )
@@ -64,8 +65,15 @@ func (t *Trainer) writeMetrics(step int, m map[string]float64) error {
 		fmt.Fprintf(&b, `,%q:%s`, k, jsonFloat(v))
 	}
 	b.WriteString("}\n")
-	_, err := t.metrics.WriteString(b.String())
-	return err
+	if _, err := t.metrics.WriteString(b.String()); err != nil {
+		return err
+	}
+	if t.tb != nil {
+		if err := t.tb.Scalars(step, time.Now(), m); err != nil {
+			return fmt.Errorf("train.logger tensorboard: %w", err)
+		}
+	}
+	return nil
 }
 
 func jsonFloat(v float64) string {

@@ -6,10 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/tensorboard"
 	"github.com/rs/zerolog"
 )
 
@@ -60,6 +62,7 @@ type Trainer struct {
 
 	needs   core.Needs
 	metrics *os.File
+	tb      *tensorboard.Writer // train.logger has tensorboard
 	// finalEval is set during the evaluation after the last step
 	// (eval.final_k applies).
 	finalEval bool
@@ -120,6 +123,12 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 		return err
 	}
 	defer t.metrics.Close()
+	if slices.Contains(t.Cfg.Train.Logger, "tensorboard") {
+		if t.tb, err = tensorboard.Open(t.RunDir, start); err != nil {
+			return err
+		}
+		defer func() { t.tb.Close(); t.tb = nil }()
+	}
 	total := t.Cfg.Train.Steps
 	prog := NewProgress(t.Progress, t.TTY, "train", start, total)
 	t.Log.Info().Int("from_step", start).Int("steps", total).Str("algorithm", t.Algo.Name()).

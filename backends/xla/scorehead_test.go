@@ -52,18 +52,27 @@ func TestScoreHeadChunks(t *testing.T) {
 		lp0, en0, _ := score(1 << 20)          // one piece
 		for _, chunk := range []int{1, 5, 7} { // the padded length is 24: 5 and 7 leave a short last chunk
 			lp, en, emb := score(chunk)
-			worst := 0.0
+			// Chunks change the products' row counts, and so the gemm
+			// path and its rounding on some CPUs (on AVX2 without
+			// AVX-512; 7.7e-7 measured there): agreement to float32
+			// rounding, 2e-6 relative to the value (about 17 ulp), not bit
+			// for bit; a wrong chunk is off by whole log-probs.
+			worst, worstRel := 0.0, 0.0
 			for i := range lp0 {
 				if len(lp[i]) != len(lp0[i]) || len(emb[i]) == 0 {
 					t.Fatalf("%s chunk %d: sequence %d has %d log-probs, want %d", model.name, chunk, i, len(lp[i]), len(lp0[i]))
 				}
 				for j := range lp0[i] {
-					worst = math.Max(worst, math.Max(math.Abs(lp[i][j]-lp0[i][j]), math.Abs(en[i][j]-en0[i][j])))
+					for _, d := range [][2]float64{{lp[i][j], lp0[i][j]}, {en[i][j], en0[i][j]}} {
+						diff := math.Abs(d[0] - d[1])
+						worst = math.Max(worst, diff)
+						worstRel = math.Max(worstRel, diff/math.Max(1, math.Abs(d[1])))
+					}
 				}
 			}
-			t.Logf("%s, chunks of %d positions: max |difference| %.3g", model.name, chunk, worst)
-			if worst > 1e-6 {
-				t.Errorf("%s, chunks of %d positions: max |difference| %.3g", model.name, chunk, worst)
+			t.Logf("%s, chunks of %d positions: max |difference| %.3g (relative to max(1, |value|): %.3g)", model.name, chunk, worst, worstRel)
+			if worstRel > 2e-6 {
+				t.Errorf("%s, chunks of %d positions: max |difference| %.3g, %.3g relative", model.name, chunk, worst, worstRel)
 			}
 		}
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The GPU check's run step: runs on the GPU machine (no Go, no network).
 
-    python3 scripts/gpucheck/run.py OUT [--plugin P] [--only a,b,c,d,e,f,g] [--bin DIR]
+    python3 scripts/gpucheck/run.py OUT [--plugin P] [--only a,b,c,d,e,f,g,t] [--bin DIR]
     python3 scripts/gpucheck/run.py OUT --dry      # CI: engine cpu, PyTorch on the CPU
 
 Run from anywhere; paths are taken relative to this file's repository. The
@@ -38,6 +38,10 @@ a run cut short keeps what finished. The checks (docs/scale.md):
   g  LoRA with a bfloat16 base: the same short LoRA run on a BF16 tiny Qwen3
      with model.lora.base_dtype float32 and bfloat16; the steps' actor and
      reward metrics agree within 1e-4 relative (bit for bit in --dry)
+  t  TensorBoard: a short run with train.logger [jsonl, tensorboard];
+     TensorBoard's EventAccumulator reads its event file, and every
+     metrics.jsonl value is there at its step, as float32 (skips, with the
+     reason, where tensorboard is not installed)
 
 --dry runs the same script with engine cpu for xla:cuda (check a then uses
 GoMLX's go engine as the reference, its default), PyTorch on the CPU and
@@ -49,11 +53,13 @@ import argparse
 import glob
 import json
 import lzma
+import math
 import os
 import re
 import shutil
 import site
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -549,13 +555,60 @@ def check_e(ctx):
     return status, res
 
 
+# ---- t: TensorBoard reads a run's event file ----------------------------------
+
+def check_t(ctx):
+    need(ctx, "cde-run")
+    d = os.path.join(ctx.work, "t-run")
+    shutil.rmtree(d, ignore_errors=True)
+    steps = 6
+    cmd = [ctx.bins["cde-run"], "train", "--run-dir", d, "--set", f"train.steps={steps}", "--set", "eval.every=3",
+           "--set", "train.logger=[jsonl, tensorboard]", "--set", f"backend.engine={ctx.engine}"]
+    if ctx.plugin and ctx.engine.startswith("xla:"):
+        cmd += ["--set", f"backend.pjrt_plugin={ctx.plugin}"]
+    run(ctx, "t", cmd, timeout=ctx.t(420))
+    rows = read_metrics(os.path.join(d, "metrics.jsonl"))
+    files = sorted(glob.glob(os.path.join(d, "events.out.tfevents.*")))
+    res = {"event_files": [os.path.basename(f) for f in files], "metrics_rows": len(rows)}
+    if len(files) != 1:
+        return "fail", dict(res, error=f"{len(files)} event files in the run directory, want 1")
+    try:
+        import tensorboard
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError as e:
+        return "skip", dict(res, reason=f"tensorboard is not installed here ({e}); the run wrote its event file")
+    res["tensorboard"] = tensorboard.__version__
+    acc = EventAccumulator(d, size_guidance={"scalars": 0})
+    acc.Reload()
+    got = {tag: {ev.step: ev.value for ev in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]}
+    compared, bad = 0, []
+    for row in rows:
+        for k, v in row.items():
+            if k == "step":
+                continue
+            x = got.get(k, {}).get(row["step"])
+            if x is None:
+                bad.append(f"{k}@{row['step']} missing")
+            elif v is None:
+                if math.isfinite(x):
+                    bad.append(f"{k}@{row['step']}: null in metrics.jsonl, {x} in TensorBoard")
+            elif struct.unpack("<f", struct.pack("<f", v))[0] != x:
+                bad.append(f"{k}@{row['step']}: metrics.jsonl {v}, TensorBoard {x}")
+            compared += 1
+    res.update({"scalars_compared": compared, "tags": len(got), "mismatches": bad[:10]})
+    if bad or compared == 0:
+        return "fail", dict(res, error=f"{len(bad)} of {compared} values differ or are missing")
+    return "pass", res
+
+
 CHECKS = {"a": ("conformance: actor and critic step (K=4) against the cpu engine", check_a),
           "b": ("score: tiny Llama, Qwen2, Qwen3 (F32, BF16) against PyTorch", check_b),
           "c": ("export: short run, export, HF transformers loads it", check_c),
           "d": ("hfbench: Qwen3-0.6B shape against PyTorch", check_d),
           "e": ("train: default and PPO + multihead, against the cpu engine", check_e),
           "f": ("LoRA: short run, export as a PEFT adapter, PEFT loads it", check_f),
-          "g": ("LoRA with a bfloat16 base: the float32 base's run", check_g)}
+          "g": ("LoRA with a bfloat16 base: the float32 base's run", check_g),
+          "t": ("TensorBoard: its EventAccumulator reads a run's event file as metrics.jsonl", check_t)}
 
 
 def write_summary(ctx, results):
@@ -585,7 +638,7 @@ def main():
     ap.add_argument("--dry", action="store_true", help="engine cpu for xla:cuda, PyTorch on the CPU, small sizes (CI)")
     ap.add_argument("--plugin", default="", help="the PJRT CUDA plugin (default: found in the installed Python packages)")
     ap.add_argument("--bin", default=os.path.join(ROOT, ".gpucheck"), help="folder of cde-run, xla.test, hfbench (plain or .xz)")
-    ap.add_argument("--only", default="abcdefg", help="checks to run, e.g. a,b or abc")
+    ap.add_argument("--only", default="abcdefgt", help="checks to run, e.g. a,b or abc")
     ap.add_argument("--python", default=sys.executable, help="the Python for the PyTorch and transformers parts")
     ap.add_argument("--env", action="append", default=[], metavar="K=V", help="set an environment variable for every check (repeatable)")
     ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiplies every check's timeout")
@@ -618,7 +671,7 @@ def main():
     ctx.bins = unpack(a.bin, os.path.join(ctx.out, "bin"))
     log(f"engine {ctx.engine}, PyTorch on {ctx.torch_device}, plugin {ctx.plugin or '-'}, binaries {sorted(ctx.bins)}, Qwen3 tokenizer {tok}")
     results = ctx.results = {}
-    for key in [k for k in "abcdefg" if k in a.only]:
+    for key in [k for k in "abcdefgt" if k in a.only]:
         log(f"check {key}: {CHECKS[key][0]}")
         t0 = time.time()
         try:

@@ -294,28 +294,38 @@ const hostHelperParamsEnv = "CDE_HOST_HELPER_PARAMS"
 // before it prints the plugin's pid.
 const hostHelperCallEnv = "CDE_HOST_HELPER_CALL"
 
+// startHost starts the test binary as a host process (hostHelper) in its
+// own process group, with the plugin at path and the extra environment,
+// and returns it with its plugin's pid; the host is killed when the test
+// ends.
+func startHost(t *testing.T, path string, env ...string) (*exec.Cmd, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), hostHelperEnv+"="+path), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "pid ") {
+		t.Fatalf("host said %q (%v)", line, err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pid ")))
+	return cmd, pid
+}
+
 // noOrphans starts a host process (hostHelper) with the plugin at path,
 // kills it with SIGINT to its group or SIGKILL to it alone, and checks the
 // plugin process is gone.
 func noOrphans(t *testing.T, path string) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), hostHelperEnv+"="+path)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			line, err := bufio.NewReader(out).ReadString('\n')
-			if err != nil || !strings.HasPrefix(line, "pid ") {
-				t.Fatalf("host said %q (%v)", line, err)
-			}
-			pid, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pid ")))
+			cmd, pid := startHost(t, path)
 			if !alive(pid) {
 				t.Fatalf("plugin %d not running", pid)
 			}

@@ -3,14 +3,11 @@
 package plugins_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,22 +59,7 @@ func TestKillHostLeavesNoSharedMemory(t *testing.T) {
 }
 
 func killHostLeavesNoSharedMemory(t *testing.T, path, params string) {
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), hostHelperEnv+"="+path, hostHelperCallEnv+"=1", hostHelperParamsEnv+"="+params)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "pid ") {
-		t.Fatalf("host said %q (%v)", line, err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "pid ")))
+	cmd, pid := startHost(t, path, hostHelperCallEnv+"=1", hostHelperParamsEnv+"="+params)
 	killLater(t, pid)
 	held := memfdHolders(t, cmd.Process.Pid)
 	var byPlugin, answer bool

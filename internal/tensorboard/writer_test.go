@@ -4,6 +4,7 @@ import (
 	"hash/crc32"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,7 +106,7 @@ func TestResume(t *testing.T) {
 		v, _ := Scalar(e, "x")
 		got = append(got, float64(e.Step), v)
 	}
-	if want := []float64{0, 0, 1, 1, 2, 2, 3, 30}; !slicesEqual(got, want) || events[0].GetFileVersion() != FileVersion {
+	if want := []float64{0, 0, 1, 1, 2, 2, 3, 30}; !slices.Equal(got, want) || events[0].GetFileVersion() != FileVersion {
 		t.Fatalf("after resume: %v, want %v", got, want)
 	}
 	data, _ := os.ReadFile(w2.Path)
@@ -117,16 +118,4 @@ func TestResume(t *testing.T) {
 	if _, err := Open(dir, 1); err == nil {
 		t.Fatal("Open accepted a damaged event file")
 	}
-}
-
-func slicesEqual(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

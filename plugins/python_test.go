@@ -231,10 +231,21 @@ func TestPythonNoOrphans(t *testing.T) {
 
 // The Python examples give the Go strategies' numbers bit for bit: the
 // numpy perplexity bonus against the in-tree ppl, and the answer-count
-// port against the Go example, over several steps (history included).
+// port against the Go example, over several steps (history included),
+// over either transport.
 func TestPythonExamplesMatchGo(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.want, func(t *testing.T) { pythonExamplesMatchGo(t, tr.config) })
+	}
+}
+
+func pythonExamplesMatchGo(t *testing.T, transport string) {
+	viaTransport := func(c *plugins.Config) { c.Transport = transport }
 	pplPath := pythonScript(t, filepath.Join("examples", "python-ppl", "ppl.py"))
-	py, err := openPython(t, pplPath, map[string]any{"kappa": 2.5, "alpha": 0.7}, nil)
+	py, err := openPython(t, pplPath, map[string]any{"kappa": 2.5, "alpha": 0.7}, viaTransport)
+	if err == nil {
+		wantTransport(t, py, transport)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +274,7 @@ func TestPythonExamplesMatchGo(t *testing.T) {
 
 	acPath := pythonScript(t, filepath.Join("examples", "python-answercount", "answercount.py"))
 	params := map[string]any{"beta": 0.8, "history": true, "no_answer_bonus": 0.05}
-	pyAC, err := openPython(t, acPath, params, nil)
+	pyAC, err := openPython(t, acPath, params, viaTransport)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -415,7 +415,7 @@ func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, 
 	var args []string
 	if ckpt != "" {
 		fmt.Fprintf(out, "bench: %s seed %d: resuming from %s\n", arm.Name, seed, ckpt)
-		args = []string{"train", "--resume", run}
+		args = []string{"train", "--resume", run, "--summary", "none"}
 	} else {
 		// Nothing to resume: start clean.
 		if err := os.RemoveAll(run); err != nil {
@@ -439,7 +439,7 @@ func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, 
 		if err := os.WriteFile(filepath.Join(run, "bench-train.yaml"), input, 0o644); err != nil {
 			return err
 		}
-		args = []string{"train", "--config", filepath.Join(run, "bench-train.yaml"), "--run-dir", run}
+		args = []string{"train", "--config", filepath.Join(run, "bench-train.yaml"), "--run-dir", run, "--summary", "none"}
 	}
 	t0 := time.Now()
 	cmd := exec.CommandContext(ctx, exe, args...)

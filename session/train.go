@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/cde-rl/cde/internal/summary"
@@ -33,8 +34,12 @@ type TrainOptions struct {
 	Resume string
 	// DumpRollouts, when set, receives every step's batch (DESIGN section 4).
 	DumpRollouts string
-	Output       Output
-	Log          zerolog.Logger
+	// SummaryFileOnly keeps the closing summary table out of Output: it is
+	// written to RUN/summary.txt only (a bench's arm-seeds; RUN/summary.txt
+	// is written either way).
+	SummaryFileOnly bool
+	Output          Output
+	Log             zerolog.Logger
 }
 
 // ResumeConfig loads RUN/config.yaml for a resume. A config override in
@@ -181,7 +186,14 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 	began := time.Now()
 	err = s.Trainer.Run(ctx, start)
 	if err == nil {
-		writeTrainSummary(o.Output.W, rd.Path, start, cfg.Train.Steps, time.Since(began), s.Trainer)
+		var table bytes.Buffer
+		writeTrainSummary(&table, rd.Path, start, cfg.Train.Steps, time.Since(began), s.Trainer)
+		if werr := core.WriteFileAtomic(filepath.Join(rd.Path, "summary.txt"), table.Bytes()); werr != nil {
+			log.Warn().Err(werr).Msg("could not write the run's summary.txt")
+		}
+		if !o.SummaryFileOnly && o.Output.W != nil {
+			o.Output.W.Write(table.Bytes())
+		}
 	}
 	if errors.Is(err, context.Canceled) {
 		// Stopped by a signal after checkpointing: say how to go on.

@@ -171,7 +171,12 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 	for k, v := range m {
 		ev = ev.Float64(k, v)
 	}
-	t.Log.Info().Dict("final", ev).Msg("done")
+	if t.TTY {
+		// A terminal gets the summary table next: no need to repeat it.
+		t.Log.Info().Msg("done")
+	} else {
+		t.Log.Info().Dict("final", ev).Msg("done")
+	}
 	t.Final = m
 	return nil
 }

@@ -25,6 +25,16 @@ func TestBenchFlags(t *testing.T) {
 			t.Errorf("bench log lacks %q:\n%s", want, log)
 		}
 	}
+	// An arm-seed's summary table goes to its run directory, not to the
+	// bench's output, which ends with the bench's own.
+	if strings.Contains(log, "train finished") {
+		t.Errorf("an arm-seed's summary table is in the bench output:\n%s", log)
+	}
+	for _, arm := range []string{"grpo_simhash", "ppo_mh_ppl"} {
+		if b, err := os.ReadFile(filepath.Join(out, "runs", arm, "seed-1", "summary.txt")); err != nil || !strings.Contains(string(b), "== train finished ==") {
+			t.Errorf("%s seed 1: summary.txt (%v): %s", arm, err, b)
+		}
+	}
 	os.Remove(filepath.Join(out, "runs", "ppo_mh_ppl", "seed-1", "DONE"))
 	log = run(t, "bench", "-c", smoke, "--out", out, "--only", "ppo_mh_ppl")
 	trained, _, _ := strings.Cut(log, "== bench finished ==") // the summary lists every arm

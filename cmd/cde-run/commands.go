@@ -16,13 +16,14 @@ import (
 )
 
 func cmdTrain(args []string) int {
-	fs := cli.NewFlagSet("train", "train [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR]")
+	fs := cli.NewFlagSet("train", "train [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR] [--summary stderr|none]")
 	var cf cli.ConfigFlags
 	cf.RegisterEngine(fs)
 	runDir := fs.String("run-dir", "", "run directory, new or empty (default runs/<time>-<random>-<algorithm>)")
 	overwrite := fs.Bool("overwrite", false, "with --run-dir: delete the run already in DIR (config, metrics, checkpoints) and start afresh")
 	resume := fs.String("resume", "", "continue the run in DIR from its newest complete checkpoint (uses DIR/config.yaml)")
 	dump := fs.String("dump-rollouts", "", "write every step's batch as DIR/rollout-<step>.json (DESIGN section 4)")
+	summaryTo := fs.String("summary", "stderr", "where the closing summary table goes besides RUN/summary.txt: stderr, or none (what a bench's arm-seeds use)")
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
@@ -36,9 +37,11 @@ func cmdTrain(args []string) int {
 	ctx, stop := cli.SignalContext()
 	defer stop()
 	o := session.TrainOptions{RunDir: *runDir, Overwrite: *overwrite, Resume: *resume, DumpRollouts: *dump,
-		Output: session.Output{W: os.Stderr, TTY: tty}, Log: log}
+		SummaryFileOnly: *summaryTo == "none", Output: session.Output{W: os.Stderr, TTY: tty}, Log: log}
 	var err error
-	if *resume != "" {
+	if *summaryTo != "stderr" && *summaryTo != "none" {
+		err = fmt.Errorf("--summary %q: want stderr or none", *summaryTo)
+	} else if *resume != "" {
 		if cf.Given() {
 			err = fmt.Errorf("--resume uses %s/config.yaml: --config, --set and --engine cannot change a run being resumed (edit that file instead; see docs/config.md)", *resume)
 		}

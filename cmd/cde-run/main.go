@@ -1,7 +1,7 @@
 // Command cde-run trains, evaluates and inspects RLVR runs with pluggable
 // exploration strategies.
 //
-//	cde-run train     [--config FILE] [--set key=value]... [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR]
+//	cde-run train     [--config FILE] [--set key=value]... [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR] [--summary stderr|none]
 //	cde-run pretrain  [--config FILE] [--set key=value]... [--out DIR]
 //	cde-run eval      [--config FILE] [--set key=value]... [--checkpoint DIR | --run DIR]
 //	cde-run shape     --config FILE --in ROLLOUT.json

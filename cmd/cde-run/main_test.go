@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -259,12 +260,18 @@ func TestPretrainThenEval(t *testing.T) {
 		t.Fatalf("train did not load the base:\n%s", out)
 	}
 	// Train ends with a sorted table: the final evaluation (the last row
-	// of metrics.jsonl) and the last step's rewards, 4 significant digits.
+	// of metrics.jsonl) and the last step's rewards, at a fixed precision
+	// aligned on the decimal point.
 	rows := readMetrics(t, filepath.Join(runDir, "metrics.jsonl"))
 	final, last := rows[len(rows)-1], rows[len(rows)-2]
 	table := summaryTable(t, out, "== train finished ==")
 	if !strings.Contains(table, "run        "+runDir+"\n") {
 		t.Fatalf("train summary does not say where the run is:\n%s", table)
+	}
+	// The run directory keeps the same table.
+	if kept, err := os.ReadFile(filepath.Join(runDir, "summary.txt")); err != nil || !strings.Contains(out, string(kept)) ||
+		!strings.Contains(string(kept), "== train finished ==") {
+		t.Fatalf("RUN/summary.txt (%v):\n%s", err, kept)
 	}
 	for _, c := range []struct {
 		key string
@@ -333,9 +340,14 @@ func summaryLines(table string) map[string]string {
 // significant digits, and that its names are sorted.
 func checkSummaryValue(t *testing.T, table, key string, v float64) {
 	t.Helper()
-	want := strconv.FormatFloat(v, 'g', 4, 64)
-	if v == math.Trunc(v) {
+	// A fixed precision: an integer as is, 4 decimals in [1e-4, 1e6),
+	// else 4 significant digits with an exponent.
+	want := fmt.Sprintf("%.3e", v)
+	switch a := math.Abs(v); {
+	case v == math.Trunc(v):
 		want = strconv.FormatFloat(v, 'f', -1, 64)
+	case a >= 1e-4 && a < 1e6:
+		want = fmt.Sprintf("%.4f", v)
 	}
 	if got := summaryLines(table)[key]; got != want {
 		t.Errorf("summary shows %s = %q, want %q:\n%s", key, got, want, table)

@@ -412,6 +412,10 @@ claims:
 	if err := Run(context.Background(), spec, Options{Dir: dir, Exe: cdeRun, Output: &log, Log: zerolog.New(&log)}); err != nil {
 		t.Fatalf("bench: %v\n%s", err, log.String())
 	}
+	// The warm start was announced, once (pretrain.seed makes one base).
+	if n := strings.Count(log.String(), "is neither made nor shipped: making it first with the supervised warm start, at most pretrain.steps = 4 steps of 8 problems"); n != 1 {
+		t.Errorf("the warm start was announced %d times:\n%s", n, log.String())
+	}
 	for _, seed := range []uint64{1, 2} {
 		base, err := readMetricRows(filepath.Join(RunDir(dir, BaseArm, seed), "metrics.jsonl"))
 		if err != nil || len(base) != 1 || base[0]["step"] != 0 {

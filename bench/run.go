@@ -193,6 +193,14 @@ func resolveJobBase(ctx context.Context, spec *Spec, dir string, j *job, bases m
 	}
 	key := filepath.Join(cfg.Pretrain.Dir, session.BaseKey(cfg))
 	if j.base = bases[key]; j.base == "" {
+		if !session.BaseAvailable(cfg) && out.W != nil {
+			// Say what is about to take a while, before it starts.
+			fmt.Fprintf(out.W, "bench: arm %s seed %d: its base policy (%s) is neither made nor shipped: making it first with the supervised warm start, "+
+				"at most pretrain.steps = %d steps of %d problems, stopping early at held-out accuracy %g (its progress line shows the ETA). "+
+				"A bench with no pretrain.seed makes one base per seed; set pretrain.seed in its base to share one "+
+				"(seed 1 with train's default task and model is the shipped base).\n",
+				j.arm.Name, j.seed, key, cfg.Pretrain.Steps, cfg.Pretrain.BatchSize, cfg.Pretrain.StopAcc)
+		}
 		if j.base, err = session.ResolveBase(ctx, cfg, log, out); err != nil {
 			return err
 		}

@@ -35,6 +35,10 @@ func pretrainSeed(cfg *trainer.Config) uint64 {
 func BaseKey(cfg *trainer.Config) string {
 	pre := cfg.Pretrain
 	pre.Dir = "" // where bases are kept is not what they are
+	// The seed it was made with counts once, as "seed" below: pretrain.seed
+	// 1 and a run of seed 1 without it make the same base (the shipped one,
+	// for train's default task and model).
+	pre.Seed = 0
 	raw := map[string]any{"task": cfg.Task, "model": cfg.Model, "pretrain": pre,
 		"eval_temperature": cfg.Eval.Temperature, "seed": pretrainSeed(cfg)}
 	if task, err := tasks.New(core.NewParams("task", cfg.Task)); err == nil {
@@ -43,6 +47,20 @@ func BaseKey(cfg *trainer.Config) string {
 	data, _ := json.Marshal(raw)
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
+}
+
+// BaseAvailable reports whether the model.checkpoint: auto base of cfg is
+// already there (made before in pretrain.dir) or shipped in the binary
+// (assets/base), so that ResolveBase will not run the warm start.
+func BaseAvailable(cfg *trainer.Config) bool {
+	if cfg.Model.Checkpoint != "auto" || cfg.Model.HF != "" {
+		return true
+	}
+	key := BaseKey(cfg)
+	if _, err := os.Stat(filepath.Join(cfg.Pretrain.Dir, key, "policy.gob")); err == nil {
+		return true
+	}
+	return assets.HasBase(key)
 }
 
 // ResolveBase returns the directory of the base policy for

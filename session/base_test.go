@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cde-rl/cde/assets"
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/trainer"
 )
@@ -38,6 +39,24 @@ func TestBaseKey(t *testing.T) {
 	} // A fixed pretrain.seed shares one base across run seeds.
 	if a, b := key("seed=1", "pretrain.seed=7"), key("seed=5", "pretrain.seed=7"); a != b {
 		t.Errorf("pretrain.seed 7 under run seeds 1 and 5: keys %s and %s", a, b)
+	}
+	// The seed counts once: pretrain.seed 3 is the base of a run of seed 3.
+	if a, b := key("seed=1", "pretrain.seed=3"), key("seed=3"); a != b {
+		t.Errorf("pretrain.seed 3 and run seed 3: keys %s and %s", a, b)
+	}
+}
+
+// train's defaults find the shipped base, and so does any run seed with
+// pretrain.seed 1 (a bench's seeds sharing it: bench/quick.yaml).
+func TestShippedBaseKey(t *testing.T) {
+	for _, sets := range [][]string{nil, {"seed=3", "pretrain.seed=1"}} {
+		cfg, err := trainer.LoadConfig(trainer.LoadOptions{Env: []string{}, Sets: sets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := session.BaseKey(cfg); k != "da4cd3abefb8" || !assets.HasBase(k) {
+			t.Errorf("%v: key %s, want the shipped da4cd3abefb8", sets, k)
+		}
 	}
 }
 

@@ -149,7 +149,9 @@ func seedBandOf(rs []*armRun, value func(map[string]float64) (float64, bool), sm
 
 // readableTicks are gonum's default tick positions with labels written
 // with as many decimals as the spacing of the major ticks needs, and more
-// until no two labels are equal (gonum's own labels can read "1.1, 1, 1").
+// until every label says exactly where its tick is and no two are equal
+// (gonum's own labels can read "1.1, 1, 1"; ticks at 0.35, 0.45, 0.55
+// written with one decimal read 0.3, 0.5, 0.6).
 type readableTicks struct{}
 
 func (readableTicks) Ticks(lo, hi float64) []plot.Tick {
@@ -166,13 +168,14 @@ func (readableTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	for ; dec < 8; dec++ {
 		seen := map[string]bool{}
-		dup := false
+		bad := false
 		for _, v := range major {
 			l := strconv.FormatFloat(v, 'f', dec, 64)
-			dup = dup || seen[l]
+			back, _ := strconv.ParseFloat(l, 64)
+			bad = bad || seen[l] || math.Abs(back-v) > 1e-9*math.Max(1, math.Abs(v))
 			seen[l] = true
 		}
-		if !dup {
+		if !bad {
 			break
 		}
 	}

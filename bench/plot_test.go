@@ -2,7 +2,9 @@ package bench
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -90,5 +92,32 @@ func TestPPLCapSection(t *testing.T) {
 	writePPLCapSection(&b, map[string][]*armRun{"grpo": runs["grpo"]}, []string{"grpo"})
 	if b.Len() != 0 {
 		t.Errorf("a section without any PPL arm: %q", b.String())
+	}
+}
+
+// Every tick label says exactly where its tick is, and no two are equal:
+// over many axis ranges, a label read back is its tick's value.
+func TestReadableTicksSayWhere(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ranges := [][2]float64{{0.36, 0.64}, {0.93, 1.82}, {0, 1}, {-1, 1}, {1e-3, 2e-3}}
+	for range 500 {
+		lo := rng.Float64()*4 - 2
+		ranges = append(ranges, [2]float64{lo, lo + math.Pow(10, rng.Float64()*4-3)})
+	}
+	for _, r := range ranges {
+		seen := map[string]bool{}
+		for _, tk := range (readableTicks{}).Ticks(r[0], r[1]) {
+			if tk.Label == "" {
+				continue
+			}
+			back, err := strconv.ParseFloat(tk.Label, 64)
+			if err != nil || math.Abs(back-tk.Value) > 1e-9*math.Max(1, math.Abs(tk.Value)) {
+				t.Fatalf("range %v: tick at %v labelled %q", r, tk.Value, tk.Label)
+			}
+			if seen[tk.Label] {
+				t.Fatalf("range %v: label %q twice", r, tk.Label)
+			}
+			seen[tk.Label] = true
+		}
 	}
 }

@@ -16,6 +16,7 @@ Section by section, what go-plugin's Go SDK does for a Go plugin:
 """
 
 import base64
+import collections.abc
 import concurrent.futures
 import json
 import logging
@@ -157,28 +158,42 @@ def _set_doubles(msg, field, a):
         msg.MergeFromString(_packed_doubles(field, a))
 
 
-class _Params(dict):
-    """The params mapping, recording which keys the constructor read."""
+class _Params(collections.abc.Mapping):
+    """The params mapping given to a strategy's constructor, recording which
+    keys it read, so that a key nobody read is reported as unknown. Every
+    way of reading a value counts: ``p[k]``, ``get``, ``in``, ``pop``,
+    ``items()``, ``values()``, ``copy()``, and what goes through them:
+    ``dict(p)``, ``{**p}``, ``d.update(p)``. Listing the keys alone
+    (``list(p)``) reads no value. Not a dict subclass: a dict's C methods
+    (``dict.update`` given a dict, ``**`` on one) would read around it."""
 
     def __init__(self, m):
-        super().__init__(m)
+        self._m = dict(m)
         self.read = set()
 
     def __getitem__(self, k):
         self.read.add(k)
-        return super().__getitem__(k)
+        return self._m[k]
 
-    def get(self, k, default=None):
-        self.read.add(k)
-        return super().get(k, default)
+    def __iter__(self):
+        return iter(self._m)
+
+    def __len__(self):
+        return len(self._m)
 
     def __contains__(self, k):
         self.read.add(k)
-        return super().__contains__(k)
+        return k in self._m
 
     def pop(self, k, *default):
         self.read.add(k)
-        return super().pop(k, *default)
+        return self._m.pop(k, *default)
+
+    def copy(self):
+        return {k: self[k] for k in self._m}
+
+    def __repr__(self):
+        return "Params(%r)" % (self._m,)
 
 
 # --- the strategy service ------------------------------------------------------

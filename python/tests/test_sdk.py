@@ -79,6 +79,48 @@ class ServiceTest(unittest.TestCase):
         self.assertEqual(err, (grpc.StatusCode.INVALID_ARGUMENT,
                                "config: strategies[0].params.scael: unknown key (known keys here: scale)"))
 
+    def test_params_every_reading_idiom_counts(self):
+        # A constructor may read its params any way a mapping is read; the
+        # keys it read that way are known, and a key it never read is
+        # still refused by name.
+        idioms = {
+            "dict(params)": lambda p: dict(p),
+            "{**params}": lambda p: {**p},
+            "update": lambda p: {"beta": 0}.update(p),
+            "items": lambda p: list(p.items()),
+            "values": lambda p: list(p.values()),
+            "copy": lambda p: p.copy(),
+            "[]": lambda p: (p["beta"], p["gamma"]),
+            "get": lambda p: (p.get("beta"), p.get("gamma", 1)),
+            "in": lambda p: ("beta" in p, "gamma" in p),
+            "pop": lambda p: (p.pop("beta"), p.pop("gamma", None)),
+        }
+        for name, read in idioms.items():
+            class Reader(cde_plugin.Strategy):
+                name = "reader"
+
+                def __init__(self, params, read=read):
+                    read(params)
+
+            s = _server._Service(Reader, 2)
+            _, err = s.configure(pb.ConfigureRequest(params_json=json.dumps({"beta": 0.1, "gamma": 2}), params_path="strategies[0].params"))
+            self.assertIsNone(err, name)
+
+        class OnlyBeta(cde_plugin.Strategy):
+            name = "onlybeta"
+
+            def __init__(self, params):
+                self.beta = params.get("beta", 0.1)
+
+        s = _server._Service(OnlyBeta, 2)
+        _, err = s.configure(pb.ConfigureRequest(params_json=json.dumps({"beta": 0.1, "gamma": 2}), params_path="strategies[0].params"))
+        self.assertEqual(err, (grpc.StatusCode.INVALID_ARGUMENT, "config: strategies[0].params.gamma: unknown key (known keys here: beta)"))
+        # Listing the keys alone reads no value.
+        self.assertEqual(sorted(_server._Params({"a": 1})), ["a"])
+        p = _server._Params({"a": 1})
+        list(p)
+        self.assertEqual(p.read, set())
+
     def test_answers_checked(self):
         s, _ = configure({})
         msg = make_batch([2, 3])._msg

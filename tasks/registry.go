@@ -6,6 +6,7 @@ package tasks
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -23,10 +24,10 @@ var (
 )
 
 func init() {
-	Register("arith", func(p *core.Params) (core.Task, error) { return asTask(NewArith(p)) })
-	Register("jsonl", func(p *core.Params) (core.Task, error) { return asTask(NewJSONL(p)) })
-	Register("math", func(p *core.Params) (core.Task, error) { return asTask(NewMath(p)) })
-	Register("countdown", func(p *core.Params) (core.Task, error) { return asTask(NewCountdown(p)) })
+	Register("arith", func(p *core.Params) (core.Task, error) { return AsTask(NewArith(p)) })
+	Register("jsonl", func(p *core.Params) (core.Task, error) { return AsTask(NewJSONL(p)) })
+	Register("math", func(p *core.Params) (core.Task, error) { return AsTask(NewMath(p)) })
+	Register("countdown", func(p *core.Params) (core.Task, error) { return AsTask(NewCountdown(p)) })
 }
 
 // Register makes a task available to `task: {name: NAME}`. Like
@@ -78,16 +79,41 @@ func New(p *core.Params) (core.Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	if isNil(t) {
+		// Most often a constructor's nil *T returned as core.Task: a
+		// non-nil interface holding a nil pointer (tasks.AsTask avoids it).
+		return nil, fmt.Errorf("task %q: its factory returned a nil task (%T) and no error; return tasks.AsTask(NewT(p)) so a failed constructor's error comes through", name, t)
+	}
 	if err := p.Finish(); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// asTask converts without turning a nil pointer into a non-nil interface.
-func asTask[T core.Task](t T, err error) (core.Task, error) {
+// AsTask converts a constructor's (*T, error) into a factory's result
+// without turning a nil *T into a non-nil core.Task: on error the task is
+// a true nil. Use it in a Register factory:
+//
+//	tasks.Register("mine", func(p *core.Params) (core.Task, error) { return tasks.AsTask(NewMine(p)) })
+func AsTask[T core.Task](t T, err error) (core.Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	if isNil(t) {
+		return nil, nil
+	}
 	return t, nil
+}
+
+// isNil reports whether t is nil or an interface holding a nil pointer,
+// map, slice, function or channel.
+func isNil(t any) bool {
+	if t == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(t); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }

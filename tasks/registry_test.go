@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -47,6 +48,26 @@ func TestRegister(t *testing.T) {
 	}
 	if _, err := New(core.NewParams("task", map[string]any{"name": "test-echo", "sise": 3})); err == nil || !strings.Contains(err.Error(), "task.sise: unknown key") {
 		t.Fatalf("unknown key: %v", err)
+	}
+	// A factory that hands back a constructor's nil *T as core.Task, with
+	// or without an error: the error comes through, and a nil task without
+	// one is an error naming the task, never a task that panics later.
+	Register("test-typed-nil", func(p *core.Params) (core.Task, error) {
+		var a *Arith
+		if p.Bool("fail", false) {
+			return a, errors.New("test-typed-nil: cannot build")
+		}
+		return a, nil
+	})
+	if _, err := New(core.NewParams("task", map[string]any{"name": "test-typed-nil", "fail": true})); err == nil || err.Error() != "test-typed-nil: cannot build" {
+		t.Fatalf("failed constructor: %v", err)
+	}
+	if task, err := New(core.NewParams("task", map[string]any{"name": "test-typed-nil"})); err == nil ||
+		!strings.Contains(err.Error(), `task "test-typed-nil": its factory returned a nil task (*tasks.Arith) and no error`) {
+		t.Fatalf("a nil *Arith task: %v, %v", task, err)
+	}
+	if task, err := AsTask((*Arith)(nil), nil); task != nil || err != nil {
+		t.Fatalf("AsTask of a nil *Arith: %#v, %v", task, err)
 	}
 	for _, f := range []func(){
 		func() { Register("test-echo", func(p *core.Params) (core.Task, error) { return nil, nil }) },

@@ -9,69 +9,148 @@ import (
 	"github.com/cde-rl/cde/core/strategytest"
 )
 
-func build(t *testing.T, m map[string]any) *OutcomeUCB {
+func build(t *testing.T, m map[string]any) core.Strategy {
 	t.Helper()
 	s, err := core.NewStrategy("outcome_ucb", core.NewParams("strategies[0]", m), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s.(*OutcomeUCB)
+	return s
+}
+
+// inner is the shared state behind either placement.
+func inner(s core.Strategy) *OutcomeUCB {
+	switch v := s.(type) {
+	case *Advantage:
+		return v.OutcomeUCB
+	case *Reward:
+		return v.OutcomeUCB
+	}
+	return nil
+}
+
+// perResponse calls the one hook s implements and returns one number per
+// response: the reward bonus, or the advantage bonus, which must be the
+// same on every token of a response (0 for a response of no tokens).
+func perResponse(t *testing.T, s core.Strategy, info core.StepInfo, r *core.Rollout) []float64 {
+	t.Helper()
+	switch h := s.(type) {
+	case core.RewardHook:
+		b, err := h.RewardBonus(info, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	case core.AdvantageHook:
+		rows, err := h.AdvantageBonus(info, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float64, len(rows))
+		for i, row := range rows {
+			if len(row) != r.Seqs[i].Len() {
+				t.Fatalf("row %d: %d entries for %d tokens", i, len(row), r.Seqs[i].Len())
+			}
+			for k, x := range row {
+				if x != row[0] {
+					t.Fatalf("row %d token %d: %v, token 0 %v: a response's bonus is one number", i, k, x, row[0])
+				}
+			}
+			if len(row) > 0 {
+				out[i] = row[0]
+			}
+		}
+		return out
+	}
+	t.Fatalf("%T implements neither hook", s)
+	return nil
 }
 
 // Worked by hand with beta 0.5, weight 1. Step 0: problem p answers 4, 4,
 // 5, "" (no answer) and problem q answers 4: N(p,4) = 2, N(p,5) = 1,
 // N(q,4) = 1, so bonuses 0.5/sqrt2, 0.5/sqrt2, 0.5, 0, 0.5. Step 1: p
-// answers 5 and 6: N(p,5) = 2, N(p,6) = 1: 0.5/sqrt2 and 0.5. A weight
-// schedule scales the bonus by w_t.
+// answers 5 and 6: N(p,5) = 2, N(p,6) = 1: 0.5/sqrt2 and 0.5. The same
+// numbers and counts in both placements (one as a reward bonus, one on
+// every token of the response); the counts of one placement's checkpoint
+// load into the other.
 func TestBonusByHand(t *testing.T) {
-	s := build(t, map[string]any{"beta": 0.5})
-	seq := func(p, a string) core.Sequence {
-		return core.Sequence{ProblemID: p, AnswerKey: a, Response: []int32{1}}
-	}
-	r0 := &core.Rollout{Seqs: []core.Sequence{seq("p", "4"), seq("p", "4"), seq("p", "5"), seq("p", ""), seq("q", "4")}}
-	got, err := s.RewardBonus(core.StepInfo{Step: 0, TotalSteps: 10}, r0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := 0.5 / math.Sqrt2
-	for i, want := range []float64{h, h, 0.5, 0, 0.5} {
-		if math.Abs(got[i]-want) > 1e-15 {
-			t.Errorf("step 0 seq %d: %v, want %v", i, got[i], want)
-		}
-	}
-	r1 := &core.Rollout{Seqs: []core.Sequence{seq("p", "5"), seq("p", "6")}}
-	got, _ = s.RewardBonus(core.StepInfo{Step: 1, TotalSteps: 10}, r1)
-	if math.Abs(got[0]-h) > 1e-15 || got[1] != 0.5 {
-		t.Errorf("step 1: %v, want [%v 0.5]", got, h)
-	}
-	m, _ := s.Observe(core.StepInfo{Step: 1}, r1)
-	if m["outcome_ucb/pairs"] != 4 || m["outcome_ucb/answers_per_problem"] != 2 {
-		t.Errorf("metrics %v", m)
-	}
+	for _, placement := range Placements {
+		t.Run(placement, func(t *testing.T) {
+			s := build(t, map[string]any{"beta": 0.5, "placement": placement})
+			seq := func(p, a string, T int) core.Sequence {
+				return core.Sequence{ProblemID: p, AnswerKey: a, Response: make([]int32, T)}
+			}
+			r0 := &core.Rollout{Seqs: []core.Sequence{seq("p", "4", 1), seq("p", "4", 3), seq("p", "5", 2), seq("p", "", 1), seq("q", "4", 1)}}
+			got := perResponse(t, s, core.StepInfo{Step: 0, TotalSteps: 10}, r0)
+			h := 0.5 / math.Sqrt2
+			for i, want := range []float64{h, h, 0.5, 0, 0.5} {
+				if math.Abs(got[i]-want) > 1e-15 {
+					t.Errorf("step 0 seq %d: %v, want %v", i, got[i], want)
+				}
+			}
+			r1 := &core.Rollout{Seqs: []core.Sequence{seq("p", "5", 1), seq("p", "6", 1)}}
+			got = perResponse(t, s, core.StepInfo{Step: 1, TotalSteps: 10}, r1)
+			if math.Abs(got[0]-h) > 1e-15 || got[1] != 0.5 {
+				t.Errorf("step 1: %v, want [%v 0.5]", got, h)
+			}
+			m, _ := s.(core.Observer).Observe(core.StepInfo{Step: 1}, r1)
+			if m["outcome_ucb/pairs"] != 4 || m["outcome_ucb/answers_per_problem"] != 2 {
+				t.Errorf("metrics %v", m)
+			}
 
-	// The counts survive a checkpoint.
-	data, err := s.SaveState()
-	if err != nil {
-		t.Fatal(err)
+			// The counts survive a checkpoint, into either placement.
+			data, err := s.(core.Stateful).SaveState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, to := range Placements {
+				s2 := build(t, map[string]any{"beta": 0.5, "placement": to})
+				if err := s2.(core.Stateful).LoadState(data); err != nil {
+					t.Fatal(err)
+				}
+				if c := inner(s2); c.Count("p", "4") != 2 || c.Count("p", "5") != 2 || c.Count("p", "6") != 1 || c.Count("q", "4") != 1 {
+					t.Errorf("restored into %s: counts %v", to, c.counts)
+				}
+				for _, bad := range []string{`{"version": 2}`, `{"version": 1, "counts": [{"problem": "p", "answer": "a", "n": 0}]}`,
+					`{"version": 1, "counts": [{"problem": "p", "answer": "a", "n": 1}, {"problem": "p", "answer": "a", "n": 2}]}`, `nope`} {
+					if err := s2.(core.Stateful).LoadState([]byte(bad)); err == nil {
+						t.Errorf("state %s loaded", bad)
+					}
+				}
+			}
+		})
 	}
-	s2 := build(t, map[string]any{"beta": 0.5})
-	if err := s2.LoadState(data); err != nil {
-		t.Fatal(err)
-	}
-	if s2.Count("p", "4") != 2 || s2.Count("p", "5") != 2 || s2.Count("p", "6") != 1 || s2.Count("q", "4") != 1 {
-		t.Errorf("restored counts: %v", s2.counts)
-	}
-	for _, bad := range []string{`{"version": 2}`, `{"version": 1, "counts": [{"problem": "p", "answer": "a", "n": 0}]}`,
-		`{"version": 1, "counts": [{"problem": "p", "answer": "a", "n": 1}, {"problem": "p", "answer": "a", "n": 2}]}`, `nope`} {
-		if err := s2.LoadState([]byte(bad)); err == nil {
-			t.Errorf("state %s loaded", bad)
+}
+
+// Each placement is called through exactly one hook: the default
+// (advantage) is an advantage hook called after Finalize, reward a reward
+// hook.
+func TestPlacementHooks(t *testing.T) {
+	for _, c := range []struct {
+		m                  map[string]any
+		reward, adv, after bool
+	}{
+		{nil, false, true, true},
+		{map[string]any{"placement": "advantage"}, false, true, true},
+		{map[string]any{"placement": "reward"}, true, false, false},
+	} {
+		s := build(t, c.m)
+		_, reward := s.(core.RewardHook)
+		_, adv := s.(core.AdvantageHook)
+		a, ok := s.(core.AfterFinalizer)
+		after := ok && a.AfterFinalize()
+		if reward != c.reward || adv != c.adv || after != c.after {
+			t.Errorf("%v: %T: reward hook %v, advantage hook %v, after Finalize %v; want %v, %v, %v", c.m, s, reward, adv, after, c.reward, c.adv, c.after)
+		}
+		if _, ok := s.(core.Stateful); !ok {
+			t.Errorf("%v: not Stateful", c.m)
 		}
 	}
 }
 
 func TestKeys(t *testing.T) {
-	if b := build(t, nil); b.Beta != 0.1 {
-		t.Errorf("default beta %v", b.Beta)
+	if b := inner(build(t, nil)); b.Beta != 0.1 || b.Placement != "advantage" {
+		t.Errorf("default beta %v, placement %q", b.Beta, b.Placement)
 	}
 	for _, c := range []struct {
 		m    map[string]any
@@ -81,6 +160,8 @@ func TestKeys(t *testing.T) {
 		{map[string]any{"mode": "episodic"}, `strategies[0].mode: must be historical or batch, got "episodic"`},
 		{map[string]any{"b0": -0.1}, "strategies[0].b0: must be a finite number >= 0"},
 		{map[string]any{"mode": "batch", "b0": 0.5}, "strategies[0].b0: applies to mode historical only"},
+		{map[string]any{"placement": "token"}, `strategies[0].placement: must be advantage or reward, got "token"`},
+		{map[string]any{"placement": 1}, "strategies[0].placement"},
 		{map[string]any{"bits": 3}, "strategies[0].bits: unknown key"},
 	} {
 		if _, err := core.NewStrategy("outcome_ucb", core.NewParams("strategies[0]", c.m), nil); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -95,15 +176,23 @@ func TestKeys(t *testing.T) {
 // 0.5 * (1/sqrt5 - 0.5) = -0.02639320225002102 (seen more than 4 times:
 // negative).
 func TestBaselineByHand(t *testing.T) {
-	s := build(t, map[string]any{"beta": 0.5, "b0": 0.5})
-	seq := func(a string) core.Sequence { return core.Sequence{ProblemID: "p", AnswerKey: a, Response: []int32{1}} }
-	got, _ := s.RewardBonus(core.StepInfo{}, &core.Rollout{Seqs: []core.Sequence{seq("4"), seq("4"), seq("5")}})
+	for _, placement := range Placements {
+		t.Run(placement, func(t *testing.T) { baselineByHand(t, placement) })
+	}
+}
+
+func baselineByHand(t *testing.T, placement string) {
+	s := build(t, map[string]any{"beta": 0.5, "b0": 0.5, "placement": placement})
+	seq := func(a string) core.Sequence {
+		return core.Sequence{ProblemID: "p", AnswerKey: a, Response: []int32{1, 2}}
+	}
+	got := perResponse(t, s, core.StepInfo{}, &core.Rollout{Seqs: []core.Sequence{seq("4"), seq("4"), seq("5")}})
 	for i, want := range []float64{0.10355339059327379, 0.10355339059327379, 0.25} {
 		if math.Abs(got[i]-want) > 1e-15 {
 			t.Errorf("step 0 seq %d: %v, want %v", i, got[i], want)
 		}
 	}
-	got, _ = s.RewardBonus(core.StepInfo{Step: 1}, &core.Rollout{Seqs: []core.Sequence{seq("4"), seq("4"), seq("4")}})
+	got = perResponse(t, s, core.StepInfo{Step: 1}, &core.Rollout{Seqs: []core.Sequence{seq("4"), seq("4"), seq("4")}})
 	for i := range got {
 		if math.Abs(got[i]-(-0.02639320225002102)) > 1e-15 {
 			t.Errorf("step 1 seq %d: %v, want -0.02639320225002102", i, got[i])
@@ -117,17 +206,20 @@ func TestBaselineByHand(t *testing.T) {
 // of group 0 do not count: the batch is the prompt's group). Nothing is
 // remembered: the same rollout again gets the same penalties.
 func TestBatchByHand(t *testing.T) {
-	s := build(t, map[string]any{"beta": 0.4, "mode": "batch"})
+	for _, placement := range Placements {
+		t.Run(placement, func(t *testing.T) { batchByHand(t, placement) })
+	}
+}
+
+func batchByHand(t *testing.T, placement string) {
+	s := build(t, map[string]any{"beta": 0.4, "mode": "batch", "placement": placement})
 	seq := func(g int, a string) core.Sequence {
 		return core.Sequence{Group: g, ProblemID: "p", AnswerKey: a, Response: []int32{1}}
 	}
 	r := &core.Rollout{Seqs: []core.Sequence{seq(0, "4"), seq(1, "4"), seq(0, "4"), seq(0, "7"), seq(0, ""), seq(1, "4"), seq(0, "4")}}
 	want := []float64{-0.16, -0.2, -0.16, 0, 0, -0.2, -0.16}
 	for step := range 2 {
-		got, err := s.RewardBonus(core.StepInfo{Step: step}, r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := perResponse(t, s, core.StepInfo{Step: step}, r)
 		for i := range want {
 			if math.Abs(got[i]-want[i]) > 1e-15 {
 				t.Errorf("step %d seq %d: %v, want %v", step, i, got[i], want[i])
@@ -135,14 +227,20 @@ func TestBatchByHand(t *testing.T) {
 		}
 	}
 	// Distinct answers: group 0 has {4, 7}, group 1 {4}: mean 1.5.
-	if m, _ := s.Observe(core.StepInfo{}, r); m["outcome_ucb/distinct_answers_per_group"] != 1.5 {
+	if m, _ := s.(core.Observer).Observe(core.StepInfo{}, r); m["outcome_ucb/distinct_answers_per_group"] != 1.5 {
 		t.Errorf("metrics %v", m)
 	}
 }
 
 // The strategy contract (core/strategytest), on rollouts with repeating
-// answers, in both modes.
+// answers, in both modes and both placements.
 func TestConformance(t *testing.T) {
-	strategytest.Run(t, func() core.Strategy { return build(t, map[string]any{"beta": 0.3}) }, strategytest.Options{Seed: 3, Steps: 4})
-	strategytest.Run(t, func() core.Strategy { return build(t, map[string]any{"beta": 0.3, "mode": "batch"}) }, strategytest.Options{Seed: 3, Steps: 4})
+	for _, placement := range Placements {
+		for _, mode := range []string{"historical", "batch"} {
+			t.Run(placement+"/"+mode, func(t *testing.T) {
+				m := map[string]any{"beta": 0.3, "mode": mode, "placement": placement}
+				strategytest.Run(t, func() core.Strategy { return build(t, m) }, strategytest.Options{Seed: 3, Steps: 4})
+			})
+		}
+	}
 }

@@ -105,27 +105,83 @@ func ratioValue(num, den string) func(map[string]float64) (float64, bool) {
 	}
 }
 
-// seedBandOf is the band of value over rs, each seed's series first
-// smoothed over smooth points (a moving median when median is set).
-// base, when not nil, gives a seed's value at step 0 (the base policy's
-// evaluation), put before its series when the series has none.
+// seedBandOf is the band of value over rs against step, each seed's
+// series first smoothed over smooth points (a moving median when median is
+// set). base, when not nil, gives a seed's value at step 0 (the base
+// policy's evaluation), put before its series when the series has none.
 func seedBandOf(rs []*armRun, value func(map[string]float64) (float64, bool), smooth int, median bool,
 	base func(seed uint64) (float64, bool)) band {
-	vals := map[int][]float64{}
+	return seedBandAt(rs, value, smooth, median, base, stepX)
+}
+
+// GeneratedTotalMetric is the trainer's count of the responses generated
+// from a run's start to the end of a step, dynamic sampling's dropped
+// groups included; GeneratedMetric the step's own.
+const (
+	GeneratedTotalMetric = "train/generated_responses_total"
+	GeneratedMetric      = "train/generated_responses"
+)
+
+// stepX is the x of every row of r on the step axis: its step.
+func stepX(r *armRun) []float64 {
+	xs := make([]float64, len(r.Rows))
+	for i, row := range r.Rows {
+		xs[i] = row["step"]
+	}
+	return xs
+}
+
+// samplesX is the x of every row of r on the generated-responses axis: the
+// responses generated in the steps before the row's step (the row's
+// GeneratedTotalMetric less its GeneratedMetric), so that step 0 is at 0
+// as on the step axis, and an evaluation at step s, made before step s
+// trains, sits at what the policy had generated. A row without them (the
+// evaluation after the last step) takes the total of the rows before it.
+// nil when no row of r has GeneratedTotalMetric (a run from before it).
+func samplesX(r *armRun) []float64 {
+	xs := make([]float64, len(r.Rows))
+	total, found := 0.0, false
+	for i, row := range r.Rows {
+		t, ok := row[GeneratedTotalMetric]
+		if !ok {
+			xs[i] = total
+			continue
+		}
+		found = true
+		xs[i], total = t-row[GeneratedMetric], t
+	}
+	if !found {
+		return nil
+	}
+	return xs
+}
+
+// seedBandAt is seedBandOf against the x that xOf gives each row of a run
+// (a run it gives nil is left out; the base value is at x = 0). Seeds are
+// combined step by step: the band's x at a step is the mean over the seeds
+// of their x there (the step itself on the step axis).
+func seedBandAt(rs []*armRun, value func(map[string]float64) (float64, bool), smooth int, median bool,
+	base func(seed uint64) (float64, bool), xOf func(*armRun) []float64) band {
+	vals, xs := map[int][]float64{}, map[int][]float64{}
 	for _, r := range rs {
+		rx := xOf(r)
+		if rx == nil {
+			continue
+		}
 		var steps []int
-		var ys []float64
-		for _, row := range r.Rows {
+		var xv, ys []float64
+		for i, row := range r.Rows {
 			v, ok := value(row)
 			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
 			steps = append(steps, int(row["step"]))
+			xv = append(xv, rx[i])
 			ys = append(ys, v)
 		}
 		if base != nil && (len(steps) == 0 || steps[0] != 0) {
 			if v, ok := base(r.Seed); ok {
-				steps, ys = append([]int{0}, steps...), append([]float64{v}, ys...)
+				steps, xv, ys = append([]int{0}, steps...), append([]float64{0}, xv...), append([]float64{v}, ys...)
 			}
 		}
 		sm := smoothSeries(ys, smooth)
@@ -134,12 +190,13 @@ func seedBandOf(rs []*armRun, value func(map[string]float64) (float64, bool), sm
 		}
 		for i, y := range sm {
 			vals[steps[i]] = append(vals[steps[i]], y)
+			xs[steps[i]] = append(xs[steps[i]], xv[i])
 		}
 	}
 	var b band
 	for _, s := range slices.Sorted(maps.Keys(vals)) {
 		v := vals[s]
-		b.X = append(b.X, float64(s))
+		b.X = append(b.X, core.Mean(xs[s]))
 		b.Mean = append(b.Mean, core.Mean(v))
 		b.Lo = append(b.Lo, slices.Min(v))
 		b.Hi = append(b.Hi, slices.Max(v))
@@ -254,6 +311,10 @@ type panelSpec struct {
 	// Ref draws a thin dashed horizontal line at RefLine.
 	Ref     bool
 	RefLine float64
+	// Samples draws against the responses generated before each step
+	// (samplesX) instead of the step; a run that does not log them is
+	// left out.
+	Samples bool
 }
 
 // plotStyle gives each arm its colour and dash pattern over the whole
@@ -394,7 +455,11 @@ func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map
 					return 0, false
 				}
 			}
-			b = seedBandOf(runs[s.Arm], value, ps.Smooth, ps.Median, base)
+			xOf := stepX
+			if ps.Samples {
+				xOf = samplesX
+			}
+			b = seedBandAt(runs[s.Arm], value, ps.Smooth, ps.Median, base, xOf)
 		}
 		bands[i] = b
 	}
@@ -608,9 +673,23 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 		}
 		return ps
 	}
+	entropy := perFamily("policy entropy", "rollout/entropy", 5, "rollout/entropy")
+	// The same against the responses generated before each step: a step of
+	// dynamic sampling draws batches until enough groups are kept, so equal
+	// steps are not equal samples. Figures named *_samples.
+	onSamples := func(ps []panelSpec) []panelSpec {
+		out := slices.Clone(ps)
+		for i := range out {
+			out[i].Samples, out[i].XLabel = true, "responses generated before the step ("+GeneratedTotalMetric+")"
+		}
+		return out
+	}
+	samplesNote := " vs the responses generated before the step (" + GeneratedTotalMetric + " less the step's own: every batch drawn, dynamic sampling's dropped groups included); where an arm's seeds generated different numbers, a point's x is their mean at that step"
 	figs := []figureSpec{
 		{"heldout_accuracy", "Held-out accuracy (" + valKey + ", mean over eval sets) vs step" + map[bool]string{true: ", from the base policy at step 0", false: ""}[spec.BaseEval], heldout},
-		{"entropy", "Policy entropy of the rollouts (rollout/entropy, nats per token) vs step, each seed smoothed over 5 logged steps", perFamily("policy entropy", "rollout/entropy", 5, "rollout/entropy")},
+		{"heldout_accuracy_samples", "Held-out accuracy (" + valKey + ", mean over eval sets; avg@k is the unbiased pass@1)" + samplesNote + map[bool]string{true: ", from the base policy at 0", false: ""}[spec.BaseEval], onSamples(heldout)},
+		{"entropy", "Policy entropy of the rollouts (rollout/entropy, nats per token) vs step, each seed smoothed over 5 logged steps", entropy},
+		{"entropy_samples", "Policy entropy of the rollouts (rollout/entropy, nats per token)" + samplesNote + "; each seed smoothed over 5 logged steps", onSamples(entropy)},
 		{"calibration", "Calibration gap (the paper's Figure 6): the batch's mean perplexity of incorrect rollouts over that of correct ones (calib/ppl_incorrect / calib/ppl_correct) vs step; above 1, confidence tracks correctness; 1 (dotted), it no longer does. Each seed is smoothed by a moving median over 9 logged steps", calib},
 		{"auroc", "Calibration AUROC (calib/auroc: perplexity separating correct from incorrect rollouts) vs step, each seed smoothed over 5 logged steps", perFamily("PPL AUROC", "calib/auroc", 5, "calib/auroc")},
 		{"critic_head_std", "Critic head std on the training batch (critic/head_std, B_critic) vs step, arms with a critic", perFamily("critic head std", "critic/head_std", 5, "critic/head_std")},
@@ -626,8 +705,11 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 	}
 	var notes []string
 	for _, f := range figs {
-		if valKey == "" && f.Name == "heldout_accuracy" {
-			notes = append(notes, "- Held-out accuracy: no evaluation in any finished run.")
+		samples := strings.HasSuffix(f.Name, "_samples")
+		if valKey == "" && strings.HasPrefix(f.Name, "heldout_accuracy") {
+			if !samples {
+				notes = append(notes, "- Held-out accuracy: no evaluation in any finished run.")
+			}
 			continue
 		}
 		legend := map[string]plot.Thumbnailer{}
@@ -649,6 +731,9 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 			}
 			if strings.HasPrefix(f.Name, "passk") {
 				what = "val/mean/pass@k for two or more k"
+			}
+			if samples {
+				what = GeneratedTotalMetric + " with " + what
 			}
 			notes = append(notes, fmt.Sprintf("- %s: no finished arm reports %s; not plotted.", f.Caption, what))
 			continue
@@ -672,9 +757,27 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 		if len(skipped) > 0 {
 			caption += fmt.Sprintf(". Not drawn, 0 at every point: %s", strings.Join(skipped, ", "))
 		}
+		if samples {
+			if without := armsWithoutSamples(runs, arms); len(without) > 0 {
+				caption += fmt.Sprintf(". Not drawn, no %s in their runs (made before the metric): %s", GeneratedTotalMetric, strings.Join(without, ", "))
+			}
+		}
 		notes = append(notes, fmt.Sprintf("**%s.** (plots/%s.svg)\n\n![%s](plots/%s.png)\n", caption, f.Name, f.Name, f.Name))
 	}
 	return notes, nil
+}
+
+// armsWithoutSamples are the arms with finished runs none of which logs
+// GeneratedTotalMetric, in arms' order.
+func armsWithoutSamples(runs map[string][]*armRun, arms []string) []string {
+	var out []string
+	for _, a := range arms {
+		rs := runs[a]
+		if len(rs) > 0 && !slices.ContainsFunc(rs, func(r *armRun) bool { return samplesX(r) != nil }) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // savePanels draws plots side by side, and the legend in a strip to their

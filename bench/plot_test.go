@@ -3,6 +3,8 @@ package bench
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,5 +121,129 @@ func TestReadableTicksSayWhere(t *testing.T) {
 			}
 			seen[tk.Label] = true
 		}
+	}
+}
+
+// genRow is a training row of step with gen responses generated in it
+// (total up to it) and more metrics.
+func genRow(step, gen, total float64, kv ...any) map[string]float64 {
+	row := map[string]float64{"step": step, GeneratedMetric: gen, GeneratedTotalMetric: total}
+	for i := 0; i < len(kv); i += 2 {
+		row[kv[i].(string)] = kv[i+1].(float64)
+	}
+	return row
+}
+
+// A row's x on the samples axis is what the steps before it generated:
+// steps generating 4, 12 and 8 responses sit at 0, 4 and 16, and the
+// final evaluation (step 3, no training metrics) at 24. A run that does not
+// log the total has no samples axis. With the base value of its seed
+// (0.3) the held-out line starts at x = 0.
+func TestSamplesX(t *testing.T) {
+	r := &armRun{Seed: 1, Rows: []map[string]float64{
+		genRow(0, 4, 4), genRow(1, 12, 16), genRow(2, 8, 24), {"step": 3, "val/mean/avg@4": 0.5},
+	}}
+	if got := samplesX(r); !slices.Equal(got, []float64{0, 4, 16, 24}) {
+		t.Errorf("samplesX = %v, want 0 4 16 24", got)
+	}
+	if got := stepX(r); !slices.Equal(got, []float64{0, 1, 2, 3}) {
+		t.Errorf("stepX = %v", got)
+	}
+	if got := samplesX(&armRun{Rows: []map[string]float64{{"step": 0, "rollout/entropy": 1}}}); got != nil {
+		t.Errorf("a run without %s: samplesX = %v, want nil", GeneratedTotalMetric, got)
+	}
+	base := func(seed uint64) (float64, bool) { return 0.3, true }
+	b := seedBandAt([]*armRun{r}, metricValue("val/mean/avg@4"), 1, false, base, samplesX)
+	if !slices.Equal(b.X, []float64{0, 24}) || !slices.Equal(b.Mean, []float64{0.3, 0.5}) {
+		t.Errorf("held-out band on samples %+v, want x 0 24, y 0.3 0.5", b)
+	}
+}
+
+// Two seeds of a dynamic-sampling arm generate different numbers: seed 1
+// steps of 4, 12, 8 responses (x 0, 4, 16), seed 2 of 8, 4, 4 (x 0, 8,
+// 12). By step, the band's x is the seeds' mean, 0, 6, 14, and its y the
+// mean and range of entropies (1, .9), (.8, .7), (.6, .5): 0.95, 0.75,
+// 0.55. A third seed without the total is left out on the samples axis,
+// kept on the step axis.
+func TestSeedBandOnSamples(t *testing.T) {
+	e := "rollout/entropy"
+	rs := []*armRun{
+		{Seed: 1, Rows: []map[string]float64{genRow(0, 4, 4, e, 1.0), genRow(1, 12, 16, e, 0.8), genRow(2, 8, 24, e, 0.6)}},
+		{Seed: 2, Rows: []map[string]float64{genRow(0, 8, 8, e, 0.9), genRow(1, 4, 12, e, 0.7), genRow(2, 4, 16, e, 0.5)}},
+		{Seed: 3, Rows: []map[string]float64{{"step": 0, e: 5}, {"step": 1, e: 5}, {"step": 2, e: 5}}},
+	}
+	b := seedBandAt(rs, metricValue(e), 1, false, nil, samplesX)
+	near := func(got, want []float64) bool {
+		if len(got) != len(want) {
+			return false
+		}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-12 {
+				return false
+			}
+		}
+		return true
+	}
+	if !slices.Equal(b.X, []float64{0, 6, 14}) || !near(b.Mean, []float64{0.95, 0.75, 0.55}) ||
+		!near(b.Lo, []float64{0.9, 0.7, 0.5}) || !near(b.Hi, []float64{1, 0.8, 0.6}) {
+		t.Errorf("band on samples %+v", b)
+	}
+	b = seedBandOf(rs, metricValue(e), 1, false, nil)
+	if !slices.Equal(b.X, []float64{0, 1, 2}) || b.Hi[0] != 5 {
+		t.Errorf("band on steps %+v: want every seed, x 0 1 2", b)
+	}
+}
+
+// writePlots draws entropy and held-out accuracy against the responses
+// generated beside the per-step figures, names an arm whose runs predate
+// the total, and says so when no arm logs it.
+func TestWritePlotsSamples(t *testing.T) {
+	e, v := "rollout/entropy", "val/mean/avg@4"
+	run := func(seed uint64, gens ...float64) *armRun {
+		var rows []map[string]float64
+		total := 0.0
+		for i, g := range gens {
+			total += g
+			rows = append(rows, genRow(float64(i), g, total, e, 1-0.1*float64(i), v, 0.2+0.1*float64(i)))
+		}
+		rows = append(rows, map[string]float64{"step": float64(len(gens)), v: 0.6})
+		return &armRun{Seed: seed, Rows: rows}
+	}
+	old := &armRun{Seed: 1, Rows: []map[string]float64{{"step": 0, e: 0.9, v: 0.2}, {"step": 1, e: 0.8}, {"step": 2, v: 0.3}}}
+	runs := map[string][]*armRun{
+		"grpo": {run(1, 4, 4, 4), run(2, 4, 4, 4)},
+		"dapo": {run(1, 8, 12, 4), run(2, 4, 8, 8)},
+		"old":  {old},
+	}
+	arms := []string{"grpo", "dapo", "old"}
+	dir := t.TempDir()
+	notes, err := writePlots(&Spec{}, runs, arms, []family{{Name: "critic-free", Arms: arms}}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(notes, "\n")
+	for _, f := range []string{"entropy", "entropy_samples", "heldout_accuracy", "heldout_accuracy_samples"} {
+		for _, ext := range []string{".png", ".svg"} {
+			if st, err := os.Stat(filepath.Join(dir, f+ext)); err != nil || st.Size() == 0 {
+				t.Errorf("plot %s%s: %v", f, ext, err)
+			}
+		}
+		if !strings.Contains(all, "(plots/"+f+".svg)") {
+			t.Errorf("notes do not show %s:\n%s", f, all)
+		}
+	}
+	if want := "Not drawn, no " + GeneratedTotalMetric + " in their runs (made before the metric): old."; strings.Count(all, want) != 2 {
+		t.Errorf("notes do not name the arm without the total in both samples figures (%q):\n%s", want, all)
+	}
+	notes, err = writePlots(&Spec{}, map[string][]*armRun{"old": {old}}, []string{"old"}, []family{{Name: "critic-free", Arms: []string{"old"}}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all = strings.Join(notes, "\n")
+	if want := "no finished arm reports " + GeneratedTotalMetric + " with rollout/entropy; not plotted"; !strings.Contains(all, want) {
+		t.Errorf("notes lack %q:\n%s", want, all)
+	}
+	if strings.Contains(all, "entropy_samples.svg") || !strings.Contains(all, "(plots/entropy.svg)") {
+		t.Errorf("a bench from before the total: want the per-step entropy only:\n%s", all)
 	}
 }

@@ -28,9 +28,10 @@ func TestTrainWithLossOptions(t *testing.T) {
 		{"reward-side", `train: {steps: 2, prompts_per_step: 4, checkpoint_every: 2, ratio_level: sequence, clip_low: 0.01,
         clip_high: 0.02, clip_ratio_c: 3, loss_agg_mode: seq-mean-token-sum-norm, kl_mode: reward, kl_coef: 0.1,
         kl_estimator: k1, overlong: {buffer: 4}, dynamic_sampling: {enabled: true, max_extra_batches: 1}}`,
-			[]string{"train/dropped_groups", "train/extra_batches", "train/kept_groups", "reward/overlong_penalty", "reward/kl_penalty"}},
+			[]string{"train/dropped_groups", "train/extra_batches", "train/kept_groups", "reward/overlong_penalty", "reward/kl_penalty",
+				"train/generated_responses", "train/generated_responses_total", "rollout/entropy", "kept/rollout/entropy", "kept/reward/acc"}},
 		{"kl-loss", `train: {steps: 2, prompts_per_step: 4, checkpoint_every: 2, loss_agg_mode: seq-mean-token-mean, kl_coef: 0.1, kl_estimator: k2}`,
-			[]string{"actor/kl", "actor/pg_loss"}},
+			[]string{"actor/kl", "actor/pg_loss", "train/generated_responses", "train/generated_responses_total"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "cfg.yaml")

@@ -27,6 +27,12 @@ type CheckpointState struct {
 	// reader learns it without building the run's strategies (plugin
 	// processes included). Absent (nil) in checkpoints written before it.
 	ValueHeads *int `json:"value_heads,omitempty"`
+	// GeneratedResponses is train/generated_responses_total after the
+	// checkpoint's step: every response generated in the steps before it,
+	// dynamic sampling's dropped groups included. Absent (nil) in
+	// checkpoints written before it; a resumed run then rebuilds it from
+	// metrics.jsonl.
+	GeneratedResponses *int64 `json:"generated_responses,omitempty"`
 }
 
 func checkpointRoot(runDir string) string { return filepath.Join(runDir, "checkpoints") }
@@ -51,6 +57,10 @@ func (t *Trainer) Checkpoint(step int) error {
 	}
 	heads := t.needs.ValueHeads
 	st := CheckpointState{Step: step, Seed: t.Cfg.Seed, Strategies: map[string][]byte{}, Config: fixedConfig(t.Cfg), ValueHeads: &heads}
+	if t.generatedAt == step {
+		generated := t.generated
+		st.GeneratedResponses = &generated
+	}
 	for i, s := range t.Strategies {
 		if sf, ok := s.(core.Stateful); ok {
 			data, err := sf.SaveState()
@@ -293,6 +303,11 @@ func (t *Trainer) Restore(dir string) (int, error) {
 		if err := sf.LoadState(blob); err != nil {
 			return 0, fmt.Errorf("resume: strategies[%d] (%s): %w", i, s.Name(), err)
 		}
+	}
+	if st.GeneratedResponses != nil {
+		t.generated, t.generatedAt = *st.GeneratedResponses, st.Step
+	} else {
+		t.generatedAt = -1 // unknown: Run rebuilds it
 	}
 	return st.Step, nil
 }

@@ -19,9 +19,22 @@ import (
 // on them, cut to the largest count whose responses divide into
 // train.minibatches equal minibatches; when none remain, on the first
 // batch as drawn (every group uninformative: its outcome advantages are 0).
-// It adds train/dropped_groups, train/extra_batches and train/kept_groups
-// to m, and perf/gen_tokens_per_s over every batch drawn.
+// It adds train/generated_responses to m (every response generated: the
+// batch's size without dynamic sampling, every batch drawn with it), and
+// with dynamic sampling train/dropped_groups, train/extra_batches,
+// train/kept_groups and perf/gen_tokens_per_s over every batch drawn.
 func (t *Trainer) Collect(step int, m map[string]float64) (*core.Rollout, time.Duration, error) {
+	r, _, genTime, err := t.collect(step, m)
+	return r, genTime, err
+}
+
+// collect is Collect, and also returns, under dynamic sampling, every
+// response generated in the step: the batches drawn, kept groups and
+// dropped ones, in draw order, with their own group numbers and without
+// their pooled states (Embedding), for the rollout metrics over all of
+// them (rolloutMetrics). Without dynamic sampling generated is nil: the
+// batch is all that was generated.
+func (t *Trainer) collect(step int, m map[string]float64) (r *core.Rollout, generated []core.Sequence, genTime time.Duration, err error) {
 	c := t.Cfg
 	draw := func(extra int) (*core.Rollout, time.Duration, error) {
 		labels := []uint64{uint64(step)}
@@ -33,14 +46,23 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*core.Rollout, time.D
 		return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, append([]uint64{seedGenerate}, labels...)...), t.needs, t.Gen, c.Rollout.MaxRows)
 	}
 	first, genTime, err := draw(0)
-	if err != nil || !c.Train.DynamicSampling.Enabled {
-		return first, genTime, err
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if !c.Train.DynamicSampling.Enabled {
+		m["train/generated_responses"] = float64(len(first.Seqs))
+		return first, nil, genTime, nil
 	}
 	out := &core.Rollout{Step: first.Step, TotalSteps: first.TotalSteps, Algorithm: first.Algorithm, ValueHeads: first.ValueHeads}
 	var groupLens []int
-	r, dropped, extra := first, 0, 0
+	r = first
+	dropped, extra := 0, 0
 	genTokens := first.NumTokens()
 	for {
+		for _, s := range r.Seqs {
+			s.Embedding = nil // a copy: the kept batch keeps its own
+			generated = append(generated, s)
+		}
 		keep, d := KeepInformativeGroups(r)
 		dropped += d
 		for _, idx := range keep {
@@ -60,7 +82,7 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*core.Rollout, time.D
 		extra++
 		var dt time.Duration
 		if r, dt, err = draw(extra); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		genTime += dt
 		genTokens += r.NumTokens()
@@ -72,15 +94,16 @@ func (t *Trainer) Collect(step int, m map[string]float64) (*core.Rollout, time.D
 		groupLens = groupLens[:g-1]
 	}
 	out.Seqs = out.Seqs[:n]
+	m["train/generated_responses"] = float64(len(generated))
 	m["train/dropped_groups"] = float64(dropped)
 	m["train/extra_batches"] = float64(extra)
 	m["train/kept_groups"] = float64(len(groupLens))
 	// Generation speed counts every batch drawn, kept or not.
 	m["perf/gen_tokens_per_s"] = float64(genTokens) / genTime.Seconds()
 	if n == 0 {
-		return first, genTime, nil
+		return first, generated, genTime, nil
 	}
-	return out, genTime, nil
+	return out, generated, genTime, nil
 }
 
 // rollout samples n responses to each problem with gen (nil: the Backend,

@@ -69,8 +69,8 @@ func TestCollectDynamicSampling(t *testing.T) {
 	}
 	collect := func(sets ...string) (*core.Rollout, map[string]float64) { return collectAt(3, sets...) }
 	plain, pm := collect()
-	if len(plain.Seqs) != 4 || len(pm) != 0 {
-		t.Fatalf("without dynamic sampling: %d sequences, metrics %v", len(plain.Seqs), pm)
+	if len(plain.Seqs) != 4 || len(pm) != 1 || pm["train/generated_responses"] != 4 {
+		t.Fatalf("without dynamic sampling: %d sequences, metrics %v (want only train/generated_responses 4)", len(plain.Seqs), pm)
 	}
 	r, m := collect("train.dynamic_sampling.enabled=true", "train.dynamic_sampling.max_extra_batches=200")
 	if m["train/kept_groups"] != 2 || len(r.Seqs) != 4 {
@@ -84,6 +84,9 @@ func TestCollectDynamicSampling(t *testing.T) {
 	}
 	if m["train/extra_batches"] == 0 {
 		t.Errorf("the fake task should need extra batches at this seed; metrics %v", m)
+	}
+	if m["train/generated_responses"] != 2*drawn {
+		t.Errorf("train/generated_responses %v, want 2 responses x %v groups drawn", m["train/generated_responses"], drawn)
 	}
 	keep, dropped := KeepInformativeGroups(r)
 	if dropped != 0 || len(keep) != 2 || r.Seqs[0].Group != 0 || r.Seqs[2].Group != 1 {

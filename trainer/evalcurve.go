@@ -63,6 +63,11 @@ type EvalDetail struct {
 	// Distinct is each problem's count of distinct correct solutions
 	// (distinct@k), when the verifier tells solutions or answers apart.
 	Distinct []int `json:"distinct,omitempty"`
+	// MajAt is, per k ("16"), each problem's maj@k (1 right, 0 not), for
+	// a detail restored from a committed records file that keeps maj@k
+	// but not the samples (docs/bench.md, "Re-judging a committed
+	// bench"). The trainer writes the samples instead and never this.
+	MajAt map[string][]int `json:"maj_at,omitempty"`
 }
 
 // recordSamples fills Keys, Answers and Hits from each problem's sample

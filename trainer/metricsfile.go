@@ -17,19 +17,48 @@ import (
 // openMetrics opens RUN/metrics.jsonl for appending, first dropping any
 // line of a step >= start (written after the checkpoint being resumed), so
 // no step appears twice.
+//
+// Unless the trainer already knows train/generated_responses_total at
+// start (a checkpoint that recorded it was restored), it rebuilds it from
+// the lines kept: a step's train/generated_responses, or for a line
+// written before that metric existed (1 + train/extra_batches) x
+// prompts_per_step x rollout.n, the responses its batches held; a step
+// without a line counts one batch.
 func (t *Trainer) openMetrics(start int) error {
 	path := filepath.Join(t.RunDir, "metrics.jsonl")
 	var keep []string
+	batch := float64(t.Cfg.Train.PromptsPerStep * t.Cfg.Rollout.N)
+	perStep := map[int]float64{}
 	if data, err := os.ReadFile(path); err == nil {
 		sc := bufio.NewScanner(strings.NewReader(string(data)))
 		sc.Buffer(make([]byte, 1<<20), 1<<26)
 		for sc.Scan() {
-			var row struct{ Step *int }
+			var row struct {
+				Step      *int
+				Generated *float64 `json:"train/generated_responses"`
+				Extra     *float64 `json:"train/extra_batches"`
+			}
 			if json.Unmarshal(sc.Bytes(), &row) != nil || row.Step == nil {
 				continue // a torn last line from a crash
 			}
 			if *row.Step < start {
 				keep = append(keep, sc.Text())
+				switch {
+				case row.Generated != nil:
+					perStep[*row.Step] = *row.Generated
+				case row.Extra != nil:
+					perStep[*row.Step] = (1 + *row.Extra) * batch
+				}
+			}
+		}
+	}
+	if t.generatedAt != start || start == 0 {
+		t.generated, t.generatedAt = 0, start
+		for s := range start {
+			if g, ok := perStep[s]; ok {
+				t.generated += int64(g)
+			} else {
+				t.generated += int64(batch)
 			}
 		}
 	}

@@ -211,21 +211,57 @@ func SeqPerplexity(s *core.Sequence) float64 {
 	return math.Exp(nll / float64(len(s.LogProbs)))
 }
 
-// RolloutMetrics adds the batch's reward, length, entropy, perplexity and
-// calibration metrics: calib/ppl_correct and calib/ppl_incorrect are mean
-// response perplexities by verdict; calib/auroc is the probability that a
-// correct response has lower perplexity than an incorrect one.
+// RolloutMetrics adds the batch's rollout metrics: GenerationMetrics over
+// its responses, reward/shaped_mean, and with a critic critic/head_std and
+// critic/explained_variance.
 func RolloutMetrics(r *core.Rollout, m map[string]float64) {
-	n := float64(len(r.Seqs))
-	var reward, shaped, acc, length, trunc, ent, ppl float64
+	GenerationMetrics(r.Seqs, m)
+	shaped := 0.0
+	for i := range r.Seqs {
+		shaped += r.Seqs[i].ShapedReward
+	}
+	m["reward/shaped_mean"] = shaped / float64(len(r.Seqs))
+	if r.ValueHeads > 0 {
+		if std, ok := core.HeadStd(r); ok {
+			m["critic/head_std"] = std
+		}
+		if ev, ok := core.ExplainedVariance(r); ok {
+			m["critic/explained_variance"] = ev
+		}
+	}
+}
+
+// GenerationMetricNames are the metrics GenerationMetrics writes: those
+// of a step's rollout metrics that need only what generation and the
+// verifier give a response, so they can be taken over every response
+// generated under dynamic sampling, dropped groups included.
+var GenerationMetricNames = []string{"reward/mean", "reward/acc", "response/length_mean", "response/truncated_frac",
+	"actor/ppl", "rollout/entropy", "calib/ppl_correct", "calib/ppl_incorrect", "calib/auroc"}
+
+// KeptPrefix names the generation metrics of the batch trained on under
+// dynamic sampling (kept/rollout/entropy, ...), when the plain names are
+// over every response generated (see Trainer.Step).
+const KeptPrefix = "kept/"
+
+// GenerationMetrics adds the metrics of GenerationMetricNames over seqs:
+// reward/mean and reward/acc (verifier rewards and verdicts),
+// response/length_mean and response/truncated_frac, actor/ppl (mean
+// response perplexity), rollout/entropy (mean over response tokens of the
+// sampling policy's entropy), calib/ppl_correct and calib/ppl_incorrect
+// (mean response perplexities by verdict) and calib/auroc (the
+// probability that a correct response has lower perplexity than an
+// incorrect one). A metric without data (no entropies, no correct
+// response, ...) is left out.
+func GenerationMetrics(seqs []core.Sequence, m map[string]float64) {
+	n := float64(len(seqs))
+	var reward, acc, length, trunc, ent, ppl float64
 	var entN int
 	var pplC, pplI []float64
 	var scores []float64
 	var pos []bool
-	for i := range r.Seqs {
-		s := &r.Seqs[i]
+	for i := range seqs {
+		s := &seqs[i]
 		reward += s.Reward
-		shaped += s.ShapedReward
 		if s.Correct {
 			acc++
 		}
@@ -248,7 +284,6 @@ func RolloutMetrics(r *core.Rollout, m map[string]float64) {
 		pos = append(pos, s.Correct)
 	}
 	m["reward/mean"] = reward / n
-	m["reward/shaped_mean"] = shaped / n
 	m["reward/acc"] = acc / n
 	m["response/length_mean"] = length / n
 	m["response/truncated_frac"] = trunc / n
@@ -265,14 +300,27 @@ func RolloutMetrics(r *core.Rollout, m map[string]float64) {
 	if a := core.AUROC(scores, pos); !math.IsNaN(a) {
 		m["calib/auroc"] = a
 	}
-	if r.ValueHeads > 0 {
-		if std, ok := core.HeadStd(r); ok {
-			m["critic/head_std"] = std
-		}
-		if ev, ok := core.ExplainedVariance(r); ok {
-			m["critic/explained_variance"] = ev
+}
+
+// rolloutMetrics adds the step's rollout metrics to m. Without dynamic
+// sampling (generated nil) they are RolloutMetrics of the batch r. Under
+// it the generation metrics (GenerationMetricNames) are over generated,
+// every response the step generated, kept or dropped, so that they
+// compare with a run without dynamic sampling; the batch trained on has
+// them as kept/<name>; the others (reward/shaped_mean, critic/*) are the
+// batch's, under their own names.
+func rolloutMetrics(r *core.Rollout, generated []core.Sequence, m map[string]float64) {
+	RolloutMetrics(r, m)
+	if generated == nil {
+		return
+	}
+	for _, k := range GenerationMetricNames {
+		if v, ok := m[k]; ok {
+			m[KeptPrefix+k] = v
+			delete(m, k)
 		}
 	}
+	GenerationMetrics(generated, m)
 }
 
 // afterFinalize reports whether s asks to be called after Finalize.

@@ -68,6 +68,13 @@ type Trainer struct {
 	finalEval bool
 	// synced is set once the servers were given the policy in this Run.
 	synced bool
+	// generated is the number of responses generated in the run's steps
+	// before step generatedAt (train/generated_responses_total less the
+	// current step's): Step adds to it, checkpoints keep it, Restore sets
+	// both, and Run rebuilds it from metrics.jsonl when it starts at
+	// another step (see openMetrics).
+	generated   int64
+	generatedAt int
 }
 
 // Mix derives a 64-bit seed from a run seed and labels: core.Mix, kept
@@ -208,10 +215,13 @@ func (t *Trainer) info(step int) core.StepInfo {
 func (t *Trainer) Step(step int, m map[string]float64) error {
 	stepStart := time.Now()
 	info := t.info(step)
-	r, genTime, klCoef, err := t.sample(step, m)
+	r, generated, genTime, klCoef, err := t.sample(step, m)
 	if err != nil {
 		return err
 	}
+	t.generated += int64(m["train/generated_responses"])
+	t.generatedAt = step + 1
+	m["train/generated_responses_total"] = float64(t.generated)
 	lossTerms, err := t.shapeStep(step, info, r, m)
 	if err != nil {
 		return err
@@ -226,7 +236,7 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	if err := t.observe(info, r, m); err != nil {
 		return err
 	}
-	RolloutMetrics(r, m)
+	rolloutMetrics(r, generated, m)
 	m["perf/gen_s"] = genTime.Seconds()
 	if _, ok := m["perf/gen_tokens_per_s"]; !ok { // set by Collect under dynamic sampling
 		m["perf/gen_tokens_per_s"] = float64(r.NumTokens()) / genTime.Seconds()
@@ -245,38 +255,41 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 // batch collected, the critic's values and (for the KL reward) the
 // reference log-probs scored, all checked finite. klCoef is the actor
 // loss's KL weight: train.kl_coef, or 0 when the KL is in the reward.
-func (t *Trainer) sample(step int, m map[string]float64) (r *core.Rollout, genTime time.Duration, klCoef float64, err error) {
+//
+// generated is every response generated under dynamic sampling (see
+// collect), nil without it.
+func (t *Trainer) sample(step int, m map[string]float64) (r *core.Rollout, generated []core.Sequence, genTime time.Duration, klCoef float64, err error) {
 	c := t.Cfg
 	if !t.synced {
 		// Once before the first generation of this Run, so the servers
 		// hold the trainer's policy from the start, and after a resume.
 		if err := t.syncWeights(m); err != nil {
-			return nil, 0, 0, err
+			return nil, nil, 0, 0, err
 		}
 	}
-	r, genTime, err = t.Collect(step, m)
+	r, generated, genTime, err = t.collect(step, m)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, nil, 0, 0, err
 	}
 	if sg, ok := t.Gen.(core.ServerGenerator); ok {
 		m["rollout/servers_live"] = float64(sg.LiveServers())
 	}
 	if t.needs.ValueHeads > 0 {
 		if err := inParts(r, t.scoringPart(len(r.Seqs)), t.Backend.ScoreValues); err != nil {
-			return nil, 0, 0, err
+			return nil, nil, 0, 0, err
 		}
 	}
 	klCoef = c.Train.KLCoef
 	if c.Train.KLMode == "reward" && c.Train.KLCoef > 0 {
 		klCoef = 0
 		if err := t.referenceLogProbs(r); err != nil {
-			return nil, 0, 0, err
+			return nil, nil, 0, 0, err
 		}
 	}
 	if err := checkRolloutFinite(r); err != nil {
-		return nil, 0, 0, err
+		return nil, nil, 0, 0, err
 	}
-	return r, genTime, klCoef, nil
+	return r, generated, genTime, klCoef, nil
 }
 
 // shapeStep is a step's second part: rewards and advantages shaped (Shape),

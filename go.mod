@@ -54,6 +54,7 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.48.0 // indirect
 	golang.org/x/term v0.40.0 // indirect
+	gonum.org/v1/gonum v0.17.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20251202230838-ff82c1b0f217 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 )

@@ -29,18 +29,20 @@ func fakeRuns(m string, a, b map[uint64]float64) map[string][]*armRun {
 func near(x *float64, want float64) bool { return x != nil && math.Abs(*x-want) < 1e-12 }
 
 // Seed-level claims, worked by hand: effects per seed 0.1, 0.15, 0.05,
-// 0.12, 0.06 (mean 0.096); every seed resample's mean is at least 0.05, so
-// the interval is above 0: held. Lower-is-better flips the sign: not held.
-// A seed only one arm finished (6) is left out; with 3 paired seeds the
-// same all-positive effects are inconclusive (fewer than 5).
+// 0.12, 0.06: mean 0.096, squared deviations sum 0.00692, variance
+// 0.00173, SE sqrt(0.00173/5) = 0.018601, half-width t(0.975, 4) SE =
+// 2.776445 * 0.018601 = 0.051645: [0.044355, 0.147645], held.
+// Lower-is-better flips the sign: not held. A seed only one arm finished
+// (6) is left out. Three seeds 0.1, 0.15, 0.05: mean 0.1, variance 0.0025,
+// SE 0.028868, half-width 4.302653 * SE = 0.124207: inconclusive.
 func TestJudgeClaimSeedLevel(t *testing.T) {
 	runs := fakeRuns("rollout/entropy", map[uint64]float64{1: 0.6, 2: 0.7, 3: 0.65, 4: 0.62, 5: 0.66, 6: 0.9},
 		map[uint64]float64{1: 0.5, 2: 0.55, 3: 0.6, 4: 0.5, 5: 0.6})
 	dir := t.TempDir()
 	v := judgeClaimPaired(Claim{Name: "x", Better: "a", Than: "b", Metric: "rollout/entropy"}, dir, runs)
-	if v.Verdict != "held" || !near(v.DeltaMean, 0.096) || *v.CILow < 0.05-1e-12 || *v.CIHigh > 0.15+1e-12 || v.Units != "none" ||
-		!slices.Equal(v.Seeds, []uint64{1, 2, 3, 4, 5}) || len(v.PerSeed) != 5 || math.Abs(v.PerSeed[1]-0.15) > 1e-12 {
-		t.Errorf("seed level: %+v", v)
+	if v.Verdict != "held" || !near(v.DeltaMean, 0.096) || math.Abs(*v.CILow-0.044355) > 1e-6 || math.Abs(*v.CIHigh-0.147645) > 1e-6 || v.Units != "none" ||
+		v.Method != "t" || !slices.Equal(v.Seeds, []uint64{1, 2, 3, 4, 5}) || len(v.PerSeed) != 5 || math.Abs(v.PerSeed[1]-0.15) > 1e-12 {
+		t.Errorf("seed level: %+v (%v, %v)", v, deref(v.CILow), deref(v.CIHigh))
 	}
 	v = judgeClaimPaired(Claim{Name: "x", Better: "a", Than: "b", Metric: "rollout/entropy", LowerIsBetter: true}, dir, runs)
 	if v.Verdict != "not held" || !near(v.DeltaMean, -0.096) {
@@ -48,8 +50,13 @@ func TestJudgeClaimSeedLevel(t *testing.T) {
 	}
 	three := fakeRuns("m", map[uint64]float64{1: 0.6, 2: 0.7, 3: 0.65}, map[uint64]float64{1: 0.5, 2: 0.55, 3: 0.6})
 	if v := judgeClaimPaired(Claim{Name: "x", Better: "a", Than: "b", Metric: "m"}, dir, three); v.Verdict != "inconclusive" ||
-		!strings.Contains(v.Note, "3 paired seed(s): a verdict needs at least 5 when only seeds are resampled") || *v.CILow <= 0 {
-		t.Errorf("three seeds: %+v", v)
+		math.Abs(*v.CILow-(0.1-0.124207)) > 1e-6 || math.Abs(*v.CIHigh-(0.1+0.124207)) > 1e-6 {
+		t.Errorf("three seeds: %+v (%v, %v)", v, deref(v.CILow), deref(v.CIHigh))
+	}
+	two := fakeRuns("m", map[uint64]float64{1: 0.6, 2: 0.7}, map[uint64]float64{1: 0.5, 2: 0.55})
+	if v := judgeClaimPaired(Claim{Name: "x", Better: "a", Than: "b", Metric: "m"}, dir, two); v.Verdict != "inconclusive" ||
+		!strings.Contains(v.Note, "2 paired seeds: a verdict needs at least 3") {
+		t.Errorf("two seeds: %+v", v)
 	}
 	if v := judgeClaimPaired(Claim{Name: "x", Better: "a", Than: "b", Metric: "absent"}, dir, runs); v.Verdict != "inconclusive" || v.DeltaMean != nil {
 		t.Errorf("missing metric: %+v", v)
@@ -61,26 +68,23 @@ func TestJudgeClaimSeedLevel(t *testing.T) {
 	}
 }
 
-// With per-problem eval results the bootstrap resamples problems too. Two
+// With per-problem eval results the problems' shared part counts too. Two
 // problems, n = 4 samples: arm a solves 4 and 0, arm b 2 and 0, in each of
 // 3 seeds: avg@4 is 0.5 vs 0.25, an effect of 0.25 per seed, and the
-// per-problem effects are 0.5 and 0 (seeds are alike, so drawing seeds
-// changes nothing).
+// per-problem effects are 0.5 and 0.
 //
-// Crossed (every seed has problems p1, p2): one draw of the two problems
-// serves all seeds, so for val/c3 the resampled effect is 0.25 x
-// Binomial(2, 1/2): 0, 0.25, 0.5 with 1/4, 1/2, 1/4; the interval is
-// [0, 0.5], inconclusive. For val/mean (sets c3 and c4, each drawn once)
-// it is 0.125 x Binomial(4, 1/2); P(0) = 1/16 > 2.5%, so [0, 0.5] again.
+// Crossed (every seed has problems p1, p2): the seeds agree (no seed
+// part); for val/c3 the problem means are 0.5 and 0 (MS_P = 3 * 0.125 =
+// 0.375), no interaction (MS_R = 0), so VarProblems = 0.375 / (2 * 3) =
+// 0.0625 on Satterthwaite's 0.0625^2 / ((1/6)^2 0.375^2) = 1 df: 0.25 -/+
+// t(0.975, 1) * 0.25 = 0.25 -/+ 3.176551, inconclusive. For val/mean (sets
+// c3 and c4 alike, J = 2): VarProblems = 2 * 0.375 / (4 * 2 * 3) = 0.03125
+// on 2 df: 0.25 -/+ 4.302653 * 0.176777 = 0.25 -/+ 0.760609.
 //
 // Nested (seed 3 evaluated on other problems, p3 and p4, with the same
-// counts): each seed draws its own problems and for val/c3 the effect is
-// the mean of three draws, Binomial(6, 1/2) / 12, whose 2.5% and 97.5%
-// quantiles are 1/12 (P(0) = 1/64 < 2.5% < P(<= 1) = 7/64) and 5/12
-// (P(<= 4) = 57/64 < 97.5% < P(<= 5) = 63/64): held. For val/mean it is
-// Binomial(12, 1/2) / 24: quantiles 3/24 (P(<= 2) = 79/4096 < 2.5% <
-// P(<= 3) = 299/4096) and 9/24 (P(<= 8) = 3797/4096 < 97.5% < P(<= 9) =
-// 4017/4096). With two seeds the same data is inconclusive (fewer than 3).
+// counts): the per-seed effects are all 0.25, so the interval is [0.25,
+// 0.25]: held. With two seeds the same data is inconclusive (fewer than
+// 3).
 func TestJudgeClaimProblemLevel(t *testing.T) {
 	dir := t.TempDir()
 	seeds3 := func(m string, a, b float64) map[string][]*armRun {
@@ -107,28 +111,30 @@ func TestJudgeClaimProblemLevel(t *testing.T) {
 	check := func(design string, cases []want) {
 		for _, c := range cases {
 			v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: c.m}, dir, seeds3(c.m, 0.5, 0.25))
-			if v.Units != "problems" || v.Design != design || !near(v.DeltaMean, 0.25) || !near(v.CILow, c.low) || !near(v.CIHigh, c.high) || v.Verdict != c.verdict {
+			if v.Units != "problems" || v.Design != design || !near(v.DeltaMean, 0.25) || math.Abs(*v.CILow-c.low) > 1e-6 || math.Abs(*v.CIHigh-c.high) > 1e-6 || v.Verdict != c.verdict {
 				t.Errorf("%s %s: %+v (low %v high %v)", design, c.m, v, deref(v.CILow), deref(v.CIHigh))
 			}
 		}
 	}
-	check("crossed", []want{{"val/c3/avg@4", 0, 0.5, "inconclusive"}, {"val/mean/avg@4", 0, 0.5, "inconclusive"}})
+	check("crossed", []want{{"val/c3/avg@4", 0.25 - 3.176551, 0.25 + 3.176551, "inconclusive"}, {"val/mean/avg@4", 0.25 - 0.760609, 0.25 + 0.760609, "inconclusive"}})
 	write(3, []string{"p3", "p4"})
-	check("nested", []want{{"val/c3/avg@4", 1.0 / 12, 5.0 / 12, "held"}, {"val/mean/avg@4", 3.0 / 24, 9.0 / 24, "held"}})
+	check("nested", []want{{"val/c3/avg@4", 0.25, 0.25, "held"}, {"val/mean/avg@4", 0.25, 0.25, "held"}})
 	two := fakeRuns("val/c3/avg@4", map[uint64]float64{1: 0.5, 2: 0.5}, map[uint64]float64{1: 0.25, 2: 0.25})
 	if v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: "val/c3/avg@4"}, dir, two); v.Verdict != "inconclusive" || v.Units != "problems" ||
-		!strings.Contains(v.Note, "at least 3 when problems are resampled") {
+		!strings.Contains(v.Note, "a verdict needs at least 3") {
 		t.Errorf("two seeds: %+v", v)
 	}
 	// pass@2 from the same counts: problem 1 of b has pass@2 = 1 - C(2,2)/C(4,2) = 5/6.
 	if v := judgeClaimPaired(Claim{Name: "z", Better: "a", Than: "b", Metric: "val/c3/pass@2"}, dir, seeds3("val/c3/pass@2", 0.5, 5.0/12)); !near(v.DeltaMean, 0.5-5.0/12) {
 		t.Errorf("pass@2: %+v", v)
 	}
-	// Different problems in the two arms: no pairing by problem, seeds only.
+	// Different problems in the two arms: no pairing by problem, seeds
+	// only, and the note says why.
 	if err := trainer.WriteEvalDetail(RunDir(dir, "b", 2), trainer.EvalDetail{Step: 10, Set: "c3", N: 4, Problems: []string{"p1", "other"}, Correct: []int{2, 0}}); err != nil {
 		t.Fatal(err)
 	}
-	if v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: "val/c3/avg@4"}, dir, seeds3("val/c3/avg@4", 0.5, 0.25)); v.Units != "none" {
+	if v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: "val/c3/avg@4"}, dir, seeds3("val/c3/avg@4", 0.5, 0.25)); v.Units != "none" ||
+		!strings.Contains(v.Note, "judged on seeds only: seed 2: the arms were evaluated on different problems") {
 		t.Errorf("mismatched problems resampled by problem: %+v", v)
 	}
 }
@@ -157,12 +163,13 @@ func TestVerdictsFile(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil || len(got) != 1 {
 		t.Fatalf("%s: %v", data, err)
 	}
-	for _, k := range []string{"claim", "metric", "arms", "seeds", "delta_mean", "ci_low", "ci_high", "verdict"} {
+	for _, k := range []string{"claim", "metric", "arms", "seeds", "delta_mean", "ci_low", "ci_high", "verdict", "verdict_holm", "p", "p_holm",
+		"family", "family_size", "se", "var_seeds", "var_problems", "df_seeds", "df_problems", "units", "method"} {
 		if _, ok := got[0][k]; !ok {
 			t.Errorf("verdicts.json lacks %q: %s", k, data)
 		}
 	}
-	if got[0]["verdict"] != "held" || math.Abs(got[0]["delta_mean"].(float64)-0.15) > 1e-12 || !strings.Contains(b.String(), "| a beats b | m | a | b | 5 | seeds |") {
+	if got[0]["verdict"] != "held" || math.Abs(got[0]["delta_mean"].(float64)-0.15) > 1e-12 || !strings.Contains(b.String(), "| a beats b | m | a | b | 5 | seeds |") || got[0]["verdict_holm"] != "held" {
 		t.Errorf("verdict %v, section:\n%s", got[0], b.String())
 	}
 }
@@ -219,25 +226,69 @@ func TestClaimsRegisteredAtStart(t *testing.T) {
 
 // With eval.set_k a set may have fewer samples than the mean's k:
 // val/mean/avg@4 is over every set (avg is c/n whatever n), val/mean/pass@4
-// over the sets with n >= 4, as the trainer logs them.
-func TestProblemUnitsMixedK(t *testing.T) {
+// over the sets with n >= 4, as the trainer logs them. Every metric kept
+// per problem has its units: pass^k, maj@k (from the samples, or from a
+// restored maj_at) and distinct@k (over the sets evaluated with n = k).
+// Values worked by hand: set a (n 1) problem p correct once; set b (n 4)
+// problems p, q with 2 and 4 correct of 4.
+func TestProblemUnitsKinds(t *testing.T) {
 	run := t.TempDir()
-	for _, d := range []trainer.EvalDetail{{Step: 5, Set: "a", N: 1, Problems: []string{"p"}, Correct: []int{1}}, {Step: 5, Set: "b", N: 4, Problems: []string{"p"}, Correct: []int{2}}} {
+	b := trainer.EvalDetail{Step: 5, Set: "b", N: 4, Problems: []string{"p", "q"}, Correct: []int{2, 4}, Distinct: []int{1, 3},
+		// p answers x, y, x, y (x right): maj@1 right, maj@2 tie to the
+		// earliest (x) right, maj@4 right; q answers z, w, w, w, all right.
+		Keys: [][]string{{"x", "y"}, {"z", "w"}}, Answers: [][]int{{0, 1, 0, 1}, {0, 1, 1, 1}}, Hits: []string{"1010", "1111"}}
+	for _, d := range []trainer.EvalDetail{{Step: 5, Set: "a", N: 1, Problems: []string{"p"}, Correct: []int{1}, Distinct: []int{1}}, b} {
 		if err := trainer.WriteEvalDetail(run, d); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := &armRun{Rows: []map[string]float64{{"step": 5, "val/mean/avg@4": 0.75, "val/mean/pass@4": 1}}}
-	vals, ids, ok := problemUnits(run, r, "val/mean/avg@4")
-	if !ok || len(vals) != 2 || vals[0][0] != 1 || vals[1][0] != 0.5 || ids[1][0] != "p" {
-		t.Errorf("avg: %v %v %v", vals, ids, ok)
+	for _, c := range []struct {
+		metric string
+		logged float64
+		want   [][]float64 // nil: no units
+	}{
+		{"val/mean/avg@4", (1 + 0.75) / 2, [][]float64{{1}, {0.5, 1}}},
+		{"val/mean/pass@4", 1, [][]float64{{1, 1}}},
+		{"val/mean/pass@2", (1.0 - 1.0/6 + 1) / 2, [][]float64{{1 - 1.0/6, 1}}}, // C(2,2)/C(4,2) = 1/6 of pairs miss
+		{"val/mean/pass^2", (1.0/6 + 1) / 2, [][]float64{{1.0 / 6, 1}}},
+		{"val/b/maj@2", 1, [][]float64{{1, 1}}},
+		{"val/mean/maj@4", 1, [][]float64{{1, 1}}},
+		{"val/mean/distinct@4", 2, [][]float64{{1, 3}}},
+		{"val/mean/distinct@1", 1, [][]float64{{1}}},
+		{"val/a/pass@4", 1, nil},                   // n = 1
+		{"val/mean/avg@4", 0.9, nil},               // does not reproduce the logged value
+		{"rollout/entropy", 0.5, nil},              // not kept per problem
+		{"val/mean/maj@1", 1, [][]float64{{1, 1}}}, // set a has no samples: left out of the mean
+	} {
+		r := &armRun{Rows: []map[string]float64{{"step": 5, c.metric: c.logged}}}
+		vals, _, why := problemUnits(run, r, c.metric)
+		if c.want == nil {
+			if why == "" {
+				t.Errorf("%s logged %v: units %v, want none", c.metric, c.logged, vals)
+			}
+			continue
+		}
+		if why != "" || len(vals) != len(c.want) {
+			t.Errorf("%s: %v (%s), want %v", c.metric, vals, why, c.want)
+			continue
+		}
+		for i := range vals {
+			for j := range vals[i] {
+				if math.Abs(vals[i][j]-c.want[i][j]) > 1e-12 {
+					t.Errorf("%s: %v, want %v", c.metric, vals, c.want)
+				}
+			}
+		}
 	}
-	vals, _, ok = problemUnits(run, r, "val/mean/pass@4")
-	if !ok || len(vals) != 1 || vals[0][0] != 1 {
-		t.Errorf("pass@4: %v %v", vals, ok)
+	// A restored detail keeps maj@k per problem instead of the samples.
+	restored := t.TempDir()
+	if err := trainer.WriteEvalDetail(restored, trainer.EvalDetail{Step: 5, Set: "b", N: 4, Problems: []string{"p", "q"}, Correct: []int{2, 4},
+		MajAt: map[string][]int{"2": {0, 1}}}); err != nil {
+		t.Fatal(err)
 	}
-	if _, _, ok := problemUnits(run, &armRun{Rows: []map[string]float64{{"step": 5, "val/a/pass@4": 1}}}, "val/a/pass@4"); ok {
-		t.Error("pass@4 of a set with n = 1")
+	vals, _, why := problemUnits(restored, &armRun{Rows: []map[string]float64{{"step": 5, "val/b/maj@2": 0.5}}}, "val/b/maj@2")
+	if why != "" || len(vals) != 1 || vals[0][0] != 0 || vals[0][1] != 1 {
+		t.Errorf("restored maj@2: %v (%s)", vals, why)
 	}
 }
 
@@ -247,17 +298,21 @@ func TestProblemUnitsMixedK(t *testing.T) {
 func TestRankedSection(t *testing.T) {
 	f := func(x float64) *float64 { return &x }
 	vs := []ClaimVerdict{
-		{Arms: []string{"a", "grpo"}, Metric: "m1", DeltaMean: f(0.01), CILow: f(-0.01), CIHigh: f(0.03), Verdict: "inconclusive"},
-		{Arms: []string{"b", "grpo"}, Metric: "m1", DeltaMean: f(0.05), CILow: f(0.02), CIHigh: f(0.08), Verdict: "held"},
-		{Arms: []string{"b", "grpo"}, Metric: "m2", DeltaMean: f(-0.2), CILow: f(-0.3), CIHigh: f(-0.1), Verdict: "not held"},
-		{Arms: []string{"a", "grpo"}, Metric: "m2", Verdict: "inconclusive"},
-		{Arms: []string{"c", "ctl"}, Metric: "m1", DeltaMean: f(0.5), CILow: f(0.4), CIHigh: f(0.6), Verdict: "held"},
+		{Arms: []string{"a", "grpo"}, Metric: "m1", DeltaMean: f(0.01), CILow: f(-0.01), CIHigh: f(0.03), Verdict: "inconclusive", VerdictHolm: "inconclusive"},
+		{Arms: []string{"b", "grpo"}, Metric: "m1", DeltaMean: f(0.05), CILow: f(0.02), CIHigh: f(0.08), Verdict: "held", VerdictHolm: "held"},
+		{Arms: []string{"b", "grpo"}, Metric: "m2", DeltaMean: f(-0.2), CILow: f(-0.3), CIHigh: f(-0.1), Verdict: "not held", VerdictHolm: "not held"},
+		{Arms: []string{"a", "grpo"}, Metric: "m2", Verdict: "inconclusive", VerdictHolm: "inconclusive"},
+		{Arms: []string{"c", "ctl"}, Metric: "m1", DeltaMean: f(0.5), CILow: f(0.4), CIHigh: f(0.6), Verdict: "held", VerdictHolm: "held"},
+		// The headline is the verdict after Holm: held alone, inconclusive
+		// after the family's correction.
+		{Arms: []string{"d", "grpo"}, Metric: "m1", DeltaMean: f(0.03), CILow: f(0.001), CIHigh: f(0.06), Verdict: "held", VerdictHolm: "inconclusive"},
 	}
 	var b strings.Builder
 	writeRankedSection(&b, vs)
 	got := b.String()
 	want := "### Against grpo\n\n| arm | m1 | m2 |\n|---|---|---|\n" +
 		"| b | 0.05 [0.02, 0.08] **held** | -0.2 [-0.3, -0.1] not held |\n" +
+		"| d | 0.03 [0.001, 0.06] inconclusive | - |\n" +
 		"| a | 0.01 [-0.01, 0.03] inconclusive | missing, inconclusive |\n"
 	if !strings.Contains(got, want) || strings.Contains(got, "Against ctl") {
 		t.Errorf("ranked section:\n%s\nwant it to hold:\n%s", got, want)

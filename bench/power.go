@@ -6,11 +6,6 @@ import (
 	"strings"
 )
 
-// powerZ is z(0.975) + z(0.80): a two-sided test at level 0.05 detects an
-// effect of powerZ standard errors with probability 0.80 (normal
-// approximation).
-const powerZ = 1.959963984540054 + 0.8416212335729143
-
 // maxPlanSeeds bounds the seeds a plan searches.
 const maxPlanSeeds = 10000
 
@@ -38,23 +33,43 @@ func (m powerModel) se(seeds, problems int) float64 {
 	return math.Sqrt(v)
 }
 
-// mde is the smallest effect detected with 80% power by a two-sided 0.05
-// test with seeds and problems.
-func (m powerModel) mde(seeds, problems int) float64 { return powerZ * m.se(seeds, problems) }
+// interval is the claim rule's interval shape at seeds and problems, with
+// the model's variances in place of their estimates: the seeds' part
+// (Seed + Resid/P)/S on S-1 degrees of freedom and the shared problems'
+// part Problem/P on P-1.
+func (m powerModel) interval(seeds, problems int) Interval {
+	S := float64(seeds)
+	iv := Interval{VarSeeds: m.Seed / S, DFSeeds: S - 1}
+	if problems > 0 {
+		iv.VarSeeds += m.Resid / (S * float64(problems))
+		if problems > 1 && m.Problem > 0 {
+			iv.VarProblems, iv.DFProblems = m.Problem/float64(problems), float64(problems-1)
+		}
+	}
+	iv.SE = math.Sqrt(iv.VarSeeds + iv.VarProblems)
+	return iv
+}
+
+// mde is the smallest effect detected with 80% power by the claim rule's
+// two-sided 0.05 test with seeds and problems: the interval's half-width
+// at 95% plus its half-width at 60% (one-sided 0.80), each part with its
+// own t quantiles as the rule has them (the usual approximation of the
+// noncentral t's power; (t(0.975, S-1) + t(0.80, S-1)) SE for a
+// seed-level claim).
+func (m powerModel) mde(seeds, problems int) float64 {
+	iv := m.interval(seeds, problems)
+	return iv.HalfWidth(0.95) + iv.HalfWidth(0.60)
+}
 
 // seedsFor is the fewest seeds (up to maxPlanSeeds, at least the claim
-// rule's minimum for a verdict: 3 with problems, 5 with seeds alone) whose
-// mde, with problems, is at most delta; ok is false when none is (the
-// problems' share of the variance alone is too large, or delta <= 0).
+// rule's minimum for a verdict) whose mde, with problems, is at most
+// delta; ok is false when none is (the problems' share of the variance
+// alone is too large, or delta <= 0).
 func (m powerModel) seedsFor(delta float64, problems int) (int, bool) {
 	if !(delta > 0) {
 		return 0, false
 	}
-	least := minSeedsSeedOnly
-	if problems > 0 {
-		least = minSeedsProblems
-	}
-	for s := least; s <= maxPlanSeeds; s++ {
+	for s := minSeeds; s <= maxPlanSeeds; s++ {
 		if m.mde(s, problems) <= delta {
 			return s, true
 		}
@@ -176,9 +191,9 @@ func writePowerSection(b *strings.Builder, rows []powerRow) {
 		"What each claim's design could detect, with this bench as the pilot. The effect's variance is split into components of seeds, " +
 		"problems and their interaction (a two-way random model of the per-seed, per-problem differences when every seed saw the same problems; " +
 		"seeds and problems within seeds otherwise; the per-seed effects alone for seed-level claims): Var(d) = seed/S + problem/P + interaction/(S P). " +
-		"The minimum detectable effect (MDE) is the effect a two-sided 0.05 test finds with 80% power at these seeds S and problems P, " +
-		"2.80 standard errors (normal approximation: with few seeds it is optimistic). A claim with `paper_effect` says whether this bench could detect " +
-		"the effect the paper reports, and how many seeds would (at these problems, and at least the 3 or 5 seeds a verdict needs; \"not reachable\" when the problems' share alone is too large). " +
+		"The minimum detectable effect (MDE) is the effect the claim rule's two-sided 0.05 t test finds with 80% power at these seeds S and problems P: " +
+		"the interval's half-width plus its one-sided 80% counterpart, each part with its own t quantiles as the interval has them ((t(0.975, S-1) + t(0.80, S-1)) SE for seeds alone: 3.7 SE at 5 seeds, 2.8 with many). A claim with `paper_effect` says whether this bench could detect " +
+		"the effect the paper reports, and how many seeds would (at these problems, and at least the 3 seeds a verdict needs; \"not reachable\" when the problems' share alone is too large). " +
 		"Estimated from the data judged, so it describes this run; for planning, run a pilot first.\n\n" +
 		"| claim | resampled | S | P | SE | MDE | observed d | paper's effect | powered for it | seeds for it | seeds for the observed d |\n" +
 		"|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -219,7 +234,7 @@ func Plan(spec *Spec, o Options, seeds int) (string, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Power plan from the finished runs in %s (the pilot) for %d seeds on the same problems: the minimum detectable effect (MDE, "+
-		"80%% power, two-sided 0.05, normal approximation) and the seeds that reach an effect.\n\n", o.Dir, seeds)
+		"80%% power, the claim rule's two-sided 0.05 t test with its degrees of freedom) and the seeds that reach an effect.\n\n", o.Dir, seeds)
 	b.WriteString("| claim | pilot S | P | MDE now | MDE with the planned seeds | paper's effect | seeds for it | observed d | seeds for it |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range spec.Claims {
 		v, ps, design := judgeClaim(c, o.Dir, runs)

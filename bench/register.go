@@ -27,10 +27,17 @@ type registration struct {
 	Note string `json:"note,omitempty"`
 }
 
-// claimHash identifies a claim's definition: arms, metric, direction and
-// window (not its name, which keys it).
+// claimHash identifies a claim's definition: arms, metric, direction,
+// window and, when set, its equivalence margin and its family (not its
+// name, which keys it). A margin or family added after the bench started
+// makes the claim exploratory: both change what the verdict can be.
+// Claims without them hash as they did before the two keys existed.
 func claimHash(c Claim) string {
-	b, _ := json.Marshal([]any{c.Better, c.Than, c.Metric, c.LowerIsBetter, max(c.Window, 1)})
+	def := []any{c.Better, c.Than, c.Metric, c.LowerIsBetter, max(c.Window, 1)}
+	if c.Margin > 0 || c.Family != "" {
+		def = append(def, c.Margin, c.Family)
+	}
+	b, _ := json.Marshal(def)
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }

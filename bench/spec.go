@@ -64,6 +64,23 @@ type Claim struct {
 	// source reports, in the metric's units and the claim's direction: the
 	// power table says whether the bench could detect it.
 	PaperEffect *float64
+	// Margin (margin), when > 0, is the equivalence margin, in the
+	// metric's units: the verdict is "equivalent" when the claim is
+	// neither held nor not held and its interval lies inside (-Margin,
+	// Margin) (two one-sided tests at the interval's level per side).
+	Margin float64
+	// Family (family) groups claims for the multiplicity correction
+	// (Holm's, over the family's two-sided p values); "" is the
+	// default family, one per metric.
+	Family string
+}
+
+// family is the claim's multiplicity family: Family, or its metric.
+func (c Claim) family() string {
+	if c.Family != "" {
+		return c.Family
+	}
+	return c.Metric
 }
 
 var armNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
@@ -230,7 +247,7 @@ func parseClaim(v any, key string, names map[string]bool) (Claim, error) {
 		return Claim{}, fmt.Errorf("config: %s: want a mapping, got %v", key, v)
 	}
 	p := core.NewParams(key, m)
-	if err := finishKnown(p, "name", "better", "than", "metric", "lower_is_better", "window", "paper_effect"); err != nil {
+	if err := finishKnown(p, "name", "better", "than", "metric", "lower_is_better", "window", "paper_effect", "margin", "family"); err != nil {
 		return Claim{}, err
 	}
 	var cl Claim
@@ -254,6 +271,11 @@ func parseClaim(v any, key string, names map[string]bool) (Claim, error) {
 		p.Check(e != 0 && !math.IsInf(e, 0) && !math.IsNaN(e), "paper_effect", "want a finite effect other than 0, got %v", e)
 		cl.PaperEffect = &e
 	}
+	if p.Has("margin") {
+		cl.Margin = p.Float("margin", 0)
+		p.Check(cl.Margin > 0 && !math.IsInf(cl.Margin, 0), "margin", "want a finite margin > 0, in the metric's units, got %v", cl.Margin)
+	}
+	cl.Family = p.String("family", "")
 	return cl, p.Finish()
 }
 

@@ -556,7 +556,7 @@ const claimRuleText = "Each claim is judged on the seeds both arms finished, pai
 	"- **seeds x problems (crossed)**: eval metrics kept per problem (avg@k, pass@k, pass^k, maj@k, distinct@k), every seed evaluated on the same problems. " +
 	"SE^2 is the seeds' part V_s above plus the part every seed shares, which their spread cannot show: the problems' variance component V_p, " +
 	"estimated per eval set from the problem and interaction mean squares of the seeds x problems table of differences (floored at 0, " +
-	"with Satterthwaite's degrees of freedom df_p). Each part has its own t quantile: h = sqrt(t(0.975, S-1)^2 V_s + t(0.975, df_p)^2 V_p) " +
+	"on the problem mean squares' degrees of freedom df_p: P-1 for one set). Each part has its own t quantile: h = sqrt(t(0.975, S-1)^2 V_s + t(0.975, df_p)^2 V_p) " +
 	"(Banerjee's interval, conservative whatever the two parts' ratio).\n" +
 	"- **seeds x problems (nested)**: seeds evaluated on different problems; the per-seed effects are independent, so as **seeds**.\n\n" +
 	"Why t, not a percentile bootstrap: at 5 seeds a percentile interval uses the plug-in variance and normal-like quantiles, and gives false verdicts " +

@@ -103,7 +103,7 @@ func coverageCases() []*covCase {
 		for _, effect := range []float64{0, 2.5} {
 			cs = append(cs, &covCase{seeds: S, problems: 1, seedShare: 1, effect: effect, name: "seeds only"})
 			for _, f := range []float64{0.1, 0.5, 0.9} {
-				for _, split := range []float64{0.9, 0.1} { // the problem term's part of the rest
+				for _, split := range []float64{0.9, 0.1, 0} { // the problem term's part of the rest
 					cs = append(cs, &covCase{seeds: S, problems: 40, seedShare: f, probShare: (1 - f) * split, effect: effect, crossed: true,
 						name: fmt.Sprintf("crossed, problems %.0f%% of the rest", 100*split)})
 				}

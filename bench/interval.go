@@ -61,7 +61,8 @@ type Interval struct {
 	// DFSeeds = S-1 degrees of freedom; VarProblems (crossed design) the
 	// variance the seeds share through their common problems, estimated
 	// from the problem and interaction mean squares and floored at 0, on
-	// DFProblems (Satterthwaite's; 0 when VarProblems is 0). SE is
+	// DFProblems (Satterthwaite's for the sets' problem mean squares: P-1
+// with one set; 0 when VarProblems is 0). SE is
 	// sqrt(VarSeeds + VarProblems).
 	VarSeeds, VarProblems float64
 	DFSeeds, DFProblems   float64
@@ -114,7 +115,7 @@ func (iv Interval) HalfWidth(conf float64) float64 {
 // the set's P_j problems (J sets), floored at 0:
 //
 //	VarSeeds    = s_r^2 / S                                 (S-1 df)
-//	VarProblems = max(0, sum_j (MS_P,j - MS_R,j) / (J^2 P_j S))  (Satterthwaite df)
+//	VarProblems = max(0, sum_j (MS_P,j - MS_R,j) / (J^2 P_j S))  (the MS_P,j's df)
 //
 // and the half-width is HalfWidth's. A set with one unit adds no problem
 // part.
@@ -165,10 +166,17 @@ func PairedInterval(seeds []PairedSeed, conf float64, design Design) (Interval, 
 	fS := float64(S)
 	out.VarSeeds = ss / (fS - 1) / fS
 	if design == Crossed {
-		// Satterthwaite: sum_i k_i M_i over independent mean squares M_i
-		// with df_i has df (sum k_i M_i)^2 / sum (k_i M_i)^2 / df_i.
+		// The degrees of freedom are Satterthwaite's for the sum of the
+		// sets' problem mean squares sum_j k_j MS_P,j, each on P_j - 1
+		// (sum_i k_i M_i over independent mean squares M_i with df_i has
+		// df (sum k_i M_i)^2 / sum (k_i M_i)^2 / df_i): P-1 for one set. The
+		// interaction's MS_R is left out of them on purpose: it only
+		// removes the interaction's share, which the seeds' part already
+		// counts, and the Satterthwaite df of the difference MS_P - MS_R
+		// falls towards 0 as the difference does, which would give a
+		// vanishing part an unbounded quantile.
 		J := float64(len(seeds[0].A))
-		vp, denom := 0.0, 0.0
+		vp, sumP, denom := 0.0, 0.0, 0.0
 		for j := range seeds[0].A {
 			P := len(seeds[0].A[j])
 			if P < 2 {
@@ -177,10 +185,11 @@ func PairedInterval(seeds []PairedSeed, conf float64, design Design) (Interval, 
 			msP, msR := crossedMeanSquares(seeds, j)
 			k := 1 / (J * J * float64(P) * fS)
 			vp += k * (msP - msR)
-			denom += k*k*msP*msP/float64(P-1) + k*k*msR*msR/((fS-1)*float64(P-1))
+			sumP += k * msP
+			denom += k * k * msP * msP / float64(P-1)
 		}
 		if vp > 0 && denom > 0 {
-			out.VarProblems, out.DFProblems = vp, vp*vp/denom
+			out.VarProblems, out.DFProblems = vp, sumP*sumP/denom
 		}
 	}
 	out.SE = math.Sqrt(out.VarSeeds + out.VarProblems)

@@ -48,9 +48,8 @@ func TestPairedIntervalSeedsByHand(t *testing.T) {
 // worked by hand: seed effects 2 and 4 (Delta 3, VarSeeds var(2, 4)/2 =
 // 1); problem means 1.5 and 4.5 (MS_P = 2 * 4.5 = 9); interaction
 // residuals +-0.5 (MS_R = 1 on 1 df); VarProblems = (9 - 1)/(1 * 2 * 2) =
-// 2 with Satterthwaite df 2^2 / ((1/4)^2 (81 + 1)) = 0.7805; the
-// half-width takes each part's own t quantile (reference quantiles here
-// from gonum directly).
+// 2 on MS_P's P-1 = 1 df; the half-width takes each part's own t quantile
+// (reference quantiles here from gonum directly).
 func TestPairedIntervalCrossedByHand(t *testing.T) {
 	seeds := []PairedSeed{
 		{Seed: 1, A: [][]float64{{1, 3}}, B: [][]float64{{0, 0}}},
@@ -60,7 +59,7 @@ func TestPairedIntervalCrossedByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	df := 4 / (82.0 / 16)
+	df := 1.0
 	tq := func(df float64) float64 { return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Quantile(0.975) }
 	h := math.Sqrt(tq(1)*tq(1)*1 + tq(df)*tq(df)*2)
 	if !closeTo(iv.Delta, 3, 1e-12) || !closeTo(iv.VarSeeds, 1, 1e-12) || !closeTo(iv.VarProblems, 2, 1e-12) || !closeTo(iv.DFProblems, df, 1e-12) ||

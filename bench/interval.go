@@ -62,7 +62,7 @@ type Interval struct {
 	// variance the seeds share through their common problems, estimated
 	// from the problem and interaction mean squares and floored at 0, on
 	// DFProblems (Satterthwaite's for the sets' problem mean squares: P-1
-// with one set; 0 when VarProblems is 0). SE is
+	// with one set; 0 when VarProblems is 0). SE is
 	// sqrt(VarSeeds + VarProblems).
 	VarSeeds, VarProblems float64
 	DFSeeds, DFProblems   float64

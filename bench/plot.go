@@ -733,7 +733,9 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 				what = "val/mean/pass@k for two or more k"
 			}
 			if samples {
-				what = GeneratedTotalMetric + " with " + what
+				// A bench made before the total existed: its per-step
+				// figure says all there is; a note would only be noise.
+				continue
 			}
 			notes = append(notes, fmt.Sprintf("- %s: no finished arm reports %s; not plotted.", f.Caption, what))
 			continue

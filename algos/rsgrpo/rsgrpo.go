@@ -1,9 +1,9 @@
-// Package rsgrpo implements the risk-seeking advantage of RS-GRPO (DESIGN
-// section 8), registered as algorithm "rs_grpo": Jiang et al. 2025,
-// "Risk-Sensitive RL for Alleviating Exploration Dilemmas in Large
-// Language Models", arXiv 2506.10406. It is the policy gradient of the
-// objective (1/beta) log E[exp(beta r)], which moves from the mean reward
-// (beta -> 0) toward the best reward of a group (beta -> infinity).
+// Package rsgrpo implements the risk-seeking advantage of RS-GRPO,
+// registered as algorithm "rs_grpo": Jiang et al. 2025, "Risk-Sensitive RL
+// for Alleviating Exploration Dilemmas in Large Language Models", arXiv
+// 2509.24261 (ICLR 2026). It is the policy gradient of the objective
+// (1/beta) log E[exp(beta r)], which moves from the mean reward (beta -> 0)
+// toward the best reward of a group (beta -> infinity).
 //
 // For response i of a prompt group g with shaped reward r~_i:
 //

@@ -228,12 +228,27 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		return err
 	}
 	cols := resultColumns(runs)
+	// The responses generated in training, where runs count them: dynamic
+	// sampling draws more than prompts_per_step x n a step, so arms
+	// compared at equal steps are not at equal samples.
+	generated := false
+	for _, rs := range runs {
+		for _, r := range rs {
+			if _, ok := r.final(GeneratedTotalMetric); ok {
+				generated = true
+			}
+		}
+	}
 
 	// results.csv
 	var csvBuf strings.Builder
 	cw := csv.NewWriter(&csvBuf)
 	header := []string{"arm", "seeds"}
-	for _, c := range append(append([]string{}, cols...), "train/acc", "wall_s") {
+	extra := []string{"train/acc", "wall_s"}
+	if generated {
+		extra = append(extra, GeneratedTotalMetric)
+	}
+	for _, c := range append(append([]string{}, cols...), extra...) {
 		header = append(header, c+"_mean", c+"_std")
 	}
 	cw.Write(header)
@@ -253,6 +268,9 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 			secs = append(secs, r.Seconds)
 		}
 		add(secs)
+		if generated {
+			add(finals(rs, GeneratedTotalMetric))
+		}
 		cw.Write(rec)
 	}
 	cw.Flush()
@@ -291,13 +309,22 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), joinSeeds(spec.Seeds))
 	b.WriteString("## Results\n\n")
 	b.WriteString("Accuracies in %, at the final step (the evaluation after the last training step), as mean ± std over seeds ")
-	b.WriteString("(sample std, n-1; ± 0 with one seed). Train acc is `reward/acc` of the last training step; wall time is the training time of one arm-seed.\n\n")
-	b.WriteString("| arm | seeds |")
+	b.WriteString("(sample std, n-1; ± 0 with one seed). Train acc is `reward/acc` of the last training step; wall time is the training time of one arm-seed.")
+	if generated {
+		fmt.Fprintf(&b, " Responses generated is `%s` at the last step: every response sampled in training, the groups dynamic sampling dropped included "+
+			"(arms compared at equal steps are at equal samples only where these agree; the `_samples` plots put them on one axis).", GeneratedTotalMetric)
+	}
+	b.WriteString("\n\n| arm | seeds |")
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %s |", colTitle(c))
 	}
-	b.WriteString(" train acc | wall time (s) |\n|---|---|")
-	b.WriteString(strings.Repeat("---|", len(cols)+2) + "\n")
+	b.WriteString(" train acc | wall time (s) |")
+	n := len(cols) + 2
+	if generated {
+		b.WriteString(" responses generated |")
+		n++
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", n) + "\n")
 	for _, arm := range tableArms {
 		rs := runs[arm]
 		fmt.Fprintf(&b, "| %s | %d |", arm, len(rs))
@@ -308,7 +335,11 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		for _, r := range rs {
 			secs = append(secs, r.Seconds)
 		}
-		fmt.Fprintf(&b, " %s | %s |\n", fmtPM(finals(rs, "reward/acc"), 100, 1), fmtPM(secs, 1, 0))
+		fmt.Fprintf(&b, " %s | %s |", fmtPM(finals(rs, "reward/acc"), 100, 1), fmtPM(secs, 1, 0))
+		if generated {
+			fmt.Fprintf(&b, " %s |", fmtPM(finals(rs, GeneratedTotalMetric), 1, 0))
+		}
+		b.WriteString("\n")
 	}
 	if len(arms) == 0 {
 		b.WriteString("\nNo arm-seed has finished yet.\n")

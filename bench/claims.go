@@ -343,9 +343,18 @@ func judgeClaim(c Claim, dir string, runs map[string][]*armRun) (ClaimVerdict, [
 	}
 	pv := Tests(iv, c.Margin)
 	v.DeltaMean, v.CILow, v.CIHigh, v.PerSeed = &iv.Delta, &iv.Low, &iv.High, iv.PerSeed
-	v.SE, v.VarSeeds, v.VarProblems, v.DFSeeds, v.DFProblems, v.P = &iv.SE, &iv.VarSeeds, &iv.VarProblems, &iv.DFSeeds, &iv.DFProblems, &pv.Two
-	if c.Margin > 0 {
-		v.PEquiv = &pv.Equiv
+	v.SE, v.VarSeeds, v.VarProblems, v.DFSeeds, v.DFProblems = &iv.SE, &iv.VarSeeds, &iv.VarProblems, &iv.DFSeeds, &iv.DFProblems
+	if iv.SE > 0 {
+		v.P = &pv.Two
+		if c.Margin > 0 {
+			v.PEquiv = &pv.Equiv
+		}
+	} else {
+		// Every seed's effect the same and no problem part (identical runs,
+		// or both arms collapsed alike): the interval is the point d, the
+		// verdict follows its sign, and there is no test to correct.
+		notes = append(notes, fmt.Sprintf("every seed's effect is %s with no spread: the interval is a point, so the verdict follows its sign, "+
+			"there is no p value, and the claim takes no part in its family's correction", fmtNum(iv.Delta)))
 	}
 	if len(seeds) < minSeeds {
 		v.Verdict = "inconclusive"
@@ -358,7 +367,8 @@ func judgeClaim(c Claim, dir string, runs map[string][]*armRun) (ClaimVerdict, [
 }
 
 // tested reports whether v takes part in its family's correction: a
-// registered claim judged on enough seeds.
+// registered claim judged on enough seeds with a p value (not a point
+// interval).
 func (v ClaimVerdict) tested() bool {
 	return v.P != nil && v.Verdict != "exploratory" && len(v.Seeds) >= minSeeds
 }

@@ -119,6 +119,13 @@ func TestJudgeClaimProblemLevel(t *testing.T) {
 	check("crossed", []want{{"val/c3/avg@4", 0.25 - 3.176551, 0.25 + 3.176551, "inconclusive"}, {"val/mean/avg@4", 0.25 - 0.760609, 0.25 + 0.760609, "inconclusive"}})
 	write(3, []string{"p3", "p4"})
 	check("nested", []want{{"val/c3/avg@4", 0.25, 0.25, "held"}, {"val/mean/avg@4", 0.25, 0.25, "held"}})
+	// That point interval has no p value and stays out of its family's
+	// correction: held alone, held after Holm, family size 0.
+	vs := []ClaimVerdict{judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: "val/c3/avg@4"}, dir, seeds3("val/c3/avg@4", 0.5, 0.25))}
+	adjustFamilies(vs)
+	if v := vs[0]; v.P != nil || v.VerdictHolm != "held" || v.FamilySize != 0 || !strings.Contains(v.Note, "no spread") {
+		t.Errorf("point interval: %+v", v)
+	}
 	two := fakeRuns("val/c3/avg@4", map[uint64]float64{1: 0.5, 2: 0.5}, map[uint64]float64{1: 0.25, 2: 0.25})
 	if v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: "val/c3/avg@4"}, dir, two); v.Verdict != "inconclusive" || v.Units != "problems" ||
 		!strings.Contains(v.Note, "a verdict needs at least 3") {

@@ -257,7 +257,16 @@ func judgeClaim(c Claim, dir string, runs map[string][]*armRun) (ClaimVerdict, [
 	var seeds []PairedSeed
 	var seedIDs [][][]string // per seed, the problem ids of each set (nil: no units)
 	var notes []string
-	seedOnly := ""
+	// Why seeds lacked per-problem values: reason -> the seeds it applies
+	// to, in order of first appearance.
+	var seedOnly []string
+	seedOnlySeeds := map[string][]string{}
+	why := func(reason string, seed uint64) {
+		if _, ok := seedOnlySeeds[reason]; !ok {
+			seedOnly = append(seedOnly, reason)
+		}
+		seedOnlySeeds[reason] = append(seedOnlySeeds[reason], strconv.FormatUint(seed, 10))
+	}
 	for _, ra := range runs[c.Better] {
 		rb, ok := than[ra.Seed]
 		if !ok {
@@ -270,13 +279,13 @@ func judgeClaim(c Claim, dir string, runs map[string][]*armRun) (ClaimVerdict, [
 		vb, ib, whyB := problemUnits(RunDir(dir, c.Than, ra.Seed), rb, c.Metric)
 		switch {
 		case c.Window > 1:
-			seedOnly = fmt.Sprintf("a window of %d values per seed", c.Window)
+			why(fmt.Sprintf("a window of %d values per seed", c.Window), ra.Seed)
 		case whyA != "":
-			seedOnly = fmt.Sprintf("%s seed %d: %s", c.Better, ra.Seed, whyA)
+			why(c.Better+": "+whyA, ra.Seed)
 		case whyB != "":
-			seedOnly = fmt.Sprintf("%s seed %d: %s", c.Than, ra.Seed, whyB)
+			why(c.Than+": "+whyB, ra.Seed)
 		case !slices.EqualFunc(ia, ib, slices.Equal):
-			seedOnly = fmt.Sprintf("seed %d: the arms were evaluated on different problems", ra.Seed)
+			why("the arms were evaluated on different problems", ra.Seed)
 		default:
 			ps.A, ps.B, ids = va, vb, ia
 		}
@@ -314,8 +323,12 @@ func judgeClaim(c Claim, dir string, runs map[string][]*armRun) (ClaimVerdict, [
 					seeds[j].B = [][]float64{{seedMetric(seeds[j].B)}}
 				}
 			}
-			if unitKeyRE.MatchString(c.Metric) && seedOnly != "" {
-				notes = append(notes, "judged on seeds only: "+seedOnly)
+			if unitKeyRE.MatchString(c.Metric) && len(seedOnly) > 0 {
+				var rs []string
+				for _, r := range seedOnly {
+					rs = append(rs, fmt.Sprintf("%s (seed %s)", r, strings.Join(seedOnlySeeds[r], ", ")))
+				}
+				notes = append(notes, "judged on seeds only: "+strings.Join(rs, "; "))
 			}
 			break
 		}
@@ -511,6 +524,8 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		}
 		if v.CILow != nil {
 			ci = fmt.Sprintf("[%s, %s]", fmtNum(*v.CILow), fmtNum(*v.CIHigh))
+		}
+		if v.P != nil {
 			p = fmtP(*v.P)
 		}
 		if v.PHolm != nil {

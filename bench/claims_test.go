@@ -141,7 +141,7 @@ func TestJudgeClaimProblemLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v := judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: "val/c3/avg@4"}, dir, seeds3("val/c3/avg@4", 0.5, 0.25)); v.Units != "none" ||
-		!strings.Contains(v.Note, "judged on seeds only: seed 2: the arms were evaluated on different problems") {
+		!strings.Contains(v.Note, "judged on seeds only: the arms were evaluated on different problems (seed 2)") {
 		t.Errorf("mismatched problems resampled by problem: %+v", v)
 	}
 }
@@ -178,6 +178,25 @@ func TestVerdictsFile(t *testing.T) {
 	}
 	if got[0]["verdict"] != "held" || math.Abs(got[0]["delta_mean"].(float64)-0.15) > 1e-12 || !strings.Contains(b.String(), "| a beats b | m | a | b | 5 | seeds |") || got[0]["verdict_holm"] != "held" {
 		t.Errorf("verdict %v, section:\n%s", got[0], b.String())
+	}
+}
+
+// Identical arms (every seed's effect 0): the section shows the point
+// interval with no p value, and verdicts.json has p null.
+func TestClaimsSectionPointInterval(t *testing.T) {
+	dir := t.TempDir()
+	same := map[uint64]float64{1: 0.5, 2: 0.6, 3: 0.7}
+	spec := &Spec{Claims: []Claim{{Name: "a beats b", Better: "a", Than: "b", Metric: "m"}}}
+	var b strings.Builder
+	if err := writeClaimsSection(&b, spec, dir, fakeRuns("m", same, same)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| a beats b | m | a | b | 3 | seeds | 0 | [0, 0] | - | not held | m | - | **not held** |") {
+		t.Errorf("section:\n%s", b.String())
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, VerdictsFile))
+	if !strings.Contains(string(data), `"p": null`) {
+		t.Errorf("verdicts.json: %s", data)
 	}
 }
 

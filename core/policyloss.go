@@ -20,8 +20,9 @@ import (
 //
 // seq-mean-token-sum-norm is Dr. GRPO's constant normaliser (Liu et al. 2025,
 // arXiv 2503.20783). verl divides the token sum by the padded response
-// length instead (which moves with the batch) and not by B; DESIGN section 3
-// fixes B * max_response_tokens, which stays constant through a run.
+// length instead (which moves with the batch) and not by B; cde fixes
+// B * max_response_tokens, which stays constant through a run
+// (docs/algorithms.md, "The policy loss").
 const (
 	AggTokenMean           = "token-mean"
 	AggSeqMeanTokenMean    = "seq-mean-token-mean"
@@ -93,11 +94,12 @@ type PolicyLossResult struct {
 	KLCoef [][]float64
 }
 
-// PolicyLoss is the plain-Go reference of the actor's policy loss (DESIGN
-// section 4), written as a loop over tokens so each line can be checked
-// against the formula; backends/xla's graph is tested equal to it. The loss
-// o.Loss is a registered PolicyLossDef (loss_ppo.go, loss_cispo.go,
-// loss_gmpo.go document theirs). For a token loss, per valid token t of
+// PolicyLoss is the plain-Go reference of the actor's policy loss
+// (docs/algorithms.md, "The policy loss"; docs/rollout-format.md), written
+// as a loop over tokens so each line can be checked against the formula;
+// backends/xla's graph is tested equal to it. The loss o.Loss is a
+// registered PolicyLossDef (loss_ppo.go, loss_cispo.go, loss_gmpo.go
+// document theirs). For a token loss, per valid token t of
 // sequence i, with the log-ratio
 //
 //	token ratio:    clamp(new_t - old_t)

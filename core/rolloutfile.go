@@ -11,7 +11,7 @@ import (
 	"reflect"
 )
 
-// RolloutFile is the JSON form of one batch (DESIGN section 4), written by
+// RolloutFile is the JSON form of one batch (docs/rollout-format.md), written by
 // `train --dump-rollouts` and read by `cde-run shape`.
 type RolloutFile struct {
 	Step       int          `json:"step"`

@@ -15,7 +15,8 @@ type Schedule interface {
 // Stair is one step of a staircase schedule: from fraction From on, Weight.
 type Stair struct{ From, Weight float64 }
 
-// WeightSchedule implements the four schedules of DESIGN section 3:
+// WeightSchedule implements the four schedules of docs/config.md
+// ("`weight` (any strategy)"):
 //
 //	constant:  w0
 //	linear:    w0 + (w_end - w0) * f

@@ -117,7 +117,8 @@ func TestTrainAgainstTwoServers(t *testing.T) {
 			t.Fatal(err)
 		}
 		data := t.TempDir()
-		// GSM8K training questions (MIT licence, ../shared/data/gsm8k).
+		// GSM8K training questions with their final answers (MIT licence:
+		// tasks/testdata/gsm8k/train_head200.jsonl, LICENSE beside it).
 		train := `{"question": "Joy can read 8 pages of a book in 20 minutes. How many hours will it take her to read 120 pages?", "answer": "#### 5"}
 {"question": "Herbert is 10 years younger than Kris. If Kris is 24 years old now, how old will Herbert be next year?", "answer": "#### 15"}
 `

@@ -40,8 +40,9 @@ func tinyQwen3(t *testing.T) string {
 func TestHFEndToEnd(t *testing.T) {
 	model := tinyQwen3(t)
 	data := t.TempDir()
-	// Four short GSM8K training questions and two test ones (MIT licence,
-	// ../shared/data/gsm8k).
+	// Four short GSM8K training questions with their final answers (MIT
+	// licence: tasks/testdata/gsm8k/train_head200.jsonl, LICENSE beside it)
+	// and two test questions written for this test.
 	train := `{"question": "Joy can read 8 pages of a book in 20 minutes. How many hours will it take her to read 120 pages?", "answer": "#### 5"}
 {"question": "John writes 20 pages a day.  How long will it take him to write 3 books that are 400 pages each?", "answer": "#### 60"}
 {"question": "Herbert is 10 years younger than Kris. If Kris is 24 years old now, how old will Herbert be next year?", "answer": "#### 15"}

@@ -11,7 +11,7 @@ import (
 	"github.com/cde-rl/cde/trainer"
 )
 
-// ShapeOutput is what `cde-run shape` prints as JSON (DESIGN section 4).
+// ShapeOutput is what `cde-run shape` prints as JSON (docs/rollout-format.md).
 // PolicyLoss is set when the file carries new_logprobs; KLLoss when it
 // also carries ref_logprobs and train.kl_mode is loss with kl_coef > 0.
 type ShapeOutput struct {

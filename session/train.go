@@ -32,7 +32,7 @@ type TrainOptions struct {
 	// Resume continues the run in this directory from its newest complete
 	// checkpoint, with its config.yaml (see ResumeConfig).
 	Resume string
-	// DumpRollouts, when set, receives every step's batch (DESIGN section 4).
+	// DumpRollouts, when set, receives every step's batch (docs/rollout-format.md).
 	DumpRollouts string
 	// SummaryFileOnly keeps the closing summary table out of Output: it is
 	// written to RUN/summary.txt only (a bench's arm-seeds; RUN/summary.txt

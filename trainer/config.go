@@ -19,7 +19,7 @@ import (
 	"github.com/knadh/koanf/v2"
 )
 
-// Config is a resolved, validated run configuration (DESIGN section 5).
+// Config is a resolved, validated run configuration (docs/config.md).
 // Task, Algorithm and Strategies stay raw: their factories read them
 // strictly (tasks.New, NewAlgorithm, NewStrategy).
 type Config struct {

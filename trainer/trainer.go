@@ -15,10 +15,11 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Trainer runs the RLVR loop of DESIGN section 1 and owns the run directory:
+// Trainer runs the RLVR loop (docs/extending.md, "One training step") and
+// owns the run directory:
 //
 //	RUN/config.yaml          the resolved config (written by the CLI)
-//	RUN/metrics.jsonl        one JSON object per step (DESIGN section 6 names)
+//	RUN/metrics.jsonl        one JSON object per step (README.md, "Metrics")
 //	RUN/checkpoints/step-N/  model, optimiser, strategy state, step (N = steps done)
 //	RUN/checkpoints/LATEST   the name of the newest complete checkpoint
 type Trainer struct {
@@ -45,7 +46,7 @@ type Trainer struct {
 	Progress io.Writer
 	TTY      bool
 	// DumpRollouts, when set, receives each step's batch as
-	// rollout-<step>.json (DESIGN section 4).
+	// rollout-<step>.json (docs/rollout-format.md).
 	DumpRollouts string
 	// Gen generates the training batches; nil is the Backend (in-process).
 	// With another Generator (remote servers, package rollout) the trainer

@@ -126,9 +126,10 @@ func (b *recBackend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[str
 	return b.fakeBackend.UpdateCritic(r, u)
 }
 
-// One step calls the hooks in DESIGN section 1's order, sums two reward
-// bonuses, adds advantage bonuses before the algorithm's finalisation, sums
-// entropy coefficients into the actor update, and reports the metrics.
+// One step calls the hooks in the order of docs/extending.md ("One training
+// step"), sums two reward bonuses, adds advantage bonuses before the
+// algorithm's finalisation, sums entropy coefficients into the actor
+// update, and reports the metrics.
 func TestStepHookOrderAndSums(t *testing.T) {
 	var log []string
 	cfg := fakeConfig(t, 1, 1)

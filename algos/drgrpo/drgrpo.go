@@ -1,4 +1,4 @@
-// Package drgrpo implements the advantage of Dr. GRPO (DESIGN section 3),
+// Package drgrpo implements the advantage of Dr. GRPO (docs/algorithms.md),
 // registered as algorithm "dr_grpo": Liu et al. 2025, "Understanding
 // R1-Zero-Like Training: A Critical Perspective", arXiv 2503.20783.
 //

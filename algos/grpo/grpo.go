@@ -1,5 +1,5 @@
 // Package grpo implements Group Relative Policy Optimization advantages
-// (DESIGN section 3), registered as algorithm "grpo".
+// (docs/algorithms.md), registered as algorithm "grpo".
 //
 // For response i of a prompt group g with G responses and shaped rewards r~:
 //

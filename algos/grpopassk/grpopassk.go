@@ -1,4 +1,4 @@
-// Package grpopassk implements pass@k advantages (DESIGN section 3),
+// Package grpopassk implements pass@k advantages (docs/algorithms.md),
 // registered as algorithm "grpo_passk": Chen et al. 2025, "Pass@k Training
 // for Adaptively Balancing Exploration and Exploitation of Large Reasoning
 // Models", arXiv 2508.10751, in the analytic form of its "analytical

@@ -1,7 +1,7 @@
-// Package maxrl implements the MaxRL advantage estimator (DESIGN section
-// 8), registered as algorithm "maxrl": Tajwar et al. 2026, arXiv
-// 2602.02710; TRL's MaxRLTrainer and SkyRL's "maxrl" implement the same
-// estimator.
+// Package maxrl implements the MaxRL advantage estimator
+// (docs/algorithms.md), registered as algorithm "maxrl": Tajwar et al.
+// 2026, arXiv 2602.02710; TRL's MaxRLTrainer and SkyRL's "maxrl"
+// implement the same estimator.
 //
 // For response i of a prompt group g with shaped reward r~_i, and the
 // task's rewards of a correct and an incorrect answer r_cor and r_inc:

@@ -1,5 +1,5 @@
 // Package ppo implements PPO advantages with GAE over a K-head critic
-// (DESIGN section 3), registered as algorithm "ppo".
+// (docs/algorithms.md), registered as algorithm "ppo".
 //
 // For a response of T valid tokens with shaped reward r~, let
 // Vbar[t] = mean over the K heads of Values[t] (the value of the state in

@@ -1,4 +1,4 @@
-// Package reinforcepp implements REINFORCE++ advantages (DESIGN section 3),
+// Package reinforcepp implements REINFORCE++ advantages (docs/algorithms.md),
 // registered as algorithm "reinforce_pp": Hu et al. 2025, REINFORCE++,
 // arXiv 2501.03262 (first version: Hu, "REINFORCE++: A Simple and Efficient
 // Approach for Aligning Large Language Models"; later versions retitled,

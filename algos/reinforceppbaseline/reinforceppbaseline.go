@@ -1,5 +1,5 @@
 // Package reinforceppbaseline implements REINFORCE++-baseline advantages
-// (DESIGN section 3), registered as algorithm "reinforce_pp_baseline": Hu
+// (docs/algorithms.md), registered as algorithm "reinforce_pp_baseline": Hu
 // et al. 2025, REINFORCE++, arXiv 2501.03262 ("REINFORCE++ w/ baseline",
 // the variant for groups of responses to one prompt: group-mean subtraction,
 // then global batch normalisation).
@@ -13,10 +13,10 @@
 // mean and the sample variance (divisor n-1) of all n valid tokens of the
 // batch (ppo's whitening, verl's masked_whiten). A group of one has
 // mean_g = r~_i, so A'_i = 0 (verl instead takes a baseline of 0 for a group
-// of one, which leaves A'_i = r~_i; we follow DESIGN's r~_i - mean_g). There
-// is no std division inside the group. The whitening runs in Finalize,
-// after the strategies' advantage bonuses, as for ppo; a batch of one token
-// whitens to 0.
+// of one, which leaves A'_i = r~_i; we keep r~_i - mean_g, as
+// docs/algorithms.md states). There is no std division inside the group.
+// The whitening runs in Finalize, after the strategies' advantage bonuses,
+// as for ppo; a batch of one token whitens to 0.
 //
 // Returns are set to the return r~_i on every token (no baseline, no
 // whitening; there is no critic to regress on them). The paper's per-token

@@ -1,8 +1,9 @@
-// Package rloo implements REINFORCE Leave-One-Out advantages (DESIGN
-// section 3), registered as algorithm "rloo": Ahmadian et al. 2024, "Back to
-// Basics: Revisiting REINFORCE Style Optimization for Learning from Human
-// Feedback in LLMs", arXiv 2402.14740 (their RLOO estimator, after Kool et
-// al. 2019, "Buy 4 REINFORCE Samples, Get a Baseline for Free!").
+// Package rloo implements REINFORCE Leave-One-Out advantages
+// (docs/algorithms.md), registered as algorithm "rloo": Ahmadian et al.
+// 2024, "Back to Basics: Revisiting REINFORCE Style Optimization for
+// Learning from Human Feedback in LLMs", arXiv 2402.14740 (their RLOO
+// estimator, after Kool et al. 2019, "Buy 4 REINFORCE Samples, Get a
+// Baseline for Free!").
 //
 // For response i of a prompt group g with G responses and shaped rewards r~,
 // the baseline of i is the mean of the other G-1 rewards of its group:

@@ -15,7 +15,10 @@ import (
 // operand's gradient as ReduceSum(Mul(broadcast, broadcast)), materialising a
 // [batch, lhsCross, rhsCross, contracting] tensor. XLA fuses that away; the
 // pure-Go engine does not, and a train step of our policy costs ~10x the time
-// and ~14x the memory (../shared/GOMLX-NOTES.md, pitfall 1).
+// and ~14x the memory: measured on GoMLX's pure-Go engine when this rule was
+// written, one train step took about 26 s and 4.7 GB with the upstream rule
+// and 2.4 s and 344 MB with this one. Whatever replaces it must match the
+// upstream gradient numerically (dotgrad_test.go checks that).
 //
 // fastDotGeneralVJP computes the same gradients as two DotGenerals and a
 // transpose. For out = DotGeneral(lhs, rhs) with output axes laid out as

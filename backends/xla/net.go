@@ -754,7 +754,8 @@ func actorHyper(hyper []float32, u core.ActorUpdate) error {
 
 // buildCriticTrain: masked MSE over heads. Inputs: tokens int32 [B,T]; mask,
 // returns [B,T]; headMask [B,T,K]; hyper. Loss = sum(m (V - R)^2) / sum(m)
-// with m = mask * headMask, which equals DESIGN's
+// with m = mask * headMask, which equals the multi-head critic's loss
+// (docs/algorithms.md, "The exploration bonuses")
 // 1/(zeta K |D|) sum_j sum_{(s,R) in D_j} (V_j(s) - R)^2.
 //
 // With accumulate, one micro-batch of a micro-batched update (as in

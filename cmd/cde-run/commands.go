@@ -22,7 +22,7 @@ func cmdTrain(args []string) int {
 	runDir := fs.String("run-dir", "", "run directory, new or empty (default runs/<time>-<random>-<algorithm>)")
 	overwrite := fs.Bool("overwrite", false, "with --run-dir: delete the run already in DIR (config, metrics, checkpoints) and start afresh")
 	resume := fs.String("resume", "", "continue the run in DIR from its newest complete checkpoint (uses DIR/config.yaml)")
-	dump := fs.String("dump-rollouts", "", "write every step's batch as DIR/rollout-<step>.json (DESIGN section 4)")
+	dump := fs.String("dump-rollouts", "", "write every step's batch as DIR/rollout-<step>.json (format: docs/rollout-format.md)")
 	summaryTo := fs.String("summary", "stderr", "where the closing summary table goes besides RUN/summary.txt: stderr, or none (what a bench's arm-seeds use)")
 	usage := fs.Usage
 	fs.Usage = func() {

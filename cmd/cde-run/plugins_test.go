@@ -125,8 +125,9 @@ func TestPluginEntryKeys(t *testing.T) {
 	s.(core.Closer).Close()
 }
 
-// pluginBase is the tiny run of the plugin tests (DESIGN's defaults
-// otherwise): random initial weights, one layer, no periodic eval.
+// pluginBase is the tiny run of the plugin tests (the defaults of
+// docs/config.md otherwise): random initial weights, one layer, no periodic
+// eval.
 const pluginBase = `
 seed: 5
 task: {name: arith, levels: [1], eval_n: 8}

@@ -16,7 +16,7 @@ func cmdShape(args []string) int {
 	fs := cli.NewFlagSet("shape", "shape --config FILE --in ROLLOUT.json [--set key=value]...")
 	var cf cli.ConfigFlags
 	cf.Register(fs)
-	in := fs.String("in", "", "rollout file (DESIGN section 4), e.g. from train --dump-rollouts")
+	in := fs.String("in", "", "rollout file (docs/rollout-format.md), e.g. from train --dump-rollouts")
 	if code, done := cli.Parse(fs, args); done {
 		return code
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// A random batch in the rollout-file format (DESIGN section 4).
+// A random batch in the rollout-file format (docs/rollout-format.md).
 type refSeq struct {
 	Group     int         `json:"group"`
 	Reward    float64     `json:"reward"`
@@ -63,8 +63,8 @@ func randomBatch(rng *rand.Rand, k int, sameEmbedding bool) refBatch {
 	return b
 }
 
-// The reference: DESIGN section 3 spelled out as plain loops, written apart
-// from the code under test.
+// The reference: docs/algorithms.md's formulas spelled out as plain loops,
+// written apart from the code under test.
 
 func refWeight(step, total int) float64 { return 1 } // the configs below use constant w0 = 1
 

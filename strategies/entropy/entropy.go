@@ -1,5 +1,6 @@
-// Package entropy implements the entropy bonus of DESIGN section 3, a loss
-// hook registered as strategy "entropy": the actor loss gets
+// Package entropy implements the entropy bonus (docs/algorithms.md, "The
+// exploration bonuses"), a loss hook registered as strategy "entropy": the
+// actor loss gets
 //
 //	loss -= w_t * coef * mean token entropy
 //

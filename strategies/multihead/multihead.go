@@ -1,6 +1,6 @@
 // Package multihead implements the multi-head (bootstrapped) critic bonus of
-// DESIGN section 3, registered as strategy "multihead". It is valid only with
-// a critic algorithm (ppo).
+// the CDE paper (docs/algorithms.md, "The exploration bonuses"), registered
+// as strategy "multihead". It is valid only with a critic algorithm (ppo).
 //
 // The critic has K value heads; Values[t][j] is head j's value of the state in
 // which token t is chosen. For every response of T valid tokens and every
@@ -73,7 +73,7 @@ import (
 // Name is the registry name.
 const Name = "multihead"
 
-// Defaults (DESIGN section 3).
+// Defaults (docs/config.md, strategy multihead).
 const (
 	DefaultHeads = 4
 	DefaultZeta  = 1.0

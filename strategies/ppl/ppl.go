@@ -1,5 +1,6 @@
-// Package ppl implements the perplexity reward bonus of DESIGN section 3,
-// registered as strategy "ppl". It works with any algorithm.
+// Package ppl implements the perplexity reward bonus of the CDE paper
+// (docs/algorithms.md, "The exploration bonuses"), registered as strategy
+// "ppl". It works with any algorithm.
 //
 // For a response of T valid tokens with old-policy log-probs logp_old(o_t)
 // and verifier reward r:

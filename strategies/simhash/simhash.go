@@ -1,5 +1,5 @@
-// Package simhash implements the SimHash count bonus of DESIGN section 3, a
-// reward hook registered as strategy "simhash".
+// Package simhash implements the SimHash count bonus (docs/algorithms.md,
+// "The exploration bonuses"), a reward hook registered as strategy "simhash".
 //
 // Each response's pooled last-layer hidden state h (length d, pooled by
 // `last`, `second_last` or `mean` over response tokens by the backend) is

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ppl, in Python with numpy: the paper's perplexity reward bonus (CDE,
-DESIGN section 3), the same numbers as cde's in-tree strategy "ppl"
-(strategies/ppl), bit for bit.
+arXiv 2509.09675; docs/algorithms.md), the same numbers as cde's in-tree
+strategy "ppl" (strategies/ppl), bit for bit.
 
 For a response of T tokens with old-policy log-probs logp(o_t) and reward r:
 

@@ -15,8 +15,9 @@ import (
 	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -261,6 +262,18 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
+// log10Ticks mark an axis of log10 values as logTicks would mark the
+// values on a log axis.
+type log10Ticks struct{}
+
+func (log10Ticks) Ticks(lo, hi float64) []plot.Tick {
+	ts := logTicks{}.Ticks(math.Pow(10, lo), math.Pow(10, hi))
+	for i := range ts {
+		ts[i].Value = math.Log10(ts[i].Value)
+	}
+	return ts
+}
+
 // spiky reports whether positive values span more than a factor of 30, when
 // a log scale shows them better (a single spike otherwise flattens the rest).
 func spiky(ys []float64) bool {
@@ -285,7 +298,6 @@ type family struct {
 type series struct {
 	Arm    string
 	Metric string
-	Dashed bool // the second metric of a two-metric panel
 	// Value, when set, computes the line's value from a metrics row
 	// instead of reading Metric (which then only names it).
 	Value func(map[string]float64) (float64, bool)
@@ -306,7 +318,7 @@ type panelSpec struct {
 	// value of the same metric (the base arm's evaluation of that seed).
 	WithBase bool
 	// SkipZero leaves out an arm whose every value past step 0 is 0 (a
-	// collapsed arm would squash the axis); the caption names it.
+	// collapsed arm, a line along the axis); the caption names it.
 	SkipZero bool
 	// Ref draws a thin dashed horizontal line at RefLine.
 	Ref     bool
@@ -315,25 +327,116 @@ type panelSpec struct {
 	// (samplesX) instead of the step; a run that does not log them is
 	// left out.
 	Samples bool
+	// Unit fixes the y axis to [0, 1] (an accuracy: avg@k, pass@k, maj@k).
+	Unit bool
 }
 
-// plotStyle gives each arm its colour and dash pattern over the whole
-// report.
+// okabeIto is the colour-blind-safe qualitative palette of M. Okabe and
+// K. Ito, "Color Universal Design (CUD): how to make figures and
+// presentations that are friendly to colorblind people" (2002/2008), in
+// the order blue, orange, bluish green, vermillion, sky blue, reddish
+// purple. Its black is the base policy's; its yellow (#F0E442) is left
+// out, too faint on white for a thin line.
+var okabeIto = []color.Color{
+	color.RGBA{R: 0x00, G: 0x72, B: 0xB2, A: 0xFF},
+	color.RGBA{R: 0xE6, G: 0x9F, B: 0x00, A: 0xFF},
+	color.RGBA{R: 0x00, G: 0x9E, B: 0x73, A: 0xFF},
+	color.RGBA{R: 0xD5, G: 0x5E, B: 0x00, A: 0xFF},
+	color.RGBA{R: 0x56, G: 0xB4, B: 0xE9, A: 0xFF},
+	color.RGBA{R: 0xCC, G: 0x79, B: 0xA7, A: 0xFF},
+}
+
+// lineDashes are the line styles crossed with the palette: solid, dashed,
+// dotted, dash-dot; with the palette's 6 colours, 24 arms of a report each
+// have their own (colour, style). markers go with them, for the points of
+// a line with few.
+var (
+	lineDashes = [][]vg.Length{
+		nil,
+		{vg.Points(6), vg.Points(3)},
+		{vg.Points(1.5), vg.Points(2.5)},
+		{vg.Points(7), vg.Points(2.5), vg.Points(1.5), vg.Points(2.5)},
+	}
+	markers = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}, draw.CrossGlyph{}}
+)
+
+// maxDistinctArms is how many arms get a look of their own.
+var maxDistinctArms = len(okabeIto) * len(lineDashes)
+
+// plotStyle gives each arm its place in the report's arm order, and with
+// it its colour, line style and marker in every figure of the report: arm
+// i has colour i mod 6 and style i div 6 (arms 0-5 solid, 6-11 dashed,
+// ...); past 24 arms the looks repeat. The base policy is black and solid.
 type plotStyle map[string]int
 
-// palette is 14 distinct colours, so dashes can mean something else (the
-// second metric of a panel) for up to 14 arms.
-var palette = append(slices.Clone(plotutil.SoftColors), plotutil.DarkColors...)
-
 func (st plotStyle) color(arm string) color.Color {
-	if arm == "base" {
+	if arm == BaseArm {
 		return color.Black
 	}
-	return palette[st[arm]%len(palette)]
+	return okabeIto[st[arm]%len(okabeIto)]
 }
 
-func (st plotStyle) dashes(arm string) []vg.Length {
-	return plotutil.Dashes(st[arm] / len(palette))
+func (st plotStyle) styleIndex(arm string) int {
+	if arm == BaseArm {
+		return 0
+	}
+	return st[arm] / len(okabeIto) % len(lineDashes)
+}
+
+// line is arm's line style.
+func (st plotStyle) line(arm string) draw.LineStyle {
+	return draw.LineStyle{Color: st.color(arm), Width: vg.Points(1.6), Dashes: lineDashes[st.styleIndex(arm)]}
+}
+
+// glyph is arm's marker.
+func (st plotStyle) glyph(arm string) draw.GlyphStyle {
+	return draw.GlyphStyle{Color: st.color(arm), Shape: markers[st.styleIndex(arm)], Radius: vg.Points(2.5)}
+}
+
+// accuracyRE matches the metric keys that are an accuracy in [0, 1].
+var accuracyRE = regexp.MustCompile(`(^|/)((avg|pass|maj)@(\d+|k)|acc|accuracy)$`)
+
+// isAccuracy reports whether metric key is an accuracy (avg@k, pass@k,
+// maj@k, reward/acc), drawn on a y axis from 0 to 1.
+func isAccuracy(key string) bool { return accuracyRE.MatchString(key) }
+
+var evalKeyRE = regexp.MustCompile(`^val/([^/]+)/(avg|pass|maj)@(\d+|k)$`)
+
+// axisLabel is the human label of a metric key on an axis; a key it does
+// not know is its own label.
+func axisLabel(key string) string {
+	if m := evalKeyRE.FindStringSubmatch(key); m != nil {
+		kind := map[string]string{"avg": "held-out accuracy", "pass": "pass@" + m[3], "maj": "majority-vote accuracy"}[m[2]]
+		if m[2] == "pass" {
+			if m[1] == "mean" {
+				return kind + " (mean over eval sets)"
+			}
+			return kind + " on " + m[1]
+		}
+		if m[1] != "mean" {
+			kind += " on " + m[1]
+		}
+		return kind + " (" + m[2] + "@" + m[3] + ")"
+	}
+	switch key {
+	case "step":
+		return "training step"
+	case GeneratedTotalMetric:
+		return "responses generated"
+	case "reward/acc":
+		return "training accuracy (reward/acc)"
+	case "rollout/entropy":
+		return "policy entropy (nats/token)"
+	case "calib/ppl_incorrect / calib/ppl_correct":
+		return "calibration ratio PPL(incorrect) / PPL(correct)"
+	case "calib/auroc":
+		return "calibration AUROC"
+	case "critic/head_std":
+		return "critic head std"
+	case "simhash/occupied_cells":
+		return "SimHash occupied cells"
+	}
+	return key
 }
 
 var passKeyRE = regexp.MustCompile(`^val/mean/pass@(\d+)$`)
@@ -403,15 +506,33 @@ func firstEval(r *armRun) (map[string]float64, bool) {
 	return nil, false
 }
 
-// drawPanel builds one plot; it reports whether any line had data.
-func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map[string]plot.Thumbnailer, skipped *[]string) (*plot.Plot, bool, error) {
+// drawnArm is what a figure drew of an arm: the style of each of its
+// lines, and of its markers where a line had few points.
+type drawnArm struct {
+	Lines  []draw.LineStyle
+	Glyphs []draw.GlyphStyle
+}
+
+// thumbs are the arm's legend thumbnail: its line, with its marker when the
+// figure drew markers.
+func (d *drawnArm) thumbs() []plot.Thumbnailer {
+	th := []plot.Thumbnailer{&plotter.Line{LineStyle: d.Lines[0]}}
+	if len(d.Glyphs) > 0 {
+		th = append(th, &plotter.Scatter{GlyphStyle: d.Glyphs[0]})
+	}
+	return th
+}
+
+// drawPanel builds one plot, recording in drawn what it drew of each arm;
+// it reports whether any line had data.
+func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, drawn map[string]*drawnArm, skipped *[]string) (*plot.Plot, bool, error) {
 	p := plot.New()
 	p.Title.Text = ps.Title
 	p.X.Label.Text, p.Y.Label.Text = ps.XLabel, ps.YLabel
 	p.Add(plotter.NewGrid())
 	p.X.Tick.Marker, p.Y.Tick.Marker = readableTicks{}, readableTicks{}
 	var all []float64
-	drawn := false
+	hasData := false
 	bands := make([]band, len(ps.Lines))
 	for i, s := range ps.Lines {
 		var b band
@@ -480,25 +601,54 @@ func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map
 			clear(skip)
 		}
 	}
+	for i, b := range bands {
+		if len(b.X) == 0 || ps.PassK && len(b.X) < 2 {
+			skip[i] = true
+		}
+		if !skip[i] {
+			hasData = true
+			all = append(all, b.Lo...)
+			all = append(all, b.Hi...)
+		}
+	}
+	// The reference line spans the steps of the panel's runs.
+	refFrom, refTo := math.Inf(1), math.Inf(-1)
+	if hasData && ps.Ref {
+		for _, s := range ps.Lines {
+			for _, r := range runs[s.Arm] {
+				if len(r.Rows) > 0 {
+					refFrom, refTo = min(refFrom, r.Rows[0]["step"]), max(refTo, r.Rows[len(r.Rows)-1]["step"])
+				}
+			}
+		}
+		if refFrom < refTo {
+			all = append(all, ps.RefLine)
+		}
+	}
+	// A y axis on a log scale where the values span more than a factor of
+	// 30 (not an accuracy's): drawn as log10 of the values on a linear axis
+	// ticked at the values, since gonum's own log axis misplaces its label
+	// and, with it, the panel's title.
+	logY := !ps.Unit && spiky(all)
+	fy := func(y float64) float64 {
+		if logY {
+			return math.Log10(y)
+		}
+		return y
+	}
 	for i, s := range ps.Lines {
 		b := bands[i]
 		if skip[i] {
 			continue
 		}
-		if len(b.X) == 0 || ps.PassK && len(b.X) < 2 {
-			continue
-		}
-		drawn = true
-		all = append(all, b.Lo...)
-		all = append(all, b.Hi...)
 		c := st.color(s.Arm)
 		if len(b.X) > 1 {
 			poly := make(plotter.XYs, 0, 2*len(b.X))
 			for i := range b.X {
-				poly = append(poly, plotter.XY{X: b.X[i], Y: b.Hi[i]})
+				poly = append(poly, plotter.XY{X: b.X[i], Y: fy(b.Hi[i])})
 			}
 			for i := len(b.X) - 1; i >= 0; i-- {
-				poly = append(poly, plotter.XY{X: b.X[i], Y: b.Lo[i]})
+				poly = append(poly, plotter.XY{X: b.X[i], Y: fy(b.Lo[i])})
 			}
 			pg, err := plotter.NewPolygon(poly)
 			if err != nil {
@@ -511,59 +661,54 @@ func drawPanel(ps panelSpec, runs map[string][]*armRun, st plotStyle, legend map
 		}
 		xy := make(plotter.XYs, len(b.X))
 		for i := range b.X {
-			xy[i] = plotter.XY{X: b.X[i], Y: b.Mean[i]}
+			xy[i] = plotter.XY{X: b.X[i], Y: fy(b.Mean[i])}
 		}
 		l, err := plotter.NewLine(xy)
 		if err != nil {
 			return nil, false, err
 		}
-		l.Color, l.Width = c, vg.Points(1.5)
-		l.Dashes = st.dashes(s.Arm)
-		if s.Dashed {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-		}
+		l.LineStyle = st.line(s.Arm)
 		p.Add(l)
+		d := drawn[s.Arm]
+		if d == nil {
+			d = &drawnArm{}
+			drawn[s.Arm] = d
+		}
+		d.Lines = append(d.Lines, l.LineStyle)
 		if len(xy) < 8 {
 			sc, err := plotter.NewScatter(xy)
 			if err != nil {
 				return nil, false, err
 			}
-			sc.Color, sc.Shape, sc.Radius = c, draw.CircleGlyph{}, vg.Points(2)
+			sc.GlyphStyle = st.glyph(s.Arm)
 			p.Add(sc)
-		}
-		if !s.Dashed {
-			if _, ok := legend[s.Arm]; !ok {
-				legend[s.Arm] = l
-			}
+			d.Glyphs = append(d.Glyphs, sc.GlyphStyle)
 		}
 	}
 	if ps.PassK {
 		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, powersOfTwo{}
 	}
-	if drawn && ps.Ref {
-		xmin, xmax := math.Inf(1), math.Inf(-1)
-		for _, s := range ps.Lines {
-			for _, r := range runs[s.Arm] {
-				if len(r.Rows) > 0 {
-					xmin, xmax = min(xmin, r.Rows[0]["step"]), max(xmax, r.Rows[len(r.Rows)-1]["step"])
-				}
-			}
+	if hasData && ps.Ref && refFrom < refTo {
+		l, err := plotter.NewLine(plotter.XYs{{X: refFrom, Y: fy(ps.RefLine)}, {X: refTo, Y: fy(ps.RefLine)}})
+		if err != nil {
+			return nil, false, err
 		}
-		if xmin < xmax {
-			l, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: ps.RefLine}, {X: xmax, Y: ps.RefLine}})
-			if err != nil {
-				return nil, false, err
-			}
-			l.Color, l.Width, l.Dashes = color.Gray{Y: 90}, vg.Points(0.8), []vg.Length{vg.Points(2), vg.Points(2)}
-			p.Add(l)
-			all = append(all, ps.RefLine)
-		}
+		l.Color, l.Width, l.Dashes = color.Gray{Y: 90}, vg.Points(0.8), []vg.Length{vg.Points(2), vg.Points(2)}
+		p.Add(l)
 	}
-	if spiky(all) {
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+	switch {
+	case ps.Unit:
+		// An accuracy: always on [0, 1], so that panels and figures compare.
+		p.Y.Min, p.Y.Max = 0, 1
+	case len(all) > 0 && slices.Min(all) == slices.Max(all) && all[0] >= 0:
+		// A constant, non-negative value (all 0, say): gonum would span
+		// v-1 to v+1, below 0.
+		p.Y.Min, p.Y.Max = 0, max(1, 2*all[0])
+	case logY:
+		p.Y.Tick.Marker = log10Ticks{}
 		p.Y.Label.Text += " (log scale)"
 	}
-	return p, drawn, nil
+	return p, hasData, nil
 }
 
 // powersOfTwo ticks a log2 k axis: 1, 2, 4, ...
@@ -579,10 +724,28 @@ func (powersOfTwo) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
-// figureSpec is one image: panels side by side and one legend beside them.
+// figureSpec is one image: its panels in a grid and one legend below them.
 type figureSpec struct {
 	Name, Caption string
 	Panels        []panelSpec
+}
+
+// figure is a figureSpec drawn: its panels with data, its legend, and the
+// markdown note that shows it (or says why it is not drawn, with no
+// plots).
+type figure struct {
+	Name   string
+	Plots  []*plot.Plot
+	Legend []legendEntry
+	// Drawn is what the figure drew of each arm.
+	Drawn map[string]*drawnArm
+	Note  string
+}
+
+// legendEntry is one line of a figure's legend.
+type legendEntry struct {
+	Text   string
+	Thumbs []plot.Thumbnailer
 }
 
 // writePlots draws the report's figures into dir and returns the markdown
@@ -594,6 +757,27 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	figs, err := makeFigures(spec, runs, arms, families)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	for _, f := range figs {
+		if len(f.Plots) > 0 {
+			if err := savePanels(f.Plots, f.Legend, filepath.Join(dir, f.Name)); err != nil {
+				return nil, err
+			}
+		}
+		if f.Note != "" {
+			notes = append(notes, f.Note)
+		}
+	}
+	return notes, nil
+}
+
+// makeFigures draws the report's figures (every arm in the same look in
+// all of them) without writing them.
+func makeFigures(spec *Spec, runs map[string][]*armRun, arms []string, families []family) ([]figure, error) {
 	st := plotStyle{}
 	for i, a := range arms {
 		st[a] = i
@@ -610,17 +794,17 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 			}
 		}
 	}
-	perFamily := func(title, ylabel string, smooth int, metrics ...string) []panelSpec {
+	// One panel per family: titled by the family where there are two, by
+	// what it shows where there is one; the y axis says what it shows.
+	perFamily := func(title, metric string, smooth int) []panelSpec {
 		var ps []panelSpec
 		for _, f := range families {
-			pn := panelSpec{Title: title, XLabel: "step", YLabel: ylabel, Smooth: smooth}
+			pn := panelSpec{Title: title, XLabel: axisLabel("step"), YLabel: axisLabel(metric), Smooth: smooth, Unit: isAccuracy(metric)}
 			if len(families) > 1 {
-				pn.Title = f.Name + ": " + title
+				pn.Title = f.Name
 			}
 			for _, a := range f.Arms {
-				for i, m := range metrics {
-					pn.Lines = append(pn.Lines, series{Arm: a, Metric: m, Dashed: i > 0})
-				}
+				pn.Lines = append(pn.Lines, series{Arm: a, Metric: metric})
 			}
 			ps = append(ps, pn)
 		}
@@ -628,7 +812,7 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 	}
 	// Held-out accuracy starts at the base policy (step 0) where the bench
 	// evaluated it, and leaves out arms that scored 0 everywhere.
-	heldout := perFamily("held-out accuracy", valKey, 1, valKey)
+	heldout := perFamily("held-out accuracy", valKey, 1)
 	for i := range heldout {
 		heldout[i].WithBase, heldout[i].SkipZero = spec.BaseEval, true
 	}
@@ -636,10 +820,11 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 	// perplexing the incorrect responses are than the correct ones. 1 is
 	// no separation. A moving median, because a batch's mean perplexity
 	// of the incorrect responses spikes when one response degenerates.
-	calib := perFamily("PPL(incorrect) / PPL(correct)", "calib/ppl_incorrect / calib/ppl_correct", 9, "calib/ppl_incorrect / calib/ppl_correct in one step")
+	calib := perFamily("PPL(incorrect) / PPL(correct)", "calib/ppl_incorrect / calib/ppl_correct", 9)
 	for i := range calib {
 		calib[i].Median, calib[i].Ref, calib[i].RefLine = true, true, 1
 		for j := range calib[i].Lines {
+			calib[i].Lines[j].Metric += " in one step"
 			calib[i].Lines[j].Value = ratioValue("calib/ppl_incorrect", "calib/ppl_correct")
 		}
 	}
@@ -664,8 +849,8 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 			if set == "mean" {
 				title, ylabel = "mean over eval sets", "pass@k (mean over eval sets)"
 			}
-			pn := panelSpec{Title: title, XLabel: "k (log scale)", YLabel: ylabel, PassK: true, Set: set}
-			pn.Lines = append(pn.Lines, series{Arm: "base"})
+			pn := panelSpec{Title: title, XLabel: "k (log scale)", YLabel: ylabel, PassK: true, Set: set, Unit: true}
+			pn.Lines = append(pn.Lines, series{Arm: BaseArm})
 			for _, a := range f.Arms {
 				pn.Lines = append(pn.Lines, series{Arm: a})
 			}
@@ -673,27 +858,28 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 		}
 		return ps
 	}
-	entropy := perFamily("policy entropy", "rollout/entropy", 5, "rollout/entropy")
+	entropy := perFamily("policy entropy", "rollout/entropy", 5)
 	// The same against the responses generated before each step: a step of
 	// dynamic sampling draws batches until enough groups are kept, so equal
 	// steps are not equal samples. Figures named *_samples.
 	onSamples := func(ps []panelSpec) []panelSpec {
 		out := slices.Clone(ps)
 		for i := range out {
-			out[i].Samples, out[i].XLabel = true, "responses generated before the step ("+GeneratedTotalMetric+")"
+			out[i].Samples, out[i].XLabel = true, axisLabel(GeneratedTotalMetric)
 		}
 		return out
 	}
 	samplesNote := " vs the responses generated before the step (" + GeneratedTotalMetric + " less the step's own: every batch drawn, dynamic sampling's dropped groups included); where an arm's seeds generated different numbers, a point's x is their mean at that step"
+	fromBase := map[bool]string{true: ", from the base policy at step 0", false: ""}[spec.BaseEval]
 	figs := []figureSpec{
-		{"heldout_accuracy", "Held-out accuracy (" + valKey + ", mean over eval sets) vs step" + map[bool]string{true: ", from the base policy at step 0", false: ""}[spec.BaseEval], heldout},
+		{"heldout_accuracy", "Held-out accuracy (" + valKey + ", mean over eval sets) vs step" + fromBase, heldout},
 		{"heldout_accuracy_samples", "Held-out accuracy (" + valKey + ", mean over eval sets; avg@k is the unbiased pass@1)" + samplesNote + map[bool]string{true: ", from the base policy at 0", false: ""}[spec.BaseEval], onSamples(heldout)},
 		{"entropy", "Policy entropy of the rollouts (rollout/entropy, nats per token) vs step, each seed smoothed over 5 logged steps", entropy},
 		{"entropy_samples", "Policy entropy of the rollouts (rollout/entropy, nats per token)" + samplesNote + "; each seed smoothed over 5 logged steps", onSamples(entropy)},
 		{"calibration", "Calibration gap (the paper's Figure 6): the batch's mean perplexity of incorrect rollouts over that of correct ones (calib/ppl_incorrect / calib/ppl_correct) vs step; above 1, confidence tracks correctness; 1 (dotted), it no longer does. Each seed is smoothed by a moving median over 9 logged steps", calib},
-		{"auroc", "Calibration AUROC (calib/auroc: perplexity separating correct from incorrect rollouts) vs step, each seed smoothed over 5 logged steps", perFamily("PPL AUROC", "calib/auroc", 5, "calib/auroc")},
-		{"critic_head_std", "Critic head std on the training batch (critic/head_std, B_critic) vs step, arms with a critic", perFamily("critic head std", "critic/head_std", 5, "critic/head_std")},
-		{"simhash_cells", "SimHash occupied cells (simhash/occupied_cells) vs step, arms with SimHash", perFamily("SimHash occupied cells", "simhash/occupied_cells", 1, "simhash/occupied_cells")},
+		{"auroc", "Calibration AUROC (calib/auroc: perplexity separating correct from incorrect rollouts) vs step, each seed smoothed over 5 logged steps", perFamily("PPL AUROC", "calib/auroc", 5)},
+		{"critic_head_std", "Critic head std on the training batch (critic/head_std, B_critic) vs step, arms with a critic", perFamily("critic head std", "critic/head_std", 5)},
+		{"simhash_cells", "SimHash occupied cells (simhash/occupied_cells) vs step, arms with SimHash", perFamily("SimHash occupied cells", "simhash/occupied_cells", 1)},
 	}
 	for _, f := range families {
 		name, caption := "passk", "pass@k vs k at the final evaluation, per eval set (unbiased from the eval's n samples per problem), with the base policy (the step-0 evaluation) in black"
@@ -703,28 +889,27 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 		}
 		figs = append(figs, figureSpec{name, caption, passPanels(f)})
 	}
-	var notes []string
+	var out []figure
 	for _, f := range figs {
 		samples := strings.HasSuffix(f.Name, "_samples")
 		if valKey == "" && strings.HasPrefix(f.Name, "heldout_accuracy") {
 			if !samples {
-				notes = append(notes, "- Held-out accuracy: no evaluation in any finished run.")
+				out = append(out, figure{Name: f.Name, Note: "- Held-out accuracy: no evaluation in any finished run."})
 			}
 			continue
 		}
-		legend := map[string]plot.Thumbnailer{}
-		var plots []*plot.Plot
+		fig := figure{Name: f.Name, Drawn: map[string]*drawnArm{}}
 		var skipped []string
 		for _, ps := range f.Panels {
-			p, ok, err := drawPanel(ps, runs, st, legend, &skipped)
+			p, ok, err := drawPanel(ps, runs, st, fig.Drawn, &skipped)
 			if err != nil {
 				return nil, err
 			}
 			if ok {
-				plots = append(plots, p)
+				fig.Plots = append(fig.Plots, p)
 			}
 		}
-		if len(plots) == 0 {
+		if len(fig.Plots) == 0 {
 			what := "the metric"
 			if len(f.Panels) > 0 && len(f.Panels[0].Lines) > 0 && f.Panels[0].Lines[0].Metric != "" {
 				what = f.Panels[0].Lines[0].Metric
@@ -737,25 +922,24 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 				// figure says all there is; a note would only be noise.
 				continue
 			}
-			notes = append(notes, fmt.Sprintf("- %s: no finished arm reports %s; not plotted.", f.Caption, what))
+			fig.Note = fmt.Sprintf("- %s: no finished arm reports %s; not plotted.", f.Caption, what)
+			out = append(out, fig)
 			continue
 		}
-		leg := plot.NewLegend()
-		leg.TextStyle.Font.Size = vg.Points(9)
-		leg.Top, leg.Left = true, true
-		for _, a := range append([]string{"base"}, arms...) {
-			if th, ok := legend[a]; ok {
+		for _, a := range append([]string{BaseArm}, arms...) {
+			if d, ok := fig.Drawn[a]; ok {
 				name := a
-				if a == "base" {
+				if a == BaseArm {
 					name = "base policy (step 0)"
 				}
-				leg.Add(name, th)
+				fig.Legend = append(fig.Legend, legendEntry{name, d.thumbs()})
 			}
 		}
-		if err := savePanels(plots, &leg, filepath.Join(dir, f.Name)); err != nil {
-			return nil, err
+		caption := f.Caption
+		if f.Panels[0].Unit {
+			caption += "; the y axis spans 0 to 1"
 		}
-		caption := f.Caption + ". Lines: the mean over seeds; shaded: the range (min to max) over seeds"
+		caption += ". Lines: the mean over seeds; shaded: the range (min to max) over seeds"
 		if len(skipped) > 0 {
 			caption += fmt.Sprintf(". Not drawn, 0 at every point: %s", strings.Join(skipped, ", "))
 		}
@@ -764,9 +948,10 @@ func writePlots(spec *Spec, runs map[string][]*armRun, arms []string, families [
 				caption += fmt.Sprintf(". Not drawn, no %s in their runs (made before the metric): %s", GeneratedTotalMetric, strings.Join(without, ", "))
 			}
 		}
-		notes = append(notes, fmt.Sprintf("**%s.** (plots/%s.svg)\n\n![%s](plots/%s.png)\n", caption, f.Name, f.Name, f.Name))
+		fig.Note = fmt.Sprintf("**%s.** (plots/%s.svg)\n\n![%s](plots/%s.png)\n", caption, f.Name, f.Name, f.Name)
+		out = append(out, fig)
 	}
-	return notes, nil
+	return out, nil
 }
 
 // armsWithoutSamples are the arms with finished runs none of which logs
@@ -782,33 +967,118 @@ func armsWithoutSamples(runs map[string][]*armRun, arms []string) []string {
 	return out
 }
 
-// savePanels draws plots side by side, and the legend in a strip to their
-// right (off the data), into base.png and base.svg.
-func savePanels(plots []*plot.Plot, legend *plot.Legend, base string) error {
-	legendW := 2.3 * vg.Inch
-	w := vg.Length(len(plots))*5.5*vg.Inch + legendW
-	h := 4.5 * vg.Inch
+// The size of a figure's parts, in points: a panel, and the legend's
+// text, thumbnail and spacing.
+const (
+	panelW       = 4.3 * vg.Inch
+	panelH       = 4 * vg.Inch
+	figureDPI    = 110
+	maxAspect    = 2.0 // a figure's width over its height, at most
+	legendFont   = 10
+	legendThumbW = vg.Length(36)
+	legendGap    = vg.Length(5)  // between thumbnail and text
+	legendColGap = vg.Length(16) // between columns
+	legendRowPad = vg.Length(5)  // between rows
+	legendMargin = vg.Length(8)  // above and below the legend
+)
+
+// legendStyle is the legend's text style.
+func legendStyle() text.Style {
+	return text.Style{Font: font.From(plot.DefaultFont, vg.Points(legendFont)), Handler: plot.DefaultTextHandler, YAlign: draw.YCenter}
+}
+
+// figureLayout places n panels and a legend of entries: the panels in rows
+// of cols, as few rows as keep the figure's width at most maxAspect times
+// its height, and the legend below them in legCols columns of legRows.
+type figureLayout struct {
+	Rows, Cols       int
+	LegCols, LegRows int
+	LegEntryW, LegH  vg.Length
+	RowH             vg.Length
+	W, H             vg.Length
+}
+
+func layoutFigure(n int, entries []string) figureLayout {
+	sty := legendStyle()
+	textW := vg.Length(0)
+	for _, e := range entries {
+		textW = max(textW, sty.Width(e))
+	}
+	entryW := legendThumbW + legendGap + textW + legendColGap
+	rowH := sty.Height("Mg") + legendRowPad
+	var l figureLayout
+	for rows := 1; rows <= n; rows++ {
+		cols := (n + rows - 1) / rows
+		l = figureLayout{Rows: rows, Cols: cols, LegEntryW: entryW, RowH: rowH, W: vg.Length(cols) * panelW}
+		if len(entries) > 0 {
+			l.LegCols = max(1, min(len(entries), int((l.W-2*legendMargin+legendColGap)/entryW)))
+			l.LegRows = (len(entries) + l.LegCols - 1) / l.LegCols
+			// Balance the columns: as few as hold the rows.
+			l.LegCols = (len(entries) + l.LegRows - 1) / l.LegRows
+			l.LegH = vg.Length(l.LegRows)*rowH + 2*legendMargin
+		}
+		l.H = vg.Length(rows)*panelH + l.LegH
+		if float64(l.W) <= maxAspect*float64(l.H) {
+			break
+		}
+	}
+	return l
+}
+
+// savePanels draws plots in a grid and the legend centred below them (off
+// the data), into base.png and base.svg.
+func savePanels(plots []*plot.Plot, legend []legendEntry, base string) error {
+	var names []string
+	for _, e := range legend {
+		names = append(names, e.Text)
+	}
+	l := layoutFigure(len(plots), names)
+	grid := make([][]*plot.Plot, l.Rows)
+	for r := range grid {
+		grid[r] = make([]*plot.Plot, l.Cols)
+		for c := range grid[r] {
+			if i := r*l.Cols + c; i < len(plots) {
+				grid[r][c] = plots[i]
+			}
+		}
+	}
+	sty := legendStyle()
 	draws := func(c vg.CanvasSizer) {
 		dc := draw.New(c)
-		main := draw.Crop(dc, 0, -legendW, 0, 0)
-		tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Millimeter * 6, PadTop: vg.Millimeter * 2,
-			PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-		canvases := plot.Align([][]*plot.Plot{plots}, tiles, main)
-		for j, p := range plots {
-			p.Draw(canvases[0][j])
+		panels := draw.Crop(dc, 0, 0, l.LegH, 0)
+		tiles := draw.Tiles{Rows: l.Rows, Cols: l.Cols, PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 5,
+			PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
+		canvases := plot.Align(grid, tiles, panels)
+		for r := range grid {
+			for c, p := range grid[r] {
+				if p != nil {
+					p.Draw(canvases[r][c])
+				}
+			}
 		}
-		side := draw.Crop(dc, w-legendW+vg.Millimeter*2, 0, 0, -vg.Millimeter*8)
-		legend.Draw(side)
+		// The legend: entries down the columns, the block centred.
+		x0 := (l.W - (vg.Length(l.LegCols)*l.LegEntryW - legendColGap)) / 2
+		for i, e := range legend {
+			col, row := i/l.LegRows, i%l.LegRows
+			x := x0 + vg.Length(col)*l.LegEntryW
+			yc := l.LegH - legendMargin - (vg.Length(row)+0.5)*l.RowH
+			th := draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+				Min: vg.Point{X: x, Y: yc - l.RowH/2}, Max: vg.Point{X: x + legendThumbW, Y: yc + l.RowH/2}}}
+			for _, t := range e.Thumbs {
+				t.Thumbnail(&th)
+			}
+			dc.FillText(sty, vg.Point{X: x + legendThumbW + legendGap, Y: yc}, e.Text)
+		}
 	}
-	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
+	img := vgimg.NewWith(vgimg.UseWH(l.W, l.H), vgimg.UseDPI(figureDPI))
 	// A white background (vgimg starts transparent).
 	img.SetColor(color.White)
-	img.Fill(vgRect(w, h))
+	img.Fill(vgRect(l.W, l.H))
 	draws(img)
 	if err := writeCanvas(base+".png", vgimg.PngCanvas{Canvas: img}); err != nil {
 		return err
 	}
-	svg := vgsvg.New(w, h)
+	svg := vgsvg.New(l.W, l.H)
 	draws(svg)
 	return writeCanvas(base+".svg", svg)
 }

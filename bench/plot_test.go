@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"image/png"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Worked by hand. Window 3 (2 at the ends): the spike 100 is never the
@@ -242,5 +245,215 @@ func TestWritePlotsSamples(t *testing.T) {
 	all = strings.Join(notes, "\n")
 	if strings.Contains(all, GeneratedTotalMetric) || strings.Contains(all, "entropy_samples.svg") || !strings.Contains(all, "(plots/entropy.svg)") {
 		t.Errorf("a bench from before the total: want the per-step entropy only, and no note on the samples figures:\n%s", all)
+	}
+}
+
+// plotTestRuns are runs of arms with every metric the figures draw:
+// entropy, calibration, AUROC, held-out avg@4 and pass@1, 2, 4 on eval sets
+// a, b and c (and their mean), two seeds each; arm i's values are offset
+// by i so that every line is its own. zero arms score 0 everywhere.
+func plotTestRuns(arms []string, zero map[string]bool) map[string][]*armRun {
+	runs := map[string][]*armRun{}
+	for i, a := range arms {
+		for seed := uint64(1); seed <= 2; seed++ {
+			var rows []map[string]float64
+			for step := range 12 {
+				off := 0.01*float64(i) + 0.005*float64(seed)
+				row := map[string]float64{"step": float64(step), "rollout/entropy": 0.5 + off - 0.01*float64(step),
+					"calib/ppl_incorrect": 1.3 + off, "calib/ppl_correct": 1, "calib/auroc": 0.6 + off}
+				if step%4 == 0 {
+					acc := 0.1 + off + 0.01*float64(step)
+					if zero[a] {
+						acc = 0
+					}
+					row["val/mean/avg@4"] = acc
+					for _, set := range []string{"mean", "a", "b", "c"} {
+						for k := 1; k <= 4; k *= 2 {
+							row["val/"+set+"/pass@"+strconv.Itoa(k)] = min(1, acc*float64(k))
+						}
+					}
+				}
+				rows = append(rows, row)
+			}
+			runs[a] = append(runs[a], &armRun{Seed: seed, Rows: rows})
+		}
+	}
+	return runs
+}
+
+func sameLine(a, b draw.LineStyle) bool {
+	r1, g1, b1, a1 := a.Color.RGBA()
+	r2, g2, b2, a2 := b.Color.RGBA()
+	return r1 == r2 && g1 == g2 && b1 == b2 && a1 == a2 && a.Width == b.Width && slices.Equal(a.Dashes, b.Dashes)
+}
+
+// Up to maxDistinctArms (24) arms, no two share colour and line style, and
+// none is the base policy's black; every figure of a report draws an arm
+// in the same look, its report-wide one.
+func TestPlotArmLooksDistinctAndStable(t *testing.T) {
+	if maxDistinctArms < 24 {
+		t.Fatalf("%d distinct looks, want at least 24", maxDistinctArms)
+	}
+	var arms []string
+	for i := range maxDistinctArms {
+		arms = append(arms, "arm"+strconv.Itoa(i))
+	}
+	st := plotStyle{}
+	for i, a := range arms {
+		st[a] = i
+	}
+	base := st.line(BaseArm)
+	if r, g, b, _ := base.Color.RGBA(); r|g|b != 0 || len(base.Dashes) != 0 {
+		t.Errorf("the base policy's line %+v, want solid black", base)
+	}
+	for i, a := range arms {
+		if sameLine(st.line(a), base) {
+			t.Errorf("%s looks like the base policy", a)
+		}
+		for _, b := range arms[:i] {
+			if sameLine(st.line(a), st.line(b)) {
+				t.Errorf("%s and %s share colour and line style %+v", a, b, st.line(a))
+			}
+		}
+	}
+	runs := plotTestRuns(arms, nil)
+	runs[BaseArm] = runs[arms[0]]
+	families := []family{{Name: "critic-free", Arms: arms[:15]}, {Name: "with a critic", Critic: true, Arms: arms[15:]}}
+	figs, err := makeFigures(&Spec{BaseEval: true}, runs, arms, families)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawnIn := map[string]int{}
+	for _, f := range figs {
+		if len(f.Plots) == 0 {
+			continue
+		}
+		for a, d := range f.Drawn {
+			drawnIn[a]++
+			for _, l := range d.Lines {
+				if !sameLine(l, st.line(a)) {
+					t.Errorf("figure %s draws %s as %+v, want its look %+v", f.Name, a, l, st.line(a))
+				}
+			}
+			for _, g := range d.Glyphs {
+				if g != st.glyph(a) {
+					t.Errorf("figure %s marks %s with %+v, want %+v", f.Name, a, g, st.glyph(a))
+				}
+			}
+		}
+		if len(f.Legend) != len(f.Drawn) {
+			t.Errorf("figure %s: %d legend entries for %d arms drawn", f.Name, len(f.Legend), len(f.Drawn))
+		}
+	}
+	for _, a := range arms {
+		// heldout, entropy, calibration, AUROC, one pass@k figure.
+		if drawnIn[a] != 5 {
+			t.Errorf("%s drawn in %d figures, want 5", a, drawnIn[a])
+		}
+	}
+}
+
+// Metric keys read as words on an axis; a key it does not know is its own
+// label.
+func TestPlotAxisLabels(t *testing.T) {
+	for key, want := range map[string]string{
+		"val/mean/avg@64":    "held-out accuracy (avg@64)",
+		"val/c3/avg@16":      "held-out accuracy on c3 (avg@16)",
+		"val/mean/pass@k":    "pass@k (mean over eval sets)",
+		"val/ood/pass@64":    "pass@64 on ood",
+		"val/mean/maj@8":     "majority-vote accuracy (maj@8)",
+		"rollout/entropy":    "policy entropy (nats/token)",
+		"step":               "training step",
+		GeneratedTotalMetric: "responses generated",
+		"calib/ppl_incorrect / calib/ppl_correct": "calibration ratio PPL(incorrect) / PPL(correct)",
+		"some/new_metric":                         "some/new_metric",
+	} {
+		if got := axisLabel(key); got != want {
+			t.Errorf("axisLabel(%q) = %q, want %q", key, got, want)
+		}
+	}
+	for key, want := range map[string]bool{"val/mean/avg@64": true, "val/c3/pass@8": true, "val/mean/maj@4": true,
+		"reward/acc": true, "rollout/entropy": false, "calib/auroc": false, "critic/head_std": false} {
+		if isAccuracy(key) != want {
+			t.Errorf("isAccuracy(%q) = %v", key, !want)
+		}
+	}
+}
+
+// An accuracy's axis is [0, 1] whatever its values, all 0 included (not
+// gonum's -1 to 1); so is a non-negative metric that is 0 everywhere.
+func TestPlotAccuracyAxisIsUnit(t *testing.T) {
+	zero := map[string]bool{"z1": true, "z2": true}
+	runs := plotTestRuns([]string{"z1", "z2", "live"}, zero)
+	for _, c := range []struct {
+		arms   []string
+		metric string
+		unit   bool
+	}{
+		{[]string{"z1", "z2"}, "val/mean/avg@4", true},
+		{[]string{"live"}, "val/mean/avg@4", true},
+		{[]string{"z1", "z2"}, "calib/zero", false},
+	} {
+		ps := panelSpec{YLabel: axisLabel(c.metric), Unit: c.unit, SkipZero: true}
+		for _, a := range c.arms {
+			for _, r := range runs[a] {
+				for _, row := range r.Rows {
+					row["calib/zero"] = 0
+				}
+			}
+			ps.Lines = append(ps.Lines, series{Arm: a, Metric: c.metric})
+		}
+		var skipped []string
+		p, ok, err := drawPanel(ps, runs, plotStyle{}, map[string]*drawnArm{}, &skipped)
+		if err != nil || !ok {
+			t.Fatalf("%v %s: drawn %v, %v", c.arms, c.metric, ok, err)
+		}
+		if p.Y.Min != 0 || p.Y.Max != 1 {
+			t.Errorf("%v %s: y axis [%v, %v], want [0, 1]", c.arms, c.metric, p.Y.Min, p.Y.Max)
+		}
+	}
+	runs = plotTestRuns([]string{"grpo"}, nil)
+	ps := panelSpec{PassK: true, Set: "mean", Unit: true, Lines: []series{{Arm: "grpo"}}}
+	if p, ok, err := drawPanel(ps, runs, plotStyle{}, map[string]*drawnArm{}, new([]string)); err != nil || !ok || p.Y.Min != 0 || p.Y.Max != 1 {
+		t.Errorf("pass@k panel: drawn %v (%v), want a y axis [0, 1]", ok, err)
+	}
+}
+
+// Every figure written is at most twice as wide as it is tall: one panel,
+// two, and four pass@k panels with 24 arms in the legend.
+func TestPlotFiguresAtMostTwoToOne(t *testing.T) {
+	for _, n := range []int{1, 3, 24} {
+		var arms []string
+		for i := range n {
+			arms = append(arms, "grpo_arm_"+strconv.Itoa(i))
+		}
+		runs := plotTestRuns(arms, nil)
+		runs[BaseArm] = runs[arms[0]]
+		families := []family{{Name: "critic-free", Arms: arms[:(n+1)/2]}}
+		if n > 1 {
+			families = append(families, family{Name: "with a critic", Critic: true, Arms: arms[(n+1)/2:]})
+		}
+		dir := t.TempDir()
+		if _, err := writePlots(&Spec{BaseEval: true}, runs, arms, families, dir); err != nil {
+			t.Fatal(err)
+		}
+		pngs, _ := filepath.Glob(filepath.Join(dir, "*.png"))
+		if len(pngs) < 5 {
+			t.Fatalf("%d arms: %d figures written", n, len(pngs))
+		}
+		for _, f := range pngs {
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := png.DecodeConfig(fh)
+			fh.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Width > 2*cfg.Height {
+				t.Errorf("%d arms: %s is %dx%d, wider than 2:1", n, filepath.Base(f), cfg.Width, cfg.Height)
+			}
+		}
 	}
 }

@@ -2,9 +2,29 @@ package core
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
+
+// noSuchLoss is a train.policy_loss no one will register.
+const noSuchLoss = "no-such-loss-§"
+
+// lossesTaking lists, as CheckPolicyLoss's errors do, the registered losses
+// with a setting: derived from the registry, so that a loss added in-tree
+// (one taking ratio_level: sequence, say) does not break the tests below.
+func lossesTaking(takes func(PolicyLossDef) bool) string {
+	var out []string
+	for _, n := range PolicyLosses() {
+		if d, _ := LookupPolicyLoss(n); takes(d) {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func takesSequenceRatio(d PolicyLossDef) bool { return d.SequenceRatio }
+func takesDualClip(d PolicyLossDef) bool      { return d.DualClip }
 
 // lossBatch is a hand-worked minibatch (clip_low = clip_high = 0.2, old
 // log-probs 0, so the ratio is exp(new)):
@@ -257,9 +277,9 @@ func TestCISPOAndGMPOByHand(t *testing.T) {
 		seqs []LossSeq
 		want string
 	}{
-		{PolicyLossOptions{Loss: LossCISPO, RatioLevel: RatioSequence}, gm, "ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: ppo)"},
-		{PolicyLossOptions{Loss: LossGMPO, ClipRatioC: 3}, gm, "clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: ppo)"},
-		{PolicyLossOptions{Loss: "sapo"}, gm, `train.policy_loss "sapo": unknown`},
+		{PolicyLossOptions{Loss: LossCISPO, RatioLevel: RatioSequence}, gm, "ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: " + lossesTaking(takesSequenceRatio) + ")"},
+		{PolicyLossOptions{Loss: LossGMPO, ClipRatioC: 3}, gm, "clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: " + lossesTaking(takesDualClip) + ")"},
+		{PolicyLossOptions{Loss: noSuchLoss}, gm, `train.policy_loss "` + noSuchLoss + `": unknown`},
 		{PolicyLossOptions{Loss: LossGMPO}, []LossSeq{{OldLogProbs: []float64{0}, NewLogProbs: []float64{0}, Advantages: []float64{1}, PGWeight: []float64{1}}},
 			"gmpo is a sequence-level loss"},
 	} {
@@ -269,13 +289,25 @@ func TestCISPOAndGMPOByHand(t *testing.T) {
 	}
 }
 
-// The registry: the built-in losses sorted, a duplicate or malformed
-// registration refused, an unknown name refused naming the known ones, and
-// each setting refused by the losses that do not take it, naming those
-// that do.
+// The registry: the built-in losses registered and the list sorted, a
+// duplicate or malformed registration refused, an unknown name refused
+// naming the known ones, and each setting refused by the losses that do not
+// take it, naming those that do. The lists come from the registry, so a new
+// loss does not break this test; that ppo takes both settings and cispo and
+// gmpo neither is checked by name.
 func TestPolicyLossRegistry(t *testing.T) {
-	if got := strings.Join(PolicyLosses(), ","); got != "cispo,gmpo,ppo" {
-		t.Errorf("PolicyLosses() = %s", got)
+	names := PolicyLosses()
+	if !slices.IsSorted(names) {
+		t.Errorf("PolicyLosses() = %v, not sorted", names)
+	}
+	for _, c := range []struct {
+		name           string
+		seqRatio, dual bool
+	}{{LossPPO, true, true}, {LossCISPO, false, false}, {LossGMPO, false, false}} {
+		if d, ok := LookupPolicyLoss(c.name); !ok || d.SequenceRatio != c.seqRatio || d.DualClip != c.dual {
+			t.Errorf("built-in loss %s: registered %v, SequenceRatio %v, DualClip %v; want true, %v, %v (PolicyLosses() = %v)",
+				c.name, ok, d.SequenceRatio, d.DualClip, c.seqRatio, c.dual, names)
+		}
 	}
 	for _, c := range []struct {
 		name string
@@ -297,9 +329,9 @@ func TestPolicyLossRegistry(t *testing.T) {
 	}{
 		{"", RatioSequence, 3, ""},
 		{LossPPO, RatioSequence, 3, ""},
-		{"sapo", RatioToken, 0, `train.policy_loss "sapo": unknown (known: cispo, gmpo, ppo)`},
-		{LossCISPO, RatioSequence, 0, "train.policy_loss cispo: train.ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: ppo)"},
-		{LossGMPO, RatioToken, 3, "train.policy_loss gmpo: train.clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: ppo)"},
+		{noSuchLoss, RatioToken, 0, `train.policy_loss "` + noSuchLoss + `": unknown (known: ` + strings.Join(names, ", ") + ")"},
+		{LossCISPO, RatioSequence, 0, "train.policy_loss cispo: train.ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: " + lossesTaking(takesSequenceRatio) + ")"},
+		{LossGMPO, RatioToken, 3, "train.policy_loss gmpo: train.clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: " + lossesTaking(takesDualClip) + ")"},
 	} {
 		err := CheckPolicyLoss(c.loss, c.level, c.dual)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {

@@ -1,6 +1,10 @@
-// Package all registers every in-tree algorithm (grpo, ppo, rloo,
-// reinforce_pp, reinforce_pp_baseline, dr_grpo, grpo_passk, maxrl, rs_grpo): import it for
-// its side effect, `import _ "github.com/cde-rl/cde/algos/all"`.
+// Package all registers every in-tree algorithm (advantage estimator):
+// import it for its side effect, `import _ "github.com/cde-rl/cde/algos/all"`.
+// The names are core.Algorithms() at run time and the algorithm table of
+// docs/config.md. A new package under algos/ adds its import line here;
+// internal/repocheck's TestAllImportsEveryExtension fails while one is
+// missing, and TestConfigDocumentsEveryExtension while a name or a key has
+// no row in docs/config.md.
 package all
 
 import (

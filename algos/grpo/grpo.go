@@ -17,9 +17,7 @@
 package grpo
 
 import (
-	"fmt"
-	"math"
-
+	"github.com/cde-rl/cde/algos/internal/outcome"
 	"github.com/cde-rl/cde/core"
 )
 
@@ -54,27 +52,16 @@ func (g *GRPO) NeedsCritic() bool { return false }
 
 // Advantages sets every token of sequence i to A_i (see the package doc).
 // Returns are set equal to Advantages (GRPO has no critic; the slice exists
-// only so that downstream code can rely on it being populated).
+// only so that downstream code can rely on it being populated). The shaped
+// rewards are read, and A_i copied onto the tokens, by algos/internal/outcome,
+// as every outcome-reward estimator does; the formula is GroupAdvantages.
 func (g *GRPO) Advantages(r *core.Rollout) error {
-	rewards := make([]float64, len(r.Seqs))
-	for i := range r.Seqs {
-		rw := r.Seqs[i].ShapedReward
-		if math.IsNaN(rw) || math.IsInf(rw, 0) {
-			return fmt.Errorf("grpo: sequence %d: shaped reward %v is not finite", i, rw)
-		}
-		rewards[i] = rw
+	rewards, err := outcome.ShapedRewards("grpo", r)
+	if err != nil {
+		return err
 	}
 	adv := GroupAdvantages(rewards, r.Groups(), g.NormByStd, g.Eps)
-	for i := range r.Seqs {
-		s := &r.Seqs[i]
-		T := s.Len()
-		s.Advantages = make([]float64, T)
-		s.Returns = make([]float64, T)
-		for t := range T {
-			s.Advantages[t] = adv[i]
-			s.Returns[t] = adv[i]
-		}
-	}
+	outcome.Broadcast(r, adv, adv)
 	return nil
 }
 

@@ -174,6 +174,22 @@ func checkActorLoss(t *testing.T, be compute.Backend) {
 	}
 }
 
+// noSuchLoss is a train.policy_loss no one will register.
+const noSuchLoss = "no-such-loss-§"
+
+// lossesTaking lists the registered losses with a setting, as the config's
+// errors name them: from the registry, so that a new loss breaks no
+// expectation here.
+func lossesTaking(takes func(core.PolicyLossDef) bool) string {
+	var out []string
+	for _, n := range core.PolicyLosses() {
+		if d, _ := core.LookupPolicyLoss(n); takes(d) {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // actorHyper puts each option in its slot, one-hot where it chooses, and
 // refuses a value the config would have refused, naming the key.
 func TestActorHyper(t *testing.T) {
@@ -203,9 +219,11 @@ func TestActorHyper(t *testing.T) {
 		{core.ActorUpdate{LossAggMode: core.AggSeqMeanTokenSumNorm}, "rollout.max_response_tokens >= 1"},
 		{core.ActorUpdate{RatioLevel: "group"}, `train.ratio_level: unknown value "group"`},
 		{core.ActorUpdate{KLEstimator: "k4"}, `train.kl_estimator: unknown value "k4"`},
-		{core.ActorUpdate{PolicyLoss: core.LossCISPO, RatioLevel: core.RatioSequence}, "train.policy_loss cispo: train.ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: ppo)"},
-		{core.ActorUpdate{PolicyLoss: core.LossGMPO, ClipRatioC: 3}, "train.policy_loss gmpo: train.clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: ppo)"},
-		{core.ActorUpdate{PolicyLoss: "sapo"}, `train.policy_loss "sapo": unknown`},
+		{core.ActorUpdate{PolicyLoss: core.LossCISPO, RatioLevel: core.RatioSequence}, "train.policy_loss cispo: train.ratio_level sequence (GSPO) is not a setting of this loss (losses that take it: " +
+			lossesTaking(func(d core.PolicyLossDef) bool { return d.SequenceRatio }) + ")"},
+		{core.ActorUpdate{PolicyLoss: core.LossGMPO, ClipRatioC: 3}, "train.policy_loss gmpo: train.clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: " +
+			lossesTaking(func(d core.PolicyLossDef) bool { return d.DualClip }) + ")"},
+		{core.ActorUpdate{PolicyLoss: noSuchLoss}, `train.policy_loss "` + noSuchLoss + `": unknown`},
 	} {
 		c.u.Temperature = 1
 		if err := actorHyper(make([]float32, hNum), c.u); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -221,7 +239,7 @@ func TestEveryPolicyLossHasAGraph(t *testing.T) {
 		t.Errorf("graphs for %s, references for %s", got, want)
 	}
 	b := tinyBackend(t, 0)
-	if _, err := b.policy.actorExec(actorKey{loss: "sapo"}); err == nil || !strings.Contains(err.Error(), `train.policy_loss "sapo": this backend has no graph`) {
+	if _, err := b.policy.actorExec(actorKey{loss: noSuchLoss}); err == nil || !strings.Contains(err.Error(), `train.policy_loss "`+noSuchLoss+`": this backend has no graph`) {
 		t.Errorf("unknown loss: %v", err)
 	}
 }

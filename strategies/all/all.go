@@ -1,7 +1,10 @@
-// Package all registers every in-tree exploration strategy (adaptive_entropy,
-// clip_cov, elliptical, entropy, forking_tokens, kl_cov, multihead, outcome_ucb, ppl, rare_correct, simhash):
-// import it for its side effect,
-// `import _ "github.com/cde-rl/cde/strategies/all"`.
+// Package all registers every in-tree exploration strategy: import it for
+// its side effect, `import _ "github.com/cde-rl/cde/strategies/all"`. The
+// names are core.Strategies() at run time and the strategies table of
+// docs/config.md. A new package under strategies/ adds its import line here;
+// internal/repocheck's TestAllImportsEveryExtension fails while one is
+// missing, and TestConfigDocumentsEveryExtension while a name has no row in
+// docs/config.md.
 package all
 
 import (

@@ -1,8 +1,12 @@
-// Package outcome holds what the outcome-reward estimators (rloo,
-// reinforce_pp, reinforce_pp_baseline, dr_grpo, grpo_passk, maxrl, rs_grpo) share: reading
-// one finite shaped reward per sequence, and copying one number per sequence
-// onto every valid token. The formulas themselves live in each algorithm's
-// package.
+// Package outcome holds what the outcome-reward estimators (the algorithms
+// that give every token of a response one advantage, such as grpo, rloo and
+// dr_grpo; not ppo, whose GAE works per token) share: reading one finite
+// shaped reward per sequence (ShapedRewards), copying one number per
+// sequence onto every valid token (Broadcast), and reading back the
+// per-token advantages in Finalize (TokenAdvantages). The formulas
+// themselves live in each algorithm's package; algos/grpo is the shortest
+// user. A new algorithm under algos/ imports it; one outside this module
+// cannot (it is internal) and copies the few lines instead.
 package outcome
 
 import (

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/readcap"
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/tasks"
 	"github.com/cde-rl/cde/trainer"
@@ -89,7 +89,10 @@ var armNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 // that does not exist and names a shipped preset ("smoke", "smoke.yaml",
 // "bench/smoke.yaml") is that preset, embedded in the binary.
 func Load(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := readcap.Bench.ReadFile(path)
+	if errors.Is(err, readcap.ErrTooLarge) {
+		return nil, err
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		if b, name, ok := preset(path); ok {
 			return ParseSpec(b, name)
@@ -148,7 +151,7 @@ func ParseSpec(data []byte, name string) (*Spec, error) {
 		if !filepath.IsAbs(file) {
 			file = filepath.Join(filepath.Dir(name), file)
 		}
-		d, err := os.ReadFile(file)
+		d, err := readcap.Config.ReadFile(file)
 		p.Check(err == nil, "base", "%v", err)
 		spec.Base = d
 	case map[string]any:

@@ -16,6 +16,7 @@ import (
 	"github.com/cde-rl/cde/assets"
 	"github.com/cde-rl/cde/backends/xla/safetensors"
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/graceful"
 	"github.com/cde-rl/cde/tasks"
 	"github.com/cde-rl/cde/trainer"
 )
@@ -136,6 +137,9 @@ func Pretrain(ctx context.Context, cfg *trainer.Config, dir string, log zerolog.
 	}
 	s.Trainer.Progress, s.Trainer.TTY = out.W, out.TTY
 	start := time.Now()
+	// Cancelled from here, the warm start stops at a step and leaves
+	// nothing (before, a command's first signal may end it at once).
+	graceful.Begin(ctx)
 	res, err := s.Trainer.Pretrain(ctx)
 	if err != nil {
 		return err

@@ -3,11 +3,11 @@ package session
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/rs/zerolog"
 
+	"github.com/cde-rl/cde/internal/readcap"
 	"github.com/cde-rl/cde/trainer"
 )
 
@@ -47,7 +47,7 @@ func Eval(ctx context.Context, o EvalOptions) (EvalResult, error) {
 	var err error
 	dir := o.Checkpoint
 	if o.Run != "" {
-		data, err := os.ReadFile(filepath.Join(o.Run, "config.yaml"))
+		data, err := readcap.Config.ReadFile(filepath.Join(o.Run, "config.yaml"))
 		if err != nil {
 			return EvalResult{}, err
 		}

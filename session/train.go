@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/cde-rl/cde/internal/graceful"
+	"github.com/cde-rl/cde/internal/readcap"
 	"github.com/cde-rl/cde/internal/summary"
 	"github.com/cde-rl/cde/trainer"
 
@@ -13,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -32,6 +35,9 @@ type TrainOptions struct {
 	// Resume continues the run in this directory from its newest complete
 	// checkpoint, with its config.yaml (see ResumeConfig).
 	Resume string
+	// ResumeSets are "key=value" overrides of a resumed run's config.yaml,
+	// of the keys in ResumeSettable only; the run's config.yaml is updated.
+	ResumeSets []string
 	// DumpRollouts, when set, receives every step's batch (docs/rollout-format.md).
 	DumpRollouts string
 	// SummaryFileOnly keeps the closing summary table out of Output: it is
@@ -46,28 +52,84 @@ type TrainOptions struct {
 // environ (CDE_*, see trainer.ConfigEnvVars) is refused by name: the run's
 // config file is the one place to change it.
 func ResumeConfig(run string, environ []string) (*trainer.Config, error) {
+	return ResumeConfigWith(run, environ, nil)
+}
+
+// ResumeSettable are the keys `train --resume RUN --set KEY=VALUE` may
+// change: how long the run goes on and its bookkeeping, which change
+// neither what a step computes nor what the logged curves measure. Any
+// other key is refused by name (edit RUN/config.yaml to change it; the
+// keys fixed once a run starts, trainer.FixedConfigKeys, not even then).
+var ResumeSettable = []string{"train.steps", "train.checkpoint_every", "train.keep_checkpoints", "train.logger",
+	"eval.every", "eval.final_k", "eval.max_rows", "eval.details"}
+
+// ResumeConfigWith is ResumeConfig with sets ("key=value", as --set)
+// applied over RUN/config.yaml; a set of a key not in ResumeSettable is
+// refused, naming it.
+func ResumeConfigWith(run string, environ, sets []string) (*trainer.Config, error) {
 	if vars := trainer.ConfigEnvVars(environ); len(vars) > 0 {
 		return nil, fmt.Errorf("--resume uses %s/config.yaml: %s cannot change a run being resumed (unset it, or edit that file instead; see docs/config.md)", run, strings.Join(vars, ", "))
 	}
+	for _, s := range sets {
+		key, _, _ := strings.Cut(s, "=")
+		if !slices.Contains(ResumeSettable, strings.TrimSpace(key)) {
+			return nil, fmt.Errorf("--resume %s: --set %s: %s is not a key a resume may change (those are %s); to change it, edit %s (see docs/config.md)",
+				run, s, key, strings.Join(ResumeSettable, ", "), filepath.Join(run, "config.yaml"))
+		}
+	}
 	path := filepath.Join(run, "config.yaml")
-	data, err := os.ReadFile(path)
+	data, err := readcap.Config.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
-	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Base: data, Env: []string{}})
+	cfg, err := trainer.LoadConfig(trainer.LoadOptions{Base: data, Env: []string{}, Sets: sets})
 	if err != nil {
 		return nil, fmt.Errorf("resume: %s: %w", path, err)
 	}
 	return cfg, nil
 }
 
+// saveResumeSets writes a resumed run's config.yaml with its --set
+// overrides (ResumeConfigWith applied them to cfg), once the checkpoint at
+// step start is restored, so a later resume, eval or board reads them.
+func saveResumeSets(run string, cfg *trainer.Config, sets []string, start int, log zerolog.Logger) error {
+	steps := false
+	for _, s := range sets {
+		if key, _, _ := strings.Cut(s, "="); strings.TrimSpace(key) == "train.steps" {
+			steps = true
+			if cfg.Train.Steps <= start {
+				return fmt.Errorf("--resume %s: --set %s: the run is at step %d already; give more steps than that", run, s, start)
+			}
+		}
+	}
+	if steps {
+		for i, st := range cfg.Strategies {
+			if w, ok := st["weight"].(map[string]any); ok && w["schedule"] != nil && w["schedule"] != "constant" {
+				log.Warn().Int("strategy", i).Any("schedule", w["schedule"]).Int("train_steps", cfg.Train.Steps).
+					Msg("resume: a weight schedule runs over step / train.steps: a new train.steps stretches the rest of it")
+			}
+		}
+	}
+	if err := WriteResolvedConfig(run, cfg); err != nil {
+		return err
+	}
+	log.Info().Strs("set", sets).Str("config", filepath.Join(run, "config.yaml")).Msg("resume: config updated")
+	return nil
+}
+
 // WriteResolvedConfig saves the merged config as RUN/config.yaml.
 func WriteResolvedConfig(dir string, cfg *trainer.Config) error {
-	data, err := yaml.Marshal(cfg.Raw)
+	data, err := ConfigYAML(cfg)
 	if err != nil {
 		return err
 	}
 	return core.WriteFileAtomic(filepath.Join(dir, "config.yaml"), data)
+}
+
+// ConfigYAML is the merged config as YAML, as RUN/config.yaml holds it
+// (what train --print-config prints).
+func ConfigYAML(cfg *trainer.Config) ([]byte, error) {
+	return yaml.Marshal(cfg.Raw)
 }
 
 // Train runs a training to its end: a new run (o.Config into o.RunDir) or
@@ -88,12 +150,15 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 			return err
 		}
 		defer rd.Close()
-		if cfg, err = ResumeConfig(o.Resume, os.Environ()); err != nil {
+		if cfg, err = ResumeConfigWith(o.Resume, os.Environ(), o.ResumeSets); err != nil {
 			return err
 		}
 	} else {
 		if o.Overwrite && o.RunDir == "" {
 			return fmt.Errorf("--overwrite needs --run-dir")
+		}
+		if len(o.ResumeSets) > 0 {
+			return fmt.Errorf("train: ResumeSets apply to a resume only (a new run takes its overrides in Config)")
 		}
 		if cfg == nil {
 			return fmt.Errorf("train: no config")
@@ -117,6 +182,9 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 		return err
 	}
 	defer s.Close()
+	// From here a cancelled ctx stops the run at a step boundary and tidies
+	// up (before, a command's first signal may end it at once).
+	graceful.Begin(ctx)
 	if rd == nil {
 		if o.RunDir != "" {
 			rd, err = trainer.NewRunDir(o.RunDir, o.Overwrite)
@@ -142,10 +210,12 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 	}
 	base := ""
 	if ckpt == "" {
-		if base, err = ResolveBase(ctx, cfg, log, o.Output); err != nil {
+		// The config goes first: a run killed while it makes its base
+		// policy (minutes) is resumed with --resume, which makes it again.
+		if err := WriteResolvedConfig(rd.Path, cfg); err != nil {
 			return err
 		}
-		if err := WriteResolvedConfig(rd.Path, cfg); err != nil {
+		if base, err = ResolveBase(ctx, cfg, log, o.Output); err != nil {
 			return err
 		}
 	}
@@ -178,6 +248,11 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 			return err
 		}
 		log.Info().Str("checkpoint", ckpt).Int("step", start).Msg("resuming")
+		if len(o.ResumeSets) > 0 {
+			if err := saveResumeSets(rd.Path, cfg, o.ResumeSets, start, log); err != nil {
+				return err
+			}
+		}
 	} else if o.Resume != "" {
 		log.Warn().Str("run", rd.Path).Msg("no complete checkpoint yet: starting from step 0")
 	}

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/readcap"
 	"github.com/cde-rl/cde/internal/tensorboard"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
@@ -359,7 +361,10 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 		userKeys = append(userKeys, k.Keys()...)
 	}
 	if o.File != "" {
-		data, err := os.ReadFile(o.File)
+		data, err := readcap.Config.ReadFile(o.File)
+		if errors.Is(err, readcap.ErrTooLarge) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}

@@ -10,7 +10,8 @@ import (
 // the environment makes the process SIGKILL itself when it reaches POINT
 // while writing the checkpoint of STEP (points: checkpoint.files,
 // checkpoint.manifest, checkpoint.exchanged, checkpoint.moved-aside,
-// checkpoint.installed, checkpoint.latest). Unit tests set crashHook.
+// checkpoint.installed, checkpoint.latest), or at the start of step STEP
+// of a warm start (pretrain.step). Unit tests set crashHook.
 var (
 	killAt    = os.Getenv("CDE_TEST_KILL_AT")
 	crashHook func(point string, step int)

@@ -35,6 +35,7 @@ func (t *Trainer) Pretrain(ctx context.Context) (PretrainResult, error) {
 	prog := NewProgress(t.Progress, t.TTY, "pretrain", 0, c.Pretrain.Steps)
 	res := PretrainResult{}
 	for step := 0; step < c.Pretrain.Steps; step++ {
+		crashPoint("pretrain.step", step)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}

@@ -98,9 +98,18 @@ func NewRunDirUnder(parent, suffix string) (*RunDir, error) {
 	return nil, fmt.Errorf("could not make a unique run directory under %s", parent)
 }
 
-// OpenRunDir takes the existing run directory path (to resume it).
+// OpenRunDir takes the existing run directory path (to resume it). A
+// directory holding a lock and no run (a run killed before it wrote its
+// config.yaml) is an error saying how to start that run again.
 func OpenRunDir(path string) (*RunDir, error) {
 	if _, err := os.Stat(filepath.Join(path, "config.yaml")); err != nil {
+		if _, lerr := os.Stat(filepath.Join(path, lockName)); lerr == nil && errors.Is(err, os.ErrNotExist) {
+			d := &RunDir{Path: path}
+			if len(d.holdsRun()) == 0 {
+				return nil, fmt.Errorf("resume: %s holds a lock but no config.yaml: the run died before it wrote its config (a cde-run from before 2026-11-27 wrote it only after making the base policy), so there is nothing to resume; start it again with: cde-run train --run-dir %s, with the --config and --set flags it was started with",
+					path, path)
+			}
+		}
 		return nil, fmt.Errorf("resume: %s is not a run directory: %w", path, err)
 	}
 	return lockRunDir(path)
@@ -144,10 +153,17 @@ func (d *RunDir) holdsRun() []string {
 
 // Discard removes a directory this process made when the run never got to
 // write a metric row or a checkpoint (a failed start), then releases it.
-// Anything else is left in place.
+// In a directory it did not make, it removes the run's files then (NewRunDir
+// took the directory without them, so they are this run's). Anything else
+// is left in place.
 func (d *RunDir) Discard() {
 	if d == nil {
 		return
+	}
+	if !d.created && d.lock != nil && !d.hasProgress() {
+		for _, name := range runFiles {
+			os.RemoveAll(filepath.Join(d.Path, name))
+		}
 	}
 	if d.created && !d.hasProgress() {
 		entries, _ := os.ReadDir(d.Path)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cde-rl/cde/internal/cli"
@@ -16,12 +17,14 @@ import (
 )
 
 func cmdTrain(args []string) int {
-	fs := cli.NewFlagSet("train", "train [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR] [--summary stderr|none]")
+	fs := cli.NewFlagSet("train", "train [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--run-dir DIR [--overwrite]] [--resume DIR [--set key=value]...] [--dump-rollouts DIR] [--summary stderr|none] [--print-config]")
 	var cf cli.ConfigFlags
 	cf.RegisterEngine(fs)
 	runDir := fs.String("run-dir", "", "run directory, new or empty (default runs/<time>-<random>-<algorithm>)")
 	overwrite := fs.Bool("overwrite", false, "with --run-dir: delete the run already in DIR (config, metrics, checkpoints) and start afresh")
-	resume := fs.String("resume", "", "continue the run in DIR from its newest complete checkpoint (uses DIR/config.yaml)")
+	resume := fs.String("resume", "", "continue the run in DIR from its newest complete checkpoint (uses DIR/config.yaml; --set may change only "+
+		strings.Join(session.ResumeSettable, ", ")+", and updates that file)")
+	printConfig := fs.Bool("print-config", false, "print the resolved config (defaults < --config < CDE_* < --set; with --resume, the run's with its --set) as YAML, as RUN/config.yaml would hold it, and exit without training")
 	dump := fs.String("dump-rollouts", "", "write every step's batch as DIR/rollout-<step>.json (format: docs/rollout-format.md)")
 	summaryTo := fs.String("summary", "stderr", "where the closing summary table goes besides RUN/summary.txt: stderr, or none (what a bench's arm-seeds use)")
 	usage := fs.Usage
@@ -34,7 +37,9 @@ func cmdTrain(args []string) int {
 	}
 	tty := cli.StderrIsTTY()
 	log := cli.NewLogger(os.Stderr, tty)
-	ctx, stop := cli.SignalContext()
+	// A signal before the run begins (while the config is read, the
+	// model built) ends the command at once; then it stops after a step.
+	ctx, stop := cli.StagedSignalContext()
 	defer stop()
 	o := session.TrainOptions{RunDir: *runDir, Overwrite: *overwrite, Resume: *resume, DumpRollouts: *dump,
 		SummaryFileOnly: *summaryTo == "none", Output: session.Output{W: os.Stderr, TTY: tty}, Log: log}
@@ -42,19 +47,43 @@ func cmdTrain(args []string) int {
 	if *summaryTo != "stderr" && *summaryTo != "none" {
 		err = fmt.Errorf("--summary %q: want stderr or none", *summaryTo)
 	} else if *resume != "" {
-		if cf.Given() {
-			err = fmt.Errorf("--resume uses %s/config.yaml: --config, --set and --engine cannot change a run being resumed (edit that file instead; see docs/config.md)", *resume)
+		if flag := resumeRefused(&cf); flag != "" {
+			err = fmt.Errorf("--resume uses %s/config.yaml: %s cannot change a run being resumed (--set may change %s; edit that file for others; see docs/config.md)",
+				*resume, flag, strings.Join(session.ResumeSettable, ", "))
+		} else if *printConfig {
+			o.Config, err = session.ResumeConfigWith(*resume, os.Environ(), cf.Sets)
 		}
+		o.ResumeSets = cf.Sets
 	} else {
 		o.Config, err = cf.Load()
 	}
-	if err == nil {
+	if err == nil && *printConfig {
+		var data []byte
+		if data, err = session.ConfigYAML(o.Config); err == nil {
+			_, err = os.Stdout.Write(data)
+		}
+	} else if err == nil {
 		err = session.Train(ctx, o)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Error().Err(err).Msg("train failed")
 	}
 	return cli.ExitCode(err)
+}
+
+// resumeRefused names the config flag given with --resume that a resume
+// does not take ("" when none): a resume's config is its config.yaml,
+// and --set is checked key by key (session.ResumeSettable).
+func resumeRefused(cf *cli.ConfigFlags) string {
+	switch {
+	case cf.File != "":
+		return "--config"
+	case cf.Engine != "":
+		return "--engine"
+	case cf.Plugin != "":
+		return "--pjrt-plugin"
+	}
+	return ""
 }
 
 func cmdPretrain(args []string) int {
@@ -67,7 +96,7 @@ func cmdPretrain(args []string) int {
 	}
 	tty := cli.StderrIsTTY()
 	log := cli.NewLogger(os.Stderr, tty)
-	ctx, stop := cli.SignalContext()
+	ctx, stop := cli.StagedSignalContext()
 	defer stop()
 	cfg, err := cf.Load()
 	if err == nil {
@@ -100,7 +129,7 @@ func cmdEval(args []string) int {
 	tty := cli.StderrIsTTY()
 	log := cli.NewLogger(os.Stderr, tty)
 	began := time.Now()
-	ctx, stop := cli.SignalContext()
+	ctx, stop := cli.StagedSignalContext()
 	defer stop()
 	res, err := session.Eval(ctx, session.EvalOptions{Checkpoint: *ckpt, Run: *run, SeedStep: *seedStep, ConfigFile: cf.File, Sets: cf.AllSets(),
 		Log: log, Output: session.Output{W: os.Stderr, TTY: tty}})

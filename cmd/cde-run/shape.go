@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/internal/cli"
+	"github.com/cde-rl/cde/internal/readcap"
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/trainer"
 	"github.com/rs/zerolog"
@@ -39,7 +41,13 @@ func shape(cfg *trainer.Config, in string, log zerolog.Logger) ([]byte, error) {
 	if in == "" {
 		return nil, fmt.Errorf("--in ROLLOUT.json is required")
 	}
-	r, err := core.ReadRolloutFile(in)
+	// Capped here, not in core (which imports the standard library
+	// only): /dev/zero or a wrong huge file is refused by name.
+	data, err := readcap.Rollout.ReadFile(in)
+	if err != nil {
+		return nil, err
+	}
+	r, err := core.ReadRollout(bytes.NewReader(data), in)
 	if err != nil {
 		return nil, err
 	}

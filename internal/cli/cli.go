@@ -15,12 +15,15 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
+	"github.com/cde-rl/cde/internal/graceful"
+	"github.com/cde-rl/cde/internal/readcap"
 	"github.com/cde-rl/cde/tasks"
 	"github.com/cde-rl/cde/trainer"
 )
@@ -102,12 +105,41 @@ func Parse(fs *flag.FlagSet, args []string) (int, bool) {
 // so a second signal ends the process at once (a step that hangs can
 // always be stopped without SIGKILL).
 func SignalContext() (context.Context, context.CancelFunc) {
+	return signalContext(false)
+}
+
+// StagedSignalContext is SignalContext for a command that reads and builds
+// before its work begins (train, pretrain, eval): until the work calls
+// graceful.Begin on the context (train: just before it makes the run
+// directory; a warm start: as it starts), the first signal ends the
+// process at once with exit status 130, as nothing is there to
+// checkpoint or tidy, and a read that blocks (a --config FIFO nobody
+// writes to) or a long load cannot hold it. From then on it is
+// SignalContext.
+func StagedSignalContext() (context.Context, context.CancelFunc) {
+	return signalContext(true)
+}
+
+func signalContext(staged bool) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex // held while a signal is handled: the work cannot begin half-way through an exit
+	begun := !staged
+	ctx = graceful.WithBegin(ctx, func() {
+		mu.Lock()
+		begun = true
+		mu.Unlock()
+	})
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		select {
 		case sig := <-ch:
+			mu.Lock()
+			if !begun {
+				fmt.Fprintf(os.Stderr, "cde-run: %v: quitting now (training has not begun: nothing to checkpoint)\n", sig)
+				os.Exit(130)
+			}
+			mu.Unlock()
 			signal.Stop(ch)
 			fmt.Fprintf(os.Stderr, "cde-run: %v: stopping after the current step (send it again to quit at once)\n", sig)
 			cancel()
@@ -202,15 +234,23 @@ func (c clearLine) Write(p []byte) (int, error) {
 // input is buffered, so a caller may write one line and wait for its
 // answer. An error names the input line; the lines before it have been
 // answered.
+//
+// A line longer than MaxLineBytes is an error naming it, returned once
+// that many bytes are read without a newline (an input that never ends,
+// /dev/zero, holds no more than that in memory).
 func ServeLines(in io.Reader, out io.Writer, answer func(line []byte) (any, error)) error {
 	r := bufio.NewReaderSize(in, 1<<16)
 	w := bufio.NewWriterSize(out, 1<<16)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
+		line, err := readLine(r, MaxLineBytes)
 		if len(line) == 0 && err == io.EOF {
 			return w.Flush()
+		}
+		if errors.Is(err, readcap.ErrTooLarge) {
+			w.Flush()
+			return fmt.Errorf("stdin line %d: longer than %s: refused (one JSON value a line; is the input newline-separated?)", n, readcap.Size(MaxLineBytes))
 		}
 		if err != nil && err != io.EOF {
 			w.Flush()
@@ -239,6 +279,27 @@ func ServeLines(in io.Reader, out io.Writer, answer func(line []byte) (any, erro
 	}
 }
 
+// MaxLineBytes caps one input line of ServeLines (tokenize, verify,
+// score): a line holds one JSON value, a text or a list of token ids, and
+// 64 MiB is some 9 million ids.
+const MaxLineBytes = 64 << 20
+
+// readLine is bufio.Reader.ReadBytes('\n') that gives up with an error
+// wrapping readcap.ErrTooLarge once the line passes max bytes.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if len(line)+len(frag) > max {
+			return nil, readcap.ErrTooLarge
+		}
+		line = append(line, frag...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
+}
+
 // StdinIsTTY reports whether stdin is a terminal.
 func StdinIsTTY() bool { return isatty.IsTerminal(os.Stdin.Fd()) }
 
@@ -253,13 +314,18 @@ func AskYesNo(question string) bool {
 
 // ReadJSONStrings reads a stream of JSON strings (one per line, or any
 // white space between them), refusing invalid UTF-8, which encoding/json
-// would turn into U+FFFD silently. Errors name the value's position.
+// would turn into U+FFFD silently. Errors name the value's position. An
+// input over readcap.Stdin's cap (64 MiB) is an error saying so.
 func ReadJSONStrings(r io.Reader) ([]string, error) {
 	var out []string
-	dec := json.NewDecoder(r)
+	cr := readcap.Stdin.Reader(r, "")
+	dec := json.NewDecoder(cr)
 	for n := 1; dec.More(); n++ {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, readcap.ErrTooLarge) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("stdin value %d: want a JSON string: %v", n, err)
 		}
 		if i := tasks.InvalidUTF8(raw); i >= 0 {
@@ -270,6 +336,9 @@ func ReadJSONStrings(r io.Reader) ([]string, error) {
 			return nil, fmt.Errorf("stdin value %d: want a JSON string: %v", n, err)
 		}
 		out = append(out, s)
+	}
+	if err := readcap.Over(cr); err != nil { // More stops at a read error
+		return nil, err
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -70,5 +71,38 @@ func TestServeLinesInvalidUTF8(t *testing.T) {
 	}
 	if calls != 1 || !strings.Contains(out.String(), "ok") {
 		t.Errorf("answered %d lines (%q), want the first one only", calls, out.String())
+	}
+}
+
+// endlessZeros is /dev/zero as a reader: one line that never ends.
+type endlessZeros struct{}
+
+func (endlessZeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// endlessText is a JSON string's content that never ends.
+type endlessText struct{}
+
+func (endlessText) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+// A line that never ends is an error naming it once MaxLineBytes are
+// read, not a buffer that grows until the process is killed.
+func TestServeLinesLimit(t *testing.T) {
+	err := ServeLines(endlessZeros{}, io.Discard, func(line []byte) (any, error) { return nil, nil })
+	if err == nil || !strings.Contains(err.Error(), "stdin line 1: longer than 64 MiB: refused") {
+		t.Fatalf("ServeLines on an endless line: %v", err)
+	}
+	if _, err := ReadJSONStrings(endlessZeros{}); err == nil {
+		t.Fatal("ReadJSONStrings on an endless input: no error")
+	}
+	if _, err := ReadJSONStrings(io.MultiReader(strings.NewReader(`"`), endlessText{})); err == nil || !strings.Contains(err.Error(), "stdin: larger than 64 MiB") {
+		t.Fatalf("ReadJSONStrings on an endless string: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ module github.com/cde-rl/cde
 go 1.26.5
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/gomlx/compute v0.1.3
 	github.com/gomlx/go-xla v0.4.1
 	github.com/gomlx/gomlx v0.28.3
@@ -19,6 +20,7 @@ require (
 	github.com/rs/zerolog v1.35.1
 	golang.org/x/sys v0.43.0
 	golang.org/x/text v0.35.0
+	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.79.1
 	google.golang.org/protobuf v1.36.12
@@ -32,7 +34,9 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/andybalholm/brotli v1.1.1 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
 	github.com/gofrs/flock v0.13.0 // indirect
@@ -54,7 +58,6 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.48.0 // indirect
 	golang.org/x/term v0.40.0 // indirect
-	gonum.org/v1/gonum v0.17.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20251202230838-ff82c1b0f217 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 )

@@ -43,3 +43,14 @@ func notFound(path string, err error) error {
 	}
 	return fmt.Errorf("bench: %w", err)
 }
+
+// LoadPreset parses the shipped preset name ("smoke", "smoke.yaml" or
+// "bench/smoke.yaml") and reads no file: cde-run board takes a bench's
+// arms, seeds and claims from the preset its commands.txt names.
+func LoadPreset(name string) (*Spec, error) {
+	b, file, ok := preset(name)
+	if !ok {
+		return nil, notFound(name, fs.ErrNotExist)
+	}
+	return ParseSpec(b, file)
+}

@@ -1,7 +1,7 @@
 // Command cde-run trains, evaluates and inspects RLVR runs with pluggable
 // exploration strategies.
 //
-//	cde-run train     [--config FILE] [--set key=value]... [--run-dir DIR [--overwrite]] [--resume DIR] [--dump-rollouts DIR] [--summary stderr|none]
+//	cde-run train     [--config FILE] [--set key=value]... [--run-dir DIR [--overwrite]] [--resume DIR [--set key=value]...] [--dump-rollouts DIR] [--summary stderr|none] [--print-config]
 //	cde-run pretrain  [--config FILE] [--set key=value]... [--out DIR]
 //	cde-run eval      [--config FILE] [--set key=value]... [--checkpoint DIR | --run DIR]
 //	cde-run shape     --config FILE --in ROLLOUT.json
@@ -13,6 +13,8 @@
 //	cde-run export    --run DIR --out HFDIR
 //	cde-run generate  --model DIR
 //	cde-run serve     (--model DIR | --checkpoint DIR) [--addr HOST:PORT] [--reload-dir DIR]
+//	cde-run board     [--addr HOST:PORT] [--spec BENCH.yaml]... [DIR...]
+//	cde-run version   (or --version)
 //
 // Every command has --help.
 package main
@@ -39,6 +41,8 @@ Commands:
   export     write a run's Hugging Face policy as a model directory (safetensors)
   generate   sample completions of a Hugging Face model
   serve      serve a policy over HTTP (OpenAI-compatible completions, weight reload)
+  board      a local web page of runs and benches, live while they train
+  version    the binary's module version and the commit it was built from
 
 Run "cde-run COMMAND --help" for a command's flags. Every command also
 takes --log-level debug|info|warn|error (default info).
@@ -62,11 +66,16 @@ func main() {
 		"export":   cmdExport,
 		"generate": cmdGenerate,
 		"serve":    cmdServe,
+		"board":    cmdBoard,
+		"version":  cmdVersion,
 	}
 	name := os.Args[1]
 	if name == "-h" || name == "--help" || name == "help" {
 		fmt.Print(usage)
 		return
+	}
+	if name == "--version" || name == "-version" {
+		name = "version"
 	}
 	f, ok := cmds[name]
 	if !ok {

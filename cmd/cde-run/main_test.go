@@ -162,7 +162,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, c := range []string{"train", "pretrain", "eval", "shape"} {
+	for _, c := range []string{"train", "pretrain", "eval", "shape", "board"} {
 		out, err := exec.Command(cdeRun, c, "--help").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "usage: cde-run "+c) {
 			t.Fatalf("%s --help: %v\n%s", c, err, out)

@@ -1,0 +1,59 @@
+package board
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockTable is the file locks held on this machine (/proc/locks), by
+// device and inode. It is read, never taken: taking a run's lock to test
+// it, even for an instant, could make a trainer starting then fail.
+type lockTable struct {
+	known bool
+	held  map[[3]uint64]bool // major, minor, inode
+}
+
+// readLocks reads /proc/locks; known is false where it cannot be read.
+func readLocks() lockTable {
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return lockTable{}
+	}
+	defer f.Close()
+	t := lockTable{known: true, held: map[[3]uint64]bool{}}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5317754 0 EOF"; waiters
+		// have "->" after the number.
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || fields[1] == "->" || fields[1] != "FLOCK" {
+			continue
+		}
+		parts := strings.Split(fields[5], ":")
+		if len(parts) != 3 {
+			continue
+		}
+		maj, err1 := strconv.ParseUint(parts[0], 16, 32)
+		mnr, err2 := strconv.ParseUint(parts[1], 16, 32)
+		ino, err3 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 == nil && err2 == nil && err3 == nil {
+			t.held[[3]uint64{maj, mnr, ino}] = true
+		}
+	}
+	return t
+}
+
+// heldOn reports whether a lock is held on the file fi describes.
+func (t lockTable) heldOn(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !t.known {
+		return false
+	}
+	dev := uint64(st.Dev) //nolint:unconvert // its type differs between architectures
+	return t.held[[3]uint64{uint64(unix.Major(dev)), uint64(unix.Minor(dev)), st.Ino}]
+}

@@ -30,15 +30,25 @@ type runView struct {
 	runState
 }
 
-func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("id")
+// dirParam resolves a request's id to its directory under a root and
+// checks it is one (isRunDir); on an error it answers the request itself
+// and ok is false.
+func (s *Server) dirParam(w http.ResponseWriter, id string) (rt *root, rel string, ok bool) {
 	rt, rel, err := s.resolve(id)
+	if err == nil {
+		err = isRunDir(rt, rel)
+	}
 	if err != nil {
 		idError(w, err)
-		return
+		return nil, "", false
 	}
-	if err := isRunDir(rt, rel); err != nil {
-		idError(w, err)
+	return rt, rel, true
+}
+
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	rt, rel, ok := s.dirParam(w, id)
+	if !ok {
 		return
 	}
 	now := s.o.Now()
@@ -76,13 +86,8 @@ type seriesOut struct {
 func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id := q.Get("id")
-	rt, rel, err := s.resolve(id)
-	if err != nil {
-		idError(w, err)
-		return
-	}
-	if err := isRunDir(rt, rel); err != nil {
-		idError(w, err)
+	rt, rel, ok := s.dirParam(w, id)
+	if !ok {
 		return
 	}
 	limit := s.points(r)
@@ -134,17 +139,12 @@ type bandOut struct {
 func (s *Server) handleBenchSeries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id := q.Get("id")
-	rt, rel, err := s.resolve(id)
-	if err != nil {
-		idError(w, err)
+	rt, rel, ok := s.dirParam(w, id)
+	if !ok {
 		return
 	}
 	n := s.rootIndex(rt)
 	now := s.o.Now()
-	if err := isRunDir(rt, rel); err != nil {
-		idError(w, err)
-		return
-	}
 	g := s.grid(rt, rel, n, s.lockTable(now), now)
 	limit := s.points(r)
 	metrics := q["m"]

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cde-rl/cde/internal/resultstest"
 )
 
 // TestBenchFlags runs bench/smoke.yaml through the CLI: -c, --out and
@@ -169,7 +171,7 @@ arms:
 // 5 seeds the planned MDE equals the current one and the report's Power
 // table; with 20 seeds it is smaller wherever seeds carry variance.
 func TestBenchPlan(t *testing.T) {
-	dir := filepath.Join("..", "..", "docs", "results", "paper-countdown")
+	dir := resultstest.Unpack(t, filepath.Join("..", "..", "docs", "results", "paper-countdown"))
 	run := func(n string) map[string][]string {
 		out, err := exec.Command(cdeRun, "bench", "-c", "paper-countdown", "--out", dir, "--plan", n).Output()
 		if err != nil {

@@ -481,28 +481,21 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		fmt.Fprintf(b, "Claims were registered when the bench first started (%s). A claim added or changed since is **exploratory**: "+
 			"its numbers are shown, it gets no verdict and takes no part in its family's correction.\n\n", when)
 	}
-	var out []ClaimVerdict
 	var power []powerRow
-	for _, c := range spec.Claims {
-		v, seeds, design := judgeClaim(c, dir, runs)
-		if len(seeds) > 1 {
-			m, ok := fitPower(seeds, design == Crossed)
-			row := powerRow{claim: c.Name, units: designText(v), m: m, ok: ok, paper: c.PaperEffect}
-			if v.DeltaMean != nil {
-				row.observed = *v.DeltaMean
-			}
-			if !ok {
-				row.m.Seeds = len(seeds)
-			}
-			power = append(power, row)
+	out := judgeClaims(spec, dir, runs, reg, func(c Claim, v ClaimVerdict, seeds []PairedSeed, design Design) {
+		if len(seeds) < 2 {
+			return
 		}
-		if reg.exploratory(c) {
-			v.Note = strings.TrimPrefix(v.Note+"; judged "+v.Verdict+", but registered after the bench started", "; ")
-			v.Verdict = "exploratory"
+		m, ok := fitPower(seeds, design == Crossed)
+		row := powerRow{claim: c.Name, units: designText(v), m: m, ok: ok, paper: c.PaperEffect}
+		if v.DeltaMean != nil {
+			row.observed = *v.DeltaMean
 		}
-		out = append(out, v)
-	}
-	adjustFamilies(out)
+		if !ok {
+			row.m.Seeds = len(seeds)
+		}
+		power = append(power, row)
+	})
 	b.WriteString("| claim | metric | better arm | than arm | seeds | design | d | 95% interval | p | verdict | family (m) | Holm p | verdict after Holm |\n" +
 		"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var details strings.Builder
@@ -570,6 +563,28 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, VerdictsFile), append(data, '\n'), 0o644)
+}
+
+// judgeClaims judges every claim of spec (judgeClaim), marks those not
+// registered when the bench started (reg) exploratory, and applies the
+// families' Holm correction: the entries of verdicts.json. each, when not
+// nil, sees every claim's own verdict with the paired data it judged and
+// its design, before the marking (the power table's input).
+func judgeClaims(spec *Spec, dir string, runs map[string][]*armRun, reg *registration, each func(Claim, ClaimVerdict, []PairedSeed, Design)) []ClaimVerdict {
+	out := make([]ClaimVerdict, 0, len(spec.Claims))
+	for _, c := range spec.Claims {
+		v, seeds, design := judgeClaim(c, dir, runs)
+		if each != nil {
+			each(c, v, seeds, design)
+		}
+		if reg.exploratory(c) {
+			v.Note = strings.TrimPrefix(v.Note+"; judged "+v.Verdict+", but registered after the bench started", "; ")
+			v.Verdict = "exploratory"
+		}
+		out = append(out, v)
+	}
+	adjustFamilies(out)
+	return out
 }
 
 // claimRuleText is the Claims section's statement of the rule.

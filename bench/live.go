@@ -1,7 +1,5 @@
 package bench
 
-import "strings"
-
 // Verdicts judges spec's claims on the arm-seeds finished (DONE) in dir
 // as the report would now (the same rule, registration and Holm
 // families; the entries of verdicts.json) and writes nothing: cde-run
@@ -16,15 +14,5 @@ func Verdicts(spec *Spec, dir string) ([]ClaimVerdict, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]ClaimVerdict, 0, len(spec.Claims))
-	for _, c := range spec.Claims {
-		v, _, _ := judgeClaim(c, dir, runs)
-		if reg.exploratory(c) { // as writeClaimsSection
-			v.Note = strings.TrimPrefix(v.Note+"; judged "+v.Verdict+", but registered after the bench started", "; ")
-			v.Verdict = "exploratory"
-		}
-		out = append(out, v)
-	}
-	adjustFamilies(out)
-	return out, missing, nil
+	return judgeClaims(spec, dir, runs, reg, nil), missing, nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/internal/threefry"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/model"
@@ -861,13 +862,9 @@ func checkGenerate(t *testing.T, cpuB, goB *Backend) {
 func tieGap(t *testing.T, b *Backend, req core.GenerateRequest, row int, prefix []int32, x, y int32) float64 {
 	t.Helper()
 	V := b.policy.cfg.Vocab
-	nb := len(req.Prompts)
-	rng := rand.New(rand.NewPCG(req.Seed, 0x6e6)) // as Generate draws it
-	var g []float32
-	for range len(prefix) + 1 {
-		g = gumbel(rng, nb*V)
-	}
-	g = g[row*V : (row+1)*V]
+	g := make([]float32, V) // as Generate draws it: response row, token len(prefix)
+	k0, k1 := threefry.RowKey(req.Seed, uint32(row))
+	threefry.Fill(g, nil, [][2]uint32{{k0, k1}}, uint32(len(prefix)), V)
 	s := &core.Sequence{Prompt: req.Prompts[row], Response: append(slices.Clone(prefix), x)}
 	logits, _, _ := fullOutputs(t, b, b.policy, []*core.Sequence{s})
 	p := len(s.Prompt) - 1 + len(prefix)

@@ -2,13 +2,12 @@ package xla
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"runtime"
+	"os"
 	"slices"
-	"sync"
+	"strings"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/cde-rl/cde/internal/gumbellog"
+	"github.com/cde-rl/cde/internal/threefry"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
@@ -16,88 +15,69 @@ import (
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
-// gumbelNoise draws Gumbel(0, 1) noise, -log(-log(u)) with u uniform in
-// (0, 1), from rng: the uniforms in order (the stream, and so the sampled
-// tokens, stay what they were), the two logarithms 8 at a time with
-// math.Log's own operations (internal/gumbellog: the same bits, 9x faster
-// on AVX-512) and on every core for large vocabularies. The float64 buffer
-// is kept between calls: at batch 32 and a 150k vocabulary a fresh one per
-// decode step is 39 MB of new pages.
-type gumbelNoise struct {
-	rng *rand.Rand
-	u   []float64
-}
-
-func gumbel(rng *rand.Rand, n int) []float32 {
-	out := make([]float32, n)
-	(&gumbelNoise{rng: rng}).fill(out)
-	return out
-}
-
-// fill writes len(out) values.
-func (g *gumbelNoise) fill(out []float32) {
-	n := len(out)
-	if cap(g.u) < n {
-		g.u = make([]float64, n)
-	}
-	u := g.u[:n]
-	for i := range u {
-		u[i] = g.rng.Float64()
-		for u[i] == 0 {
-			u[i] = g.rng.Float64()
-		}
-	}
-	transform := func(lo, hi int) { gumbellog.Transform(out[lo:hi], u[lo:hi]) }
-	workers := runtime.GOMAXPROCS(0)
-	if n < 1<<15 || workers < 2 {
-		transform(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := w*n/workers, (w+1)*n/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			transform(lo, hi)
-		}()
-	}
-	wg.Wait()
-}
-
 // Generate samples one response per prompt with a KV cache: one prefill
 // graph for the (padded) prompts, then one decode graph per token, until
-// every row emitted EOS (or one of req.StopTokens) or MaxTokens. Sampling is Gumbel-max with noise drawn
-// on the host from req.Seed, so the same request and weights give the same
-// tokens on any engine.
+// every row emitted EOS (or one of req.StopTokens) or MaxTokens. Sampling is
+// Gumbel-max with the counter-based noise of internal/threefry: response
+// i's noise at token t is a function of (req.Seed, i, t) alone, so the same
+// request and weights give the same tokens on any engine and in any batch.
+//
+// On the xla engines the loop stays on the device (generateOnDevice): the
+// graphs draw the noise themselves, record each token, its log-prob and
+// entropy in device buffers and test the stop conditions, and the host
+// only reads whether every row is done, every few tokens. The cpu and go
+// engines, whose "device" is the host's memory, draw the noise on the host
+// (on every core) and test the stops in Go. CDE_GENERATE=host or device
+// picks the loop whatever the engine (for benchmarks and tests).
 func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) {
+	if b.deviceLoop() {
+		return b.generateOnDevice(req)
+	}
+	return b.generateOnHost(req)
+}
+
+// deviceLoop reports whether Generate keeps its loop on the device.
+func (b *Backend) deviceLoop() bool {
+	switch os.Getenv("CDE_GENERATE") {
+	case "host":
+		return false
+	case "device":
+		return true
+	}
+	return strings.HasPrefix(b.opts.Engine, "xla:")
+}
+
+// checkGenerate validates req and returns the padded prompt length P.
+func (b *Backend) checkGenerate(req core.GenerateRequest) (int, error) {
 	c := b.policy.cfg
-	nb := len(req.Prompts)
-	if nb == 0 {
-		return nil, nil
-	}
 	if req.MaxTokens < 1 {
-		return nil, fmt.Errorf("generate: max tokens %d < 1", req.MaxTokens)
+		return 0, fmt.Errorf("generate: max tokens %d < 1", req.MaxTokens)
 	}
-	temp := req.Temperature
-	if temp <= 0 {
-		return nil, fmt.Errorf("generate: temperature %v must be > 0", temp)
+	if req.Temperature <= 0 {
+		return 0, fmt.Errorf("generate: temperature %v must be > 0", req.Temperature)
 	}
 	maxP := 0
 	for i, p := range req.Prompts {
 		if len(p) == 0 {
-			return nil, fmt.Errorf("generate: prompt %d is empty", i)
+			return 0, fmt.Errorf("generate: prompt %d is empty", i)
 		}
 		maxP = max(maxP, len(p))
 	}
 	P := roundUp(maxP, 4)
-	tmax := P + req.MaxTokens
-	if tmax > c.MaxLen {
-		return nil, fmt.Errorf("generate: prompt length %d + max_response_tokens %d exceeds the model's max length %d (raise model.max_len)", P, req.MaxTokens, c.MaxLen)
+	if P+req.MaxTokens > c.MaxLen {
+		return 0, fmt.Errorf("generate: prompt length %d + max_response_tokens %d exceeds the model's max length %d (raise model.max_len)", P, req.MaxTokens, c.MaxLen)
 	}
-	tokens := make([]int32, nb*P)
-	last := make([]int32, nb)
-	pos := make([]int32, nb)
+	return P, nil
+}
+
+// promptBatch lays the prompts out as the prefill reads them: tokens [nb,P]
+// padded, the index of each prompt's last token, and each prompt's length
+// (the position of its first response token).
+func (b *Backend) promptBatch(req core.GenerateRequest, P int) (tokens, last, pos []int32) {
+	nb := len(req.Prompts)
+	tokens = make([]int32, nb*P)
+	last = make([]int32, nb)
+	pos = make([]int32, nb)
 	for i, p := range req.Prompts {
 		for j := range P {
 			tokens[i*P+j] = b.opts.PAD
@@ -106,6 +86,33 @@ func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) 
 		last[i] = int32(len(p) - 1)
 		pos[i] = int32(len(p))
 	}
+	return
+}
+
+// rowKeys are the noise keys of the request's responses, in order.
+func rowKeys(seed uint64, n int) [][2]uint32 {
+	keys := make([][2]uint32, n)
+	for i := range keys {
+		keys[i][0], keys[i][1] = threefry.RowKey(seed, uint32(i))
+	}
+	return keys
+}
+
+// generateOnHost is Generate's loop on the host: noise drawn here, every
+// token copied out and tested in Go.
+func (b *Backend) generateOnHost(req core.GenerateRequest) ([]core.Generation, error) {
+	c := b.policy.cfg
+	nb := len(req.Prompts)
+	if nb == 0 {
+		return nil, nil
+	}
+	P, err := b.checkGenerate(req)
+	if err != nil {
+		return nil, err
+	}
+	tmax := P + req.MaxTokens
+	tokens, last, pos := b.promptBatch(req, P)
+	temp := req.Temperature
 	invTemp := float32(1 / temp)
 	pre, err := b.policy.prefillExec(tmax)
 	if err != nil {
@@ -113,18 +120,19 @@ func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) 
 	}
 	// One noise tensor for every step, shared with the engine where it
 	// can (the cpu engine reads it in place): refilled, not reallocated.
-	noise := &gumbelNoise{rng: rand.New(rand.NewPCG(req.Seed, 0x6e6))}
+	keys := rowKeys(req.Seed, nb)
+	scratch := make([]float64, nb*c.Vocab)
 	noiseT := tensors.FromShape(shapesOf(dtypes.Float32, nb, c.Vocab))
 	defer noiseT.FinalizeAll()
 	if err := noiseT.MaterializeOnDevice(b.engine, true, 0); err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
-	nextNoise := func() *tensors.Tensor {
-		tensors.MustMutableFlatData(noiseT, func(flat []float32) { noise.fill(flat) })
+	nextNoise := func(t int) *tensors.Tensor {
+		tensors.MustMutableFlatData(noiseT, func(flat []float32) { threefry.Fill(flat, scratch, keys, uint32(t), c.Vocab) })
 		return noiseT
 	}
 	out, err := run(pre, tensors.FromFlatDataAndDimensions(tokens, nb, P), tensors.FromFlatDataAndDimensions(last, nb),
-		nextNoise(), invTemp)
+		nextNoise(0), invTemp)
 	if err != nil {
 		return nil, fmt.Errorf("generate: prefill: %w", err)
 	}
@@ -176,7 +184,7 @@ func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) 
 			}
 			return nil, core.ErrGenerateStopped
 		}
-		args := []any{out[0], tensors.FromFlatDataAndDimensions(slices.Clone(pos), nb), nextNoise(), invTemp}
+		args := []any{out[0], tensors.FromFlatDataAndDimensions(slices.Clone(pos), nb), nextNoise(step + 1), invTemp}
 		for _, t := range out[4:] {
 			// The caches are donated: an engine may then write the new
 			// K/V into them in place instead of copying them every token.

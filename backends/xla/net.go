@@ -36,7 +36,10 @@ type net struct {
 
 	prefill map[int]*model.Exec // by total cache length
 	decode  *model.Exec
-	score   *model.Exec
+	// devGen holds the device loop's prefill and decode graphs
+	// (gendevice.go), by genSpec.key.
+	devGen map[string]*model.Exec
+	score  *model.Exec
 	// embedScore is score that also returns the last-layer states
 	// (RescoreWithEmbeddings).
 	embedScore *model.Exec

@@ -357,7 +357,12 @@ func runGo(hc *hf.Config, loraRank int, baseBF16, recompute bool, engine, plugin
 			}
 			return time.Since(start).Seconds(), len(g[0].Tokens)
 		}
-		gen(2)
+		// Warm-up: both timed lengths once, so that neither timed run
+		// compiles a graph (an engine may compile per response length: the
+		// xla engines' device loop keys its graphs by it, and every engine
+		// its caches by prompt + response length).
+		gen(1)
+		gen(decode)
 		var per, rates, shares, mallocs, faults []float64
 		for range reps {
 			if nb == 1 {

@@ -75,7 +75,7 @@ func TestDryRun(t *testing.T) {
 		t.Errorf("mode %q engine %q, want dry and cpu", s.Mode, s.Engine)
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "summary.md"))
-	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "t"} {
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "t"} {
 		c, ok := s.Checks[k]
 		if !ok {
 			t.Errorf("check %s missing from summary.json", k)
@@ -86,7 +86,11 @@ func TestDryRun(t *testing.T) {
 		// export and score ran.
 		// t needs tensorboard, which CI does not install either: it may
 		// skip after its run wrote the event file.
-		if !(c.Status == "pass" || (k == "c" || k == "f") && c.Status == "skip" && strings.Contains(c.Reason, "transformers") ||
+		// h's PyTorch side needs transformers too, and i's peer TRL (with
+		// transformers, accelerate and datasets): they may skip after
+		// cde's side ran.
+		if !(c.Status == "pass" || (k == "c" || k == "f" || k == "h") && c.Status == "skip" && strings.Contains(c.Reason, "transformers") ||
+			k == "i" && c.Status == "skip" && strings.Contains(c.Reason, "cde's steps ran") ||
 			k == "t" && c.Status == "skip" && strings.Contains(c.Reason, "tensorboard is not installed")) {
 			t.Errorf("check %s: %s %s%s", k, c.Status, c.Reason, c.Error)
 		}
@@ -156,6 +160,29 @@ func TestDryRun(t *testing.T) {
 		if !(d.Ratio[k] > 0) {
 			t.Errorf("check d: no ratio for %s (%v)", k, d.Ratio)
 		}
+	}
+	// h: cde's decode ran with the loop on the device and on the host.
+	var h struct {
+		CDE map[string]map[string]any `json:"cde"`
+	}
+	json.Unmarshal(s.Checks["h"].Figures, &h)
+	for _, loop := range []string{"device", "host"} {
+		if v, _ := h.CDE[loop]["batch2_ms_per_step"].(float64); !(v > 0) {
+			t.Errorf("check h: no batch-2 step time for the %s loop (%v)", loop, h.CDE[loop])
+		}
+	}
+	// i: cde's GRPO steps ran, each with its phases.
+	var i struct {
+		CDE struct {
+			Steps []struct {
+				Step float64 `json:"step_s"`
+				Gen  float64 `json:"generation_s"`
+			} `json:"steps"`
+		} `json:"cde"`
+	}
+	json.Unmarshal(s.Checks["i"].Figures, &i)
+	if len(i.CDE.Steps) != 2 || !(i.CDE.Steps[1].Gen > 0 && i.CDE.Steps[1].Step > i.CDE.Steps[1].Gen) {
+		t.Errorf("check i: cde steps %+v", i.CDE.Steps)
 	}
 	var e map[string]json.RawMessage
 	json.Unmarshal(s.Checks["e"].Figures, &e)

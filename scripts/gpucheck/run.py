@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The GPU check's run step: runs on the GPU machine (no Go, no network).
 
-    python3 scripts/gpucheck/run.py OUT [--plugin P] [--only a,b,c,d,e,f,g,t] [--bin DIR]
+    python3 scripts/gpucheck/run.py OUT [--plugin P] [--only a,b,c,d,e,f,g,h,i,t] [--bin DIR]
     python3 scripts/gpucheck/run.py OUT --dry      # CI: engine cpu, PyTorch on the CPU
 
 Run from anywhere; paths are taken relative to this file's repository. The
@@ -18,9 +18,10 @@ Each check runs on its own (a failure or timeout in one does not stop the
 next) and OUT/summary.json and OUT/summary.md are rewritten after each, so
 a run cut short keeps what finished. The checks (docs/scale.md):
 
-  a  conformance: one actor step and one critic step (K = 4 heads) and the
-     forward, xla:cuda against cde's cpu engine from the same weights and
-     batch (backends/xla's conformance suite, its float32 tolerances)
+  a  conformance: one actor step and one critic step (K = 4 heads), the
+     forward and generation, xla:cuda against cde's cpu engine from the
+     same weights and batch (backends/xla's conformance suite, its float32
+     tolerances)
   b  score: cde-run score of tiny Llama, Qwen2, Qwen3 (F32, BF16) against
      an independent PyTorch forward on the same device, |diff| <= 1e-4
   c  export: a short run on a tiny Qwen3, cde-run export, HF transformers
@@ -38,6 +39,15 @@ a run cut short keeps what finished. The checks (docs/scale.md):
   g  LoRA with a bfloat16 base: the same short LoRA run on a BF16 tiny Qwen3
      with model.lora.base_dtype float32 and bfloat16; the steps' actor and
      reward metrics agree within 1e-4 relative (bit for bit in --dry)
+  h  generation at the Qwen3-0.6B shape (random weights): cde's decode
+     with its loop on the device (CDE_GENERATE=device) at batch 1, 32 and
+     64, and on the host at batch 32 (the loop before 2026-11-27), against
+     HF generate (gen_torch.py: eager, and its static cache compiled), with
+     the bandwidth floor and peak memory; the figures are the result
+  i  three GRPO steps of 8 prompts x 8 responses (up to 256 new tokens) of
+     an HF Qwen3 at the 0.6B shape: cde-run train against TRL's
+     GRPOTrainer (grpo_trl.py, its source carried in .trl/site), phase by
+     phase; skips with the reason when TRL cannot be imported
   t  TensorBoard: a short run with train.logger [jsonl, tensorboard];
      TensorBoard's EventAccumulator reads its event file, and every
      metrics.jsonl value is there at its step, as float32 (skips, with the
@@ -223,6 +233,10 @@ def check_a(ctx):
         # this variant lets XLA use TF32, to record what that costs
         # (GPUCHECK_A_NO_TF32 leaves it out, and GPUCHECK_A_NO_LOSS_REF the
         # policy-loss reference test, to save device time).
+        # TestConformanceGenerate compares the cpu engine's generations
+        # (the host loop) with the engine's (the device loop, since
+        # 2026-11-27): the same tokens but at near-ties, log-probs,
+        # entropies and pooled states within the forward's tolerance.
         if not ctx.env.get("GPUCHECK_A_NO_TF32"):
             variants.append(("_tf32", {"NVIDIA_TF32_OVERRIDE": "1"}))
     res = {"reference": ref, "tolerance": "backends/xla/engine_conformance_test.go: forward 1e-5 abs+rel (5e-5 at init std 0.4); step metrics 1e-5 abs + 1e-4 rel; updated weights and Adam moments 1e-5 abs + 1e-4 rel"}
@@ -234,7 +248,10 @@ def check_a(ctx):
         try:
             # The policy-loss reference test compiles one graph per loss
             # and batch (90 s on an H200): float32 only.
-            tests = "TestConformance(Forward|ActorStep|CriticStep)" + ("" if suffix or ctx.env.get("GPUCHECK_A_NO_LOSS_REF") else "|TestActorLossMatchesReference")
+            tests = "TestConformance(Forward|ActorStep|CriticStep|Generate)" + ("" if suffix or ctx.env.get("GPUCHECK_A_NO_LOSS_REF") else "|TestActorLossMatchesReference")
+            # GPUCHECK_A_TESTS replaces the list (a regular expression of
+            # test names), to spend device time on one part.
+            tests = ctx.env.get("GPUCHECK_A_TESTS") or tests
             run(ctx, "a" + suffix, [ctx.bins["xla.test"], "-test.run", f"^({tests})$", "-test.v"],
                 timeout=ctx.t(300), cwd=os.path.join(ROOT, "backends", "xla"), env=env)
             ok = True
@@ -604,6 +621,161 @@ def check_t(ctx):
     return "pass", res
 
 
+# ---- h: generation throughput against PyTorch --------------------------------
+
+# Check h's response lengths: a fixed spread in [16, 256] (64 values from a
+# seeded generator); batch B uses the first B.
+def spread_lengths():
+    import random
+    r = random.Random(42)
+    return [r.randint(16, 256) for _ in range(64)]
+
+
+def check_h(ctx):
+    """cde's generation at the Qwen3-0.6B shape (benchmarks/hfbench's decode:
+    the time per step from the difference of a long and a one-token
+    generation) with the loop on the device and, for the before figure, on
+    the host (CDE_GENERATE), against HF generate (gen_torch.py) on the same
+    device, with the bandwidth floor and each side's peak memory."""
+    need(ctx, "hfbench")
+    lengths = spread_lengths()
+    lf = os.path.join(ctx.work, "h-lengths.json")
+    json.dump(lengths, open(lf, "w"))
+    res = {"lengths": "64 values in [16, 256], random.Random(42); batch B takes the first B", "cde": {}}
+    # The device loop needs integer ops that the cpu engine lacks: the dry
+    # run takes the go engine.
+    eng = "go" if ctx.dry else ctx.engine
+    if ctx.dry:
+        loops = [("device", "1,2", 6), ("host", "2", 6)]
+        small = ["--layers", "1", "--reps", "1"]
+    else:
+        loops = [("device", "1,32,64", 64), ("host", "32", 32)]
+        small = ["--reps", "1"]
+    for loop, batches, tokens in loops:
+        js = os.path.join(ctx.work, f"h-cde-{loop}.json")
+        cmd = [ctx.bins["hfbench"], "--engine", eng, "--only", "go", "--skip-forward", "--skip-train",
+               "--decode", str(tokens), "--decode-batches", batches, "--json", js] + small
+        if ctx.plugin:
+            cmd += ["--pjrt-plugin", ctx.plugin]
+        try:
+            with GPUMemSampler() as mem:
+                run(ctx, "h", cmd, timeout=ctx.t(240), env={"CDE_GENERATE": loop})
+        except RuntimeError as e:
+            res["cde"][loop] = {"error": str(e)[:300]}
+            continue
+        g = json.load(open(js)).get("go", {})
+        r = {"engine": eng, "tokens": tokens}
+        for nb in [int(x) for x in batches.split(",")]:
+            step = g.get(f"decode{nb}_s", 0) / tokens
+            r[f"batch{nb}_ms_per_step"] = 1e3 * step
+            if nb > 1 and step > 0:
+                ls = lengths[:nb]
+                # No slot is freed early (neither side does): max(ls) steps.
+                r[f"batch{nb}_tokens_per_s"] = sum(ls) / (max(ls) * step)
+        if mem.peak:
+            r["nvidia_smi_peak_mib"] = max(mem.peak.values())
+        res["cde"][loop] = r
+        write_summary(ctx, dict(ctx.results, h={"status": "running", "figures": res, "seconds": 0}))
+    tj = os.path.join(ctx.work, "h-torch.json")
+    tcmd = [ctx.py, os.path.join(HERE, "gen_torch.py"), "--json", tj, "--device", ctx.torch_device, "--lengths", lf]
+    if ctx.dry:
+        tcmd += ["--small", "--layers", "1", "--dtypes", "float32", "--modes", "eager,static", "--batches", "2", "--tokens", "6"]
+    else:
+        tcmd += ["--dtypes", "float32", "--modes", "eager,compiled", "--batches", "32,64", "--tokens", "32"]
+    try:
+        with GPUMemSampler() as mem:
+            run(ctx, "h", tcmd, timeout=ctx.t(300))
+    except RuntimeError as e:
+        res["torch_error"] = str(e)[:300]
+    t = json.load(open(tj)) if os.path.exists(tj) else {}
+    res["torch"] = t
+    if mem.peak:
+        res["torch_nvidia_smi_peak_mib"] = max(mem.peak.values())
+    dev = res["cde"].get("device", {})
+    if "error" in dev or not dev:
+        return "fail", dict(res, error="cde's device loop did not run")
+    if t.get("skip"):
+        return "skip", dict(res, reason=t["skip"] + "; cde's side ran")
+    # The targets of the issue, as ratios.
+    floor = t.get("floor_ms_per_step", {}).get("float32")
+    eager = next((r for r in t.get("runs", []) if r.get("mode") == "eager" and "error" not in r), None)
+    ratios = {}
+    if floor and dev.get("batch1_ms_per_step"):
+        ratios["batch1_over_floor"] = dev["batch1_ms_per_step"] / floor
+    if eager:
+        for nb in (32, 64):
+            if eager.get(f"batch{nb}_s") and dev.get(f"batch{nb}_ms_per_step"):
+                ratios[f"batch{nb}_step_over_torch_eager"] = dev[f"batch{nb}_ms_per_step"] / (1e3 * eager[f"batch{nb}_s"] / eager[f"batch{nb}_steps"])
+    res["ratios"] = ratios
+    return "pass", res
+
+
+# ---- i: one GRPO step against TRL ------------------------------------------------
+
+def check_i(ctx):
+    """Three GRPO steps of 8 prompts x 8 responses (up to 256 new tokens) of
+    an HF Qwen3 at the 0.6B shape (random weights), cde-run train on the
+    engine against TRL's GRPOTrainer on the same device, phase by phase.
+    cde's update runs in micro-batches of 16 rows (train.micro_batch_size):
+    its memory estimate refuses one pass of 64 rows of a 152k vocabulary
+    on a 141 GB machine (253 GB at model.max_len 640); TRL takes its
+    default, one pass of the 64."""
+    need(ctx, "cde-run")
+    arch, tokens, steps, prompts, n = ("qwen3", 12, 2, 1, 4) if ctx.dry else ("qwen3-0.6b", 256, 3, 8, 8)
+    base = tiny(ctx, arch, "F32", 1)
+    run_dir = os.path.join(ctx.work, "i-run")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    cfg = os.path.join(ctx.work, "i.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"""seed: 1
+task: {{name: math, train: {os.path.join(ROOT, 'tasks', 'testdata', 'gsm8k', 'test.jsonl')}, tokenizer: {base}}}
+model: {{hf: {base}, max_len: {320 if ctx.dry else 640}}}
+rollout: {{n: {n}, temperature: 1.0, max_response_tokens: {tokens}}}
+train: {{steps: {steps}, prompts_per_step: {prompts}, micro_batch_size: {16 if not ctx.dry else 0}}}
+algorithm: {{name: grpo}}
+eval: {{at_start: false, every: 1000}}
+backend: {{engine: "{ctx.engine}", pjrt_plugin: "{ctx.plugin or ''}"}}
+""")
+    res = {"shape": arch, "prompts": prompts, "responses_per_prompt": n, "max_new_tokens": tokens, "steps": steps}
+    t0 = time.time()
+    with GPUMemSampler() as mem:
+        run(ctx, "i", [ctx.bins["cde-run"], "train", "--config", cfg, "--run-dir", run_dir], timeout=ctx.t(300))
+    rows = [r for r in read_metrics(os.path.join(run_dir, "metrics.jsonl")) if "perf/step_s" in r]
+    res["cde"] = {"wall_s": time.time() - t0, "steps": [
+        {"step_s": r["perf/step_s"], "generation_s": r.get("perf/gen_s"), "update_s": r.get("perf/update_s"),
+         "tokens": r.get("perf/tokens")} for r in rows]}
+    if mem.peak:
+        res["cde"]["nvidia_smi_peak_mib"] = max(mem.peak.values())
+    if len(rows) != steps:
+        return "fail", dict(res, error=f"cde ran {len(rows)} of {steps} steps")
+    tj = os.path.join(ctx.work, "i-trl.json")
+    site_dir = os.path.join(ROOT, ".trl", "site")
+    env = {"PYTHONPATH": site_dir} if os.path.isdir(site_dir) else {}
+    try:
+        with GPUMemSampler() as mem:
+            run(ctx, "i", [ctx.py, os.path.join(HERE, "grpo_trl.py"), "--model", base, "--tokenizer", os.path.join(base, "tokenizer.json"),
+                           "--json", tj, "--steps", str(steps), "--tokens", str(tokens), "--prompts", str(prompts), "--group", str(n),
+                           "--device", ctx.torch_device], timeout=ctx.t(300), env=env)
+    except RuntimeError as e:
+        res["trl_error"] = str(e)[:300]
+    trl = json.load(open(tj)) if os.path.exists(tj) else {}
+    res["trl"] = trl
+    if mem.peak:
+        res["trl_nvidia_smi_peak_mib"] = max(mem.peak.values())
+    if not trl.get("steps"):
+        return "skip", dict(res, reason=(trl.get("error") or res.get("trl_error") or "TRL did not run") + "; cde's steps ran")
+    # Steady state: the median of the steps after the first (compiles).
+    def med(xs):
+        return statistics.median(xs) if xs else None
+    c_later = rows[1:] or rows
+    t_later = trl["steps"][1:] or trl["steps"]
+    res["median_step_s_after_first"] = {"cde": med([r["perf/step_s"] for r in c_later]), "trl": med([r["step_s"] for r in t_later])}
+    m = res["median_step_s_after_first"]
+    if m["cde"] and m["trl"]:
+        res["ratio_cde_over_trl"] = m["cde"] / m["trl"]
+    return "pass", res
+
+
 CHECKS = {"a": ("conformance: actor and critic step (K=4) against the cpu engine", check_a),
           "b": ("score: tiny Llama, Qwen2, Qwen3 (F32, BF16) against PyTorch", check_b),
           "c": ("export: short run, export, HF transformers loads it", check_c),
@@ -611,6 +783,8 @@ CHECKS = {"a": ("conformance: actor and critic step (K=4) against the cpu engine
           "e": ("train: default and PPO + multihead, against the cpu engine", check_e),
           "f": ("LoRA: short run, export as a PEFT adapter, PEFT loads it", check_f),
           "g": ("LoRA with a bfloat16 base: the float32 base's run", check_g),
+          "h": ("generation at the Qwen3-0.6B shape: device and host loops against HF generate", check_h),
+          "i": ("GRPO steps of an HF Qwen3 (0.6B shape): cde-run train against TRL's GRPOTrainer", check_i),
           "t": ("TensorBoard: its EventAccumulator reads a run's event file as metrics.jsonl", check_t)}
 
 
@@ -641,7 +815,7 @@ def main():
     ap.add_argument("--dry", action="store_true", help="engine cpu for xla:cuda, PyTorch on the CPU, small sizes (CI)")
     ap.add_argument("--plugin", default="", help="the PJRT CUDA plugin (default: found in the installed Python packages)")
     ap.add_argument("--bin", default=os.path.join(ROOT, ".gpucheck"), help="folder of cde-run, xla.test, hfbench (plain or .xz)")
-    ap.add_argument("--only", default="abcdefgt", help="checks to run, e.g. a,b or abc")
+    ap.add_argument("--only", default="abcdefghit", help="checks to run, e.g. a,b or abc")
     ap.add_argument("--python", default=sys.executable, help="the Python for the PyTorch and transformers parts")
     ap.add_argument("--env", action="append", default=[], metavar="K=V", help="set an environment variable for every check (repeatable)")
     ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiplies every check's timeout")
@@ -674,7 +848,7 @@ def main():
     ctx.bins = unpack(a.bin, os.path.join(ctx.out, "bin"))
     log(f"engine {ctx.engine}, PyTorch on {ctx.torch_device}, plugin {ctx.plugin or '-'}, binaries {sorted(ctx.bins)}, Qwen3 tokenizer {tok}")
     results = ctx.results = {}
-    for key in [k for k in "abcdefgt" if k in a.only]:
+    for key in [k for k in "abcdefghit" if k in a.only]:
         log(f"check {key}: {CHECKS[key][0]}")
         t0 = time.time()
         try:

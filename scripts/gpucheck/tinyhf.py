@@ -3,7 +3,8 @@
 
     tinyhf.py OUTDIR ARCH DTYPE SEED
 
-ARCH is llama, qwen2 or qwen3; DTYPE is F32 or BF16. The checkpoint has the
+ARCH is llama, qwen2, qwen3 or qwen3-0.6b (Qwen3-0.6B's shape, 2.4 GB in
+F32, for the timing checks); DTYPE is F32 or BF16. The checkpoint has the
 real Qwen3 vocabulary size (151936), so the Qwen3 tokenizer in
 tokenizer/testdata/qwen3 (copied beside it) fits every architecture, and is
 otherwise small: width 32, 2 layers. Each architecture exercises its own
@@ -42,10 +43,17 @@ CONFIGS = {
               "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": 4, "num_key_value_heads": 2,
               "head_dim": 12, "rms_norm_eps": 1e-6, "max_position_embeddings": 512, "rope_theta": 1000000.0,
               "tie_word_embeddings": True, "eos_token_id": 151645},
+    # Qwen3-0.6B's shape (its config.json on the Hub), for the timing checks
+    # (h, i): weights N(0, 0.02), norm gains 1 + N(0, 0.02).
+    "qwen3-0.6b": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": V, "hidden_size": 1024,
+                   "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+                   "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-6, "max_position_embeddings": 40960,
+                   "rope_theta": 1000000.0, "tie_word_embeddings": True, "eos_token_id": 151645, "std": 0.02},
 }
 
 
 def shapes(cfg):
+    H, L, F = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
     nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim", H // nh)
     arch = cfg["model_type"]
@@ -99,12 +107,13 @@ def write_safetensors(path, tensors, dtype):
 def main():
     out, arch, dtype, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     if arch not in CONFIGS or dtype not in ("F32", "BF16"):
-        sys.exit(f"tinyhf.py: arch {arch!r} (llama, qwen2, qwen3), dtype {dtype!r} (F32, BF16)")
+        sys.exit(f"tinyhf.py: arch {arch!r} (llama, qwen2, qwen3, qwen3-0.6b), dtype {dtype!r} (F32, BF16)")
     cfg = dict(CONFIGS[arch], torch_dtype={"F32": "float32", "BF16": "bfloat16"}[dtype])
+    std = cfg.pop("std", 0.2)
     rng = np.random.default_rng(seed)
     tensors = {}
     for name, shape in shapes(cfg).items():
-        x = rng.standard_normal(shape).astype(np.float32) * np.float32(0.2)
+        x = rng.standard_normal(shape).astype(np.float32) * np.float32(std)
         if name.endswith("norm.weight"):
             x += np.float32(1)
         tensors[name] = x

@@ -15,6 +15,14 @@ type GenerateRequest struct {
 	StopTokens []int32
 	// Pooling, when set, asks for pooled last-layer embeddings.
 	Pooling string
+	// Slots, when > 0 and below len(Prompts), is how many responses are
+	// decoded at once: the memory of Slots rows, not of every prompt. A
+	// response that stops frees its slot for the next prompt (continuous
+	// batching) where the engine keeps its loop on the device; elsewhere
+	// the prompts go Slots at a time. The tokens are the same either way
+	// and the same as with every prompt at once: response i's noise
+	// depends on (Seed, i, token) alone.
+	Slots int
 	// Done, when not nil, stops generation between decode steps once it
 	// is closed (a server's request context: the client went away or the
 	// request's deadline passed); Generate then returns ErrGenerateStopped.

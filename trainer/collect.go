@@ -111,9 +111,9 @@ func (t *Trainer) collect(step int, m map[string]float64) (r *core.Rollout, gene
 // rescored with the Backend (see Trainer.Gen); the rescoring is not in the
 // returned generation time.
 //
-// maxRows > 0 generates in-process in chunks of at most maxRows rows, chunk
-// c with the seed Mix(seed, c) (rollout.max_rows): the same distribution,
-// other samples than one call; 0 makes one call with seed.
+// maxRows > 0 generates in-process at most maxRows rows at a time
+// (rollout.max_rows, GenerateRequest.Slots): the same responses as one
+// call of every row, since each response's noise is its own.
 func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64, seed uint64, needs core.Needs, gen core.Generator, maxRows int) (*core.Rollout, time.Duration, error) {
 	tok := t.Task.Tokenizer()
 	ver := t.Task.Verifier()
@@ -141,22 +141,10 @@ func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64
 	start := time.Now()
 	req := core.GenerateRequest{Prompts: prompts, Temperature: temp,
 		MaxTokens: t.Cfg.Rollout.MaxResponseTokens, Seed: seed, Pooling: pooling, StopTokens: t.StopTokens}
-	var gens []core.Generation
-	var err error
-	if remote || maxRows <= 0 || len(prompts) <= maxRows {
-		gens, err = gen.Generate(req)
-	} else {
-		for c, lo := 0, 0; lo < len(prompts); c, lo = c+1, lo+maxRows {
-			part := req
-			part.Prompts, part.Seed = prompts[lo:min(lo+maxRows, len(prompts))], Mix(seed, uint64(c))
-			g, gerr := gen.Generate(part)
-			if gerr != nil {
-				err = gerr
-				break
-			}
-			gens = append(gens, g...)
-		}
+	if !remote && maxRows > 0 {
+		req.Slots = maxRows
 	}
+	gens, err := gen.Generate(req)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -121,10 +121,10 @@ type RolloutConfig struct {
 	// TISCap is the truncated importance-sampling cap C (rollout.tis_cap,
 	// 0 = off, else > 1; see TISWeights).
 	TISCap float64
-	// MaxRows is rollout.max_rows: in-process generation makes the
-	// training batch in chunks of at most this many responses, each chunk
-	// seeded from the step's seed and its index (0 = the whole batch at
-	// once, with the step's seed).
+	// MaxRows is rollout.max_rows: in-process generation decodes at most
+	// this many responses of the training batch at once
+	// (GenerateRequest.Slots; 0 = the whole batch at once). The responses
+	// are those of the whole batch at once.
 	MaxRows int
 }
 

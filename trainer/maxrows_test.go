@@ -4,16 +4,16 @@ import (
 	"testing"
 )
 
-// rollout.max_rows splits in-process generation of the training batch
-// into requests of at most that many rows, request c seeded with
-// Mix(seed, c); 0, or a batch no larger, is one request with the step's
-// seed. The rows come back in order either way.
+// rollout.max_rows makes in-process generation of the training batch one
+// request of every row with Slots = max_rows (0: no slots), always with
+// the step's seed: the backend decodes at most that many rows at once and
+// the responses are those of one unslotted call. The rows come back in
+// order.
 func TestRolloutMaxRows(t *testing.T) {
-	var oneSeed uint64
+	var stepSeed uint64
 	for _, tc := range []struct {
-		maxRows int
-		want    []int // rows per request
-	}{{0, []int{4}}, {4, []int{4}}, {3, []int{3, 1}}, {1, []int{1, 1, 1, 1}}} {
+		maxRows, wantSlots int
+	}{{0, 0}, {4, 4}, {3, 3}, {1, 1}} {
 		cfg := fakeConfig(t, 1, 1)
 		cfg.Rollout.MaxRows = tc.maxRows
 		be := &fakeBackend{}
@@ -25,30 +25,17 @@ func TestRolloutMaxRows(t *testing.T) {
 		if len(r.Seqs) != 4 {
 			t.Fatalf("max_rows %d: %d sequences, want 4", tc.maxRows, len(r.Seqs))
 		}
-		var got []int
-		for _, req := range be.genRequests {
-			got = append(got, len(req.Prompts))
+		if len(be.genRequests) != 1 {
+			t.Fatalf("max_rows %d: %d requests, want 1", tc.maxRows, len(be.genRequests))
 		}
-		if len(got) != len(tc.want) {
-			t.Fatalf("max_rows %d: requests of %v rows, want %v", tc.maxRows, got, tc.want)
+		req := be.genRequests[0]
+		if len(req.Prompts) != 4 || req.Slots != tc.wantSlots {
+			t.Fatalf("max_rows %d: a request of %d rows with %d slots, want 4 rows and %d slots", tc.maxRows, len(req.Prompts), req.Slots, tc.wantSlots)
 		}
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Fatalf("max_rows %d: requests of %v rows, want %v", tc.maxRows, got, tc.want)
-			}
-		}
-		if len(got) == 1 {
-			if oneSeed == 0 {
-				oneSeed = be.genRequests[0].Seed
-			} else if be.genRequests[0].Seed != oneSeed {
-				t.Fatalf("max_rows %d: one request with seed %d, want the step's %d", tc.maxRows, be.genRequests[0].Seed, oneSeed)
-			}
-			continue
-		}
-		for c, req := range be.genRequests {
-			if want := Mix(oneSeed, uint64(c)); req.Seed != want {
-				t.Fatalf("max_rows %d: request %d seed %d, want Mix(step seed, %d) = %d", tc.maxRows, c, req.Seed, c, want)
-			}
+		if stepSeed == 0 {
+			stepSeed = req.Seed
+		} else if req.Seed != stepSeed {
+			t.Fatalf("max_rows %d: seed %d, want the step's %d", tc.maxRows, req.Seed, stepSeed)
 		}
 	}
 	if _, err := LoadConfig(LoadOptions{Env: []string{}, Sets: []string{"rollout.max_rows=-1"}}); err == nil {

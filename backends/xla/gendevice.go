@@ -2,6 +2,7 @@ package xla
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -13,36 +14,35 @@ import (
 )
 
 // genCheckEvery is how many tokens the device loop decodes between two
-// reads of its all-done flag: the only values that cross to the host
-// while it runs. At most genCheckEvery-1 steps run after the last row has
-// stopped (each a no-op for the results).
+// reads of its done flags: the only values that cross to the host while it
+// runs, besides the rows of the responses that finished. A row that stops
+// waits at most genCheckEvery-1 steps for the next prompt (each a no-op for
+// the results).
 const genCheckEvery = 8
 
-// genState is the decode state the device loop keeps on the device, in
-// the order the graphs take and return it:
+// genState is the decode state the device loop keeps on the device, one
+// row per slot, in the order the graphs take and return it:
 //
-//	token int32 [B]      the last token sampled (the next step's input)
-//	pos   int32 [B]      its position
-//	step  int32 []       the index of the next response token
-//	done  bool [B]       rows that stopped
-//	count int32 [B]      tokens recorded per row
-//	toks  int32 [B,T]    the responses (T = max tokens)
-//	lps   float32 [B,T]  their log-probs
-//	ents  float32 [B,T]  the entropies of the distributions they came from
-//	all   bool []        every row is done
+//	token int32 [S]      the last token sampled (the next step's input)
+//	pos   int32 [S]      its position
+//	keys  uint32 [S,2]   the noise key of the slot's response
+//	done  bool [S]       the slot's response stopped
+//	count int32 [S]      tokens recorded, the index of the next one
+//	toks  int32 [S,T]    the responses (T = max tokens)
+//	lps   float32 [S,T]  their log-probs
+//	ents  float32 [S,T]  the entropies of the distributions they came from
 //
 // then, with pooling, the hidden states that chose the last token, the one
-// before it, and their running sum, each float32 [B,d]; then the caches.
+// before it, and their running sum, each float32 [S,d]; then the caches.
 const (
 	gsToken = iota
 	gsPos
-	gsStep
+	gsKeys
 	gsDone
 	gsCount
 	gsToks
 	gsLPs
 	gsEnts
-	gsAll
 	gsFixed // the pooling states (if any) and caches start here
 )
 
@@ -58,18 +58,24 @@ func (s genSpec) key(kind string, tmax int) string {
 	return fmt.Sprintf("%s/%d/%d/%v/%v", kind, tmax, s.maxTokens, s.stops, s.pooling)
 }
 
-// record writes one sampled token per row into the state: rows not done
-// get tok, lp, ent at column step (and h into the pooled states), then
-// stop at a stop token or at maxTokens. It returns the state's recorded
-// part in genState order from done on (done, count, toks, lps, ents, all,
-// pooled states).
-func (s genSpec) record(step, tok, lp, ent, h, done, count, toks, lps, ents *graph.Node, pool []*graph.Node) []*graph.Node {
+func (s genSpec) npool() int {
+	if s.pooling {
+		return 3
+	}
+	return 0
+}
+
+// record writes one sampled token per row: rows not done get tok, lp, ent
+// at column count (and h into the pooled states), then stop at a stop
+// token or at maxTokens. It returns done, count, toks, lps, ents and the
+// pooled states.
+func (s genSpec) record(tok, lp, ent, h, done, count, toks, lps, ents *graph.Node, pool []*graph.Node) []*graph.Node {
 	g := tok.Graph()
 	b := tok.Shape().Dimensions[0]
 	T := s.maxTokens
 	active := graph.LogicalNot(done)
 	col := graph.LogicalAnd(
-		graph.Equal(graph.Iota(g, shapesOf(dtypes.Int32, b, T), 1), graph.BroadcastToDims(step, b, T)),
+		graph.Equal(graph.Iota(g, shapesOf(dtypes.Int32, b, T), 1), graph.BroadcastToDims(graph.Reshape(count, b, 1), b, T)),
 		graph.BroadcastToDims(graph.Reshape(active, b, 1), b, T))
 	put := func(buf, v *graph.Node) *graph.Node {
 		return graph.Where(col, graph.BroadcastToDims(graph.Reshape(v, b, 1), b, T), buf)
@@ -81,8 +87,8 @@ func (s genSpec) record(step, tok, lp, ent, h, done, count, toks, lps, ents *gra
 		graph.BroadcastToDims(graph.Reshape(tok, b, 1), b, len(s.stops)),
 		graph.BroadcastToDims(graph.Reshape(stopsC, 1, len(s.stops)), b, len(s.stops))), 1)
 	full := graph.GreaterOrEqual(count, graph.ConstAs(count, int32(T)))
-	done = graph.LogicalOr(done, graph.LogicalOr(hit, full))
-	out := []*graph.Node{done, count, toks, lps, ents, graph.ReduceLogicalAnd(done)}
+	done = graph.LogicalOr(done, graph.LogicalAnd(active, graph.LogicalOr(hit, full)))
+	out := []*graph.Node{done, count, toks, lps, ents}
 	if s.pooling {
 		d := h.Shape().Dimensions[1]
 		act := graph.BroadcastToDims(graph.Reshape(active, b, 1), b, d)
@@ -95,17 +101,17 @@ func (s genSpec) record(step, tok, lp, ent, h, done, count, toks, lps, ents *gra
 	return out
 }
 
-// buildDevicePrefill: inputs tokens int32 [B,P], last int32 [B], pos int32
-// [B] (each prompt's length), keys uint32 [B,2], invTemp; samples token 0
-// and returns the whole genState.
+// buildDevicePrefill: inputs tokens int32 [k,P], last int32 [k], pos int32
+// [k] (each prompt's length), keys uint32 [k,2], invTemp; samples each
+// row's token 0 and returns a fresh genState of k rows.
 func (n *net) buildDevicePrefill(tmax int, s genSpec) func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 	inner := n.buildPrefill(tmax)
 	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 		tokens, last, pos, keys, invTemp := in[0], in[1], in[2], in[3], in[4]
 		g := tokens.Graph()
 		b := tokens.Shape().Dimensions[0]
-		step := graph.Const(g, int32(0))
-		out := inner(ctx, []*graph.Node{tokens, last, gumbelGraph(keys, step, n.cfg.Vocab), invTemp})
+		zero := graph.Zeros(g, shapesOf(dtypes.Int32, b))
+		out := inner(ctx, []*graph.Node{tokens, last, gumbelGraph(keys, zero, n.cfg.Vocab), invTemp})
 		tok, lp, ent, h, caches := out[0], out[1], out[2], out[3], out[4:]
 		T, d := s.maxTokens, n.cfg.DModel
 		zf := graph.Zeros(g, shapesOf(dtypes.Float32, b, T))
@@ -114,33 +120,57 @@ func (n *net) buildDevicePrefill(tmax int, s genSpec) func(ctx *model.Scope, in 
 			z := graph.Zeros(g, shapesOf(dtypes.Float32, b, d))
 			pool = []*graph.Node{z, z, z}
 		}
-		rec := s.record(step, tok, lp, ent, h, graph.Zeros(g, shapesOf(dtypes.Bool, b)), graph.Zeros(g, shapesOf(dtypes.Int32, b)),
+		rec := s.record(tok, lp, ent, h, graph.Zeros(g, shapesOf(dtypes.Bool, b)), zero,
 			graph.Zeros(g, shapesOf(dtypes.Int32, b, T)), zf, zf, pool)
-		state := []*graph.Node{tok, pos, graph.OnePlus(step)}
-		state = append(state, rec...)
+		state := append([]*graph.Node{tok, pos, keys}, rec...)
 		return append(state, caches...)
 	}
 }
 
-// buildDeviceDecode: inputs keys uint32 [B,2], invTemp, then the genState
-// (the caches last); samples the token at step and returns the new state.
+// buildDeviceDecode: inputs invTemp, then the genState (the caches last);
+// samples each slot's next token and returns the new state.
 func (n *net) buildDeviceDecode(s genSpec) func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
 	inner := n.buildDecode()
 	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
-		keys, invTemp, st := in[0], in[1], in[2:]
-		step := st[gsStep]
-		npool := 0
-		if s.pooling {
-			npool = 3
-		}
-		caches := st[gsFixed+npool:]
-		args := append([]*graph.Node{st[gsToken], st[gsPos], gumbelGraph(keys, step, n.cfg.Vocab), invTemp}, caches...)
-		out := inner(ctx, args)
+		invTemp, st := in[0], in[1:]
+		np := s.npool()
+		caches := st[gsFixed+np:]
+		noise := gumbelGraph(st[gsKeys], st[gsCount], n.cfg.Vocab)
+		out := n.decodeWith(ctx, inner, st[gsToken], st[gsPos], noise, invTemp, caches)
 		tok, lp, ent, h := out[0], out[1], out[2], out[3]
-		rec := s.record(step, tok, lp, ent, h, st[gsDone], st[gsCount], st[gsToks], st[gsLPs], st[gsEnts], st[gsFixed:gsFixed+npool])
-		state := []*graph.Node{tok, graph.OnePlus(st[gsPos]), graph.OnePlus(step)}
-		state = append(state, rec...)
+		rec := s.record(tok, lp, ent, h, st[gsDone], st[gsCount], st[gsToks], st[gsLPs], st[gsEnts], st[gsFixed:gsFixed+np])
+		state := append([]*graph.Node{tok, graph.OnePlus(st[gsPos]), st[gsKeys]}, rec...)
 		return append(state, out[4:]...)
+	}
+}
+
+func (n *net) decodeWith(ctx *model.Scope, inner func(*model.Scope, []*graph.Node) []*graph.Node, token, pos, noise, invTemp *graph.Node, caches []*graph.Node) []*graph.Node {
+	return inner(ctx, append([]*graph.Node{token, pos, noise, invTemp}, caches...))
+}
+
+// buildDeviceInsert: inputs from int32 [S] (for each slot, the row of the
+// fresh state that takes it, or -1 to keep the slot), then the fresh state
+// (k rows), then the current state (S rows); returns the merged state.
+func (n *net) buildDeviceInsert(s genSpec) func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
+	return func(ctx *model.Scope, in []*graph.Node) []*graph.Node {
+		from := in[0]
+		m := (len(in) - 1) / 2
+		fresh, cur := in[1:1+m], in[1+m:]
+		S := from.Shape().Dimensions[0]
+		take := graph.GreaterOrEqual(from, graph.ConstAs(from, int32(0)))
+		idx := graph.Reshape(graph.Max(from, graph.ConstAs(from, int32(0))), S, 1)
+		out := make([]*graph.Node, m)
+		for i := range m {
+			moved := graph.Gather(fresh[i], idx) // [S, ...] from [k, ...]
+			dims := cur[i].Shape().Dimensions
+			mask := take
+			if len(dims) > 1 {
+				shape := append([]int{S}, slices.Repeat([]int{1}, len(dims)-1)...)
+				mask = graph.BroadcastToDims(graph.Reshape(take, shape...), dims...)
+			}
+			out[i] = graph.Where(mask, moved, cur[i])
+		}
+		return out
 	}
 }
 
@@ -161,9 +191,63 @@ func (n *net) deviceExec(key string, fn func(ctx *model.Scope, in []*graph.Node)
 	return e, nil
 }
 
+// deviceGen is one generateOnDevice call's graphs and inputs.
+type deviceGen struct {
+	b       *Backend
+	req     core.GenerateRequest
+	spec    genSpec
+	P       int
+	invTemp float32
+	pre     *model.Exec
+	dec     *model.Exec
+	ins     *model.Exec
+}
+
+// prefill runs the prompts of responses rows (at most k of them; the rest
+// of the k rows repeat the first, and are never inserted) and returns the
+// fresh state of k rows.
+func (d *deviceGen) prefill(rows []int, k int) ([]*tensors.Tensor, error) {
+	nb := len(rows)
+	sub := core.GenerateRequest{Prompts: make([][]int32, k)}
+	keys := make([]uint32, 0, 2*k)
+	for i := range k {
+		r := rows[min(i, nb-1)]
+		sub.Prompts[i] = d.req.Prompts[r]
+		kk := rowKeys(d.req.Seed, r, 1)[0]
+		keys = append(keys, kk[0], kk[1])
+	}
+	tokens, last, pos := d.b.promptBatch(sub, d.P)
+	st, err := run(d.pre, tensors.FromFlatDataAndDimensions(tokens, k, d.P), tensors.FromFlatDataAndDimensions(last, k),
+		tensors.FromFlatDataAndDimensions(pos, k), tensors.FromFlatDataAndDimensions(keys, k, 2), d.invTemp)
+	if err != nil {
+		return nil, fmt.Errorf("generate: prefill: %w", err)
+	}
+	return st, nil
+}
+
+// donated wraps each tensor for donation.
+func (d *deviceGen) donated(ts []*tensors.Tensor) ([]any, error) {
+	out := make([]any, len(ts))
+	for i, t := range ts {
+		v, err := graph.DonateTensorBuffer(t, d.b.engine, 0)
+		if err != nil {
+			return nil, fmt.Errorf("generate: donating state: %w", err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func finalize(ts []*tensors.Tensor) {
+	for _, t := range ts {
+		t.FinalizeAll()
+	}
+}
+
 // generateOnDevice is Generate with its loop on the device (see Generate).
+// With req.Slots below the number of prompts, that many responses decode
+// at once and a response that stops frees its slot for the next prompt.
 func (b *Backend) generateOnDevice(req core.GenerateRequest) ([]core.Generation, error) {
-	c := b.policy.cfg
 	nb := len(req.Prompts)
 	if nb == 0 {
 		return nil, nil
@@ -172,6 +256,10 @@ func (b *Backend) generateOnDevice(req core.GenerateRequest) ([]core.Generation,
 	if err != nil {
 		return nil, err
 	}
+	S := nb
+	if req.Slots > 0 && req.Slots < nb {
+		S = req.Slots
+	}
 	tmax := P + req.MaxTokens
 	spec := genSpec{maxTokens: req.MaxTokens, stops: []int32{b.opts.EOS}, pooling: req.Pooling != ""}
 	for _, t := range req.StopTokens {
@@ -179,104 +267,152 @@ func (b *Backend) generateOnDevice(req core.GenerateRequest) ([]core.Generation,
 			spec.stops = append(spec.stops, t)
 		}
 	}
-	tokens, last, pos := b.promptBatch(req, P)
-	flatKeys := make([]uint32, 0, 2*nb)
-	for _, k := range rowKeys(req.Seed, nb) {
-		flatKeys = append(flatKeys, k[0], k[1])
+	d := &deviceGen{b: b, req: req, spec: spec, P: P, invTemp: float32(1 / req.Temperature)}
+	if d.pre, err = b.policy.deviceExec(spec.key("prefill", tmax), b.policy.buildDevicePrefill(tmax, spec)); err != nil {
+		return nil, err
 	}
-	keys := tensors.FromFlatDataAndDimensions(flatKeys, nb, 2)
-	defer keys.FinalizeAll()
-	invTemp := float32(1 / req.Temperature)
-	pre, err := b.policy.deviceExec(spec.key("prefill", tmax), b.policy.buildDevicePrefill(tmax, spec))
+	if d.dec, err = b.policy.deviceExec(spec.key("decode", 0), b.policy.buildDeviceDecode(spec)); err != nil {
+		return nil, err
+	}
+	slot := make([]int, S) // the response in each slot, -1 for none
+	first := make([]int, S)
+	for i := range slot {
+		slot[i], first[i] = i, i
+	}
+	state, err := d.prefill(first, S)
 	if err != nil {
 		return nil, err
 	}
-	dec, err := b.policy.deviceExec(spec.key("decode", 0), b.policy.buildDeviceDecode(spec))
-	if err != nil {
-		return nil, err
-	}
-	state, err := run(pre, tensors.FromFlatDataAndDimensions(tokens, nb, P), tensors.FromFlatDataAndDimensions(last, nb),
-		tensors.FromFlatDataAndDimensions(pos, nb), keys, invTemp)
-	if err != nil {
-		return nil, fmt.Errorf("generate: prefill: %w", err)
-	}
-	free := func() {
-		for _, t := range state {
-			t.FinalizeAll()
-		}
-	}
-	for step := 1; step < req.MaxTokens; step++ {
-		if step%genCheckEvery == 0 && tensors.MustCopyFlatData[bool](state[gsAll])[0] {
-			break
+	defer func() { finalize(state) }()
+	gens := make([]core.Generation, nb)
+	next := S // the next response without a slot
+	left := nb
+	for step := 1; left > 0; step++ {
+		// Every genCheckEvery steps, and at step MaxTokens, when the first
+		// responses have all stopped.
+		if step%genCheckEvery == 0 || step == req.MaxTokens {
+			done := tensors.MustCopyFlatData[bool](state[gsDone])
+			var finished []int
+			for s, r := range slot {
+				if r >= 0 && done[s] {
+					finished = append(finished, s)
+				}
+			}
+			if len(finished) > 0 {
+				d.harvest(state, slot, finished, gens)
+				left -= len(finished)
+				if left == 0 {
+					break
+				}
+				if next < nb {
+					k := min(len(finished), nb-next)
+					if state, err = d.refill(state, slot, finished[:k], next); err != nil {
+						return nil, err
+					}
+					next += k
+				}
+			}
 		}
 		if stopped(req.Done) {
-			free()
 			return nil, core.ErrGenerateStopped
 		}
-		args := []any{keys, invTemp}
-		for _, t := range state {
-			// Every state tensor is donated: the engine may update the
-			// caches and buffers in place.
-			d, err := graph.DonateTensorBuffer(t, b.engine, 0)
-			if err != nil {
-				free()
-				return nil, fmt.Errorf("generate: decode step %d: donating state: %w", step, err)
-			}
-			args = append(args, d)
+		args, err := d.donated(state)
+		if err != nil {
+			return nil, err
 		}
-		next, err := run(dec, args...)
+		out, err := run(d.dec, append([]any{d.invTemp}, args...)...)
 		if err != nil {
 			return nil, fmt.Errorf("generate: decode step %d: %w", step, err)
 		}
-		state = next
+		state = out
 	}
-	defer free()
+	return gens, nil
+}
+
+// harvest copies the finished slots' responses into gens and frees them.
+func (d *deviceGen) harvest(state []*tensors.Tensor, slot, finished []int, gens []core.Generation) {
+	T := d.spec.maxTokens
 	count := tensors.MustCopyFlatData[int32](state[gsCount])
 	toks := tensors.MustCopyFlatData[int32](state[gsToks])
 	lps := tensors.MustCopyFlatData[float32](state[gsLPs])
 	ents := tensors.MustCopyFlatData[float32](state[gsEnts])
-	T := req.MaxTokens
-	gens := make([]core.Generation, nb)
-	for i := range gens {
-		n := int(count[i])
-		g := &gens[i]
-		g.Tokens = slices.Clone(toks[i*T : i*T+n])
+	var lastH, prevH, sumH []float32
+	if d.spec.pooling {
+		lastH = tensors.MustCopyFlatData[float32](state[gsFixed])
+		prevH = tensors.MustCopyFlatData[float32](state[gsFixed+1])
+		sumH = tensors.MustCopyFlatData[float32](state[gsFixed+2])
+	}
+	dm := d.b.policy.cfg.DModel
+	for _, s := range finished {
+		n := int(count[s])
+		g := &gens[slot[s]]
+		g.Tokens = slices.Clone(toks[s*T : s*T+n])
 		g.LogProbs = make([]float64, n)
 		g.Entropies = make([]float64, n)
 		for j := range n {
-			g.LogProbs[j] = float64(lps[i*T+j])
-			g.Entropies[j] = float64(ents[i*T+j])
+			g.LogProbs[j] = float64(lps[s*T+j])
+			g.Entropies[j] = float64(ents[s*T+j])
 		}
-		g.Truncated = n == T && !slices.Contains(spec.stops, g.Tokens[n-1])
-	}
-	if spec.pooling {
-		d := c.DModel
-		lastH := tensors.MustCopyFlatData[float32](state[gsFixed])
-		prevH := tensors.MustCopyFlatData[float32](state[gsFixed+1])
-		sumH := tensors.MustCopyFlatData[float32](state[gsFixed+2])
-		for i := range gens {
-			n := len(gens[i].Tokens)
-			e := make([]float64, d)
-			switch strings.ToLower(req.Pooling) {
+		g.Truncated = n == T && !slices.Contains(d.spec.stops, g.Tokens[n-1])
+		if d.spec.pooling {
+			e := make([]float64, dm)
+			src, scale := lastH, 1.0
+			switch strings.ToLower(d.req.Pooling) {
 			case "mean":
-				for j := range e {
-					e[j] = float64(sumH[i*d+j]) / float64(n)
-				}
+				src, scale = sumH, 1/float64(n)
 			case "second_last":
-				src := lastH
 				if n >= 2 {
 					src = prevH
 				}
-				for j := range e {
-					e[j] = float64(src[i*d+j])
-				}
-			default:
-				for j := range e {
-					e[j] = float64(lastH[i*d+j])
-				}
 			}
-			gens[i].Embedding = e
+			for j := range e {
+				e[j] = float64(src[s*dm+j]) * scale
+			}
+			g.Embedding = e
+		}
+		slot[s] = -1
+	}
+}
+
+// refill prefills responses next, next+1, ... into the slots free (k of
+// them) and returns the merged state. The fresh batch is padded to a power
+// of two rows, so at most log2(S)+1 prefill shapes are compiled.
+func (d *deviceGen) refill(state []*tensors.Tensor, slot, free []int, next int) ([]*tensors.Tensor, error) {
+	k := len(free)
+	rows := make([]int, k)
+	for i := range rows {
+		rows[i] = next + i
+	}
+	kp := 1 << bits.Len(uint(k-1))
+	fresh, err := d.prefill(rows, min(kp, len(slot)))
+	if err != nil {
+		return nil, err
+	}
+	defer finalize(fresh)
+	if d.ins == nil {
+		if d.ins, err = d.b.policy.deviceExec(d.spec.key("insert", 0), d.b.policy.buildDeviceInsert(d.spec)); err != nil {
+			return nil, err
 		}
 	}
-	return gens, nil
+	from := make([]int32, len(slot))
+	for i := range from {
+		from[i] = -1
+	}
+	for i, s := range free {
+		from[s] = int32(i)
+		slot[s] = rows[i]
+	}
+	cur, err := d.donated(state)
+	if err != nil {
+		return nil, err
+	}
+	args := []any{tensors.FromFlatDataAndDimensions(from, len(slot))}
+	for _, t := range fresh {
+		args = append(args, t)
+	}
+	merged, err := run(d.ins, append(args, cur...)...)
+	if err != nil {
+		return nil, fmt.Errorf("generate: filling freed slots: %w", err)
+	}
+	return merged, nil
 }

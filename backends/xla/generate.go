@@ -89,19 +89,19 @@ func (b *Backend) promptBatch(req core.GenerateRequest, P int) (tokens, last, po
 	return
 }
 
-// rowKeys are the noise keys of the request's responses, in order.
-func rowKeys(seed uint64, n int) [][2]uint32 {
+// rowKeys are the noise keys of responses first .. first+n-1.
+func rowKeys(seed uint64, first, n int) [][2]uint32 {
 	keys := make([][2]uint32, n)
 	for i := range keys {
-		keys[i][0], keys[i][1] = threefry.RowKey(seed, uint32(i))
+		keys[i][0], keys[i][1] = threefry.RowKey(seed, uint32(first+i))
 	}
 	return keys
 }
 
 // generateOnHost is Generate's loop on the host: noise drawn here, every
-// token copied out and tested in Go.
+// token copied out and tested in Go; with req.Slots, req.Slots prompts at
+// a time.
 func (b *Backend) generateOnHost(req core.GenerateRequest) ([]core.Generation, error) {
-	c := b.policy.cfg
 	nb := len(req.Prompts)
 	if nb == 0 {
 		return nil, nil
@@ -110,6 +110,27 @@ func (b *Backend) generateOnHost(req core.GenerateRequest) ([]core.Generation, e
 	if err != nil {
 		return nil, err
 	}
+	if req.Slots <= 0 || req.Slots >= nb {
+		return b.generateRows(req, P, 0)
+	}
+	var gens []core.Generation
+	for lo := 0; lo < nb; lo += req.Slots {
+		part := req
+		part.Prompts = req.Prompts[lo:min(lo+req.Slots, nb)]
+		g, err := b.generateRows(part, P, lo)
+		if err != nil {
+			return nil, err
+		}
+		gens = append(gens, g...)
+	}
+	return gens, nil
+}
+
+// generateRows generates req's prompts, responses first .. first+n-1 of
+// the whole request, padded to P.
+func (b *Backend) generateRows(req core.GenerateRequest, P, first int) ([]core.Generation, error) {
+	c := b.policy.cfg
+	nb := len(req.Prompts)
 	tmax := P + req.MaxTokens
 	tokens, last, pos := b.promptBatch(req, P)
 	temp := req.Temperature
@@ -120,7 +141,7 @@ func (b *Backend) generateOnHost(req core.GenerateRequest) ([]core.Generation, e
 	}
 	// One noise tensor for every step, shared with the engine where it
 	// can (the cpu engine reads it in place): refilled, not reallocated.
-	keys := rowKeys(req.Seed, nb)
+	keys := rowKeys(req.Seed, first, nb)
 	scratch := make([]float64, nb*c.Vocab)
 	noiseT := tensors.FromShape(shapesOf(dtypes.Float32, nb, c.Vocab))
 	defer noiseT.FinalizeAll()

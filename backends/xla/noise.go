@@ -34,8 +34,8 @@ func threefryGraph(k0, k1, c0, c1 *graph.Node) (*graph.Node, *graph.Node) {
 	return x0, x1
 }
 
-// gumbelGraph returns the noise [B, vocab] float32 of token t (an int32
-// scalar node) for rows whose keys (internal/threefry.RowKey) are keys
+// gumbelGraph returns the noise [B, vocab] float32 of each row's token
+// t[b] (int32 [B]) for rows whose keys (internal/threefry.RowKey) are keys
 // uint32 [B, 2].
 func gumbelGraph(keys, t *graph.Node, vocab int) *graph.Node {
 	g := keys.Graph()
@@ -44,7 +44,7 @@ func gumbelGraph(keys, t *graph.Node, vocab int) *graph.Node {
 	k0 := graph.BroadcastToDims(graph.Slice(keys, graph.AxisRange(), graph.AxisRange(0, 1)), b, half)
 	k1 := graph.BroadcastToDims(graph.Slice(keys, graph.AxisRange(), graph.AxisRange(1, 2)), b, half)
 	c0 := graph.BroadcastToDims(graph.Iota(g, shapesOf(dtypes.Uint32, 1, half), 1), b, half)
-	c1 := graph.BroadcastToDims(graph.Reshape(graph.ConvertDType(t, dtypes.Uint32), 1, 1), b, half)
+	c1 := graph.BroadcastToDims(graph.Reshape(graph.ConvertDType(t, dtypes.Uint32), b, 1), b, half)
 	w0, w1 := threefryGraph(k0, k1, c0, c1)
 	// Interleave: word v is w0 of block v/2 for even v, w1 for odd.
 	w := graph.Reshape(graph.Concatenate([]*graph.Node{graph.Reshape(w0, b, half, 1), graph.Reshape(w1, b, half, 1)}, 2), b, 2*half)

@@ -63,6 +63,10 @@ func main() {
 	loraRank := flag.Int("lora-rank", 0, "train LoRA adapters of this rank (alpha 2r) on all seven projections, the base frozen, on both sides (model.lora; 0: every weight)")
 	baseBF16 := flag.Bool("base-bf16", false, "with --lora-rank, store the frozen base weights in bfloat16 on both sides, widened to float32 where they are read (model.lora.base_dtype: bfloat16)")
 	flag.Parse()
+	if *spread < 0 || *spreadSlots < 0 || *spreadMax < 1 || *spreadStop < 2 {
+		fmt.Fprintln(os.Stderr, "--spread, --spread-slots >= 0, --spread-max >= 1, --spread-stop >= 2")
+		os.Exit(2)
+	}
 	if *baseBF16 && *loraRank == 0 {
 		fmt.Fprintln(os.Stderr, "--base-bf16 stores a LoRA run's frozen base: set --lora-rank too")
 		os.Exit(2)
@@ -251,7 +255,7 @@ func procStatusGiB(field string) float64 {
 
 func runGo(hc *hf.Config, loraRank int, baseBF16, recompute bool, engine, plugin string, batch, trainBatch, micro, seqLen, decode, reps int, skipForward, skipTrain bool, decodeBatches []int) map[string]float64 {
 	out := map[string]float64{}
-	pc := xla.HFModelConfig(hc, seqLen+decode+64)
+	pc := xla.HFModelConfig(hc, max(seqLen+decode+64, 16+*spreadMax+4))
 	pc.LoRA = xla.LoRAOf(loraRank, 2*float64(loraRank), 0, peft.Modules)
 	pc.Recompute = recompute
 	pc.BaseBF16 = baseBF16
@@ -418,6 +422,9 @@ func runGo(hc *hf.Config, loraRank int, baseBF16, recompute bool, engine, plugin
 	}
 	out["peak_gib_decode"] = peakRSS()
 	runtime.GC()
+	if *spread > 0 {
+		spreadRun(b, out)
+	}
 	return out
 }
 
@@ -461,4 +468,57 @@ func runTorch(python, device, cfg string, loraRank int, baseBF16 bool, batch, tr
 		panic(err)
 	}
 	return out
+}
+
+// The spread measurement's flags (package level: runGo reads them).
+var (
+	spread      = flag.Int("spread", 0, "responses of one generation whose lengths spread (0: skip): 1 in --spread-stop vocabulary ids ends a response, so a random model's lengths come out roughly geometric, capped at --spread-max; timed with every response at once and with --spread-slots slots")
+	spreadSlots = flag.Int("spread-slots", 32, "slots of the spread measurement's second run (GenerateRequest.Slots, rollout.max_rows): a response that stops frees its slot on the xla engines' device loop")
+	spreadMax   = flag.Int("spread-max", 512, "the spread measurement's max tokens per response")
+	spreadStop  = flag.Int("spread-stop", 128, "1 in this many vocabulary ids stops a response in the spread measurement")
+)
+
+// spreadRun times one generation of *spread responses of spread lengths
+// with every response at once and with *spreadSlots slots (each after an
+// untimed run of the same request, which compiles): the same responses
+// either way, so the tokens per second compare the schedules alone.
+func spreadRun(b *xla.Backend, out map[string]float64) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	prompts := make([][]int32, *spread)
+	for i := range prompts {
+		prompts[i] = make([]int32, 16)
+		for j := range prompts[i] {
+			prompts[i][j] = int32(rng.IntN(150000))
+		}
+	}
+	var stops []int32
+	for v := int32(*spreadStop); v < 151936; v += int32(*spreadStop) {
+		stops = append(stops, v)
+	}
+	var lens []int
+	for _, slots := range []int{0, *spreadSlots} {
+		req := core.GenerateRequest{Prompts: prompts, Temperature: 1, MaxTokens: *spreadMax, Seed: 5, StopTokens: stops, Slots: slots}
+		if _, err := b.Generate(req); err != nil {
+			panic(err)
+		}
+		start := time.Now()
+		gens, err := b.Generate(req)
+		if err != nil {
+			panic(err)
+		}
+		sec := time.Since(start).Seconds()
+		tokens := 0
+		lens = lens[:0]
+		for _, g := range gens {
+			tokens += len(g.Tokens)
+			lens = append(lens, len(g.Tokens))
+		}
+		key := fmt.Sprintf("spread_slots%d", slots)
+		out[key+"_s"] = sec
+		out[key+"_tokens_per_s"] = float64(tokens) / sec
+		out["spread_tokens"] = float64(tokens)
+		fmt.Fprintf(os.Stderr, "go spread: %d responses, %d slots (0: all at once): %d tokens in %.3f s, %.1f tokens/s\n", len(gens), slots, tokens, sec, float64(tokens)/sec)
+	}
+	slices.Sort(lens)
+	out["spread_len_min"], out["spread_len_median"], out["spread_len_max"] = float64(lens[0]), float64(lens[len(lens)/2]), float64(lens[len(lens)-1])
 }

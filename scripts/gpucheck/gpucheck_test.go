@@ -171,6 +171,11 @@ func TestDryRun(t *testing.T) {
 			t.Errorf("check h: no batch-2 step time for the %s loop (%v)", loop, h.CDE[loop])
 		}
 	}
+	for _, k := range []string{"spread_slots0_tokens_per_s", "spread_slots2_tokens_per_s"} {
+		if v, _ := h.CDE["device"][k].(float64); !(v > 0) {
+			t.Errorf("check h: no %s for the device loop (%v)", k, h.CDE["device"])
+		}
+	}
 	// i: cde's GRPO steps ran, each with its phases.
 	var i struct {
 		CDE struct {

@@ -41,7 +41,9 @@ a run cut short keeps what finished. The checks (docs/scale.md):
      reward metrics agree within 1e-4 relative (bit for bit in --dry)
   h  generation at the Qwen3-0.6B shape (random weights): cde's decode
      with its loop on the device (CDE_GENERATE=device) at batch 1, 32 and
-     64, and on the host at batch 32 (the loop before 2026-11-27), against
+     64, and on the host at batch 32 (the loop before 2026-11-27), and
+     continuous batching (64 responses of spread lengths, all at once and
+     in 32 slots), against
      HF generate (gen_torch.py: eager, and its static cache compiled), with
      the bandwidth floor and peak memory; the figures are the result
   i  three GRPO steps of 8 prompts x 8 responses (up to 256 new tokens) of
@@ -645,16 +647,20 @@ def check_h(ctx):
     # The device loop needs integer ops that the cpu engine lacks: the dry
     # run takes the go engine.
     eng = "go" if ctx.dry else ctx.engine
+    # The device loop's run also times continuous batching: 64 responses
+    # whose lengths spread (1 in 128 vocabulary ids stops one, at most 512
+    # tokens), all at once and in 32 slots (hfbench --spread).
     if ctx.dry:
-        loops = [("device", "1,2", 6), ("host", "2", 6)]
+        loops = [("device", "1,2", 6, ["--spread", "3", "--spread-slots", "2", "--spread-max", "4"]), ("host", "2", 6, [])]
         small = ["--layers", "1", "--reps", "1"]
     else:
-        loops = [("device", "1,32,64", 64), ("host", "32", 32)]
+        loops = [("device", "1,32,64", 64, ["--spread", "64", "--spread-slots", "32", "--spread-max", "512", "--spread-stop", "128"]),
+                 ("host", "32", 32, [])]
         small = ["--reps", "1"]
-    for loop, batches, tokens in loops:
+    for loop, batches, tokens, extra in loops:
         js = os.path.join(ctx.work, f"h-cde-{loop}.json")
         cmd = [ctx.bins["hfbench"], "--engine", eng, "--only", "go", "--skip-forward", "--skip-train",
-               "--decode", str(tokens), "--decode-batches", batches, "--json", js] + small
+               "--decode", str(tokens), "--decode-batches", batches, "--json", js] + small + extra
         if ctx.plugin:
             cmd += ["--pjrt-plugin", ctx.plugin]
         try:
@@ -672,6 +678,7 @@ def check_h(ctx):
                 ls = lengths[:nb]
                 # No slot is freed early (neither side does): max(ls) steps.
                 r[f"batch{nb}_tokens_per_s"] = sum(ls) / (max(ls) * step)
+        r.update({k: v for k, v in g.items() if k.startswith("spread_")})
         if mem.peak:
             r["nvidia_smi_peak_mib"] = max(mem.peak.values())
         res["cde"][loop] = r

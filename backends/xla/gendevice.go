@@ -247,15 +247,10 @@ func finalize(ts []*tensors.Tensor) {
 // generateOnDevice is Generate with its loop on the device (see Generate).
 // With req.Slots below the number of prompts, that many responses decode
 // at once and a response that stops frees its slot for the next prompt.
-func (b *Backend) generateOnDevice(req core.GenerateRequest) ([]core.Generation, error) {
+// P is the padded prompt length (checkGenerate).
+func (b *Backend) generateOnDevice(req core.GenerateRequest, P int) ([]core.Generation, error) {
 	nb := len(req.Prompts)
-	if nb == 0 {
-		return nil, nil
-	}
-	P, err := b.checkGenerate(req)
-	if err != nil {
-		return nil, err
-	}
+	var err error
 	S := nb
 	if req.Slots > 0 && req.Slots < nb {
 		S = req.Slots

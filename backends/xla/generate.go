@@ -30,10 +30,17 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 // (on every core) and test the stops in Go. CDE_GENERATE=host or device
 // picks the loop whatever the engine (for benchmarks and tests).
 func (b *Backend) Generate(req core.GenerateRequest) ([]core.Generation, error) {
-	if b.deviceLoop() {
-		return b.generateOnDevice(req)
+	if len(req.Prompts) == 0 {
+		return nil, nil
 	}
-	return b.generateOnHost(req)
+	P, err := b.checkGenerate(req)
+	if err != nil {
+		return nil, err
+	}
+	if b.deviceLoop() {
+		return b.generateOnDevice(req, P)
+	}
+	return b.generateOnHost(req, P)
 }
 
 // deviceLoop reports whether Generate keeps its loop on the device.
@@ -100,16 +107,9 @@ func rowKeys(seed uint64, first, n int) [][2]uint32 {
 
 // generateOnHost is Generate's loop on the host: noise drawn here, every
 // token copied out and tested in Go; with req.Slots, req.Slots prompts at
-// a time.
-func (b *Backend) generateOnHost(req core.GenerateRequest) ([]core.Generation, error) {
+// a time. P is the padded prompt length (checkGenerate).
+func (b *Backend) generateOnHost(req core.GenerateRequest, P int) ([]core.Generation, error) {
 	nb := len(req.Prompts)
-	if nb == 0 {
-		return nil, nil
-	}
-	P, err := b.checkGenerate(req)
-	if err != nil {
-		return nil, err
-	}
 	if req.Slots <= 0 || req.Slots >= nb {
 		return b.generateRows(req, P, 0)
 	}

@@ -73,6 +73,8 @@ func (fakeTask) EvalSets() []core.EvalSet {
 type fakeBackend struct {
 	updates     int
 	nanAtUpdate int // 1-based; 0 never
+	// gradNorm gives actor/grad_norm of update u (1-based); nil: 1.
+	gradNorm func(u int) float64
 	calls       []string
 	genRequests []core.GenerateRequest
 }
@@ -106,7 +108,11 @@ func (b *fakeBackend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[stri
 	if b.updates == b.nanAtUpdate {
 		loss = math.NaN()
 	}
-	return map[string]float64{"actor/loss": loss, "actor/grad_norm": 1}, nil
+	norm := 1.0
+	if b.gradNorm != nil {
+		norm = b.gradNorm(b.updates)
+	}
+	return map[string]float64{"actor/loss": loss, "actor/grad_norm": norm}, nil
 }
 func (b *fakeBackend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string]float64, error) {
 	b.calls = append(b.calls, "critic")

@@ -138,6 +138,7 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 		defer func() { t.tb.Close(); t.tb = nil }()
 	}
 	total := t.Cfg.Train.Steps
+	still := &stillWatch{}
 	prog := NewProgress(t.Progress, t.TTY, "train", start, total)
 	t.Log.Info().Int("from_step", start).Int("steps", total).Str("algorithm", t.Algo.Name()).
 		Str("strategies", strategyNames(t.Strategies)).Str("run_dir", t.RunDir).Msg("training")
@@ -154,6 +155,7 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 		if err := t.Step(step, m); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
+		still.observe(t.Log, step, m)
 		if err := t.writeMetrics(step, m); err != nil {
 			return err
 		}
@@ -168,6 +170,7 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	still.end(t.Log, start, total)
 	m := map[string]float64{}
 	if err := t.EvaluateFinal(total, m); err != nil {
 		return err
@@ -478,4 +481,51 @@ func (t *Trainer) referenceLogProbs(r *core.Rollout) error {
 		lo += len(sub.Seqs)
 		return nil
 	})
+}
+
+// stillSteps is how many actor updates in a row with a zero gradient make
+// the trainer warn that the policy is not moving.
+const stillSteps = 10
+
+// stillWatch follows actor/grad_norm over a run's updates. A zero gradient
+// norm means that update changed nothing by its gradient (every token's
+// advantage and loss weight zero: in GRPO, every group's rewards equal),
+// and when every update since the run started had one, Adam's moments are
+// still zero and no parameter has moved at all: the run, and an adapter
+// exported from it, is its base. Both are logged as warnings, since
+// actor/updated says only that an update step ran.
+type stillWatch struct {
+	streak, updates, moved int
+	warned                 bool
+}
+
+func (w *stillWatch) observe(log zerolog.Logger, step int, m map[string]float64) {
+	if m["actor/updated"] != 1 {
+		return
+	}
+	w.updates++
+	if g, ok := m["actor/grad_norm"]; ok && g == 0 {
+		w.streak++
+	} else {
+		w.streak, w.warned = 0, false
+		w.moved++
+	}
+	if w.streak == stillSteps && !w.warned {
+		w.warned = true
+		ev := log.Warn().Int("step", step).Int("updates", stillSteps)
+		if w.moved == 0 {
+			ev.Msg("no parameter has moved: actor/grad_norm was 0 in every update of this run so far (every advantage zero: in GRPO every group's rewards are equal, e.g. all -1); check the rewards and the base model")
+		} else {
+			ev.Msg("the policy is not moving: actor/grad_norm was 0 in each of the last updates (every advantage zero: in GRPO every group's rewards are equal)")
+		}
+	}
+}
+
+// end warns, at the end of a run shorter than stillSteps updates, when none
+// of its updates moved anything.
+func (w *stillWatch) end(log zerolog.Logger, start, total int) {
+	if w.updates > 0 && w.moved == 0 && !w.warned {
+		log.Warn().Int("from_step", start).Int("steps", total).Int("updates", w.updates).
+			Msg("no parameter has moved: actor/grad_norm was 0 in every update of this run (every advantage zero: in GRPO every group's rewards are equal, e.g. all -1); the weights, and an adapter exported from them, are the base's")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tasks/answer"
 )
 
 // MathVerifier checks the final answer of a free-form math response (GSM8K,
@@ -230,13 +231,11 @@ func NormalizeMathAnswer(s string) string {
 	s = strings.ReplaceAll(s, "°", "")
 	s = strings.TrimRight(s, ".")
 	s = fracShorthand(s)
-	if thousandsRE.MatchString(s) {
-		s = strings.ReplaceAll(s, ",", "")
+	c, ok := answer.CanonicalDecimal(s)
+	if ok {
+		return c
 	}
-	if numberRE.MatchString(s) {
-		return canonicalNumber(s)
-	}
-	return canonicalFraction(s)
+	return canonicalFraction(c)
 }
 
 // rewriteCommands applies step 2 of NormalizeMathAnswer in one linear pass.
@@ -447,7 +446,8 @@ func canonicalFraction(s string) string {
 		digits = max(digits, k)
 	}
 	if q.Cmp(big.NewInt(1)) == 0 {
-		return canonicalNumber(r.FloatString(digits))
+		c, _ := answer.CanonicalDecimal(r.FloatString(digits))
+		return c
 	}
 	out := `\frac{` + new(big.Int).Abs(r.Num()).String() + "}{" + r.Denom().String() + "}"
 	if r.Sign() < 0 {

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tasks/answer"
 )
 
 // Token ids of the character tokenizer. The layout is fixed so checkpoints
@@ -29,7 +30,7 @@ const (
 )
 
 // AnswerMarker introduces the final answer in a response.
-const AnswerMarker = "Answer:"
+const AnswerMarker = answer.Marker
 
 // unkText is what Decode prints for the UNK token (and for ids outside the
 // vocabulary): the Unicode replacement character.

@@ -1,10 +1,8 @@
 package tasks
 
 import (
-	"regexp"
-	"strings"
-
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/tasks/answer"
 )
 
 // AnswerVerifier checks the final "Answer:" of a response against the
@@ -43,101 +41,16 @@ func (v AnswerVerifier) Verify(p core.Problem, response string) (float64, bool) 
 }
 
 // ExtractAnswer returns the raw text after the last "Answer:" on the last
-// line containing "Answer:", and false when there is no such line.
-func ExtractAnswer(response string) (string, bool) {
-	i := strings.LastIndex(response, AnswerMarker)
-	if i < 0 {
-		return "", false
-	}
-	// The last occurrence overall is on the last line that has one, and is
-	// the last one on that line.
-	rest := response[i+len(AnswerMarker):]
-	if j := strings.IndexByte(rest, '\n'); j >= 0 {
-		rest = rest[:j]
-	}
-	return rest, true
-}
+// line containing "Answer:", and false when there is no such line
+// (answer.Extract).
+func ExtractAnswer(response string) (string, bool) { return answer.Extract(response) }
 
-// AnswersEqual reports whether two raw answers match after normalisation.
-// An answer that normalises to "" never matches.
-//
-// Two decimal numbers are equal by value exactly when their canonical forms
-// (NormalizeAnswer) are the same string, because the canonical form of a
-// finite decimal is unique: so the comparison is exact for any number of
-// digits and costs linear time. The relation is symmetric.
-func AnswersEqual(a, b string) bool {
-	na, nb := NormalizeAnswer(a), NormalizeAnswer(b)
-	return na != "" && na == nb
-}
+// AnswersEqual reports whether two raw answers match after normalisation
+// (answer.Equal).
+func AnswersEqual(a, b string) bool { return answer.Equal(a, b) }
 
-var (
-	thousandsRE = regexp.MustCompile(`^[+-]?\d{1,3}(,\d{3})+(\.\d*)?$`)
-	numberRE    = regexp.MustCompile(`^[+-]?(\d+(\.\d*)?|\.\d+)$`)
-)
-
-// NormalizeAnswer canonicalises an answer string, in the spirit of the DAPO
-// math verifier: it replaces each run of invalid UTF-8 bytes by U+FFFD,
-// removes all white space, then strips a trailing period, surrounding "$" and
-// "\boxed{...}" (repeatedly, in any nesting) and removes thousands commas
-// ("1,234" -> "1234"). A decimal number is then written canonically: no "+"
-// sign, no leading zeros, no trailing fractional zeros, "-0" -> "0" ("+5" ->
-// "5", "007" -> "7", "0.50" -> "0.5", ".5" -> "0.5", "3." -> "3"): one string
-// per value. Exponents ("1e3") and fractions ("1/2") are not decimal numbers
-// here and stay text. The result is its own normal form, and it runs in time
-// linear in len(s).
-func NormalizeAnswer(s string) string {
-	// Valid UTF-8 first, so that removing white space cannot join stray
-	// bytes into a new (white-space) character.
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.Join(strings.Fields(s), "")
-	for {
-		prev := s
-		s = strings.TrimSuffix(s, ".")
-		if len(s) >= 2 && strings.HasPrefix(s, "$") && strings.HasSuffix(s, "$") {
-			s = s[1 : len(s)-1]
-		}
-		if strings.HasPrefix(s, `\boxed{`) && strings.HasSuffix(s, "}") {
-			s = s[len(`\boxed{`) : len(s)-1]
-		}
-		if s == prev {
-			break
-		}
-	}
-	if thousandsRE.MatchString(s) {
-		s = strings.ReplaceAll(s, ",", "")
-	}
-	if numberRE.MatchString(s) {
-		s = canonicalNumber(s)
-	}
-	return s
-}
-
-// canonicalNumber rewrites a string matching numberRE without changing its
-// value.
-func canonicalNumber(s string) string {
-	neg := false
-	switch s[0] {
-	case '-':
-		neg = true
-		s = s[1:]
-	case '+':
-		s = s[1:]
-	}
-	intPart, frac, _ := strings.Cut(s, ".")
-	intPart = strings.TrimLeft(intPart, "0")
-	if intPart == "" {
-		intPart = "0"
-	}
-	frac = strings.TrimRight(frac, "0")
-	out := intPart
-	if frac != "" {
-		out += "." + frac
-	}
-	if neg && out != "0" {
-		out = "-" + out
-	}
-	return out
-}
+// NormalizeAnswer canonicalises an answer string (answer.Normalize).
+func NormalizeAnswer(s string) string { return answer.Normalize(s) }
 
 // Rewards returns the rewards of an incorrect and a correct answer
 // (core.RewardLevels).

@@ -4,7 +4,7 @@
 //
 // For each prompt (group) of the batch, the final answer of every response
 // is extracted ("Answer: ..." on its last such line, as the task verifier
-// does) and normalised (tasks.NormalizeAnswer: "1,000." and "1000" are the
+// does) and normalised (answer.Normalize: "1,000." and "1000" are the
 // same answer). With c(a) the number of the group's responses giving answer
 // a — plus, with history: true, the times that answer was given to the same
 // problem in earlier steps —
@@ -40,7 +40,7 @@ import (
 	"sort"
 
 	"github.com/cde-rl/cde/core"
-	"github.com/cde-rl/cde/tasks"
+	"github.com/cde-rl/cde/tasks/answer"
 )
 
 // AnswerCount is the strategy. With History it is Stateful.
@@ -84,11 +84,11 @@ func (s *AnswerCount) Needs() core.Needs { return core.Needs{} }
 
 // Answer is the normalised final answer of a response ("" for none).
 func Answer(text string) string {
-	raw, ok := tasks.ExtractAnswer(text)
+	raw, ok := answer.Extract(text)
 	if !ok {
 		return ""
 	}
-	return tasks.NormalizeAnswer(raw)
+	return answer.Normalize(raw)
 }
 
 // counts returns, for every sequence, its answer and c(answer) (history

@@ -225,11 +225,6 @@ type EvalConfig struct {
 	FinalK int
 }
 
-// DefaultEvalMaxRows is eval.max_rows's default: 16384 responses at once
-// (the default model's evaluation of 300 problems x 64 samples, 19200,
-// already goes in two chunks).
-const DefaultEvalMaxRows = 16384
-
 // EvalChunk is how many problems of k samples each one evaluation chunk
 // holds under eval.max_rows (at least one).
 func (e EvalConfig) EvalChunk(k int) int {
@@ -298,7 +293,12 @@ const (
 	MaxEvalK          = 65536   // eval.k, pretrain.eval_k
 )
 
-// DefaultConfigYAML holds every default; it is the bottom layer.
+// DefaultConfigYAML holds every default; it is the bottom layer, and the
+// only place a default is stated: the decode functions read every key of
+// Config without a fallback (section), so a key missing here is an error
+// naming it (TestEveryDecodedKeyHasADefault). eval.max_rows' 16384 lets
+// the default model's evaluation of 300 problems x 64 samples (19200) go
+// in two chunks.
 const DefaultConfigYAML = `
 seed: 1
 preset: none
@@ -336,8 +336,10 @@ type LoadOptions struct {
 	// Sets are flag overrides "key.path=value", applied last; value is
 	// parsed as YAML (so 3, 1e-4, true, [1, 2] work).
 	Sets []string
-	// Base, when set, replaces the embedded defaults (used by --resume to
-	// start from a run's resolved config).
+	// Base, when set, is a run's resolved config (used by --resume): it is
+	// merged over the embedded defaults and every key it holds counts as
+	// set by the user (so a preset fills none of them); a key it lacks (a
+	// run made before the key existed) keeps its default.
 	Base []byte
 	// Layers are YAML documents merged in order after File and before the
 	// environment and Sets (used by cde-run bench: base < arm < seed). Maps
@@ -348,17 +350,27 @@ type LoadOptions struct {
 // LoadConfig merges defaults < file < layers < env CDE_* < sets and validates every
 // key. Errors name the key (and the file).
 func LoadConfig(o LoadOptions) (*Config, error) {
+	return loadConfig(o, DefaultConfigYAML)
+}
+
+// loadConfig is LoadConfig with defaults as the bottom layer (tests pass
+// an edited DefaultConfigYAML to see that it is the one source).
+func loadConfig(o LoadOptions, defaults string) (*Config, error) {
 	k := koanf.New(".")
-	base := []byte(DefaultConfigYAML)
-	if o.Base != nil {
-		base = o.Base
-	}
-	if err := k.Load(rawbytes.Provider(base), yaml.Parser()); err != nil {
+	if err := k.Load(rawbytes.Provider([]byte(defaults)), yaml.Parser()); err != nil {
 		return nil, fmt.Errorf("config: defaults: %w", err)
 	}
+	defaultTree := k.Raw()
 	var userKeys []string
 	if o.Base != nil {
-		userKeys = append(userKeys, k.Keys()...)
+		bk := koanf.New(".")
+		if err := bk.Load(rawbytes.Provider(o.Base), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config: defaults: %w", err)
+		}
+		userKeys = append(userKeys, bk.Keys()...)
+		if err := k.Merge(bk); err != nil {
+			return nil, err
+		}
 	}
 	if o.File != "" {
 		data, err := readcap.Config.ReadFile(o.File)
@@ -462,7 +474,7 @@ func LoadConfig(o LoadOptions) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := decodeConfig(raw)
+	cfg, err := decodeConfig(raw, defaultTree)
 	if cfg != nil {
 		cfg.PresetApplied = applied
 	}
@@ -565,11 +577,57 @@ func parseScalar(s string) (any, error) {
 	return v, nil
 }
 
-func decodeConfig(raw map[string]any) (*Config, error) {
-	p := core.NewParams("", raw)
+// section reads a section of the merged key tree strictly (core.Params)
+// and without fallbacks: the bottom layer, DefaultConfigYAML, sets every
+// key a decode function reads, so a key missing from the tree is an error
+// naming it (a key DefaultConfigYAML lacks, or one whose section a layer
+// set to null), never a second default.
+type section struct{ *core.Params }
+
+// need reports whether key k is in the tree, recording an error naming it
+// when it is not.
+func (s section) need(k string) bool {
+	ok := s.Has(k)
+	s.Check(ok, k, "no value (trainer.DefaultConfigYAML gives every key a default: was it or its section set to null?)")
+	return ok
+}
+
+func (s section) Int(k string) int                   { s.need(k); return s.Params.Int(k, 0) }
+func (s section) Float(k string) float64             { s.need(k); return s.Params.Float(k, 0) }
+func (s section) Bool(k string) bool                 { s.need(k); return s.Params.Bool(k, false) }
+func (s section) String(k string) string             { s.need(k); return s.Params.String(k, "") }
+func (s section) Duration(k string) time.Duration    { s.need(k); return s.Params.Duration(k, 0) }
+func (s section) OneOf(k string, c ...string) string { s.need(k); return s.Params.OneOf(k, "", c...) }
+
+// Value is k's raw value (nil when set to null).
+func (s section) Value(k string) any {
+	s.need(k)
+	v, _ := s.Raw(k)
+	return v
+}
+
+// Strings reads a list of strings.
+func (s section) Strings(k string) []string {
+	if !s.need(k) {
+		return nil
+	}
+	v, _ := s.Raw(k)
+	return stringList(s.Params, k, v)
+}
+
+// Sub is the section at k (reported through s.Finish, as core.Params.Sub).
+func (s section) Sub(k string) section {
+	s.need(k)
+	return section{s.Params.Sub(k)}
+}
+
+// decodeConfig reads raw, the merged key tree, into a Config; defaults is
+// the bottom layer's tree.
+func decodeConfig(raw, defaults map[string]any) (*Config, error) {
+	p := section{core.NewParams("", raw)}
 	c := &Config{Raw: raw}
-	c.Preset = p.OneOf("preset", "none", Presets...)
-	seed := p.Int("seed", 1)
+	c.Preset = p.OneOf("preset", Presets...)
+	seed := p.Int("seed")
 	p.Check(seed >= 0, "seed", "must be >= 0, got %d", seed)
 	c.Seed = uint64(seed)
 	c.Task = p.Map("task")
@@ -577,11 +635,11 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 		p.Fail("task", "required")
 	}
 
-	decodeModel(p.Sub("model"), c)
+	decodeModel(p.Sub("model"), c, defaults)
 
 	b := p.Sub("backend")
-	c.Backend.Engine = b.OneOf("engine", "auto", "auto", "cpu", "go", "xla:cpu", "xla:cuda", "xla:tpu")
-	c.Backend.PJRTPlugin = b.String("pjrt_plugin", "")
+	c.Backend.Engine = b.OneOf("engine", "auto", "cpu", "go", "xla:cpu", "xla:cuda", "xla:tpu")
+	c.Backend.PJRTPlugin = b.String("pjrt_plugin")
 
 	decodeRolloutSection(p.Sub("rollout"), c)
 
@@ -604,46 +662,45 @@ func decodeConfig(raw map[string]any) (*Config, error) {
 }
 
 // decodeModel reads model: the sizes of cde's transformer or model.hf.
-func decodeModel(m *core.Params, c *Config) {
+func decodeModel(m section, c *Config, defaults map[string]any) {
 	c.Model = ModelConfig{
-		Layers: m.Int("layers", 2), DModel: m.Int("d_model", 64), Heads: m.Int("heads", 4),
-		FF: m.Int("ff", 0), MaxLen: m.Int("max_len", 64), Checkpoint: m.String("checkpoint", "auto"),
+		Layers: m.Int("layers"), DModel: m.Int("d_model"), Heads: m.Int("heads"),
+		FF: m.Int("ff"), MaxLen: m.Int("max_len"), Checkpoint: m.String("checkpoint"),
 	}
 	m.Check(c.Model.Layers >= 1 && c.Model.Layers <= MaxLayers, "layers", "must be in [1, %d], got %d", MaxLayers, c.Model.Layers)
 	m.Check(c.Model.DModel >= 1 && c.Model.DModel <= MaxDModel, "d_model", "must be in [1, %d], got %d", MaxDModel, c.Model.DModel)
 	m.Check(c.Model.Heads >= 1 && c.Model.DModel%max(c.Model.Heads, 1) == 0, "heads", "must divide d_model = %d, got %d", c.Model.DModel, c.Model.Heads)
 	m.Check(c.Model.FF >= 0 && c.Model.FF <= MaxFF, "ff", "must be in [0, %d], got %d", MaxFF, c.Model.FF)
 	m.Check(c.Model.MaxLen >= 8 && c.Model.MaxLen <= MaxMaxLen, "max_len", "must be in [8, %d], got %d", MaxMaxLen, c.Model.MaxLen)
-	c.Model.HF = m.String("hf", "")
+	c.Model.HF = m.String("hf")
 	if c.Model.HF != "" {
-		// The embedded defaults set these keys, so a value other than the
-		// default is what shows a user set one.
+		// The defaults set these keys, so a value other than the default
+		// is what shows a user set one.
 		for _, kv := range []struct {
-			k      string
-			v, def int
-		}{{"layers", c.Model.Layers, 2}, {"d_model", c.Model.DModel, 64}, {"heads", c.Model.Heads, 4}, {"ff", c.Model.FF, 0}} {
-			m.Check(kv.v == kv.def, kv.k, "not with model.hf: the model's config.json sets the sizes (leave it at %d)", kv.def)
+			k string
+			v int
+		}{{"layers", c.Model.Layers}, {"d_model", c.Model.DModel}, {"heads", c.Model.Heads}, {"ff", c.Model.FF}} {
+			def, _ := core.ToFloat(treeValue(defaults, "model."+kv.k))
+			m.Check(kv.v == int(def), kv.k, "not with model.hf: the model's config.json sets the sizes (leave it at %v)", def)
 		}
 	}
-	c.Model.Adapter = m.String("adapter", "")
-	c.Model.Recompute = m.Bool("recompute", false)
+	c.Model.Adapter = m.String("adapter")
+	c.Model.Recompute = m.Bool("recompute")
 	m.Check(c.Model.Adapter == "" || c.Model.HF != "", "adapter", "a PEFT adapter needs the Hugging Face model it adapts (model.hf)")
 	decodeLoRA(m.Sub("lora"), c)
 }
 
 // decodeLoRA reads model.lora.
-func decodeLoRA(l *core.Params, c *Config) {
-	lc := LoRAConfig{Rank: l.Int("rank", 0), Alpha: l.Float("alpha", 16), Dropout: l.Float("dropout", 0)}
-	switch bd := l.String("base_dtype", "float32"); bd {
+func decodeLoRA(l section, c *Config) {
+	lc := LoRAConfig{Rank: l.Int("rank"), Alpha: l.Float("alpha"), Dropout: l.Float("dropout")}
+	switch bd := l.String("base_dtype"); bd {
 	case "float32":
 	case "bfloat16":
 		lc.BaseDType = bd
 	default:
 		l.Fail("base_dtype", "%q: want float32 or bfloat16", bd)
 	}
-	if v, ok := l.Raw("target_modules"); ok {
-		lc.TargetModules = stringList(l, "target_modules", v)
-	}
+	lc.TargetModules = l.Strings("target_modules")
 	for _, k := range []struct{ key, what string }{
 		{"use_rslora", "rsLoRA (scale alpha / sqrt(r))"}, {"rslora", "rsLoRA (scale alpha / sqrt(r))"},
 		{"use_dora", "DoRA (weight-decomposed LoRA)"}, {"dora", "DoRA (weight-decomposed LoRA)"},
@@ -692,9 +749,9 @@ func stringList(p *core.Params, k string, v any) []string {
 }
 
 // decodeRolloutSection reads rollout (after model: max_response_tokens must fit max_len).
-func decodeRolloutSection(r *core.Params, c *Config) {
-	c.Rollout = RolloutConfig{N: r.Int("n", 8), Temperature: r.Float("temperature", 1), MaxResponseTokens: r.Int("max_response_tokens", 48),
-		MaxRows: r.Int("max_rows", 0)}
+func decodeRolloutSection(r section, c *Config) {
+	c.Rollout = RolloutConfig{N: r.Int("n"), Temperature: r.Float("temperature"), MaxResponseTokens: r.Int("max_response_tokens"),
+		MaxRows: r.Int("max_rows")}
 	r.Check(c.Rollout.MaxRows >= 0 && c.Rollout.MaxRows <= MaxPromptsPerStep, "max_rows", "must be in [0, %d] (0 = the whole batch at once), got %d", MaxPromptsPerStep, c.Rollout.MaxRows)
 	r.Check(c.Rollout.N >= 1 && c.Rollout.N <= MaxRolloutN, "n", "must be in [1, %d], got %d", MaxRolloutN, c.Rollout.N)
 	r.Check(c.Rollout.Temperature > 0 && c.Rollout.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Rollout.Temperature)
@@ -704,33 +761,33 @@ func decodeRolloutSection(r *core.Params, c *Config) {
 }
 
 // decodeTrain reads train (after rollout: minibatches divide the batch, the overlong buffer fits the response).
-func decodeTrain(t *core.Params, c *Config) {
+func decodeTrain(t section, c *Config) {
 	c.Train = TrainConfig{
-		Steps: t.Int("steps", 200), PromptsPerStep: t.Int("prompts_per_step", 16),
-		ActorLR: t.Float("actor_lr", 1e-4), CriticLR: t.Float("critic_lr", 1e-3),
-		PPOEpochs: t.Int("ppo_epochs", 1), Minibatches: t.Int("minibatches", 1),
-		MicroBatchSize: t.Int("micro_batch_size", 0),
-		ClipLow:        t.Float("clip_low", 0.2), ClipHigh: t.Float("clip_high", 0.2),
-		EntropyCoef: t.Float("entropy_coef", 0), KLCoef: t.Float("kl_coef", 0),
-		MaxGradNorm: t.Float("max_grad_norm", 1), ValueHeads: t.Int("value_heads", 1),
-		CheckpointEvery: t.Int("checkpoint_every", 10), KeepCheckpoints: t.Int("keep_checkpoints", 2),
-		CriticInit: t.OneOf("critic_init", "policy", "policy", "random"), CriticWarmup: t.Int("critic_warmup", 0),
-		KLEstimator: t.OneOf("kl_estimator", "k3", core.KLEstimators...),
-		KLMode:      t.OneOf("kl_mode", "loss", "loss", "reward"),
-		LossAggMode: t.OneOf("loss_agg_mode", core.AggTokenMean, core.LossAggModes...),
-		ClipRatioC:  t.Float("clip_ratio_c", 0),
-		RatioLevel:  t.OneOf("ratio_level", core.RatioToken, core.RatioToken, core.RatioSequence),
-		PolicyLoss:  t.OneOf("policy_loss", core.LossPPO, core.PolicyLosses()...),
+		Steps: t.Int("steps"), PromptsPerStep: t.Int("prompts_per_step"),
+		ActorLR: t.Float("actor_lr"), CriticLR: t.Float("critic_lr"),
+		PPOEpochs: t.Int("ppo_epochs"), Minibatches: t.Int("minibatches"),
+		MicroBatchSize: t.Int("micro_batch_size"),
+		ClipLow:        t.Float("clip_low"), ClipHigh: t.Float("clip_high"),
+		EntropyCoef: t.Float("entropy_coef"), KLCoef: t.Float("kl_coef"),
+		MaxGradNorm: t.Float("max_grad_norm"), ValueHeads: t.Int("value_heads"),
+		CheckpointEvery: t.Int("checkpoint_every"), KeepCheckpoints: t.Int("keep_checkpoints"),
+		CriticInit: t.OneOf("critic_init", "policy", "random"), CriticWarmup: t.Int("critic_warmup"),
+		KLEstimator: t.OneOf("kl_estimator", core.KLEstimators...),
+		KLMode:      t.OneOf("kl_mode", "loss", "reward"),
+		LossAggMode: t.OneOf("loss_agg_mode", core.LossAggModes...),
+		ClipRatioC:  t.Float("clip_ratio_c"),
+		RatioLevel:  t.OneOf("ratio_level", core.RatioToken, core.RatioSequence),
+		PolicyLoss:  t.OneOf("policy_loss", core.PolicyLosses()...),
 	}
 	if err := core.CheckPolicyLoss(c.Train.PolicyLoss, c.Train.RatioLevel, c.Train.ClipRatioC); err != nil {
 		t.Fail("policy_loss", "%s", strings.TrimPrefix(err.Error(), "train.policy_loss "))
 	}
 	ds := t.Sub("dynamic_sampling")
-	c.Train.DynamicSampling = DynamicSamplingConfig{Enabled: ds.Bool("enabled", false), MaxExtraBatches: ds.Int("max_extra_batches", 4)}
+	c.Train.DynamicSampling = DynamicSamplingConfig{Enabled: ds.Bool("enabled"), MaxExtraBatches: ds.Int("max_extra_batches")}
 	ds.Check(c.Train.DynamicSampling.MaxExtraBatches >= 0 && c.Train.DynamicSampling.MaxExtraBatches <= MaxExtraBatches, "max_extra_batches",
 		"must be in [0, %d], got %d", MaxExtraBatches, c.Train.DynamicSampling.MaxExtraBatches)
 	ol := t.Sub("overlong")
-	c.Train.Overlong = OverlongConfig{Buffer: ol.Int("buffer", 0), Penalty: ol.Float("penalty", 1)}
+	c.Train.Overlong = OverlongConfig{Buffer: ol.Int("buffer"), Penalty: ol.Float("penalty")}
 	ol.Check(c.Train.Overlong.Buffer >= 0 && c.Train.Overlong.Buffer < c.Rollout.MaxResponseTokens, "buffer",
 		"must be in [0, rollout.max_response_tokens = %d), got %d", c.Rollout.MaxResponseTokens, c.Train.Overlong.Buffer)
 	ol.Check(c.Train.Overlong.Penalty >= 0 && c.Train.Overlong.Penalty <= 100, "penalty", "must be in [0, 100], got %v", c.Train.Overlong.Penalty)
@@ -752,9 +809,7 @@ func decodeTrain(t *core.Params, c *Config) {
 	t.Check(tc.ValueHeads >= 1 && tc.ValueHeads <= 64, "value_heads", "must be in 1..64, got %d", tc.ValueHeads)
 	t.Check(tc.CheckpointEvery >= 1, "checkpoint_every", "must be >= 1, got %d", tc.CheckpointEvery)
 	t.Check(tc.KeepCheckpoints >= 1, "keep_checkpoints", "must be >= 1, got %d", tc.KeepCheckpoints)
-	if v, ok := t.Raw("logger"); ok {
-		c.Train.Logger = stringList(t, "logger", v)
-	}
+	c.Train.Logger = t.Strings("logger")
 	for _, l := range c.Train.Logger {
 		t.Check(slices.Contains(tensorboard.Names, l), "logger", "%q is not a logger (known: %s)", l, strings.Join(tensorboard.Names, ", "))
 	}
@@ -763,8 +818,8 @@ func decodeTrain(t *core.Params, c *Config) {
 
 // decodeStrategies reads the strategies list: one mapping per entry,
 // checked by the strategy it names when the run is built.
-func decodeStrategies(p *core.Params, c *Config) {
-	if raw, ok := p.Raw("strategies"); ok && raw != nil {
+func decodeStrategies(p section, c *Config) {
+	if raw := p.Value("strategies"); raw != nil {
 		list, isList := raw.([]any)
 		if !isList {
 			p.Fail("strategies", "want a list of mappings, got %v (%T)", raw, raw)
@@ -781,18 +836,18 @@ func decodeStrategies(p *core.Params, c *Config) {
 }
 
 // decodeEval reads eval.
-func decodeEval(e *core.Params, c *Config) {
-	c.Eval = EvalConfig{Every: e.Int("every", 20), K: e.Int("k", 4), Temperature: e.Float("temperature", 1), MaxProblems: e.Int("max_problems", 0),
-		AtStart: e.Bool("at_start", true), Details: e.Bool("details", true)}
+func decodeEval(e section, c *Config) {
+	c.Eval = EvalConfig{Every: e.Int("every"), K: e.Int("k"), Temperature: e.Float("temperature"), MaxProblems: e.Int("max_problems"),
+		AtStart: e.Bool("at_start"), Details: e.Bool("details")}
 	e.Check(c.Eval.Every >= 0, "every", "must be >= 0, got %d", c.Eval.Every)
 	e.Check(c.Eval.K >= 1 && c.Eval.K <= MaxEvalK, "k", "must be in [1, %d], got %d", MaxEvalK, c.Eval.K)
-	c.Eval.MaxRows = e.Int("max_rows", DefaultEvalMaxRows)
+	c.Eval.MaxRows = e.Int("max_rows")
 	e.Check(c.Eval.MaxRows >= 1, "max_rows", "must be >= 1, got %d", c.Eval.MaxRows)
-	c.Eval.FinalK = e.Int("final_k", 0)
+	c.Eval.FinalK = e.Int("final_k")
 	e.Check(c.Eval.FinalK >= 0 && c.Eval.FinalK <= MaxEvalK, "final_k", "must be in [0, %d] (0: eval.k), got %d", MaxEvalK, c.Eval.FinalK)
 	e.Check(c.Eval.Temperature > 0 && c.Eval.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Eval.Temperature)
 	e.Check(c.Eval.MaxProblems >= 0, "max_problems", "must be >= 0, got %d", c.Eval.MaxProblems)
-	if raw, ok := e.Raw("sets"); ok && raw != nil {
+	if raw := e.Value("sets"); raw != nil {
 		list, isList := raw.([]any)
 		if !isList {
 			e.Fail("sets", "want a list of eval set names, got %v (%T)", raw, raw)
@@ -807,7 +862,7 @@ func decodeEval(e *core.Params, c *Config) {
 		}
 	}
 
-	if raw, ok := e.Raw("set_k"); ok && raw != nil {
+	if raw := e.Value("set_k"); raw != nil {
 		mm, isMap := raw.(map[string]any)
 		if !isMap {
 			e.Fail("set_k", "want a mapping of eval set name to k, got %v (%T)", raw, raw)
@@ -827,11 +882,11 @@ func decodeEval(e *core.Params, c *Config) {
 }
 
 // decodePretrain reads pretrain, the supervised warm start.
-func decodePretrain(pt *core.Params, c *Config) {
-	c.Pretrain = PretrainConfig{Steps: pt.Int("steps", 3000), BatchSize: pt.Int("batch_size", 64), LR: pt.Float("lr", 1e-3),
-		EvalEvery: pt.Int("eval_every", 50), StopAcc: pt.Float("stop_acc", 0.35), EvalK: pt.Int("eval_k", 2),
-		EvalMaxProblems: pt.Int("eval_max_problems", 64), Dir: pt.String("dir", "runs/base")}
-	pseed := pt.Int("seed", 0)
+func decodePretrain(pt section, c *Config) {
+	c.Pretrain = PretrainConfig{Steps: pt.Int("steps"), BatchSize: pt.Int("batch_size"), LR: pt.Float("lr"),
+		EvalEvery: pt.Int("eval_every"), StopAcc: pt.Float("stop_acc"), EvalK: pt.Int("eval_k"),
+		EvalMaxProblems: pt.Int("eval_max_problems"), Dir: pt.String("dir")}
+	pseed := pt.Int("seed")
 	pt.Check(pseed >= 0, "seed", "must be >= 0, got %d", pseed)
 	c.Pretrain.Seed = uint64(pseed)
 	pt.Check(c.Pretrain.EvalK >= 1 && c.Pretrain.EvalK <= MaxEvalK, "eval_k", "must be in [1, %d], got %d", MaxEvalK, c.Pretrain.EvalK)
@@ -864,8 +919,8 @@ type WeightSyncConfig struct {
 // decodeRolloutServers reads the remote-generation keys of the rollout
 // section into c: servers, server_model, server_timeout, server_retries,
 // weight_sync and tis_cap.
-func decodeRolloutServers(r *core.Params, c *RolloutConfig) {
-	if raw, ok := r.Raw("servers"); ok && raw != nil {
+func decodeRolloutServers(r section, c *RolloutConfig) {
+	if raw := r.Value("servers"); raw != nil {
 		list, isList := raw.([]any)
 		if !isList {
 			r.Fail("servers", "want a list of server URLs, got %v (%T)", raw, raw)
@@ -885,18 +940,18 @@ func decodeRolloutServers(r *core.Params, c *RolloutConfig) {
 			c.Servers = append(c.Servers, strings.TrimRight(s, "/"))
 		}
 	}
-	c.ServerModel = r.String("server_model", "")
-	c.ServerTimeout = r.Duration("server_timeout", 120*time.Second)
-	c.ServerRetries = r.Int("server_retries", 2)
+	c.ServerModel = r.String("server_model")
+	c.ServerTimeout = r.Duration("server_timeout")
+	c.ServerRetries = r.Int("server_retries")
 	r.Check(c.ServerRetries >= 0, "server_retries", "must be >= 0, got %d", c.ServerRetries)
 	ws := r.Sub("weight_sync")
-	c.WeightSync = WeightSyncConfig{Dir: ws.String("dir", ""), Every: ws.Int("every", 1),
-		Endpoint: ws.String("endpoint", "/update_weights_from_disk"), TokenEnv: ws.String("token_env", "CDE_SERVE_TOKEN")}
+	c.WeightSync = WeightSyncConfig{Dir: ws.String("dir"), Every: ws.Int("every"),
+		Endpoint: ws.String("endpoint"), TokenEnv: ws.String("token_env")}
 	ws.Check(c.WeightSync.Every >= 0, "every", "must be >= 0 (0 = never), got %d", c.WeightSync.Every)
 	ws.Check(len(c.Servers) == 0 || c.WeightSync.Every == 0 || c.WeightSync.Dir != "", "dir",
 		"required with rollout.servers and rollout.weight_sync.every > 0: the directory the trainer writes its policy into and the servers reload from")
 	ws.Check(strings.HasPrefix(c.WeightSync.Endpoint, "/"), "endpoint", "want a path starting with /, got %q", c.WeightSync.Endpoint)
-	c.TISCap = r.Float("tis_cap", 0)
+	c.TISCap = r.Float("tis_cap")
 	r.Check(c.TISCap == 0 || c.TISCap > 1, "tis_cap", "must be 0 (off) or > 1, got %v", c.TISCap)
 	r.Check(c.TISCap == 0 || len(c.Servers) > 0, "tis_cap",
 		"needs rollout.servers: in-process generation samples with the trainer's own weights, so there is no mismatch to correct")

@@ -74,7 +74,7 @@ type fakeBackend struct {
 	updates     int
 	nanAtUpdate int // 1-based; 0 never
 	// gradNorm gives actor/grad_norm of update u (1-based); nil: 1.
-	gradNorm func(u int) float64
+	gradNorm    func(u int) float64
 	calls       []string
 	genRequests []core.GenerateRequest
 }

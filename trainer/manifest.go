@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/cde-rl/cde/core"
 	"github.com/knadh/koanf/parsers/yaml"
@@ -159,25 +160,40 @@ var FixedConfigKeys = []string{"seed", "task", "model.layers", "model.d_model", 
 func fixedConfig(cfg *Config) map[string]any {
 	out := map[string]any{}
 	for _, key := range FixedConfigKeys {
-		var v any = cfg.Raw
-		for _, part := range strings.Split(key, ".") {
-			m, ok := v.(map[string]any)
-			if !ok {
-				v = nil
-				break
-			}
-			v = m[part]
-		}
-		out[key] = normalizeJSON(v)
+		out[key] = normalizeJSON(treeValue(cfg.Raw, key))
 	}
 	return out
 }
 
-// defaultValue is key's value in the embedded defaults (nil when it has
-// none there).
-func defaultValue(key string) any {
+// treeValue is the value at the dotted key path key of the key tree
+// tree (nil when it has none).
+func treeValue(tree map[string]any, key string) any {
+	var v any = tree
+	for _, part := range strings.Split(key, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[part]
+	}
+	return v
+}
+
+// parsedDefaults is DefaultConfigYAML parsed, once (nil if it does not parse,
+// which LoadConfig reports).
+var parsedDefaults = sync.OnceValue(func() *koanf.Koanf {
 	k := koanf.New(".")
 	if err := k.Load(rawbytes.Provider([]byte(DefaultConfigYAML)), yaml.Parser()); err != nil {
+		return nil
+	}
+	return k
+})
+
+// defaultValue is key's value in the embedded defaults (nil when it has
+// none there), a copy the caller may change.
+func defaultValue(key string) any {
+	k := parsedDefaults()
+	if k == nil {
 		return nil
 	}
 	return k.Get(key)

@@ -31,7 +31,6 @@
 package drgrpo
 
 import (
-	"github.com/cde-rl/cde/algos/grpo"
 	"github.com/cde-rl/cde/algos/internal/outcome"
 	"github.com/cde-rl/cde/core"
 )
@@ -61,7 +60,7 @@ func (a *DrGRPO) Advantages(r *core.Rollout) error {
 	if err != nil {
 		return err
 	}
-	adv := grpo.GroupAdvantages(rewards, r.Groups(), false, 0)
+	adv := outcome.GroupAdvantages(rewards, r.Groups(), false, 0)
 	outcome.Broadcast(r, adv, adv)
 	return nil
 }

@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/cde-rl/cde/algos/ppo" // registers ppo, whose keys dr_grpo rejects by name
+	_ "github.com/cde-rl/cde/algos/grpo" // registers grpo, whose keys dr_grpo rejects by name
+	_ "github.com/cde-rl/cde/algos/ppo"  // registers ppo, whose keys dr_grpo rejects by name
 	"github.com/cde-rl/cde/core"
 )
 

@@ -54,49 +54,17 @@ func (g *GRPO) NeedsCritic() bool { return false }
 // Returns are set equal to Advantages (GRPO has no critic; the slice exists
 // only so that downstream code can rely on it being populated). The shaped
 // rewards are read, and A_i copied onto the tokens, by algos/internal/outcome,
-// as every outcome-reward estimator does; the formula is GroupAdvantages.
+// as every outcome-reward estimator does; the formula is
+// outcome.GroupAdvantages.
 func (g *GRPO) Advantages(r *core.Rollout) error {
 	rewards, err := outcome.ShapedRewards("grpo", r)
 	if err != nil {
 		return err
 	}
-	adv := GroupAdvantages(rewards, r.Groups(), g.NormByStd, g.Eps)
+	adv := outcome.GroupAdvantages(rewards, r.Groups(), g.NormByStd, g.Eps)
 	outcome.Broadcast(r, adv, adv)
 	return nil
 }
 
 // Finalize is a no-op: GRPO advantages are never whitened.
 func (g *GRPO) Finalize(r *core.Rollout) error { return nil }
-
-// GroupAdvantages returns one advantage per reward. groups lists the indices
-// of rewards that share a prompt (as Rollout.Groups does); indices in no group
-// get 0. A group of one gets 0. With normByStd the centred reward is divided
-// by (sample std + eps); a zero denominator (all rewards equal and eps = 0)
-// gives 0, since the numerator is then 0 too.
-func GroupAdvantages(rewards []float64, groups [][]int, normByStd bool, eps float64) []float64 {
-	adv := make([]float64, len(rewards))
-	for _, idx := range groups {
-		n := len(idx)
-		if n < 2 {
-			continue
-		}
-		group := make([]float64, n)
-		for j, i := range idx {
-			group[j] = rewards[i]
-		}
-		mean, std := core.Mean(group), core.SampleStd(group)
-		for _, i := range idx {
-			a := rewards[i] - mean
-			if normByStd {
-				den := std + eps
-				if den == 0 {
-					a = 0
-				} else {
-					a /= den
-				}
-			}
-			adv[i] = a
-		}
-	}
-	return adv
-}

@@ -23,15 +23,13 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/cde-rl/cde/algos/internal/outcome"
 	"github.com/cde-rl/cde/core"
 )
 
 func init() {
 	core.RegisterAlgorithm("ppo", New, "gamma", "lambda", "whiten") // its keys besides name
 }
-
-// WhitenEps is added to the variance before the square root.
-const WhitenEps = 1e-8
 
 // PPO computes GAE advantages from the critic's values.
 type PPO struct {
@@ -121,7 +119,7 @@ func (a *PPO) Finalize(r *core.Rollout) error {
 		}
 		advs[i] = s.Advantages
 	}
-	Whiten(advs)
+	outcome.Whiten(advs)
 	return nil
 }
 
@@ -150,25 +148,4 @@ func GAE(rewardLast float64, values [][]float64, gamma, lambda float64) (adv, re
 		next, nextA = vbar, adv[t]
 	}
 	return adv, returns
-}
-
-// Whiten normalises, in place, all entries of advs together:
-// A = (A - mean) / sqrt(var + 1e-8), with var the sample variance (n-1).
-// With no entries it does nothing; with a single entry the variance is taken
-// as 0, so the entry becomes 0 (verl raises an error in that case).
-func Whiten(advs [][]float64) {
-	var all []float64
-	for _, row := range advs {
-		all = append(all, row...)
-	}
-	if len(all) == 0 {
-		return
-	}
-	mean, variance := core.Mean(all), core.SampleVar(all)
-	scale := 1 / math.Sqrt(variance+WhitenEps)
-	for _, row := range advs {
-		for t := range row {
-			row[t] = (row[t] - mean) * scale
-		}
-	}
 }

@@ -77,45 +77,6 @@ func TestGAE(t *testing.T) {
 	}
 }
 
-func TestWhiten(t *testing.T) {
-	s := 1 / math.Sqrt(1+1e-8)
-	r := 2 / math.Sqrt(8+1e-8)
-	tests := []struct {
-		name string
-		in   [][]float64
-		want [][]float64
-	}{
-		{
-			// entries 1,2,3: mean 2, ss = 1+0+1 = 2, var = 2/(3-1) = 1
-			// -> (A-2)/sqrt(1+1e-8); the empty sequence stays empty.
-			name: "three tokens over two sequences",
-			in:   [][]float64{{1, 2}, {}, {3}},
-			want: [][]float64{{-s, 0}, {}, {s}},
-		},
-		{
-			// 0,4: mean 2, ss = 4+4 = 8, var = 8/1 = 8 -> ±2/sqrt(8+1e-8)
-			name: "two tokens",
-			in:   [][]float64{{0, 4}},
-			want: [][]float64{{-r, r}},
-		},
-		{
-			// one token: variance taken as 0, mean subtracted -> 0
-			name: "single token",
-			in:   [][]float64{{5}},
-			want: [][]float64{{0}},
-		},
-		{name: "empty", in: [][]float64{{}, nil}, want: [][]float64{{}, nil}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			Whiten(tc.in)
-			for i := range tc.want {
-				eqs(t, "row", tc.in[i], tc.want[i])
-			}
-		})
-	}
-}
-
 func build(t *testing.T, m map[string]any) core.Algorithm {
 	t.Helper()
 	a, err := core.NewAlgorithm("ppo", core.NewParams("algorithm", m))

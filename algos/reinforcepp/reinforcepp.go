@@ -33,7 +33,6 @@ package reinforcepp
 
 import (
 	"github.com/cde-rl/cde/algos/internal/outcome"
-	"github.com/cde-rl/cde/algos/ppo"
 	"github.com/cde-rl/cde/core"
 )
 
@@ -72,6 +71,6 @@ func (a *ReinforcePP) Finalize(r *core.Rollout) error {
 	if err != nil {
 		return err
 	}
-	ppo.Whiten(advs)
+	outcome.Whiten(advs)
 	return nil
 }

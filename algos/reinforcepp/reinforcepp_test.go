@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	_ "github.com/cde-rl/cde/algos/grpo" // registers grpo, whose keys reinforce_pp rejects by name
+	_ "github.com/cde-rl/cde/algos/ppo"  // registers ppo, whose keys reinforce_pp rejects by name
 	"github.com/cde-rl/cde/core"
 )
 

@@ -27,9 +27,7 @@
 package reinforceppbaseline
 
 import (
-	"github.com/cde-rl/cde/algos/grpo"
 	"github.com/cde-rl/cde/algos/internal/outcome"
-	"github.com/cde-rl/cde/algos/ppo"
 	"github.com/cde-rl/cde/core"
 )
 
@@ -59,7 +57,7 @@ func (a *ReinforcePPBaseline) Advantages(r *core.Rollout) error {
 	if err != nil {
 		return err
 	}
-	centred := grpo.GroupAdvantages(rewards, r.Groups(), false, 0)
+	centred := outcome.GroupAdvantages(rewards, r.Groups(), false, 0)
 	outcome.Broadcast(r, centred, rewards)
 	return nil
 }
@@ -70,6 +68,6 @@ func (a *ReinforcePPBaseline) Finalize(r *core.Rollout) error {
 	if err != nil {
 		return err
 	}
-	ppo.Whiten(advs)
+	outcome.Whiten(advs)
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/cde-rl/cde/algos/grpo" // registers grpo, whose keys reinforce_pp_baseline rejects by name
+	_ "github.com/cde-rl/cde/algos/ppo"  // registers ppo, whose keys reinforce_pp_baseline rejects by name
 	"github.com/cde-rl/cde/core"
 )
 

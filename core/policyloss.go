@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -341,36 +340,23 @@ type LossToken struct {
 	ClipLow, ClipHigh, ClipRatioC float64
 }
 
-var policyLosses = map[string]PolicyLossDef{}
+var policyLosses = NewRegistry("core: policy loss", func(_ string, d PolicyLossDef) string {
+	if (d.Token == nil) == (d.Sequence == nil) {
+		return "want exactly one of Token and Sequence"
+	}
+	return ""
+})
 
 // RegisterPolicyLoss makes a policy loss available as train.policy_loss:
 // name. It panics on a duplicate name or a definition with neither or both
 // of Token and Sequence.
-func RegisterPolicyLoss(name string, d PolicyLossDef) {
-	if _, dup := policyLosses[name]; dup {
-		panic("core: policy loss " + name + " registered twice")
-	}
-	if (d.Token == nil) == (d.Sequence == nil) {
-		panic("core: policy loss " + name + ": want exactly one of Token and Sequence")
-	}
-	policyLosses[name] = d
-}
+func RegisterPolicyLoss(name string, d PolicyLossDef) { policyLosses.Register(name, d) }
 
 // LookupPolicyLoss returns the registered policy loss of that name.
-func LookupPolicyLoss(name string) (PolicyLossDef, bool) {
-	d, ok := policyLosses[name]
-	return d, ok
-}
+func LookupPolicyLoss(name string) (PolicyLossDef, bool) { return policyLosses.Lookup(name) }
 
 // PolicyLosses lists the registered policy losses, sorted.
-func PolicyLosses() []string {
-	names := make([]string, 0, len(policyLosses))
-	for n := range policyLosses {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func PolicyLosses() []string { return policyLosses.Names() }
 
 // CheckPolicyLoss reports a train.policy_loss that is not registered or
 // does not combine with the other keys: a loss that does not take GSPO's
@@ -380,14 +366,14 @@ func CheckPolicyLoss(loss, ratioLevel string, clipRatioC float64) error {
 	if loss == "" {
 		loss = LossPPO
 	}
-	d, ok := policyLosses[loss]
+	d, ok := policyLosses.Lookup(loss)
 	if !ok {
 		return fmt.Errorf("train.policy_loss %q: unknown (known: %s)", loss, strings.Join(PolicyLosses(), ", "))
 	}
 	takers := func(takes func(PolicyLossDef) bool) string {
 		var out []string
 		for _, n := range PolicyLosses() {
-			if takes(policyLosses[n]) {
+			if d, _ := policyLosses.Lookup(n); takes(d) {
 				out = append(out, n)
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 )
 
 // StrategyFactory builds a strategy from its config entry. p holds the
@@ -28,25 +27,14 @@ type algorithmEntry struct {
 }
 
 var (
-	regMu      sync.RWMutex
-	strategies = map[string]StrategyFactory{}
-	algorithms = map[string]algorithmEntry{}
+	strategies = NewRegistry[StrategyFactory]("core: strategy", NotNil[StrategyFactory])
+	algorithms = NewRegistry("core: algorithm", func(_ string, e algorithmEntry) string { return NotNil("", e.factory) })
 )
 
 // RegisterStrategy makes a strategy available by name. Like
 // database/sql.Register it panics on a duplicate or nil factory; call it from
 // an init function.
-func RegisterStrategy(name string, f StrategyFactory) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	if f == nil {
-		panic("core: RegisterStrategy factory is nil for " + name)
-	}
-	if _, dup := strategies[name]; dup {
-		panic("core: RegisterStrategy called twice for " + name)
-	}
-	strategies[name] = f
-}
+func RegisterStrategy(name string, f StrategyFactory) { strategies.Register(name, f) }
 
 // RegisterAlgorithm makes an algorithm available by name, with keys, the
 // keys of the `algorithm:` mapping it reads besides the common one (name).
@@ -56,14 +44,6 @@ func RegisterStrategy(name string, f StrategyFactory) {
 // database/sql.Register it panics on a duplicate name, a nil factory, or a
 // key declared twice or common; call it from an init function.
 func RegisterAlgorithm(name string, f AlgorithmFactory, keys ...string) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	if f == nil {
-		panic("core: RegisterAlgorithm factory is nil for " + name)
-	}
-	if _, dup := algorithms[name]; dup {
-		panic("core: RegisterAlgorithm called twice for " + name)
-	}
 	own := slices.Clone(keys)
 	sort.Strings(own)
 	for i, k := range own {
@@ -74,34 +54,21 @@ func RegisterAlgorithm(name string, f AlgorithmFactory, keys ...string) {
 			panic(fmt.Sprintf("core: RegisterAlgorithm: %s declares key %q twice or empty", name, k))
 		}
 	}
-	algorithms[name] = algorithmEntry{factory: f, keys: own}
+	algorithms.Register(name, algorithmEntry{factory: f, keys: own})
 }
 
 // AlgorithmKeys returns the keys a registered algorithm declared (sorted,
 // the common key name excluded); ok is false for an unknown name.
 func AlgorithmKeys(name string) (keys []string, ok bool) {
-	regMu.RLock()
-	defer regMu.RUnlock()
-	e, ok := algorithms[name]
+	e, ok := algorithms.Lookup(name)
 	return slices.Clone(e.keys), ok
 }
 
 // Strategies lists the registered strategy names, sorted.
-func Strategies() []string { return keys(strategies) }
+func Strategies() []string { return strategies.Names() }
 
 // Algorithms lists the registered algorithm names, sorted.
-func Algorithms() []string { return keys(algorithms) }
-
-func keys[V any](m map[string]V) []string {
-	regMu.RLock()
-	defer regMu.RUnlock()
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func Algorithms() []string { return algorithms.Names() }
 
 // NewAlgorithm builds the named algorithm from p, the `algorithm:`
 // mapping. An unknown name is an error listing the known ones; a key of p
@@ -110,9 +77,7 @@ func keys[V any](m map[string]V) []string {
 // factory reading a key it did not declare is an error too (a bug of the
 // algorithm, caught by its first test).
 func NewAlgorithm(name string, p *Params) (Algorithm, error) {
-	regMu.RLock()
-	e, ok := algorithms[name]
-	regMu.RUnlock()
+	e, ok := algorithms.Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("config: algorithm.name: unknown algorithm %q (known: %s)", name, strings.Join(Algorithms(), ", "))
 	}
@@ -146,14 +111,11 @@ func checkAlgorithmKeys(name string, own []string, p *Params) error {
 			continue
 		}
 		var owners []string
-		regMu.RLock()
-		for other, e := range algorithms {
+		algorithms.Each(func(other string, e algorithmEntry) {
 			if slices.Contains(e.keys, k) {
 				owners = append(owners, other)
 			}
-		}
-		regMu.RUnlock()
-		sort.Strings(owners)
+		})
 		if len(owners) > 0 {
 			p.Fail(k, "not a key of %s (it belongs to %s)", name, strings.Join(owners, ", "))
 		} else {
@@ -178,9 +140,7 @@ func sortedNames[V any](m map[string]V) []string {
 // NewStrategy builds the named strategy; an unknown name is an error listing
 // the known ones.
 func NewStrategy(name string, p *Params, algo Algorithm) (Strategy, error) {
-	regMu.RLock()
-	f, ok := strategies[name]
-	regMu.RUnlock()
+	f, ok := strategies.Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("config: %s.name: unknown strategy %q (known: %s)", p.Path, name, strings.Join(Strategies(), ", "))
 	}

@@ -82,7 +82,7 @@ func TestRegisterAlgorithmPanics(t *testing.T) {
 		reg  func()
 		want string
 	}{
-		{"duplicate", func() { RegisterAlgorithm("x-one", f) }, "called twice"},
+		{"duplicate", func() { RegisterAlgorithm("x-one", f) }, "registered twice"},
 		{"nil factory", func() { RegisterAlgorithm("x-nil", nil) }, "nil"},
 		{"common key", func() { RegisterAlgorithm("x-name", f, "name") }, "common key name"},
 		{"key twice", func() { RegisterAlgorithm("x-twice", f, "a", "b", "a") }, `"a" twice`},

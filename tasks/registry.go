@@ -7,9 +7,7 @@ package tasks
 import (
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
-	"sync"
 
 	"github.com/cde-rl/cde/core"
 )
@@ -18,10 +16,7 @@ import (
 // `name`. It must read every key it accepts (New then rejects the rest).
 type Factory func(p *core.Params) (core.Task, error)
 
-var (
-	regMu     sync.RWMutex
-	factories = map[string]Factory{}
-)
+var factories = core.NewRegistry[Factory]("tasks: task", core.NotNil[Factory])
 
 func init() {
 	Register("arith", func(p *core.Params) (core.Task, error) { return AsTask(NewArith(p)) })
@@ -34,29 +29,10 @@ func init() {
 // core.RegisterAlgorithm it panics on a duplicate or nil factory; call it
 // from an init function (a task in another package registers itself when
 // that package is imported).
-func Register(name string, f Factory) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	if f == nil {
-		panic("tasks: Register factory is nil for " + name)
-	}
-	if _, dup := factories[name]; dup {
-		panic("tasks: Register called twice for " + name)
-	}
-	factories[name] = f
-}
+func Register(name string, f Factory) { factories.Register(name, f) }
 
 // Names lists the registered task names, sorted.
-func Names() []string {
-	regMu.RLock()
-	defer regMu.RUnlock()
-	out := make([]string, 0, len(factories))
-	for k := range factories {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func Names() []string { return factories.Names() }
 
 // New builds the task named by the required key `name` (arith, jsonl, or a registered one) from
 // the remaining keys of p (see Arith and JSONL), then calls p.Finish so an
@@ -66,9 +42,7 @@ func New(p *core.Params) (core.Task, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	regMu.RLock()
-	f, ok := factories[name]
-	regMu.RUnlock()
+	f, ok := factories.Lookup(name)
 	if !ok {
 		if name == "" {
 			return nil, fmt.Errorf("config: %s: required (known: %s)", keyPath(p, "name"), strings.Join(Names(), ", "))

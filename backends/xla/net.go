@@ -3,7 +3,6 @@ package xla
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/cde-rl/cde/core"
@@ -66,7 +65,7 @@ type actorKey struct {
 
 // actorExec is the actor update graph for key, built on first use.
 func (n *net) actorExec(key actorKey) (*model.Exec, error) {
-	if _, ok := graphLosses[key.loss]; !ok {
+	if _, ok := graphLosses.Lookup(key.loss); !ok {
 		return nil, fmt.Errorf("train.policy_loss %q: this backend has no graph for it (known: %s)", key.loss, strings.Join(graphLossNames(), ", "))
 	}
 	slot := n.actor[key]
@@ -634,7 +633,7 @@ func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node
 	in := lossIn{logp: logp, adv: adv, mask: mask, valid: valid, zeros: zeros, logRatio: logRatio, tokLogRatio: tokLogRatio,
 		clipLow: hyperAt(hyper, hClipLow), clipHigh: hyperAt(hyper, hClipHigh), clipRatioC: hyperAt(hyper, hClipRatioC),
 		lens: lens, lensSafe: lensSafe, bRows: bRows}
-	gl := graphLosses[loss]
+	gl, _ := graphLosses.Lookup(loss)
 	var pgLoss, clipped *graph.Node
 	if gl.token != nil {
 		pg, c := gl.token(in)
@@ -684,26 +683,16 @@ type graphLoss struct {
 	sequence func(in lossIn) (loss, clipped *graph.Node)
 }
 
-var graphLosses = map[string]graphLoss{}
-
-func registerGraphLoss(name string, g graphLoss) {
-	if _, dup := graphLosses[name]; dup {
-		panic("xla: policy loss graph " + name + " registered twice")
-	}
+var graphLosses = core.NewRegistry("xla: policy loss graph", func(_ string, g graphLoss) string {
 	if (g.token == nil) == (g.sequence == nil) {
-		panic("xla: policy loss graph " + name + ": want exactly one of token and sequence")
+		return "want exactly one of token and sequence"
 	}
-	graphLosses[name] = g
-}
+	return ""
+})
 
-func graphLossNames() []string {
-	names := make([]string, 0, len(graphLosses))
-	for n := range graphLosses {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func registerGraphLoss(name string, g graphLoss) { graphLosses.Register(name, g) }
+
+func graphLossNames() []string { return graphLosses.Names() }
 
 // actorHyper fills the actor-loss slots of a hyper vector from u.
 func actorHyper(hyper []float32, u core.ActorUpdate) error {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/trainer"

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -92,6 +93,12 @@ type Plugin struct {
 	rpc    pb.StrategyClient
 	stderr *tail
 	log    zerolog.Logger
+	// tag names the plugin in log lines: the executable's file name
+	// ("brevity", "brevity.py"), known before the plugin says its name.
+	tag string
+	// killing is set once the host kills the plugin on purpose; go-plugin's
+	// "plugin failed to exit gracefully" is then not logged.
+	killing atomic.Bool
 
 	name  string
 	needs core.Needs
@@ -128,7 +135,7 @@ func Connect(rpc pb.StrategyClient, cfg Config) (core.Strategy, error) {
 	if err := checkTransport(cfg.Transport); err != nil {
 		return nil, err
 	}
-	p := &Plugin{cfg: cfg, rpc: rpc, stderr: &tail{}, log: cfg.Log}
+	p := &Plugin{cfg: cfg, rpc: rpc, stderr: &tail{}, log: cfg.Log, tag: filepath.Base(cfg.Path)}
 	if err := p.configure(); err != nil {
 		return nil, err
 	}
@@ -185,12 +192,16 @@ func FileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// checkBinary reports a missing, non-regular or non-executable file, and a
-// checksum mismatch, before anything is started.
+// checkBinary reports a missing, non-regular or non-executable file, a
+// script whose #! interpreter cannot be run, and a checksum mismatch,
+// before anything is started.
 func checkBinary(cfg Config) (pin []byte, err error) {
 	st, err := os.Stat(cfg.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
+			if ext := filepath.Ext(cfg.Path); ext == ".py" || ext == ".js" {
+				return nil, fmt.Errorf("plugin %s: script not found (fix the path)", cfg.Path)
+			}
 			return nil, fmt.Errorf("plugin %s: binary not found (build it with go build, or fix the path)", cfg.Path)
 		}
 		return nil, fmt.Errorf("plugin %s: %w", cfg.Path, err)
@@ -200,6 +211,9 @@ func checkBinary(cfg Config) (pin []byte, err error) {
 	}
 	if st.Mode().Perm()&0o111 == 0 {
 		return nil, fmt.Errorf("plugin %s: not executable (mode %s; chmod +x it)", cfg.Path, st.Mode().Perm())
+	}
+	if err := interpreterMissing(cfg.Path); err != nil {
+		return nil, err
 	}
 	if cfg.SHA256 == "" {
 		return nil, nil
@@ -232,8 +246,8 @@ func start(cfg Config) (*Plugin, error) {
 	if _, err := checkBinary(cfg); err != nil {
 		return nil, err
 	}
-	p := &Plugin{cfg: cfg, stderr: &tail{}, log: cfg.Log}
 	label := filepath.Base(cfg.Path)
+	p := &Plugin{cfg: cfg, stderr: &tail{}, log: cfg.Log, tag: label}
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: wire.HostVersionsUpTo(hostMaxVersion),
@@ -248,7 +262,7 @@ func start(cfg Config) (*Plugin, error) {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     cfg.StartTimeout,
-		Logger:           newHCLogBridge(cfg.Log, label),
+		Logger:           newHCLogBridge(cfg.Log, label, &p.killing),
 		Stderr:           p.stderr,
 		SyncStdout:       &lineWriter{log: cfg.Log, plugin: label, stream: "stdout"},
 		SyncStderr:       &lineWriter{log: cfg.Log, plugin: label, stream: "stderr", tail: p.stderr},
@@ -264,29 +278,48 @@ func start(cfg Config) (*Plugin, error) {
 	proto, err := p.client.Client()
 	if err != nil {
 		msg := err.Error()
-		line, printed := "", false
+		line, printed, silent := "", false, false
 		if p.runner != nil {
 			line, printed = p.runner.notHandshake()
+			_, hasLine := p.runner.firstLine()
+			silent = !hasLine && p.runner.ID() != "" // it started, then said nothing
 		}
+		// Kill first: go-plugin's cleanup waits for its stderr reader, so
+		// the stderr tail quoted below is complete, and the exit status
+		// is known.
+		p.kill()
 		switch {
 		case printed:
 			if len(line) > 200 {
 				line = line[:200] + "..."
 			}
-			err = fmt.Errorf("plugin %s: failed to start: it printed %q on stdout before the handshake; print to stderr or use sdk.Logger() "+
-				"(the first line on stdout must be go-plugin's handshake line; a program that is not a plugin fails this way too)", cfg.Path, line)
+			err = fmt.Errorf("plugin %s: failed to start: it printed %q on stdout before the handshake; %s "+
+				"(the first line on stdout must be go-plugin's handshake line; a program that is not a plugin fails this way too)", cfg.Path, line, printAdvice(cfg.Path))
 		case strings.Contains(strings.ToLower(msg), "incompatible api version"):
 			err = fmt.Errorf("plugin %s: protocol version mismatch: this cde-run speaks strategy protocol versions %d to %d; %s (rebuild the plugin against a matching plugins/sdk)",
 				cfg.Path, MinProtocolVersion, ProtocolVersion, firstLine(msg))
 		case strings.Contains(msg, "timeout while waiting for plugin to start"):
 			err = fmt.Errorf("plugin %s: did not complete the handshake within %s (start_timeout)", cfg.Path, cfg.StartTimeout)
+		case silent:
+			// The process ended (or closed its stdout) without a word on
+			// stdout: go-plugin says "Unrecognized remote plugin message: ".
+			how := "closed its stdout before the handshake"
+			if p.cmd != nil && p.cmd.ProcessState != nil {
+				how = "exited before the handshake (" + p.cmd.ProcessState.String() + ")"
+			}
+			err = fmt.Errorf("plugin %s: %s", cfg.Path, how)
+			if why := pythonImportError(cfg.Path, p.stderr.String()); why != "" {
+				err = fmt.Errorf("%w: %s", err, why)
+			}
+		case strings.Contains(msg, "exec format error"):
+			err = fmt.Errorf("plugin %s: failed to start: not a program this system runs (a script needs a #! line naming its interpreter): %s", cfg.Path, firstLine(msg))
 		default:
 			err = fmt.Errorf("plugin %s: failed to start: %s", cfg.Path, firstLine(msg))
 		}
 		if t := p.stderr.String(); t != "" {
 			err = fmt.Errorf("%w; plugin stderr: %s", err, t)
 		}
-		return fail(err)
+		return nil, err
 	}
 	raw, err := proto.Dispense(PluginName)
 	if err != nil {
@@ -301,7 +334,7 @@ func start(cfg Config) (*Plugin, error) {
 		p.shutdown() // a params error: the plugin is healthy (a broken answer killed it already)
 		return nil, err
 	}
-	p.log.Info().Str("plugin", p.name).Str("path", cfg.Path).Int("pid", p.Pid()).Str("hooks", p.caps.String()).
+	p.log.Info().Str("plugin", p.tag).Str("strategy", p.name).Str("path", cfg.Path).Int("pid", p.Pid()).Str("hooks", p.caps.String()).
 		Int("protocol", p.client.NegotiatedVersion()).Str("transport", p.Transport()).Str("sdk", p.sdk).Msg("plugin started")
 	return p, nil
 }
@@ -340,7 +373,7 @@ func (p *Plugin) configure() error {
 	if p.cfg.Transport == TransportAuto && wire.ShmSupported && (p.negotiated() == 0 || p.negotiated() >= 3) {
 		var err error
 		if probe, err = wire.NewShmProbe(); err != nil {
-			p.log.Warn().Err(err).Str("plugin", p.cfg.Path).Msg("no shared-memory transport; batches go in the gRPC messages")
+			p.log.Warn().Err(err).Str("plugin", p.tag).Msg("no shared-memory transport; batches go in the gRPC messages")
 		} else {
 			req.ShmProbe = &pb.ShmRegion{Path: probe.Path, Size: uint64(len(probe.Mem)), Id: probe.ID}
 		}
@@ -435,11 +468,12 @@ func (p *Plugin) Close() error {
 // and no child it started survives), then go-plugin's cleanup, bounded by
 // killWait.
 func (p *Plugin) kill() {
+	p.killing.Store(true)
 	if p.runner != nil {
 		p.runner.Kill(context.Background())
 	}
 	if !p.cleanup() {
-		p.log.Warn().Str("plugin", p.cfg.Path).Dur("waited", killWait).
+		p.log.Warn().Str("plugin", p.tag).Dur("waited", killWait).
 			Msg("plugin cleanup did not finish; its process group was killed, going on without it")
 	}
 }
@@ -455,7 +489,7 @@ func (p *Plugin) shutdown() {
 	if p.cleanup() {
 		return
 	}
-	p.log.Warn().Str("plugin", p.cfg.Path).Dur("waited", killWait).Msg("plugin did not shut down; killing its process group")
+	p.log.Warn().Str("plugin", p.tag).Dur("waited", killWait).Msg("plugin did not shut down; killing its process group")
 	p.kill()
 }
 
@@ -543,7 +577,7 @@ func (p *Plugin) call(hook string, f func(ctx context.Context) error) error {
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.Aborted, codes.InvalidArgument, codes.FailedPrecondition, codes.Unimplemented:
-		return fmt.Errorf("%s: %s: %w", p.label(), hook, err)
+		return &strategyError{msg: p.label() + ": " + hookMessage(hook, st), status: err}
 	}
 	if st.Code() == codes.DeadlineExceeded && !p.exitedNow() || errors.Is(ctx.Err(), context.DeadlineExceeded) && !p.exitedNow() {
 		return p.broken(fmt.Errorf("%s: no answer within %s (call_timeout); killed the plugin process", hook, p.cfg.CallTimeout))
@@ -559,6 +593,50 @@ func (p *Plugin) call(hook string, f func(ctx context.Context) error) error {
 		return p.broken(fmt.Errorf("%s: message larger than the gRPC limit (%d bytes): %s", hook, MaxMessageSize, st.Message()))
 	}
 	return p.broken(fmt.Errorf("%s: %w", hook, err))
+}
+
+// strategyError is an error the strategy itself returned: it reads
+// "plugin NAME (PATH): HOOK: MESSAGE", without gRPC's "rpc error: code =
+// ... desc =", and unwraps to the gRPC status.
+type strategyError struct {
+	msg    string
+	status error
+}
+
+func (e *strategyError) Error() string { return e.msg }
+func (e *strategyError) Unwrap() error { return e.status }
+
+// hookMessage is the status's message prefixed with the hook, unless the
+// message starts with the hook's name already, as the Python SDK's do
+// ("reward_bonus: entry 3 is nan, not finite"): either way the hook is
+// named once.
+func hookMessage(hook string, st *status.Status) string {
+	msg := st.Message()
+	if msg == "" {
+		msg = "failed with status " + st.Code().String()
+	}
+	for _, name := range []string{hook, snakeCase(hook)} {
+		if rest, ok := strings.CutPrefix(msg, name); ok && rest != "" && strings.ContainsRune(":.[", rune(rest[0])) {
+			return msg
+		}
+	}
+	return hook + ": " + msg
+}
+
+// snakeCase is a hook's name as the Python SDK spells it: RewardBonus ->
+// reward_bonus.
+func snakeCase(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if 'A' <= r && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (p *Plugin) invalid(hook, format string, args ...any) error {

@@ -150,8 +150,8 @@ func TestFailures(t *testing.T) {
 		{"nan", "reward", []string{"RewardBonus returned invalid output", "non-finite bonus NaN for sequence 0"}},
 		{"inf", "reward", []string{"RewardBonus returned invalid output", "non-finite bonus +Inf"}},
 		{"advlen", "advantage", []string{"AdvantageBonus returned invalid output", "sequence 0:"}},
-		{"panic", "reward", []string{"RewardBonus", "panic in RewardBonus: testplugin: panicking on purpose"}},
-		{"error", "reward", []string{"RewardBonus", "testplugin: failing on purpose"}},
+		{"panic", "reward", []string{"): RewardBonus: panic: testplugin: panicking on purpose"}},
+		{"error", "reward", []string{"): RewardBonus: testplugin: failing on purpose"}},
 	}
 	for _, c := range cases {
 		t.Run(c.mode, func(t *testing.T) {
@@ -177,6 +177,9 @@ func TestFailures(t *testing.T) {
 			err := call(1)
 			wantErr(t, err, append([]string{"plugin testplugin (" + testPlugin + ")"}, c.parts...)...)
 			if c.mode == "panic" || c.mode == "error" {
+				if first, _, _ := strings.Cut(err.Error(), "\n"); strings.Contains(first, "rpc error") || strings.Count(first, "RewardBonus") != 1 {
+					t.Fatalf("error %q: want the hook named once, without gRPC's wording", err)
+				}
 				return // the strategy's own error: the process is fine, Close kills it
 			}
 			waitGone(t, pid)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rs/zerolog"
@@ -16,8 +17,12 @@ import (
 type zerologWriter struct {
 	log    zerolog.Logger
 	plugin string
-	mu     sync.Mutex
-	buf    []byte
+	// killing, when set and true, drops go-plugin's "plugin failed to exit
+	// gracefully": the host killed the plugin on purpose (a failure, or a
+	// start that failed), and says so itself.
+	killing *atomic.Bool
+	mu      sync.Mutex
+	buf     []byte
 }
 
 func (w *zerologWriter) Write(p []byte) (int, error) {
@@ -46,6 +51,9 @@ func (w *zerologWriter) line(line []byte) {
 	}
 	lvl, _ := m["@level"].(string)
 	msg, _ := m["@message"].(string)
+	if msg == "plugin failed to exit gracefully" && w.killing != nil && w.killing.Load() {
+		return
+	}
 	level := w.log.Info
 	switch strings.ToLower(lvl) {
 	case "trace", "debug":
@@ -79,8 +87,8 @@ func (w *zerologWriter) line(line []byte) {
 // newHCLogBridge returns the hclog logger given to go-plugin's client: at
 // Info it forwards the plugin's logs (Info and above, and panics) but not
 // go-plugin's own debug chatter.
-func newHCLogBridge(log zerolog.Logger, plugin string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: &zerologWriter{log: log, plugin: plugin},
+func newHCLogBridge(log zerolog.Logger, plugin string, killing *atomic.Bool) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: &zerologWriter{log: log, plugin: plugin, killing: killing},
 		JSONFormat: true, Level: hclog.Info})
 }
 

@@ -161,11 +161,13 @@ func TestPythonFailures(t *testing.T) {
 		{"crash", "reward", []string{"RewardBonus", "the plugin process died", "exit status 3", "crashing on purpose"}},
 		{"hang", "reward", []string{"RewardBonus", "no answer within 1.5s (call_timeout)", "killed"}},
 		{"short", "reward", nil}, // the batch's size, below
-		{"nan", "reward", []string{"RewardBonus", "reward_bonus: entry 0 is nan, not finite"}},
-		{"inf", "reward", []string{"RewardBonus", "reward_bonus: entry 0 is inf, not finite"}},
-		{"advlen", "advantage", []string{"AdvantageBonus", "advantage_bonus[0]: want"}},
-		{"error", "reward", []string{"RewardBonus", "reward_bonus: RuntimeError: pytest: failing on purpose"}},
-		{"badtype", "reward", []string{"RewardBonus", "reward_bonus: want floats, got str"}},
+		// The strategy's own errors: "plugin NAME (PATH): hook: message",
+		// the hook named once (as the SDK names it), no gRPC wording.
+		{"nan", "reward", []string{"): reward_bonus: entry 0 is nan, not finite"}},
+		{"inf", "reward", []string{"): reward_bonus: entry 0 is inf, not finite"}},
+		{"advlen", "advantage", []string{"): advantage_bonus[0]: want"}},
+		{"error", "reward", []string{"): reward_bonus: RuntimeError: pytest: failing on purpose"}},
+		{"badtype", "reward", []string{"): reward_bonus: want floats, got str"}},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			s, err := openPython(t, path, map[string]any{"mode": c.mode, "at_step": 1}, func(cfg *plugins.Config) {
@@ -193,11 +195,13 @@ func TestPythonFailures(t *testing.T) {
 			err = call(1)
 			parts := c.parts
 			if c.mode == "short" {
-				parts = []string{"RewardBonus", "reward_bonus: want " + strconv.Itoa(len(r.Seqs)) + " floats (one per sequence), got " + strconv.Itoa(len(r.Seqs)-1)}
+				parts = []string{"): reward_bonus: want " + strconv.Itoa(len(r.Seqs)) + " floats (one per sequence), got " + strconv.Itoa(len(r.Seqs)-1)}
 			}
 			wantErr(t, err, append([]string{plugin}, parts...)...)
 			if c.mode == "crash" || c.mode == "hang" {
 				waitGone(t, pid)
+			} else if msg := err.Error(); strings.Contains(msg, "rpc error") || strings.Contains(msg, "RewardBonus") || strings.Contains(msg, "AdvantageBonus") {
+				t.Fatalf("error %q: want the hook named once, without gRPC's wording", msg)
 			}
 		})
 	}
@@ -214,7 +218,11 @@ func TestPythonStartFailures(t *testing.T) {
 	wantErr(t, err, "config: strategies[0].params.bogus: unknown key (known keys here: at_step, mode)")
 	t.Setenv("CDE_PYTEST_STDOUT", "1")
 	_, err = openPython(t, path, nil, nil)
-	wantErr(t, err, path, `printed "hello from the plugin" on stdout before the handshake`)
+	wantErr(t, err, path, `printed "hello from the plugin" on stdout before the handshake; `+
+		"print to stderr (print(..., file=sys.stderr)) or log with the logging module before cde_plugin.serve")
+	if strings.Contains(err.Error(), "sdk.Logger") {
+		t.Fatalf("error %q: advice for a Go plugin given to a Python one", err)
+	}
 	os.Unsetenv("CDE_PYTEST_STDOUT")
 	out, err := exec.Command(path).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "This program is a cde strategy plugin: cde-run starts it") {

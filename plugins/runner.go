@@ -296,6 +296,14 @@ func (r *procRunner) notHandshake() (string, bool) {
 	return r.first, !isHandshakeLine(r.first)
 }
 
+// firstLine returns the first line the plugin printed on stdout (ok false
+// when it printed none, so far or ever).
+func (r *procRunner) firstLine() (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.first, r.hasFirst
+}
+
 func isHandshakeLine(line string) bool {
 	parts := strings.Split(strings.TrimSpace(line), "|")
 	if len(parts) < 4 {

@@ -36,6 +36,21 @@ func TestPluginsNew(t *testing.T) {
 		if b, err := os.ReadFile(script); err != nil || !strings.HasPrefix(string(b), "#!"+py+"\n") {
 			t.Fatalf("%s: %v\n%.80s", script, err, b)
 		}
+		// The next steps, and the test's docstring, run the test with the
+		// #! line's interpreter.
+		if b, err := os.ReadFile(filepath.Join(dir, "test_my_bonus.py")); err != nil || !strings.Contains(string(b), py+" -m unittest discover") {
+			t.Fatalf("test_my_bonus.py: %v\n%.200s", err, b)
+		}
+		if want := "next: " + py + " -m unittest discover -s " + dir + " && cde-run plugins check " + script; !strings.Contains(string(out), want) {
+			t.Fatalf("plugins new printed\n%s\nwant %q", out, want)
+		}
+		for python, want := range map[string]string{"/opt/py3/bin/python3.12": "/opt/py3/bin/python3.12", "/usr/bin/env python3": "python3"} {
+			other := filepath.Join(t.TempDir(), "other")
+			out, err := exec.Command(cdeRun, "plugins", "new", "--lang", "python", "--python", python, other).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "next: "+want+" -m unittest discover -s "+other+" ") {
+				t.Fatalf("plugins new --python %q: %v\n%s\nwant next: %s -m unittest", python, err, out, want)
+			}
+		}
 		// Its unit test, with nothing on PYTHONPATH: the SDK copy is used.
 		test := exec.Command(py, "-m", "unittest", "discover", "-s", dir)
 		test.Env = append(os.Environ(), "PYTHONPATH=")

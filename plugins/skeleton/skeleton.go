@@ -178,12 +178,31 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
+// shebangPython is the interpreter the #! line of the script at path
+// runs, as a command: "/usr/bin/python3", or "python3" for "/usr/bin/env
+// python3" ("python3" when the script has no #! line).
+func shebangPython(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte("#!")) {
+		return "python3"
+	}
+	line, _, _ := strings.Cut(string(b[2:]), "\n")
+	words := strings.Fields(line)
+	if len(words) > 1 && filepath.Base(words[0]) == "env" {
+		words = words[1:]
+	}
+	if len(words) == 0 {
+		return "python3"
+	}
+	return strings.Join(words, " ")
+}
+
 // NextSteps is what to run after Write made a lang plugin in dir: its
 // tests, then cde-run plugins check. files is what Write returned.
 func NextSteps(lang, dir string, files []string) string {
 	switch lang {
 	case "python":
-		return fmt.Sprintf("next: python3 -m unittest discover -s %s && cde-run plugins check %s", dir, files[0])
+		return fmt.Sprintf("next: %s -m unittest discover -s %s && cde-run plugins check %s", shebangPython(files[0]), dir, files[0])
 	case "go":
 		return fmt.Sprintf("next: go test ./%s && go build -o %s/plugin ./%s && cde-run plugins check %s/plugin", dir, dir, dir, dir)
 	case "node":

@@ -18,6 +18,10 @@ A strategy is a class; serving it is one line::
     if __name__ == "__main__":
         cde_plugin.serve(MyBonus)
 
+``__init__`` and every hook run on the plugin's main thread, one call at
+a time: thread-local state set in ``__init__`` holds in the hooks, and
+``signal.signal`` works in them.
+
 The optional hooks, each called only if the class defines it:
 
 - ``advantage_bonus(info, batch)``: a list of N arrays, array i of
@@ -137,7 +141,11 @@ class Batch:
     ``prompt_lengths``, ``reward_bonus``, ``shaped_reward`` (arrays), and
     ``problem_id``, ``text``, ``answer_key``, ``solution_key`` (lists of
     str; the keys are "" where the verifier names none, and all "" when
-    the host sent none).
+    the host sent none). ``answer_key`` is the final answer, as the
+    task's verifier extracts and normalises it (for correct and incorrect
+    responses alike); ``solution_key`` names a correct response's
+    solution beyond its answer (countdown: the canonical expression), ""
+    for an incorrect one.
 
     Per sequence, lists of N per-token arrays: ``prompt``, ``response``
     (token ids), ``logprobs``, ``entropies`` (when declared), ``values``

@@ -13,6 +13,11 @@ Section by section, what go-plugin's Go SDK does for a Go plugin:
 4. the handshake line on stdout; from then on stdout goes to stderr (the
    host reads no more of stdout) and logs are hclog JSON lines on stderr,
    which cde-run logs tagged with the plugin.
+
+The strategy's own code, its ``__init__`` and every hook, runs on the
+main thread (_MainLoop): gRPC's worker threads only hand each call over
+and wait for its answer. So thread-local state set in ``__init__`` holds
+in every hook, and ``signal.signal`` works in them.
 """
 
 import base64
@@ -21,6 +26,7 @@ import concurrent.futures
 import json
 import logging
 import os
+import queue
 import shutil
 import sys
 import tempfile
@@ -209,7 +215,6 @@ class _Service:
             raise TypeError("%s defines only one of save_state and load_state: define both, or neither" % cls.__name__)
         if self.hooks["token_loss"] and version < 2:
             log.warning("cde-run speaks strategy protocol version %d, which has no token_loss hook: it is not declared" % version)
-        self.lock = threading.Lock()
         self.value_heads = 0
         self.shm = False  # version 3: the Configure probe region was mapped
         self.regions = _shm.Regions()
@@ -410,10 +415,60 @@ class _Service:
         return self._call("load_state", f)
 
 
-def _unary(service, fn, req_type):
+class _MainLoop:
+    """Runs the strategy's code on one thread, the main one: gRPC's worker
+    threads call :meth:`call`, which queues the call and waits for its
+    answer, and the main thread runs the queued calls one at a time in
+    :meth:`run` until :meth:`close`. So ``__init__`` and every hook run on
+    the same thread (thread-local state set in ``__init__`` holds in the
+    hooks), that thread is the main one (``signal.signal`` works there,
+    and a signal's handler runs while the plugin waits for a call), and
+    hooks are called one at a time."""
+
+    _CLOSE = object()
+
+    def __init__(self):
+        self._q = queue.SimpleQueue()
+        self.ident = None  # the thread that runs the calls, once run started
+
+    def call(self, fn, request):
+        """fn(request) on the loop's thread: its (response, error) pair."""
+        done = threading.Event()
+        box = []
+        self._q.put((fn, request, box, done))
+        done.wait()
+        return box[0]
+
+    def close(self):
+        self._q.put(_MainLoop._CLOSE)
+
+    def run(self):
+        """Runs queued calls until close. A SystemExit or KeyboardInterrupt
+        raised by a call answers it with an error, then propagates (the
+        plugin exits, as a script calling sys.exit expects)."""
+        self.ident = threading.get_ident()
+        while True:
+            item = self._q.get()
+            if item is _MainLoop._CLOSE:
+                return
+            fn, request, box, done = item
+            try:
+                box.append(fn(request))
+            except Exception as e:
+                log.error("%s failed" % getattr(fn, "__name__", "call"), exc_info=True)
+                box.append((None, (grpc.StatusCode.ABORTED, "%s: %s: %s" % (
+                    getattr(fn, "__name__", "call"), type(e).__name__, e))))
+            except BaseException as e:
+                box.append((None, (grpc.StatusCode.UNAVAILABLE, "the plugin is exiting: %s%s" % (
+                    type(e).__name__, ": %s" % e if str(e) else ""))))
+                raise
+            finally:
+                done.set()
+
+
+def _unary(loop, fn, req_type):
     def handler(request, context):
-        with service.lock:  # hooks are called one at a time
-            resp, err = fn(request)
+        resp, err = loop.call(fn, request)  # one call at a time, on the main thread
         if err is not None:
             context.abort(err[0], err[1])
         return resp
@@ -453,21 +508,22 @@ def serve(cls):
         root.setLevel(logging.INFO)
 
     service = _Service(cls, version)
+    loop = _MainLoop()
 
     # 3. the gRPC services
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=8),
                          options=[("grpc.max_receive_message_length", MAX_MESSAGE_SIZE),
                                   ("grpc.max_send_message_length", MAX_MESSAGE_SIZE)])
     methods = {
-        "Describe": _unary(service, service.describe, pb.DescribeRequest),
-        "Configure": _unary(service, service.configure, pb.ConfigureRequest),
-        "RewardBonus": _unary(service, service.reward_bonus, pb.Batch),
-        "AdvantageBonus": _unary(service, service.advantage_bonus, pb.Batch),
-        "LossTerms": _unary(service, service.loss_terms, pb.StepInfo),
-        "TokenLoss": _unary(service, service.token_loss, pb.Batch),
-        "Observe": _unary(service, service.observe, pb.Batch),
-        "SaveState": _unary(service, service.save_state, pb.SaveStateRequest),
-        "LoadState": _unary(service, service.load_state, pb.State),
+        "Describe": _unary(loop, service.describe, pb.DescribeRequest),
+        "Configure": _unary(loop, service.configure, pb.ConfigureRequest),
+        "RewardBonus": _unary(loop, service.reward_bonus, pb.Batch),
+        "AdvantageBonus": _unary(loop, service.advantage_bonus, pb.Batch),
+        "LossTerms": _unary(loop, service.loss_terms, pb.StepInfo),
+        "TokenLoss": _unary(loop, service.token_loss, pb.Batch),
+        "Observe": _unary(loop, service.observe, pb.Batch),
+        "SaveState": _unary(loop, service.save_state, pb.SaveStateRequest),
+        "LoadState": _unary(loop, service.load_state, pb.State),
     }
     stop = threading.Event()
 
@@ -481,6 +537,7 @@ def serve(cls):
 
     def shutdown(req, ctx):
         stop.set()
+        loop.close()
         return b""
 
     def stdio(req, ctx):
@@ -504,10 +561,12 @@ def serve(cls):
                                         require_client_auth=True)
     sock_dir = tempfile.mkdtemp(prefix="cde-py-plugin-", dir=os.environ.get("PLUGIN_UNIX_SOCKET_DIR") or None)
     sock = os.path.join(sock_dir, "plugin.sock")
+    started = False
     try:
         if server.add_secure_port("unix:" + sock, creds) == 0:
             _fail("cannot listen on %s" % sock)
         server.start()
+        started = True
         # 4. the handshake line:
         # CORE-PROTOCOL-VERSION|APP-PROTOCOL-VERSION|NETWORK|ADDRESS|PROTOCOL|CERT
         # with the certificate's DER in base64 without padding.
@@ -518,9 +577,11 @@ def serve(cls):
         # cde-run reads no more of stdout: a print() in a hook goes to the log.
         sys.stdout = stderr
         log.debug("serving %s (protocol version %d)" % (cls.__name__, version))
-        stop.wait()
-        server.stop(grace=1).wait(2)
+        # The strategy's code runs here, on the main thread, until Shutdown.
+        loop.run()
     finally:
+        stop.set()
+        if started:
+            server.stop(grace=1).wait(2)
         shutil.rmtree(sock_dir, ignore_errors=True)
     sys.exit(0)
-

@@ -5,6 +5,7 @@ import json
 import mmap
 import os
 import sys
+import threading
 import unittest
 
 import grpc
@@ -43,6 +44,27 @@ class BatchTest(unittest.TestCase):
         k = make_batch([1, 1], answer_key=["24", ""], solution_key=["3*8", ""])
         self.assertEqual(k.answer_key, ["24", ""])
         self.assertEqual(k.solution_key, ["3*8", ""])
+
+    def test_bonuses_and_returns(self):
+        # make_batch sets what the trainer has by a later hook: the reward
+        # bonus (shaped reward = reward + bonus unless given), the
+        # advantage bonus and the returns.
+        b = make_batch([2, 1], reward=[1, -1], reward_bonus=[0.5, 0.25], advantages=[[1, 2], [3]],
+                       advantage_bonus=[[0.1, 0.2], [0.3]], returns=[[4, 5], [6]])
+        np.testing.assert_array_equal(b.reward_bonus, [0.5, 0.25])
+        np.testing.assert_array_equal(b.shaped_reward, [1.5, -0.75])
+        np.testing.assert_array_equal(b.advantage_bonus[0], [0.1, 0.2])
+        np.testing.assert_array_equal(b.returns[1], [6])
+        np.testing.assert_array_equal(b.flat("returns"), [4, 5, 6])
+        self.assertEqual(list(make_batch([1], reward=[1], shaped_reward=[3]).shaped_reward), [3])
+        d = make_batch([2])
+        self.assertIsNone(d.advantage_bonus)
+        self.assertIsNone(d.returns)
+        np.testing.assert_array_equal(d.reward_bonus, [0])
+        with self.assertRaises(ValueError):
+            make_batch([2], returns=[[1]])
+        with self.assertRaises(ValueError):
+            make_batch([2, 2], reward_bonus=[1])
 
 
 class Bonus(cde_plugin.Strategy):
@@ -144,6 +166,64 @@ class ServiceTest(unittest.TestCase):
         _, err = s.observe(msg)
         self.assertEqual(err, (grpc.StatusCode.UNIMPLEMENTED, "the strategy does not implement observe"))
 
+
+
+class MainLoopTest(unittest.TestCase):
+    """The strategy's code runs on the main thread: gRPC's worker threads
+    hand each call to _MainLoop and wait for its answer."""
+
+    def serve_calls(self, loop, fn, requests):
+        answers = []
+
+        def caller(r):
+            answers.append(loop.call(fn, r))
+
+        threads = [threading.Thread(target=caller, args=(r,)) for r in requests]
+        for t in threads:
+            t.start()
+
+        def closer():
+            for t in threads:
+                t.join()
+            loop.close()
+
+        threading.Thread(target=closer).start()
+        return answers, threads
+
+    def test_calls_run_on_the_main_thread(self):
+        loop = _server._MainLoop()
+        seen = []
+
+        def fn(r):
+            seen.append(threading.get_ident())
+            return r * 2, None
+
+        answers, _ = self.serve_calls(loop, fn, range(8))
+        loop.run()  # unittest runs this on the main thread
+        self.assertEqual(set(seen), {threading.main_thread().ident})
+        self.assertEqual(sorted(a for a, _ in answers), [2 * r for r in range(8)])
+
+    def test_errors(self):
+        loop = _server._MainLoop()
+
+        def reward_bonus(r):
+            raise ValueError("bad %d" % r)
+
+        answers, _ = self.serve_calls(loop, reward_bonus, [1])
+        loop.run()
+        self.assertEqual(answers, [(None, (grpc.StatusCode.ABORTED, "reward_bonus: ValueError: bad 1"))])
+
+        loop = _server._MainLoop()
+
+        def exits(r):
+            sys.exit(r)
+
+        answers, threads = self.serve_calls(loop, exits, [3])
+        with self.assertRaises(SystemExit):
+            loop.run()
+        for t in threads:
+            t.join()
+        self.assertEqual(answers, [(None, (grpc.StatusCode.UNAVAILABLE, "the plugin is exiting: SystemExit: 3"))])
 
 
 # --- the shared-memory transport (protocol version 3) --------------------------

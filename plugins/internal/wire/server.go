@@ -178,7 +178,9 @@ func (sv *server) Configure(_ context.Context, req *pb.ConfigureRequest) (_ *pb.
 func protect(hook string, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("panic in %s: %v\n%s", hook, p, debug.Stack())
+			// "RewardBonus: panic: ...": the host, seeing the hook named
+			// first, does not name it again.
+			err = fmt.Errorf("%s: panic: %v\n%s", hook, p, debug.Stack())
 		}
 	}()
 	return f()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"sync"
 )
 
@@ -61,12 +60,7 @@ func (r *Registry[T]) Lookup(name string) (T, bool) {
 func (r *Registry[T]) Names() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.m))
-	for k := range r.m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return r.sorted()
 }
 
 // Each calls f on every entry in name order, under the read lock (f must
@@ -74,14 +68,19 @@ func (r *Registry[T]) Names() []string {
 func (r *Registry[T]) Each(f func(name string, v T)) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.m))
-	for k := range r.m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range r.sorted() {
 		f(n, r.m[n])
 	}
+}
+
+// sorted lists the names, sorted; the caller holds the lock.
+func (r *Registry[T]) sorted() []string {
+	out := make([]string, 0, len(r.m))
+	for k := range r.m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // NotNil is a Registry validity check for factories: it refuses a nil one.

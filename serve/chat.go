@@ -12,13 +12,6 @@ import (
 	"github.com/cde-rl/cde/tasks"
 )
 
-// chatBodyLimit is the largest chat completions body read: messages whose
-// rendering could fit the model (MaxTextBytesPerToken bytes per position,
-// up to 8 bytes of JSON each) and a MiB for the rest, at most MaxBody.
-func chatBodyLimit(m *Model, o Options) int64 {
-	return min(o.MaxBody, 1<<20+8*MaxTextBytesPerToken*int64(m.MaxLen))
-}
-
 // readChat reads and checks a chat completions body: messages rendered
 // with the model's chat template and tokenized as Hugging Face tokenizes a
 // rendered chat (no BOS beyond what the template writes), then the same
@@ -26,23 +19,27 @@ func chatBodyLimit(m *Model, o Options) int64 {
 // newer name; without either, a reply may fill the model's context (as
 // vLLM does). logprobs is a flag here; top_logprobs must be 0.
 func readChat(r io.Reader, m *Model, o Options) (*completionRequest, *apiError) {
-	body, err := io.ReadAll(r)
-	if err != nil {
-		return nil, bodyError(err)
+	why := fmt.Sprintf("a chat completions request can need (%d bytes of JSON per position of the model's max length %d for the messages, and 1 MiB for the other fields)",
+		8*MaxTextBytesPerToken, m.MaxLen)
+	b := newBodyReader(r, limitWhy(why, chatBodyLimit(m, o), o))
+	var msgs json.RawMessage
+	f, aerr := b.object("messages", func() *apiError {
+		if err := b.dec.Decode(&msgs); err != nil {
+			return b.fail("messages", err)
+		}
+		return nil
+	}, MaxTextBytesPerToken*m.MaxLen, textWhy(m))
+	if aerr != nil {
+		return nil, aerr
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var f map[string]json.RawMessage
-	if err := dec.Decode(&f); err != nil || f == nil {
-		return nil, badRequest("request body: want a JSON object (%v)", err)
-	}
-	if dec.More() {
-		return nil, badRequest("request body: want one JSON object, got more after it")
+	if msgs != nil {
+		f["messages"] = msgs
 	}
 	raw := value(f, "messages")
 	if raw == nil {
 		return nil, badRequest("messages: required (a list of {role, content})")
 	}
-	msgs, aerr := readMessages(raw)
+	chat, aerr := readMessages(raw)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -51,7 +48,7 @@ func readChat(r io.Reader, m *Model, o Options) (*completionRequest, *apiError) 
 		return nil, aerr
 	}
 	delete(f, "chat_template_kwargs")
-	ids, aerr := encodeWith(m, "messages (rendered with the chat template)", tpl.Render(msgs), -1)
+	ids, aerr := encodeWith(m, "messages (rendered with the chat template)", tpl.Render(chat), -1)
 	if aerr != nil {
 		return nil, aerr
 	}

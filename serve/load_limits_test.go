@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,5 +201,128 @@ func TestSlowConnectionClosed(t *testing.T) {
 		if errors.As(err, &ne) && ne.Timeout() {
 			t.Fatalf("slow connection %d: still open after 20 s (read timeout %v)", i, ReadTimeout)
 		}
+	}
+}
+
+// stepEngine decodes one step at a time as the test releases them,
+// checking req.Done before each step as the backend does between decode
+// steps; it records the step it stopped at.
+type stepEngine struct {
+	calls   atomic.Int32
+	started chan (<-chan struct{}) // each Generate's Done, as it starts
+	running chan int               // the step now running
+	release chan struct{}          // ends the running step
+	stopped chan int               // the step Generate stopped before
+	abort   chan struct{}          // closed: every Generate returns (a failed test's cleanup)
+}
+
+func (e *stepEngine) Generate(req core.GenerateRequest) ([]core.Generation, error) {
+	e.calls.Add(1)
+	e.started <- req.Done
+	for step := 1; step <= req.MaxTokens; step++ {
+		select {
+		case <-req.Done:
+			e.stopped <- step
+			return nil, core.ErrGenerateStopped
+		default:
+		}
+		select {
+		case e.running <- step:
+		case <-e.abort:
+			return nil, errors.New("aborted")
+		}
+		select {
+		case <-e.release:
+		case <-e.abort:
+			return nil, errors.New("aborted")
+		}
+	}
+	return quickEngine{}.Generate(req)
+}
+func (e *stepEngine) LoadPolicyWeights(string) error { return nil }
+
+// A client that goes away mid-generation closes its request's Done while
+// the step in flight runs, so generation stops before the next step; a
+// request that waits in the queue and is abandoned never reaches the
+// model. Counted in steps, not timed: the safety timeouts only turn a
+// hang into a failure.
+func TestAbandonedRequestStopsAtNextStep(t *testing.T) {
+	eng := &stepEngine{started: make(chan (<-chan struct{}), 4), running: make(chan int), release: make(chan struct{}),
+		stopped: make(chan int, 4), abort: make(chan struct{})}
+	m := quickModel()
+	m.Engine = eng
+	s, err := New(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	defer close(eng.abort) // before ts.Close, which waits for the handlers
+	send := func(ctx context.Context, body string) chan int {
+		status := make(chan int, 1)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/completions", strings.NewReader(body))
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				status <- 0
+				return
+			}
+			resp.Body.Close()
+			status <- resp.StatusCode
+		}()
+		return status
+	}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	send(ctxA, `{"prompt": [[1, 5]], "max_tokens": 50}`)
+	doneA := <-eng.started
+	for want := 1; want <= 3; want++ {
+		if step := <-eng.running; step != want {
+			t.Fatalf("step %d, want %d", step, want)
+		}
+		if want < 3 {
+			eng.release <- struct{}{}
+		}
+	}
+	// B waits behind A; its client goes away; it leaves the queue.
+	ctxB, cancelB := context.WithCancel(context.Background())
+	send(ctxB, `{"prompt": [[1, 6]], "max_tokens": 50}`)
+	for deadline := time.Now().Add(time.Minute); s.queued.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B never queued")
+		}
+	}
+	cancelB()
+	for deadline := time.Now().Add(time.Minute); s.queued.Load() > 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned waiting request is still queued after a minute")
+		}
+	}
+	// A's client goes away during step 3: Done closes while it runs.
+	cancelA()
+	select {
+	case <-doneA:
+	case <-time.After(time.Minute):
+		t.Fatal("A's Done still open a minute after its client went away")
+	}
+	eng.release <- struct{}{} // step 3 ends
+	select {
+	case step := <-eng.stopped:
+		if step != 4 {
+			t.Fatalf("stopped before step %d, want 4 (the first after the client went away)", step)
+		}
+	case <-eng.running:
+		t.Fatal("a step ran after the client went away")
+	}
+	// The model is free and B never ran: the next request is the second Generate.
+	status := send(context.Background(), `{"prompt": [[1, 5]], "max_tokens": 1}`)
+	<-eng.started
+	<-eng.running
+	eng.release <- struct{}{}
+	if got := <-status; got != 200 {
+		t.Fatalf("the next request: %d", got)
+	}
+	if n := eng.calls.Load(); n != 2 {
+		t.Fatalf("%d Generate calls, want 2 (the abandoned waiting request must not run)", n)
 	}
 }

@@ -5,14 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 )
 
 // minTemperature is the lowest temperature served.
@@ -77,44 +73,21 @@ func fieldSet(keys ...string) map[string]bool {
 // naming the field; so is a field it does not honour). The prompt's ids
 // are counted as they arrive: a prompt longer than the model's context, or
 // more prompts than a request may hold, ends the reading at once, so a
-// huge body costs neither memory nor time beyond that point. A body over
+// huge body costs neither memory nor time beyond that point; so do a text
+// past its limit and the other faults a bodyGuard catches. A body over
 // the reader's limit (http.MaxBytesReader) is a 413.
 func readCompletion(r io.Reader, m *Model, o Options) (*completionRequest, *apiError) {
-	dec := json.NewDecoder(r)
-	dec.UseNumber()
-	t, err := dec.Token()
-	if err != nil {
-		return nil, bodyError(err)
-	}
-	if d, ok := t.(json.Delim); !ok || d != '{' {
-		return nil, badRequest("request body: want a JSON object")
-	}
-	f := map[string]json.RawMessage{}
+	why := fmt.Sprintf("a completions request can need (for each of --max-batch %d prompts a text of up to %d bytes with every byte escaped, and 1 MiB for the other fields)",
+		o.MaxRows, MaxTextBytesPerToken*m.MaxLen)
+	b := newBodyReader(r, limitWhy(why, completionBodyLimit(m, o), o))
 	var prompts [][]int32
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, bodyError(err)
-		}
-		key, _ := t.(string)
-		if key == "prompt" {
-			var aerr *apiError
-			if prompts, aerr = streamPrompts(dec, m, o.MaxRows); aerr != nil {
-				return nil, aerr
-			}
-			continue
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, bodyError(err)
-		}
-		f[key] = raw
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, bodyError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badRequest("request body: want one JSON object, got more after it")
+	f, aerr := b.object("prompt", func() *apiError {
+		var aerr *apiError
+		prompts, aerr = streamPrompts(b, m, o.MaxRows)
+		return aerr
+	}, MaxTextBytesPerToken*m.MaxLen, textWhy(m))
+	if aerr != nil {
+		return nil, aerr
 	}
 	if prompts == nil {
 		return nil, badRequest("prompt: required (a text, a list of texts, or a list of token-id lists)")
@@ -122,37 +95,24 @@ func readCompletion(r io.Reader, m *Model, o Options) (*completionRequest, *apiE
 	return checkCompletion(f, completionFields, prompts, m, o)
 }
 
-// bodyError is the answer to an error reading the body: 413 past the size
-// limit, else 400.
-func bodyError(err error) *apiError {
-	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
-		return &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: larger than %d bytes", mb.Limit)}
-	}
-	return badRequest("request body: want a JSON object (%v)", err)
+// textWhy says where a text's limit comes from.
+func textWhy(m *Model) string {
+	return fmt.Sprintf("%d per position of the model's max length %d", MaxTextBytesPerToken, m.MaxLen)
 }
 
 // checkCompletion checks the fields of a request whose prompts were read
 // already; allowed are the fields the endpoint takes.
 func checkCompletion(f map[string]json.RawMessage, allowed map[string]bool, prompts [][]int32, m *Model, o Options) (*completionRequest, *apiError) {
-	var unknown []string
-	for k := range f {
-		if !allowed[k] {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return nil, badRequest("%s: not supported by this server, which refuses what it cannot honour (docs/serve.md lists the fields it takes)", strings.Join(unknown, ", "))
+	if unknown := unknownFields(f, allowed); unknown != "" {
+		return nil, badRequest("%s: not supported by this server, which refuses what it cannot honour (docs/serve.md lists the fields it takes)", unknown)
 	}
 	req := &completionRequest{}
-	if raw := value(f, "model"); raw != nil {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return nil, badRequest("model: want a string, got %s", short(raw))
+	var aerr *apiError
+	for _, key := range []string{"model", "user"} {
+		if aerr = nameField(f, key); aerr != nil {
+			return nil, aerr
 		}
 	}
-	var aerr *apiError
 	req.prompts = prompts
 	n, aerr := intField(f, "n", 1)
 	if aerr != nil {
@@ -263,11 +223,12 @@ func checkCompletion(f map[string]json.RawMessage, allowed map[string]bool, prom
 // texts (tokenized with m's tokenizer); null is none. Every id must be in
 // [0, m.Vocab); a prompt of m.MaxLen ids or more (no room for a new token)
 // or more than maxPrompts prompts stops the reading.
-func streamPrompts(dec *json.Decoder, m *Model, maxPrompts int) ([][]int32, *apiError) {
+func streamPrompts(b *bodyReader, m *Model, maxPrompts int) ([][]int32, *apiError) {
+	dec := b.dec
 	vocab, maxLen := m.Vocab, m.MaxLen
 	t, err := dec.Token()
 	if err != nil {
-		return nil, bodyError(err)
+		return nil, b.fail("prompt", err)
 	}
 	switch v := t.(type) {
 	case nil:
@@ -289,14 +250,14 @@ func streamPrompts(dec *json.Decoder, m *Model, maxPrompts int) ([][]int32, *api
 		return nil, badRequest("prompt: empty")
 	}
 	if t, err = dec.Token(); err != nil {
-		return nil, bodyError(err)
+		return nil, b.fail("prompt[0]", err)
 	}
 	if text, ok := t.(string); ok {
-		return readTexts(dec, m, text, maxPrompts)
+		return readTexts(b, m, text, maxPrompts)
 	}
 	if d, ok := t.(json.Delim); !ok || d != '[' {
 		// One flat prompt: t is its first id.
-		ids, aerr := readIDs(dec, 0, t, vocab, maxLen)
+		ids, aerr := readIDs(b, 0, t, vocab, maxLen)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -304,7 +265,7 @@ func streamPrompts(dec *json.Decoder, m *Model, maxPrompts int) ([][]int32, *api
 	}
 	var out [][]int32
 	for i := 0; ; i++ {
-		ids, aerr := readIDs(dec, i, nil, vocab, maxLen)
+		ids, aerr := readIDs(b, i, nil, vocab, maxLen)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -316,20 +277,21 @@ func streamPrompts(dec *json.Decoder, m *Model, maxPrompts int) ([][]int32, *api
 			return nil, badRequest("prompt: more than %d prompts, the server's limit per request (--max-batch)", maxPrompts)
 		}
 		if t, err = dec.Token(); err != nil {
-			return nil, bodyError(err)
+			return nil, b.fail(fmt.Sprintf("prompt[%d]", i+1), err)
 		}
 		if d, ok := t.(json.Delim); !ok || d != '[' {
 			return nil, badRequest("prompt[%d]: want a list of token ids, got %s", i+1, describe(t))
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the outer list's end
-		return nil, bodyError(err)
+		return nil, b.fail("prompt", err)
 	}
 	return out, nil
 }
 
 // readTexts reads a list of text prompts whose first, first, was read.
-func readTexts(dec *json.Decoder, m *Model, first string, maxPrompts int) ([][]int32, *apiError) {
+func readTexts(b *bodyReader, m *Model, first string, maxPrompts int) ([][]int32, *apiError) {
+	dec := b.dec
 	var out [][]int32
 	text := first
 	for i := 0; ; i++ {
@@ -346,7 +308,7 @@ func readTexts(dec *json.Decoder, m *Model, first string, maxPrompts int) ([][]i
 		}
 		t, err := dec.Token()
 		if err != nil {
-			return nil, bodyError(err)
+			return nil, b.fail(fmt.Sprintf("prompt[%d]", i+1), err)
 		}
 		var ok bool
 		if text, ok = t.(string); !ok {
@@ -354,7 +316,7 @@ func readTexts(dec *json.Decoder, m *Model, first string, maxPrompts int) ([][]i
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the list's end
-		return nil, bodyError(err)
+		return nil, b.fail("prompt", err)
 	}
 	return out, nil
 }
@@ -397,7 +359,8 @@ func encodeWith(m *Model, what, text string, bos int32) ([]int32, *apiError) {
 
 // readIDs reads the ids of prompt i up to its closing bracket; first, when
 // not nil, is its first token, already read.
-func readIDs(dec *json.Decoder, i int, first json.Token, vocab, maxLen int) ([]int32, *apiError) {
+func readIDs(b *bodyReader, i int, first json.Token, vocab, maxLen int) ([]int32, *apiError) {
+	dec := b.dec
 	var ids []int32
 	for j := 0; first != nil || dec.More(); j++ {
 		t := first
@@ -405,7 +368,7 @@ func readIDs(dec *json.Decoder, i int, first json.Token, vocab, maxLen int) ([]i
 		if t == nil {
 			var err error
 			if t, err = dec.Token(); err != nil {
-				return nil, bodyError(err)
+				return nil, b.fail(fmt.Sprintf("prompt[%d]", i), err)
 			}
 		}
 		num, ok := t.(json.Number)
@@ -422,7 +385,7 @@ func readIDs(dec *json.Decoder, i int, first json.Token, vocab, maxLen int) ([]i
 		ids = append(ids, int32(id))
 	}
 	if _, err := dec.Token(); err != nil { // the closing bracket
-		return nil, bodyError(err)
+		return nil, b.fail(fmt.Sprintf("prompt[%d]", i), err)
 	}
 	if len(ids) == 0 {
 		return nil, badRequest("prompt[%d]: empty", i)
@@ -439,11 +402,11 @@ func describe(t json.Token) string {
 		}
 		return "an object"
 	case string:
-		return strconv.Quote(v)
+		return short(json.RawMessage(strconv.Quote(v)))
 	case nil:
 		return "null"
 	}
-	return fmt.Sprint(t)
+	return short(json.RawMessage(fmt.Sprint(t)))
 }
 
 // value returns key's raw value, nil when absent or null (null means the

@@ -89,7 +89,7 @@ type Options struct {
 	ReloadDir string
 	MaxN      int   // largest n per request (default 1024)
 	MaxRows   int   // largest prompts x n per request (default 4096)
-	MaxBody   int64 // largest completion request body in bytes (default 64 MiB)
+	MaxBody   int64 // largest request body in bytes, whatever the model and MaxRows allow (default 64 MiB)
 	// RequestTimeout bounds one completions request from its arrival to
 	// its answer, waiting included (default 10 minutes): past it the
 	// generation stops between decode steps and the answer is 503.
@@ -256,7 +256,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 
 // completions samples and answers one completions request.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
-	req, aerr := readCompletion(http.MaxBytesReader(w, r.Body, s.o.MaxBody), s.m, s.o)
+	req, aerr := readCompletion(http.MaxBytesReader(w, r.Body, completionBodyLimit(s.m, s.o)), s.m, s.o)
 	if aerr != nil {
 		writeError(w, aerr.status, aerr.msg)
 		return

@@ -354,13 +354,7 @@ func criticHeads(cfg *trainer.Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer func() {
-		for _, st := range strats {
-			if c, ok := st.(core.Closer); ok {
-				c.Close()
-			}
-		}
-	}()
+	defer core.CloseAll(strats)
 	n, err := trainer.TrainNeeds(cfg, algo, strats)
 	return n.ValueHeads, err
 }

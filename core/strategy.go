@@ -54,7 +54,8 @@ type StepInfo struct {
 // Strategy is an exploration strategy. The base interface is tiny; what a
 // strategy does is declared by the optional hook interfaces below (the
 // database/sql/driver pattern), so the contract can grow without breaking
-// existing strategies.
+// existing strategies. Callers never assert those interfaces themselves:
+// they ask once with HooksOf, which a HookProvider answers for itself.
 //
 // Hooks are called from one goroutine, in the order listed in the config.
 type Strategy interface {

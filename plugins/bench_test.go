@@ -77,11 +77,11 @@ func BenchmarkPluginOverhead(b *testing.B) {
 		call                 func(s core.Strategy, info core.StepInfo, r *core.Rollout) error
 	}{
 		{"ppl/RewardBonus", "ppl", "grpo", map[string]any{}, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
-			_, err := s.(core.RewardHook).RewardBonus(info, r)
+			_, err := core.HooksOf(s).RewardBonus(info, r)
 			return err
 		}},
 		{"multihead/AdvantageBonus", "multihead", "ppo", map[string]any{"heads": 16}, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
-			_, err := s.(core.AdvantageHook).AdvantageBonus(info, r)
+			_, err := core.HooksOf(s).AdvantageBonus(info, r)
 			return err
 		}},
 	}
@@ -99,7 +99,7 @@ func BenchmarkPluginOverhead(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					defer s.(core.Closer).Close()
+					defer core.HooksOf(s).Close()
 					loopFresh(b, s, info, rs, h.call)
 				})
 			}

@@ -45,7 +45,7 @@ func Check(w io.Writer, cfg Config, opts strategytest.Options) bool {
 	}
 	pl, _ := Of(first)
 	fmt.Fprintf(w, "plugin %s (%s): hooks %s, needs %+v\n", first.Name(), cfg.Path, pl.Hooks(), first.Needs())
-	first.(core.Closer).Close()
+	core.CloseAll([]core.Strategy{first})
 	newStrategy := func() core.Strategy {
 		s, err := Open(cfg)
 		if err != nil {

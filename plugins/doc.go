@@ -15,11 +15,10 @@
 //   - Host side: Open starts a plugin (handshake with a magic cookie,
 //     protocol-version negotiation, AutoMTLS, start timeout, optional SHA-256
 //     pin, logs bridged into zerolog), configures it with the entry's params
-//     and returns a core.Strategy implementing exactly the hooks the plugin
-//     declared: one generated struct type per combination of hooks
-//     (wrap_gen.go), because the trainer dispatches on type assertions (a
-//     strategy that always implemented every hook would, for instance, reset
-//     another strategy's head masks). Every call has a deadline; outputs are
+//     and returns a core.Strategy whose core.Hooks (it is a
+//     core.HookProvider) are exactly the hooks the plugin declared, nil for
+//     the others (a strategy that always had every hook would, for
+//     instance, reset another strategy's head masks). Every call has a deadline; outputs are
 //     checked (lengths, finiteness) before the trainer sees them; a crash, a
 //     timeout or an invalid output kills the process and names the plugin in
 //     the error. On Linux the plugin runs as the leader of its own process

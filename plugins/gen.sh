@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the committed gRPC code of plugins/proto, the hook wrapper
-# types of plugins/wrap_gen.go and the Python SDK's message code,
+# Regenerates the committed gRPC code of plugins/proto and the Python SDK's
+# message code,
 # python/cde_plugin/cde_strategy_pb2.py (protoc's own Python generator; the
 # SDK registers the service by hand, so no grpc_tools is needed). CI does not run this: the generated files are
 # committed. Needs protoc (Debian: apt-get install protobuf-compiler
@@ -31,6 +31,3 @@ PYOUT="${GEN_OUT:-..}"
 [[ -n "${GEN_OUT:-}" ]] && PYOUT="$GEN_OUT/python" && mkdir -p "$PYOUT/cde_plugin"
 [[ -z "${GEN_OUT:-}" ]] && PYOUT="../python"
 protoc --proto_path=proto --python_out="$PYOUT/cde_plugin" proto/cde_strategy.proto
-go run ./internal/genwrap > "$OUT/wrap_gen.go.tmp"
-gofmt "$OUT/wrap_gen.go.tmp" > "$OUT/wrap_gen.go"
-rm "$OUT/wrap_gen.go.tmp"

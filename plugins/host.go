@@ -124,7 +124,7 @@ func Open(cfg Config) (core.Strategy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wrap(p, p.wrapCaps()), nil
+	return strategy{p}, nil
 }
 
 // Connect configures a strategy service reached over an existing
@@ -139,16 +139,48 @@ func Connect(rpc pb.StrategyClient, cfg Config) (core.Strategy, error) {
 	if err := p.configure(); err != nil {
 		return nil, err
 	}
-	return wrap(p, p.wrapCaps()), nil
+	return strategy{p}, nil
 }
 
-// wrapCaps are the hooks the host's strategy implements: the plugin's,
-// plus Observe when the entry has a weight (to report w_t).
-func (p *Plugin) wrapCaps() capabilities {
+// strategy is a plugin as a core.Strategy: its hooks (core.HookProvider)
+// are the ones the plugin declared, plus Observe when the entry has a
+// weight (to report w_t), plus Close.
+type strategy struct{ p *Plugin }
+
+func (s strategy) Name() string          { return s.p.Name() }
+func (s strategy) Needs() core.Needs     { return s.p.Needs() }
+func (s strategy) Close() error          { return s.p.Close() }
+func (s strategy) pluginHandle() *Plugin { return s.p }
+
+// Hooks implements core.HookProvider: one function per declared hook.
+func (s strategy) Hooks() core.Hooks {
+	p, c := s.p, s.p.caps
 	if p.cfg.Weight != nil {
-		return p.caps | capObserve
+		c |= wire.CapObserve
 	}
-	return p.caps
+	h := core.Hooks{Close: p.Close}
+	if c&wire.CapReward != 0 {
+		h.RewardBonus = p.rewardBonus
+	}
+	if c&wire.CapAdvantage != 0 {
+		h.AdvantageBonus = p.advantageBonus
+	}
+	if c&wire.CapLoss != 0 {
+		h.LossTerms = p.lossTerms
+	}
+	if c&wire.CapTokenLoss != 0 {
+		h.TokenLoss = p.tokenLoss
+	}
+	if c&wire.CapHeadMasks != 0 {
+		h.HeadMasks = p.headMasks
+	}
+	if c&wire.CapObserve != 0 {
+		h.Observe = p.observe
+	}
+	if c&wire.CapState != 0 {
+		h.SaveState, h.LoadState = p.saveState, p.loadState
+	}
+	return h
 }
 
 // Of returns the Plugin behind a strategy made by Open or Connect.
@@ -159,8 +191,6 @@ func Of(s core.Strategy) (*Plugin, bool) {
 	}
 	return h.pluginHandle(), true
 }
-
-func (p *Plugin) pluginHandle() *Plugin { return p }
 
 func (c Config) withDefaults() Config {
 	if c.StartTimeout <= 0 {
@@ -869,7 +899,7 @@ func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, 
 // an Observer only to report the weight).
 func (p *Plugin) observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
 	var metrics map[string]float64
-	if p.caps&capObserve != 0 {
+	if p.caps&wire.CapObserve != 0 {
 		b, err := p.batch("Observe", info, r, 0)
 		if err != nil {
 			return nil, err
@@ -918,48 +948,3 @@ func (p *Plugin) loadState(data []byte) error {
 		return err
 	})
 }
-
-// The embeddable hook types of wrap_gen.go: each adds one core hook method.
-type (
-	rewardHook    struct{ p *Plugin }
-	advantageHook struct{ p *Plugin }
-	lossHook      struct{ p *Plugin }
-	headMasker    struct{ p *Plugin }
-	observer      struct{ p *Plugin }
-	stateful      struct{ p *Plugin }
-	tokenLossHook struct{ p *Plugin }
-)
-
-// TokenLoss implements core.TokenLossHook over the plugin.
-func (h tokenLossHook) TokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss, error) {
-	return h.p.tokenLoss(info, r)
-}
-
-// RewardBonus implements core.RewardHook over the plugin.
-func (h rewardHook) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
-	return h.p.rewardBonus(info, r)
-}
-
-// AdvantageBonus implements core.AdvantageHook over the plugin.
-func (h advantageHook) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
-	return h.p.advantageBonus(info, r)
-}
-
-// LossTerms implements core.LossHook over the plugin.
-func (h lossHook) LossTerms(info core.StepInfo) (core.LossTerms, error) { return h.p.lossTerms(info) }
-
-// HeadMasks implements core.HeadMasker over the plugin.
-func (h headMasker) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
-	return h.p.headMasks(info, r)
-}
-
-// Observe implements core.Observer over the plugin.
-func (h observer) Observe(info core.StepInfo, r *core.Rollout) (map[string]float64, error) {
-	return h.p.observe(info, r)
-}
-
-// SaveState implements core.Stateful over the plugin.
-func (h stateful) SaveState() ([]byte, error) { return h.p.saveState() }
-
-// LoadState implements core.Stateful over the plugin.
-func (h stateful) LoadState(data []byte) error { return h.p.loadState(data) }

@@ -32,7 +32,7 @@ func openTest(t *testing.T, params map[string]any, mod func(*plugins.Config)) (c
 	}
 	s, err := plugins.Open(cfg)
 	if err == nil {
-		t.Cleanup(func() { s.(core.Closer).Close() })
+		t.Cleanup(func() { core.HooksOf(s).Close() })
 	}
 	return s, err
 }
@@ -97,14 +97,15 @@ func TestSubprocessConformance(t *testing.T) {
 
 func TestExactHooks(t *testing.T) {
 	s, p := mustOpen(t, map[string]any{"strategy": "ppl"}, nil)
-	if _, ok := s.(core.RewardHook); !ok {
-		t.Error("ppl plugin is not a RewardHook")
+	h := core.HooksOf(s)
+	if h.RewardBonus == nil {
+		t.Error("ppl plugin has no reward bonus")
 	}
-	if _, ok := s.(core.Observer); !ok {
-		t.Error("ppl plugin is not an Observer")
+	if h.Observe == nil {
+		t.Error("ppl plugin has no observe")
 	}
-	for name, ok := range map[string]bool{"AdvantageHook": is[core.AdvantageHook](s), "LossHook": is[core.LossHook](s),
-		"HeadMasker": is[core.HeadMasker](s), "Stateful": is[core.Stateful](s)} {
+	for name, ok := range map[string]bool{"AdvantageHook": core.HooksOf(s).AdvantageBonus != nil, "LossHook": core.HooksOf(s).LossTerms != nil,
+		"HeadMasker": core.HooksOf(s).HeadMasks != nil, "Stateful": core.HooksOf(s).SaveState != nil} {
 		if ok {
 			t.Errorf("ppl plugin implements %s, which ppl does not", name)
 		}
@@ -114,18 +115,16 @@ func TestExactHooks(t *testing.T) {
 	}
 }
 
-func is[T any](s core.Strategy) bool { _, ok := s.(T); return ok }
-
 func TestCloseKillsProcess(t *testing.T) {
 	s, p := mustOpen(t, map[string]any{"strategy": "ppl"}, nil)
 	pid := p.Pid()
 	if pid == 0 || !alive(pid) {
 		t.Fatalf("pid %d not alive", pid)
 	}
-	s.(core.Closer).Close()
+	core.HooksOf(s).Close()
 	waitGone(t, pid)
 	info, r := randomRollout(1)
-	_, err := s.(core.RewardHook).RewardBonus(info, r)
+	_, err := core.HooksOf(s).RewardBonus(info, r)
 	wantErr(t, err, "after Close")
 }
 
@@ -165,9 +164,9 @@ func TestFailures(t *testing.T) {
 				info.Step = step
 				var err error
 				if c.hook == "advantage" {
-					_, err = s.(core.AdvantageHook).AdvantageBonus(info, r)
+					_, err = core.HooksOf(s).AdvantageBonus(info, r)
 				} else {
-					_, err = s.(core.RewardHook).RewardBonus(info, r)
+					_, err = core.HooksOf(s).RewardBonus(info, r)
 				}
 				return err
 			}
@@ -281,7 +280,7 @@ func hostHelper(path string) int {
 	}
 	fmt.Println("pid", p.Pid())
 	<-ctx.Done()
-	s.(core.Closer).Close()
+	core.HooksOf(s).Close()
 	return 0
 }
 

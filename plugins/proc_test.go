@@ -188,7 +188,7 @@ exec %[2]s
 		t.Errorf("the line written to fd 1 after the handshake is not in the log:\n%s", out)
 	}
 	start := time.Now()
-	s.(core.Closer).Close()
+	core.HooksOf(s).Close()
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Close took %s", took)
 	}

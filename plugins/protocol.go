@@ -50,5 +50,3 @@ func NewPluginLogger(name string) hclog.Logger { return wire.NewPluginLogger(nam
 
 // capabilities is the bit set of a plugin's optional hooks.
 type capabilities = wire.Caps
-
-const capObserve = wire.CapObserve

@@ -55,20 +55,20 @@ func TestPythonHooksOnOneThread(t *testing.T) {
 			hooks := 0
 			for step := range 3 {
 				info.Step = step
-				if _, err := s.(core.RewardHook).RewardBonus(info, r); err != nil {
+				if _, err := core.HooksOf(s).RewardBonus(info, r); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.(core.AdvantageHook).AdvantageBonus(info, r); err != nil {
+				if _, err := core.HooksOf(s).AdvantageBonus(info, r); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.(core.LossHook).LossTerms(info); err != nil {
+				if _, err := core.HooksOf(s).LossTerms(info); err != nil {
 					t.Fatal(err)
 				}
-				data, err := s.(core.Stateful).SaveState()
+				data, err := core.HooksOf(s).SaveState()
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := s.(core.Stateful).LoadState(data); err != nil {
+				if err := core.HooksOf(s).LoadState(data); err != nil {
 					t.Fatal(err)
 				}
 				hooks += 5
@@ -78,7 +78,7 @@ func TestPythonHooksOnOneThread(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(200 * time.Millisecond)
-			obs, err := s.(core.Observer).Observe(info, r)
+			obs, err := core.HooksOf(s).Observe(info, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,14 +104,14 @@ func TestPluginLogTag(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, r := randomRollout(2)
-	if _, err := s.(core.RewardHook).RewardBonus(info, r); err != nil {
+	if _, err := core.HooksOf(s).RewardBonus(info, r); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for !strings.Contains(logs.String(), "pythread: reward_bonus ran") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.(core.Closer).Close()
+	core.HooksOf(s).Close()
 	tags := map[string]int{}
 	started := false
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {

@@ -69,7 +69,7 @@ func openPython(t *testing.T, path string, params map[string]any, mod func(*plug
 	}
 	s, err := plugins.Open(cfg)
 	if err == nil {
-		t.Cleanup(func() { s.(core.Closer).Close() })
+		t.Cleanup(func() { core.HooksOf(s).Close() })
 	}
 	return s, err
 }
@@ -111,7 +111,7 @@ func TestPythonHookValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, r := randomRollout(5)
-	obs, err := s.(core.Observer).Observe(info, r)
+	obs, err := core.HooksOf(s).Observe(info, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestPythonHookValues(t *testing.T) {
 	if obs["explore/pytest/batches"] != 1 || !near(obs["explore/pytest/mean_entropy"], sum/n) {
 		t.Fatalf("observe %v, want batches 1 and mean entropy %v", obs, sum/n)
 	}
-	bonus, err := s.(core.RewardHook).RewardBonus(info, r)
+	bonus, err := core.HooksOf(s).RewardBonus(info, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestPythonHookValues(t *testing.T) {
 			t.Fatalf("bonus[%d] = %v, want %v", i, bonus[i], want)
 		}
 	}
-	tl, err := s.(core.TokenLossHook).TokenLoss(info, r)
+	tl, err := core.HooksOf(s).TokenLoss(info, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,9 +183,9 @@ func TestPythonFailures(t *testing.T) {
 				info.Step = step
 				var err error
 				if c.hook == "advantage" {
-					_, err = s.(core.AdvantageHook).AdvantageBonus(info, r)
+					_, err = core.HooksOf(s).AdvantageBonus(info, r)
 				} else {
-					_, err = s.(core.RewardHook).RewardBonus(info, r)
+					_, err = core.HooksOf(s).RewardBonus(info, r)
 				}
 				return err
 			}
@@ -263,8 +263,8 @@ func pythonExamplesMatchGo(t *testing.T, transport string) {
 	}
 	for seed := uint64(1); seed <= 5; seed++ {
 		info, r := randomRollout(seed)
-		want, _ := goPPL.(core.RewardHook).RewardBonus(info, r)
-		got, err := py.(core.RewardHook).RewardBonus(info, r)
+		want, _ := core.HooksOf(goPPL).RewardBonus(info, r)
+		got, err := core.HooksOf(py).RewardBonus(info, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,8 +273,8 @@ func pythonExamplesMatchGo(t *testing.T, transport string) {
 				t.Fatalf("seed %d: ppl bonus[%d] = %v (Python), %v (Go)", seed, i, got[i], want[i])
 			}
 		}
-		gm, _ := goPPL.(core.Observer).Observe(info, r)
-		pm, err := py.(core.Observer).Observe(info, r)
+		gm, _ := core.HooksOf(goPPL).Observe(info, r)
+		pm, err := core.HooksOf(py).Observe(info, r)
 		if err != nil || pm["explore/ppl/clip_frac"] != gm["explore/ppl/clip_frac"] {
 			t.Fatalf("seed %d: clip_frac %v (Python, %v), %v (Go)", seed, pm["explore/ppl/clip_frac"], err, gm["explore/ppl/clip_frac"])
 		}
@@ -299,8 +299,8 @@ func pythonExamplesMatchGo(t *testing.T, transport string) {
 			r.Seqs[i].Text = texts[(i*5+step)%len(texts)]
 			r.Seqs[i].ProblemID = "p" + strconv.Itoa(r.Seqs[i].Group%2)
 		}
-		want, _ := goAC.(core.RewardHook).RewardBonus(info, r)
-		got, err := pyAC.(core.RewardHook).RewardBonus(info, r)
+		want, _ := core.HooksOf(goAC).RewardBonus(info, r)
+		got, err := core.HooksOf(pyAC).RewardBonus(info, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,8 +309,8 @@ func pythonExamplesMatchGo(t *testing.T, transport string) {
 				t.Fatalf("step %d: answercount bonus[%d] = %v (Python), %v (Go); text %q", step, i, got[i], want[i], r.Seqs[i].Text)
 			}
 		}
-		gm, _ := goAC.(core.Observer).Observe(info, r)
-		pm, err := pyAC.(core.Observer).Observe(info, r)
+		gm, _ := core.HooksOf(goAC).Observe(info, r)
+		pm, err := core.HooksOf(pyAC).Observe(info, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,20 +321,20 @@ func pythonExamplesMatchGo(t *testing.T, transport string) {
 		}
 	}
 	// The Python history loads into the Go strategy and gives the same next bonus.
-	state, err := pyAC.(core.Stateful).SaveState()
+	state, err := core.HooksOf(pyAC).SaveState()
 	if err != nil {
 		t.Fatal(err)
 	}
 	goAC2, _ := answercount.New(core.NewParams("", params), nil)
-	if err := goAC2.(core.Stateful).LoadState(state); err != nil {
+	if err := core.HooksOf(goAC2).LoadState(state); err != nil {
 		t.Fatalf("Go loading the Python state %s: %v", state, err)
 	}
 	info, r := randomRollout(20)
 	for i := range r.Seqs {
 		r.Seqs[i].Text, r.Seqs[i].ProblemID = texts[i%len(texts)], "p"+strconv.Itoa(r.Seqs[i].Group%2)
 	}
-	a, _ := goAC.(core.RewardHook).RewardBonus(info, r)
-	b, _ := goAC2.(core.RewardHook).RewardBonus(info, r)
+	a, _ := core.HooksOf(goAC).RewardBonus(info, r)
+	b, _ := core.HooksOf(goAC2).RewardBonus(info, r)
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatalf("after loading the Python state: bonus[%d] %v, want %v", i, b[i], a[i])
@@ -413,11 +413,11 @@ func BenchmarkPythonHookOverhead(b *testing.B) {
 	pyTest := script(pyTestPlugin)
 	info := core.StepInfo{Step: 3, TotalSteps: 100, Algorithm: "grpo", Seed: 1}
 	reward := func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
-		_, err := s.(core.RewardHook).RewardBonus(info, r)
+		_, err := core.HooksOf(s).RewardBonus(info, r)
 		return err
 	}
 	advantage := func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
-		_, err := s.(core.AdvantageHook).AdvantageBonus(info, r)
+		_, err := core.HooksOf(s).AdvantageBonus(info, r)
 		return err
 	}
 	inTree, err := ppl.New(core.NewParams("", map[string]any{}), nil)
@@ -432,7 +432,7 @@ func BenchmarkPythonHookOverhead(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer s.(core.Closer).Close()
+			defer core.HooksOf(s).Close()
 			loopFresh(b, s, info, rs, hook)
 		}
 	}

@@ -111,12 +111,12 @@ func TestShmOnePerStep(t *testing.T) {
 			t.Fatalf("%s: in-tree %v, plugin %v", what, a, b)
 		}
 	}
-	want, _ := local.(core.AdvantageHook).AdvantageBonus(info, r)
-	got, err := s.(core.AdvantageHook).AdvantageBonus(info, r)
+	want, _ := core.HooksOf(local).AdvantageBonus(info, r)
+	got, err := core.HooksOf(s).AdvantageBonus(info, r)
 	same("AdvantageBonus", want, got, err)
 	w1, k1 := p.ShmBytes()
-	wantM, _ := local.(core.HeadMasker).HeadMasks(info, r)
-	gotM, err := s.(core.HeadMasker).HeadMasks(info, r)
+	wantM, _ := core.HooksOf(local).HeadMasks(info, r)
+	gotM, err := core.HooksOf(s).HeadMasks(info, r)
 	same("HeadMasks", wantM, gotM, err)
 	w2, k2 := p.ShmBytes()
 	if w1 == 0 || w2 != w1 || k2-k1 != w1+k1 {
@@ -127,8 +127,8 @@ func TestShmOnePerStep(t *testing.T) {
 			r.Seqs[i].Advantages[j]++
 		}
 	}
-	want, _ = local.(core.AdvantageHook).AdvantageBonus(info, r)
-	got, err = s.(core.AdvantageHook).AdvantageBonus(info, r)
+	want, _ = core.HooksOf(local).AdvantageBonus(info, r)
+	got, err = core.HooksOf(s).AdvantageBonus(info, r)
 	same("AdvantageBonus after the advantages changed", want, got, err)
 	if w3, _ := p.ShmBytes(); w3-w2 != int64(8*r.NumTokens()) {
 		t.Fatalf("after the advantages changed: %d bytes written, want %d (the advantages alone)", w3-w2, 8*r.NumTokens())
@@ -174,7 +174,7 @@ func connectFake(t *testing.T, srv *fakeStrategy, transport string) (core.Strate
 	}
 	s, err := plugins.Connect(raw.(pb.StrategyClient), plugins.Config{Path: "fake", Transport: transport})
 	if err == nil {
-		t.Cleanup(func() { s.(core.Closer).Close() })
+		t.Cleanup(func() { core.HooksOf(s).Close() })
 	}
 	return s, err
 }
@@ -229,7 +229,7 @@ func TestShmHostChecksPlugin(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows, err := s.(core.AdvantageHook).AdvantageBonus(info, r)
+			rows, err := core.HooksOf(s).AdvantageBonus(info, r)
 			if tc.want == "" {
 				// The answer region holds zeros until the plugin writes.
 				if err != nil || len(rows) != len(r.Seqs) || len(rows[0]) != r.Seqs[0].Len() {

@@ -17,17 +17,17 @@ func TestTokenLossOverVersion2(t *testing.T) {
 	t.Setenv("CDE_TESTPLUGIN_VERSION", "2")
 	params := map[string]any{"strategy": "forking_tokens", "params": map[string]any{"rho": 0.3}}
 	s, p := mustOpen(t, params, nil)
-	if p.Version() != 2 || p.Hooks() != "token_loss" || !is[core.TokenLossHook](s) || p.Transport() != "messages" {
+	if p.Version() != 2 || p.Hooks() != "token_loss" || core.HooksOf(s).TokenLoss == nil || p.Transport() != "messages" {
 		t.Fatalf("version %d hooks %q token-loss hook %v transport %s; want 2, token_loss, true, messages",
-			p.Version(), p.Hooks(), is[core.TokenLossHook](s), p.Transport())
+			p.Version(), p.Hooks(), core.HooksOf(s).TokenLoss != nil, p.Transport())
 	}
 	local := newInTree(t, "forking_tokens", map[string]any{"rho": 0.3}, nil)
 	info, r := randomRollout(21)
-	a, err := local.(core.TokenLossHook).TokenLoss(info, strategytest.Clone(r))
+	a, err := core.HooksOf(local).TokenLoss(info, strategytest.Clone(r))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.(core.TokenLossHook).TokenLoss(info, strategytest.Clone(r))
+	b, err := core.HooksOf(s).TokenLoss(info, strategytest.Clone(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +56,12 @@ func TestVersion1PluginStillServed(t *testing.T) {
 		return s
 	}, strategytest.Options{})
 	info, r := randomRollout(5)
-	if _, err := s.(core.RewardHook).RewardBonus(info, r); err != nil {
+	if _, err := core.HooksOf(s).RewardBonus(info, r); err != nil {
 		t.Fatal(err)
 	}
 	s, p = mustOpen(t, map[string]any{"strategy": "forking_tokens"}, nil)
-	if p.Version() != 1 || p.Hooks() != "none" || is[core.TokenLossHook](s) {
-		t.Fatalf("forking_tokens at version 1: version %d hooks %q token-loss hook %v", p.Version(), p.Hooks(), is[core.TokenLossHook](s))
+	if p.Version() != 1 || p.Hooks() != "none" || core.HooksOf(s).TokenLoss != nil {
+		t.Fatalf("forking_tokens at version 1: version %d hooks %q token-loss hook %v", p.Version(), p.Hooks(), core.HooksOf(s).TokenLoss != nil)
 	}
 }
 
@@ -71,7 +71,7 @@ func TestVersion1PluginStillServed(t *testing.T) {
 func TestNewPluginOldHost(t *testing.T) {
 	plugins.SetHostMaxVersion(t, 2)
 	s, p := mustOpen(t, map[string]any{"strategy": "forking_tokens"}, nil)
-	if p.Version() != 2 || p.Transport() != "messages" || !is[core.TokenLossHook](s) {
+	if p.Version() != 2 || p.Transport() != "messages" || core.HooksOf(s).TokenLoss == nil {
 		t.Fatalf("version %d transport %s; want 2 over the messages", p.Version(), p.Transport())
 	}
 	strategytest.Run(t, func() core.Strategy {

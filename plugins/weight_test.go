@@ -22,11 +22,11 @@ func TestEntryWeight(t *testing.T) {
 		weight float64
 	}{{5, 2}, {10, 1}, {0, 3}} {
 		info.Step, info.TotalSteps = tc.step, 10
-		rb, err := weighted.(core.RewardHook).RewardBonus(info, r)
+		rb, err := core.HooksOf(weighted).RewardBonus(info, r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ab, err := weighted.(core.AdvantageHook).AdvantageBonus(info, r)
+		ab, err := core.HooksOf(weighted).AdvantageBonus(info, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestEntryWeight(t *testing.T) {
 				}
 			}
 		}
-		m, err := weighted.(core.Observer).Observe(info, r)
+		m, err := core.HooksOf(weighted).Observe(info, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,19 +48,19 @@ func TestEntryWeight(t *testing.T) {
 			t.Errorf("step %d: Observe = %v, want %v", tc.step, m, want)
 		}
 		// Without weight: the plugin's own numbers, and no Observe hook.
-		rb, err = plain.(core.RewardHook).RewardBonus(info, r)
+		rb, err = core.HooksOf(plain).RewardBonus(info, r)
 		if err != nil || rb[0] != 0.25 {
 			t.Fatalf("unweighted: %v %v", rb, err)
 		}
 	}
-	if is[core.Observer](plain) {
+	if core.HooksOf(plain).Observe != nil {
 		t.Error("a plugin without Observe and without weight: is an Observer")
 	}
 
 	// The entropy coefficient: in-tree entropy with coef 0.01, entry weight 2.
 	ent, _ := mustOpen(t, map[string]any{"strategy": "entropy", "params": map[string]any{"coef": 0.01}},
 		func(c *plugins.Config) { c.Weight = core.WeightSchedule{Kind: "constant", W0: 2} })
-	lt, err := ent.(core.LossHook).LossTerms(core.StepInfo{Step: 1, TotalSteps: 4})
+	lt, err := core.HooksOf(ent).LossTerms(core.StepInfo{Step: 1, TotalSteps: 4})
 	if err != nil || lt.EntropyCoef != 0.02 {
 		t.Errorf("LossTerms = %+v, %v; want entropy coef 0.02", lt, err)
 	}
@@ -81,7 +81,7 @@ func TestObservePrefix(t *testing.T) {
 		{"outcome_ucb", []string{"explore/outcome_ucb/outcome_ucb/pairs"}},
 	} {
 		s, _ := mustOpen(t, map[string]any{"strategy": c.strategy}, nil)
-		m, err := s.(core.Observer).Observe(info, r)
+		m, err := core.HooksOf(s).Observe(info, r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -218,11 +218,7 @@ func remoteGenerator(cfg *trainer.Config, b *xla.Backend, strats []core.Strategy
 
 // Close stops the plugin processes and releases the backend.
 func (s *Session) Close() {
-	for _, st := range s.Strategies {
-		if c, ok := st.(core.Closer); ok {
-			c.Close()
-		}
-	}
+	core.CloseAll(s.Strategies)
 	if s.Backend != nil {
 		s.Backend.Close()
 	}
@@ -269,11 +265,7 @@ func CheckAlgorithmFits(cfg *trainer.Config, algo core.Algorithm) error {
 func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logger) (out []core.Strategy, weights []core.Schedule, err error) {
 	defer func() {
 		if err != nil {
-			for _, s := range out {
-				if c, ok := s.(core.Closer); ok {
-					c.Close()
-				}
-			}
+			core.CloseAll(out)
 			out, weights = nil, nil
 		}
 	}()
@@ -302,7 +294,7 @@ func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logge
 		if err != nil {
 			return out, nil, err
 		}
-		if _, ok := s.(core.Unweighted); ok && w != nil {
+		if core.HooksOf(s).Unweighted && w != nil {
 			return out, nil, fmt.Errorf("config: strategies[%d].weight: %s takes no weight (a schedule would not scale its output meaningfully)", i, name)
 		}
 		out, weights = append(out, s), append(weights, w)

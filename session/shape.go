@@ -63,13 +63,7 @@ func Shape(cfg *trainer.Config, r *core.Rollout, path string, log zerolog.Logger
 	if err != nil {
 		return o, err
 	}
-	defer func() {
-		for _, s := range strats {
-			if c, ok := s.(core.Closer); ok {
-				c.Close()
-			}
-		}
-	}()
+	defer core.CloseAll(strats)
 	needs, err := core.RunNeeds(algo, strats)
 	if err != nil {
 		return o, err

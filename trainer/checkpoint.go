@@ -62,8 +62,8 @@ func (t *Trainer) Checkpoint(step int) error {
 		st.GeneratedResponses = &generated
 	}
 	for i, s := range t.Strategies {
-		if sf, ok := s.(core.Stateful); ok {
-			data, err := sf.SaveState()
+		if h := t.hooks()[i]; h.SaveState != nil {
+			data, err := h.SaveState()
 			if err != nil {
 				return fmt.Errorf("checkpoint: strategies[%d] (%s): %w", i, s.Name(), err)
 			}
@@ -92,8 +92,8 @@ func (t *Trainer) Checkpoint(step int) error {
 	syncDir(root)
 	crashPoint("checkpoint.latest", step)
 	for i, s := range t.Strategies {
-		if cc, ok := s.(core.CellCounter); ok {
-			counts := cc.CellCounts()
+		if h := t.hooks()[i]; h.CellCounts != nil {
+			counts := h.CellCounts()
 			data, err := json.Marshal(map[string]any{"step": step, "strategy": i, "occupied_cells": len(counts), "counts": counts})
 			if err != nil {
 				return err
@@ -291,8 +291,8 @@ func (t *Trainer) Restore(dir string) (int, error) {
 		return 0, fmt.Errorf("resume: %w", err)
 	}
 	for i, s := range t.Strategies {
-		sf, ok := s.(core.Stateful)
-		if !ok {
+		h := t.hooks()[i]
+		if h.LoadState == nil {
 			continue
 		}
 		key := strconv.Itoa(i) + ":" + s.Name()
@@ -300,7 +300,7 @@ func (t *Trainer) Restore(dir string) (int, error) {
 		if !ok {
 			return 0, fmt.Errorf("resume: checkpoint has no state for strategies[%d] (%s)", i, s.Name())
 		}
-		if err := sf.LoadState(blob); err != nil {
+		if err := h.LoadState(blob); err != nil {
 			return 0, fmt.Errorf("resume: strategies[%d] (%s): %w", i, s.Name(), err)
 		}
 	}

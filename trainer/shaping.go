@@ -25,8 +25,8 @@ func (t *Trainer) Shape(info core.StepInfo, r *core.Rollout, m map[string]float6
 		r.Seqs[i].RewardPenalty = 0
 	}
 	for i, s := range t.Strategies {
-		h, ok := s.(core.RewardHook)
-		if !ok {
+		h := t.hooks()[i]
+		if h.RewardBonus == nil {
 			continue
 		}
 		bonus, err := h.RewardBonus(info, r)
@@ -78,8 +78,8 @@ func (t *Trainer) Shape(info core.StepInfo, r *core.Rollout, m map[string]float6
 // placed after it (after = true, AfterFinalizer).
 func (t *Trainer) addAdvantageBonuses(info core.StepInfo, r *core.Rollout, m map[string]float64, after bool) error {
 	for i, s := range t.Strategies {
-		h, ok := s.(core.AdvantageHook)
-		if !ok || afterFinalize(s) != after {
+		h := t.hooks()[i]
+		if h.AdvantageBonus == nil || h.AfterFinalize != after {
 			continue
 		}
 		bonus, err := h.AdvantageBonus(info, r)
@@ -127,8 +127,8 @@ func (t *Trainer) ApplyTokenLoss(info core.StepInfo, r *core.Rollout, m map[stri
 	}
 	entCoef := 0.0
 	for i, s := range t.Strategies {
-		h, ok := s.(core.TokenLossHook)
-		if !ok {
+		h := t.hooks()[i]
+		if h.TokenLoss == nil {
 			continue
 		}
 		tl, err := h.TokenLoss(info, r)
@@ -323,10 +323,16 @@ func rolloutMetrics(r *core.Rollout, generated []core.Sequence, m map[string]flo
 	GenerationMetrics(generated, m)
 }
 
-// afterFinalize reports whether s asks to be called after Finalize.
-func afterFinalize(s core.Strategy) bool {
-	a, ok := s.(core.AfterFinalizer)
-	return ok && a.AfterFinalize()
+// hooks returns what each strategy does (core.HooksOf), asked once: the
+// first call fills the cache, and a changed Strategies slice refills it.
+func (t *Trainer) hooks() []core.Hooks {
+	if len(t.hookCache) != len(t.Strategies) {
+		t.hookCache = make([]core.Hooks, len(t.Strategies))
+		for i, s := range t.Strategies {
+			t.hookCache[i] = core.HooksOf(s)
+		}
+	}
+	return t.hookCache
 }
 
 // weight is strategy i's w_t at info's step, and whether the strategy has a

@@ -61,9 +61,11 @@ type Trainer struct {
 	// stop where transformers and vLLM do.
 	StopTokens []int32
 
-	needs   core.Needs
-	metrics *os.File
-	tb      *tensorboard.Writer // train.logger has tensorboard
+	needs core.Needs
+	// hookCache is what each strategy does (hooks).
+	hookCache []core.Hooks
+	metrics   *os.File
+	tb        *tensorboard.Writer // train.logger has tensorboard
 	// finalEval is set during the evaluation after the last step
 	// (eval.final_k applies).
 	finalEval bool
@@ -310,7 +312,7 @@ func (t *Trainer) shapeStep(step int, info core.StepInfo, r *core.Rollout, m map
 	}
 	lossTerms := core.LossTerms{EntropyCoef: c.Train.EntropyCoef}
 	for i, s := range t.Strategies {
-		if h, ok := s.(core.LossHook); ok {
+		if h := t.hooks()[i]; h.LossTerms != nil {
 			lt, err := h.LossTerms(info)
 			if err != nil {
 				return core.LossTerms{}, fmt.Errorf("strategies[%d] (%s): loss terms: %w", i, s.Name(), err)
@@ -388,7 +390,7 @@ func (t *Trainer) updateCritic(step int, info core.StepInfo, r *core.Rollout, m 
 	}
 	c := t.Cfg
 	for i, s := range t.Strategies {
-		if h, ok := s.(core.HeadMasker); ok {
+		if h := t.hooks()[i]; h.HeadMasks != nil {
 			masks, err := h.HeadMasks(info, r)
 			if err != nil {
 				return fmt.Errorf("strategies[%d] (%s): head masks: %w", i, s.Name(), err)
@@ -419,8 +421,8 @@ func (t *Trainer) updateCritic(step int, info core.StepInfo, r *core.Rollout, m 
 // their metrics.
 func (t *Trainer) observe(info core.StepInfo, r *core.Rollout, m map[string]float64) error {
 	for i, s := range t.Strategies {
-		if o, ok := s.(core.Observer); ok {
-			om, err := o.Observe(info, r)
+		if h := t.hooks()[i]; h.Observe != nil {
+			om, err := h.Observe(info, r)
 			if err != nil {
 				return fmt.Errorf("strategies[%d] (%s): observe: %w", i, s.Name(), err)
 			}

@@ -242,3 +242,35 @@ func TestRunInterrupted(t *testing.T) {
 		t.Fatalf("checkpoint %q (%v), want step-000003", dir, err)
 	}
 }
+
+// rewardOnly wraps a strategy and declares, as a core.HookProvider, only
+// its reward bonus and its observe: the trainer must call those and no
+// other of the wrapped strategy's methods (as for a plugin declaring a
+// subset of hooks).
+type rewardOnly struct{ *recStrategy }
+
+func (w rewardOnly) Hooks() core.Hooks {
+	return core.Hooks{RewardBonus: w.RewardBonus, Observe: w.Observe}
+}
+
+func TestStepAsksHookProvider(t *testing.T) {
+	var log []string
+	a := &recStrategy{name: "a", log: &log, reward: 0.1, adv: 0.5, ent: 0.002}
+	w := rewardOnly{&recStrategy{name: "w", log: &log, reward: 0.01, adv: 0.25, ent: 0.003}}
+	be := &recBackend{log: &log}
+	tr := &Trainer{Cfg: fakeConfig(t, 1, 1), Task: fakeTask{}, Backend: be, Algo: &recAlgo{log: &log},
+		Strategies: []core.Strategy{a, w}, RunDir: t.TempDir()}
+	var err error
+	if tr.needs, err = tr.Needs(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Step(0, map[string]float64{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"backend.generate", "backend.values", "a.reward", "w.reward", "algo.advantages",
+		"a.advantage", "algo.finalize", "a.loss", "backend.actor",
+		"a.masks", "backend.critic", "a.observe", "w.observe"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("call order\n got %v\nwant %v", log, want)
+	}
+}

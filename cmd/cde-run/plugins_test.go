@@ -122,7 +122,7 @@ func TestPluginEntryKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.(core.Closer).Close()
+	core.HooksOf(s).Close()
 }
 
 // pluginBase is the tiny run of the plugin tests (the defaults of

@@ -343,7 +343,11 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 		}
 		return nil
 	}
-	if h, ok := s.(core.RewardHook); ok {
+	h := core.HooksOf(s)
+	if err := h.Check(); err != nil {
+		return out, err
+	}
+	if h.RewardBonus != nil {
 		err := guard(func() (err error) { out.RewardBonus, err = h.RewardBonus(info, r); return })
 		if err != nil {
 			return out, fmt.Errorf("RewardBonus: %w", err)
@@ -355,7 +359,7 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 			return out, fmt.Errorf("RewardBonus: %w", err)
 		}
 	}
-	if h, ok := s.(core.AdvantageHook); ok {
+	if h.AdvantageBonus != nil {
 		err := guard(func() (err error) { out.AdvantageBonus, err = h.AdvantageBonus(info, r); return })
 		if err != nil {
 			return out, fmt.Errorf("AdvantageBonus: %w", err)
@@ -367,7 +371,7 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 			return out, fmt.Errorf("AdvantageBonus: %w", err)
 		}
 	}
-	if h, ok := s.(core.LossHook); ok {
+	if h.LossTerms != nil {
 		var lt core.LossTerms
 		err := guard(func() (err error) { lt, err = h.LossTerms(info); return })
 		if err != nil {
@@ -378,7 +382,7 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 		}
 		out.LossTerms = &lt
 	}
-	if h, ok := s.(core.TokenLossHook); ok {
+	if h.TokenLoss != nil {
 		var tl core.TokenLoss
 		err := guard(func() (err error) { tl, err = h.TokenLoss(info, r); return })
 		if err != nil {
@@ -392,7 +396,7 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 		}
 		out.TokenLoss = &tl
 	}
-	if h, ok := s.(core.HeadMasker); ok && r.ValueHeads > 0 {
+	if h.HeadMasks != nil && r.ValueHeads > 0 {
 		err := guard(func() (err error) { out.HeadMasks, err = h.HeadMasks(info, r); return })
 		if err != nil {
 			return out, fmt.Errorf("HeadMasks: %w", err)
@@ -404,7 +408,7 @@ func RunStep(s core.Strategy, info core.StepInfo, r *core.Rollout) (StepOutputs,
 			return out, fmt.Errorf("HeadMasks: %w", err)
 		}
 	}
-	if h, ok := s.(core.Observer); ok {
+	if h.Observe != nil {
 		err := guard(func() (err error) { out.Metrics, err = h.Observe(info, r); return })
 		if err != nil {
 			return out, fmt.Errorf("Observe: %w", err)
@@ -526,8 +530,8 @@ func CheckState(newStrategy func() core.Strategy, opts Options) error {
 		return err
 	}
 	defer closeAll(a)
-	sa, ok := a.(core.Stateful)
-	if !ok {
+	sa := core.HooksOf(a)
+	if sa.SaveState == nil {
 		return nil
 	}
 	o := resolve(a, opts)
@@ -542,7 +546,7 @@ func CheckState(newStrategy func() core.Strategy, opts Options) error {
 		return err
 	}
 	defer closeAll(e)
-	if err := e.(core.Stateful).LoadState(empty); err != nil {
+	if err := core.HooksOf(e).LoadState(empty); err != nil {
 		return fmt.Errorf("LoadState of an unused instance's state: %w", err)
 	}
 
@@ -569,9 +573,9 @@ func CheckState(newStrategy func() core.Strategy, opts Options) error {
 		return err
 	}
 	defer closeAll(b)
-	sb, ok := b.(core.Stateful)
-	if !ok {
-		return errors.New("second instance is not Stateful")
+	sb := core.HooksOf(b)
+	if sb.LoadState == nil {
+		return errors.New("second instance has no state hooks")
 	}
 	if err := sb.LoadState(clone1(state)); err != nil {
 		return fmt.Errorf("LoadState: %w", err)
@@ -641,13 +645,7 @@ func two(newStrategy func() core.Strategy) (core.Strategy, core.Strategy, error)
 	return a, b, nil
 }
 
-func closeAll(ss ...core.Strategy) {
-	for _, s := range ss {
-		if c, ok := s.(core.Closer); ok {
-			_ = c.Close()
-		}
-	}
-}
+func closeAll(ss ...core.Strategy) { _ = core.CloseAll(ss) }
 
 // guard runs f, turning a panic into an error carrying the stack.
 func guard(f func() error) (err error) {

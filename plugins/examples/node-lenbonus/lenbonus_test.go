@@ -57,7 +57,7 @@ func open(t *testing.T, params map[string]any, weight core.Schedule) (core.Strat
 	s, err := plugins.Open(plugins.Config{Path: pluginPath(t), Params: params, ParamsPath: "strategies[0].params",
 		Weight: weight, StartTimeout: 20 * time.Second, Log: zerolog.Nop()})
 	if err == nil {
-		t.Cleanup(func() { s.(core.Closer).Close() })
+		t.Cleanup(func() { core.HooksOf(s).Close() })
 	}
 	return s, err
 }
@@ -107,7 +107,7 @@ func TestNumbers(t *testing.T) {
 	}
 	info := core.StepInfo{Step: 0, TotalSteps: 4, Algorithm: "grpo", Seed: 1}
 	r := rollout()
-	bonus, err := s.(core.RewardHook).RewardBonus(info, r)
+	bonus, err := core.HooksOf(s).RewardBonus(info, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestNumbers(t *testing.T) {
 	}
 	var m map[string]float64
 	for range 2 {
-		if m, err = s.(core.Observer).Observe(info, r); err != nil {
+		if m, err = core.HooksOf(s).Observe(info, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,18 +125,18 @@ func TestNumbers(t *testing.T) {
 	if want := map[string]float64{"explore/lenbonus/mean_length": 4.0 / 3, "explore/lenbonus/batches": 2}; !reflect.DeepEqual(m, want) {
 		t.Fatalf("metrics %v, want %v", m, want)
 	}
-	state, err := s.(core.Stateful).SaveState()
+	state, err := core.HooksOf(s).SaveState()
 	if err != nil || string(state) != `{"batches":2}` {
 		t.Fatalf("state %q, %v", state, err)
 	}
 	restored := mustOpen(t, map[string]any{"scale": 0.5}, nil)
-	if err := restored.(core.Stateful).LoadState(state); err != nil {
+	if err := core.HooksOf(restored).LoadState(state); err != nil {
 		t.Fatal(err)
 	}
-	if m, err = restored.(core.Observer).Observe(info, r); err != nil || m["explore/lenbonus/batches"] != 3 {
+	if m, err = core.HooksOf(restored).Observe(info, r); err != nil || m["explore/lenbonus/batches"] != 3 {
 		t.Fatalf("after LoadState: %v, %v; want batches 3", m, err)
 	}
-	err = restored.(core.Stateful).LoadState([]byte(`{"batches":-1}`))
+	err = core.HooksOf(restored).LoadState([]byte(`{"batches":-1}`))
 	if err == nil || !strings.Contains(err.Error(), "LoadState") || !strings.Contains(err.Error(), "batches = -1") {
 		t.Fatalf("bad state: %v", err)
 	}
@@ -144,10 +144,10 @@ func TestNumbers(t *testing.T) {
 	// weight: constant 4 -> 4 x the bonus; explore/lenbonus/weight = 4 is
 	// the host's, next to the plugin's own metrics.
 	w := mustOpen(t, map[string]any{"scale": 0.5}, core.WeightSchedule{Kind: "constant", W0: 4})
-	if bonus, err = w.(core.RewardHook).RewardBonus(info, r); err != nil || !reflect.DeepEqual(bonus, []float64{2, 1, 0.5}) {
+	if bonus, err = core.HooksOf(w).RewardBonus(info, r); err != nil || !reflect.DeepEqual(bonus, []float64{2, 1, 0.5}) {
 		t.Fatalf("weighted bonus %v, %v; want [2 1 0.5]", bonus, err)
 	}
-	if m, err = w.(core.Observer).Observe(info, r); err != nil || m["explore/lenbonus/weight"] != 4 || m["explore/lenbonus/batches"] != 1 {
+	if m, err = core.HooksOf(w).Observe(info, r); err != nil || m["explore/lenbonus/weight"] != 4 || m["explore/lenbonus/batches"] != 1 {
 		t.Fatalf("weighted metrics %v, %v", m, err)
 	}
 }

@@ -118,8 +118,8 @@ func (g *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc
 	return pb.NewStrategyClient(c), nil
 }
 
-// Caps is the bit set of optional hooks (the order of
-// internal/genwrap).
+// Caps is the bit set of optional hooks a plugin declares (the
+// Capabilities message).
 type Caps uint8
 
 const (
@@ -149,18 +149,12 @@ func CapsFromProto(c *pb.Capabilities) Caps {
 	return out
 }
 
-// capsOf lists the hooks s implements that protocol version v carries
+// capsOf lists the hooks in h that protocol version v carries
 // (TokenLoss from version 2).
-func capsOf(s core.Strategy, v uint32) *pb.Capabilities {
-	_, r := s.(core.RewardHook)
-	_, a := s.(core.AdvantageHook)
-	_, l := s.(core.LossHook)
-	_, h := s.(core.HeadMasker)
-	_, o := s.(core.Observer)
-	_, st := s.(core.Stateful)
-	_, tl := s.(core.TokenLossHook)
-	return &pb.Capabilities{RewardBonus: r, AdvantageBonus: a, LossTerms: l, HeadMasks: h, Observe: o, State: st,
-		TokenLoss: tl && v >= 2}
+func capsOf(h core.Hooks, v uint32) *pb.Capabilities {
+	return &pb.Capabilities{RewardBonus: h.RewardBonus != nil, AdvantageBonus: h.AdvantageBonus != nil,
+		LossTerms: h.LossTerms != nil, HeadMasks: h.HeadMasks != nil, Observe: h.Observe != nil,
+		State: h.SaveState != nil, TokenLoss: h.TokenLoss != nil && v >= 2}
 }
 
 // String lists the hooks, e.g. "reward_bonus,observe".

@@ -101,12 +101,13 @@ type server struct {
 
 	mu  sync.Mutex // hooks are called from one goroutine; this guards misuse
 	s   core.Strategy
+	h   core.Hooks // what s does, asked once at Configure
 	shm *shmClient // nil: batches come in the messages
 }
 
 func (sv *server) describe() *pb.Description {
 	return &pb.Description{ProtocolVersion: sv.version, Name: sv.s.Name(), Needs: needsToProto(sv.s.Needs()),
-		Capabilities: capsOf(sv.s, sv.version), Sdk: SDKName, Shm: sv.shm != nil}
+		Capabilities: capsOf(sv.h, sv.version), Sdk: SDKName, Shm: sv.shm != nil}
 }
 
 // acceptShm opens the Configure probe region (version 3); on any failure
@@ -164,12 +165,12 @@ func (sv *server) Configure(_ context.Context, req *pb.ConfigureRequest) (_ *pb.
 		if s == nil {
 			return fmt.Errorf("the strategy factory returned nil")
 		}
-		return nil
+		return core.HooksOf(s).Check()
 	})
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	sv.s = s
+	sv.s, sv.h = s, core.HooksOf(s)
 	sv.acceptShm(req.ShmProbe)
 	return sv.describe(), nil
 }
@@ -186,11 +187,12 @@ func protect(hook string, f func() error) (err error) {
 	return f()
 }
 
-func (sv *server) strategy() (core.Strategy, error) {
+// hooks returns what the configured strategy does.
+func (sv *server) hooks() (core.Hooks, error) {
 	if sv.s == nil {
-		return nil, status.Error(codes.FailedPrecondition, "not configured yet: call Configure first")
+		return core.Hooks{}, status.Error(codes.FailedPrecondition, "not configured yet: call Configure first")
 	}
-	return sv.s, nil
+	return sv.h, nil
 }
 
 func hookErr(err error) error {
@@ -200,10 +202,10 @@ func hookErr(err error) error {
 	return status.Error(codes.Aborted, err.Error())
 }
 
-func (sv *server) batchCall(hook string, b *pb.Batch, f func(s core.Strategy, info core.StepInfo, r *core.Rollout) error) error {
+func (sv *server) batchCall(hook string, b *pb.Batch, f func(h core.Hooks, info core.StepInfo, r *core.Rollout) error) error {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	s, err := sv.strategy()
+	h, err := sv.hooks()
 	if err != nil {
 		return err
 	}
@@ -219,7 +221,7 @@ func (sv *server) batchCall(hook string, b *pb.Batch, f func(s core.Strategy, in
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := protect(hook, func() error { return f(s, info, r) }); err != nil {
+	if err := protect(hook, func() error { return f(h, info, r) }); err != nil {
 		return hookErr(err)
 	}
 	return nil
@@ -232,9 +234,8 @@ func unimplemented(hook string) error {
 // RewardBonus calls core.RewardHook.
 func (sv *server) RewardBonus(_ context.Context, b *pb.Batch) (*pb.RewardBonusResponse, error) {
 	out := &pb.RewardBonusResponse{}
-	err := sv.batchCall("RewardBonus", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
-		h, ok := s.(core.RewardHook)
-		if !ok {
+	err := sv.batchCall("RewardBonus", b, func(h core.Hooks, info core.StepInfo, r *core.Rollout) error {
+		if h.RewardBonus == nil {
 			return unimplemented("RewardBonus")
 		}
 		bonus, err := h.RewardBonus(info, r)
@@ -247,9 +248,8 @@ func (sv *server) RewardBonus(_ context.Context, b *pb.Batch) (*pb.RewardBonusRe
 // AdvantageBonus calls core.AdvantageHook; rows are concatenated.
 func (sv *server) AdvantageBonus(_ context.Context, b *pb.Batch) (*pb.AdvantageBonusResponse, error) {
 	out := &pb.AdvantageBonusResponse{}
-	err := sv.batchCall("AdvantageBonus", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
-		h, ok := s.(core.AdvantageHook)
-		if !ok {
+	err := sv.batchCall("AdvantageBonus", b, func(h core.Hooks, info core.StepInfo, r *core.Rollout) error {
+		if h.AdvantageBonus == nil {
 			return unimplemented("AdvantageBonus")
 		}
 		rows, err := h.AdvantageBonus(info, r)
@@ -289,12 +289,11 @@ func (sv *server) AdvantageBonus(_ context.Context, b *pb.Batch) (*pb.AdvantageB
 func (sv *server) LossTerms(_ context.Context, info *pb.StepInfo) (*pb.LossTermsResponse, error) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	s, err := sv.strategy()
+	h, err := sv.hooks()
 	if err != nil {
 		return nil, err
 	}
-	h, ok := s.(core.LossHook)
-	if !ok {
+	if h.LossTerms == nil {
 		return nil, unimplemented("LossTerms")
 	}
 	var lt core.LossTerms
@@ -311,9 +310,8 @@ func (sv *server) TokenLoss(_ context.Context, b *pb.Batch) (*pb.TokenLossRespon
 	if sv.version < 2 {
 		return nil, status.Errorf(codes.Unimplemented, "TokenLoss needs protocol version 2; this plugin serves version %d", sv.version)
 	}
-	err := sv.batchCall("TokenLoss", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
-		h, ok := s.(core.TokenLossHook)
-		if !ok {
+	err := sv.batchCall("TokenLoss", b, func(h core.Hooks, info core.StepInfo, r *core.Rollout) error {
+		if h.TokenLoss == nil {
 			return unimplemented("TokenLoss")
 		}
 		tl, err := h.TokenLoss(info, r)
@@ -356,9 +354,8 @@ func (sv *server) TokenLoss(_ context.Context, b *pb.Batch) (*pb.TokenLossRespon
 // HeadMasks calls core.HeadMasker; masks are concatenated row-major.
 func (sv *server) HeadMasks(_ context.Context, b *pb.Batch) (*pb.HeadMasksResponse, error) {
 	out := &pb.HeadMasksResponse{}
-	err := sv.batchCall("HeadMasks", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
-		h, ok := s.(core.HeadMasker)
-		if !ok {
+	err := sv.batchCall("HeadMasks", b, func(h core.Hooks, info core.StepInfo, r *core.Rollout) error {
+		if h.HeadMasks == nil {
 			return unimplemented("HeadMasks")
 		}
 		masks, err := h.HeadMasks(info, r)
@@ -398,9 +395,8 @@ func (sv *server) HeadMasks(_ context.Context, b *pb.Batch) (*pb.HeadMasksRespon
 // Observe calls core.Observer.
 func (sv *server) Observe(_ context.Context, b *pb.Batch) (*pb.ObserveResponse, error) {
 	out := &pb.ObserveResponse{}
-	err := sv.batchCall("Observe", b, func(s core.Strategy, info core.StepInfo, r *core.Rollout) error {
-		h, ok := s.(core.Observer)
-		if !ok {
+	err := sv.batchCall("Observe", b, func(h core.Hooks, info core.StepInfo, r *core.Rollout) error {
+		if h.Observe == nil {
 			return unimplemented("Observe")
 		}
 		m, err := h.Observe(info, r)
@@ -414,12 +410,11 @@ func (sv *server) Observe(_ context.Context, b *pb.Batch) (*pb.ObserveResponse, 
 func (sv *server) SaveState(context.Context, *pb.SaveStateRequest) (*pb.State, error) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	s, err := sv.strategy()
+	h, err := sv.hooks()
 	if err != nil {
 		return nil, err
 	}
-	h, ok := s.(core.Stateful)
-	if !ok {
+	if h.SaveState == nil {
 		return nil, unimplemented("SaveState")
 	}
 	var data []byte
@@ -433,12 +428,11 @@ func (sv *server) SaveState(context.Context, *pb.SaveStateRequest) (*pb.State, e
 func (sv *server) LoadState(_ context.Context, st *pb.State) (*pb.LoadStateResponse, error) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	s, err := sv.strategy()
+	h, err := sv.hooks()
 	if err != nil {
 		return nil, err
 	}
-	h, ok := s.(core.Stateful)
-	if !ok {
+	if h.LoadState == nil {
 		return nil, unimplemented("LoadState")
 	}
 	if err := protect("LoadState", func() error { return h.LoadState(st.Data) }); err != nil {

@@ -1,0 +1,13 @@
+package drgrpo
+
+import (
+	"testing"
+
+	"github.com/cde-rl/cde/core/algotest"
+)
+
+// The conformance kit (core/algotest): groups of one, truncated responses,
+// non-finite rewards, lengths, determinism, inputs left alone.
+func TestConformance(t *testing.T) {
+	algotest.Run(t, algotest.Registered("dr_grpo", nil), algotest.Options{})
+}

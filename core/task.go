@@ -7,8 +7,9 @@ type Problem struct {
 	ID     string `json:"id"`
 	Prompt string `json:"prompt"`
 	Answer string `json:"answer"`
-	// Solution is a worked solution ending with the "Answer: N" line, used by
-	// supervised warm start; empty when the task has none.
+	// Solution is a worked solution ending with the answer in the form the
+	// task's verifier reads ("Answer: N", \boxed{N}), used by supervised
+	// warm start; empty when the task has none.
 	Solution string `json:"solution,omitempty"`
 	// Level is the difficulty level (task specific; 0 when unknown).
 	Level int `json:"level,omitempty"`

@@ -23,6 +23,7 @@ func init() {
 	Register("jsonl", func(p *core.Params) (core.Task, error) { return AsTask(NewJSONL(p)) })
 	Register("math", func(p *core.Params) (core.Task, error) { return AsTask(NewMath(p)) })
 	Register("countdown", func(p *core.Params) (core.Task, error) { return AsTask(NewCountdown(p)) })
+	Register("wordprob", func(p *core.Params) (core.Task, error) { return AsTask(NewWordProb(p)) })
 }
 
 // Register makes a task available to `task: {name: NAME}`. Like

@@ -68,10 +68,13 @@ type ActorUpdate struct {
 	EntropyCoef       float64
 	KLCoef            float64
 	KLEstimator       string // k1 | k2 | k3 ("" = k3)
-	// PolicyLoss is one of PolicyLosses ("" = ppo).
-	PolicyLoss  string
-	Temperature float64
-	Seed        uint64
+	// PolicyLoss is one of PolicyLosses ("" = ppo); PolicyLossParams are
+	// its own keys, train.policy_loss_params (nil: its defaults), which
+	// the backend resolves with NewPolicyLoss as PolicyLoss does.
+	PolicyLoss       string
+	PolicyLossParams map[string]any
+	Temperature      float64
+	Seed             uint64
 }
 
 // ReferenceScorer is an optional Backend capability: the per-token

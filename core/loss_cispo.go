@@ -13,7 +13,9 @@ import "math"
 // clipped where clip(rho) != rho.
 const LossCISPO = "cispo"
 
-func init() { RegisterPolicyLoss(LossCISPO, PolicyLossDef{Token: cispoToken}) }
+func init() {
+	RegisterPolicyLoss(LossCISPO, func(*Params) (PolicyLossDef, error) { return PolicyLossDef{Token: cispoToken}, nil })
+}
 
 func cispoToken(t LossToken) (pg, dNew float64, clipped bool) {
 	rho := math.Exp(t.LogRatio)

@@ -20,7 +20,9 @@ import "math"
 // tokens are those where the clipped branch holds.
 const LossGMPO = "gmpo"
 
-func init() { RegisterPolicyLoss(LossGMPO, PolicyLossDef{Sequence: gmpoSequence}) }
+func init() {
+	RegisterPolicyLoss(LossGMPO, func(*Params) (PolicyLossDef, error) { return PolicyLossDef{Sequence: gmpoSequence}, nil })
+}
 
 func gmpoSequence(s LossSeq, clipLow, clipHigh float64, dNew []float64) (pg float64, clipped int) {
 	T := len(s.NewLogProbs)

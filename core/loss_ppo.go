@@ -15,7 +15,9 @@ import "math"
 const LossPPO = "ppo"
 
 func init() {
-	RegisterPolicyLoss(LossPPO, PolicyLossDef{Token: ppoToken, SequenceRatio: true, DualClip: true})
+	RegisterPolicyLoss(LossPPO, func(*Params) (PolicyLossDef, error) {
+		return PolicyLossDef{Token: ppoToken, SequenceRatio: true, DualClip: true}, nil
+	})
 }
 
 func ppoToken(t LossToken) (pg, dNew float64, clipped bool) {

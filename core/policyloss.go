@@ -3,7 +3,10 @@ package core
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"sort"
 	"strings"
 )
 
@@ -67,6 +70,9 @@ type PolicyLossOptions struct {
 	MaxResponseTokens int
 	KLEstimator       string // train.kl_estimator (k3 when empty)
 	Loss              string // train.policy_loss (ppo when empty)
+	// LossParams is train.policy_loss_params, the loss's own keys, read
+	// by its factory (NewPolicyLoss); nil leaves each at its default.
+	LossParams map[string]any
 }
 
 // LossSeq is one sequence's per-token inputs to the actor loss; all have the
@@ -97,8 +103,9 @@ type PolicyLossResult struct {
 // (docs/algorithms.md, "The policy loss"; docs/rollout-format.md), written
 // as a loop over tokens so each line can be checked against the formula;
 // backends/xla's graph is tested equal to it. The loss o.Loss is a
-// registered PolicyLossDef (loss_ppo.go, loss_cispo.go, loss_gmpo.go
-// document theirs). For a token loss, per valid token t of
+// registered policy loss built from o.LossParams (NewPolicyLoss;
+// loss_ppo.go, loss_cispo.go, loss_gmpo.go, loss_sapo.go document theirs).
+// For a token loss, per valid token t of
 // sequence i, with the log-ratio
 //
 //	token ratio:    clamp(new_t - old_t)
@@ -173,7 +180,7 @@ func PolicyLoss(seqs []LossSeq, o PolicyLossOptions) (PolicyLossResult, error) {
 }
 
 // lossOptions fills o's defaults (token-mean, the token ratio, k3, ppo) and
-// checks them, returning the loss's definition.
+// checks them, returning the loss's definition built from o.LossParams.
 func lossOptions(o PolicyLossOptions) (PolicyLossOptions, PolicyLossDef, error) {
 	o.AggMode = cmp.Or(o.AggMode, AggTokenMean)
 	o.RatioLevel = cmp.Or(o.RatioLevel, RatioToken)
@@ -188,7 +195,10 @@ func lossOptions(o PolicyLossOptions) (PolicyLossOptions, PolicyLossDef, error) 
 	if o.AggMode == AggSeqMeanTokenSumNorm && o.MaxResponseTokens < 1 {
 		return o, PolicyLossDef{}, fmt.Errorf("policy loss: %s needs rollout.max_response_tokens >= 1", o.AggMode)
 	}
-	def, _ := LookupPolicyLoss(o.Loss)
+	def, err := NewPolicyLoss(o.Loss, NewParams(PolicyLossParamsKey, o.LossParams))
+	if err != nil {
+		return o, PolicyLossDef{}, fmt.Errorf("policy loss: %w", err)
+	}
 	return o, def, nil
 }
 
@@ -304,12 +314,14 @@ func ClampLogRatio(x float64) (float64, bool) {
 	return x, false
 }
 
-// A PolicyLossDef is one train.policy_loss, registered by name
-// (RegisterPolicyLoss): its plain-Go reference, from which PolicyLoss
-// computes the loss and its gradient. A backend registers the graph form
-// under the same name, and a test holds the two equal
-// (backends/xla/policyloss_test.go: loss and gradient, every registered
-// loss). Exactly one of Token and Sequence is set.
+// A PolicyLossDef is one train.policy_loss, as its factory
+// (PolicyLossFactory, registered by name with RegisterPolicyLoss) builds it
+// from the loss's keys: its plain-Go reference, from which PolicyLoss
+// computes the loss and its gradient, and the values of its keys. A backend
+// registers the graph form under the same name, fed the same Values, and a
+// test holds the two equal (backends/xla/policyloss_test.go: loss and
+// gradient, every registered loss, at its defaults and at other values of
+// its keys). Exactly one of Token and Sequence is set.
 type PolicyLossDef struct {
 	// Token is a loss summed over tokens with the aggregation weights of
 	// train.loss_agg_mode: the term at one valid token, its derivative with
@@ -325,8 +337,34 @@ type PolicyLossDef struct {
 	// SequenceRatio and DualClip say whether the loss takes
 	// train.ratio_level: sequence (GSPO's ratio, then LossToken.LogRatio is
 	// the sequence's) and train.clip_ratio_c; CheckPolicyLoss refuses them
-	// otherwise.
+	// otherwise. They do not depend on the loss's keys.
 	SequenceRatio, DualClip bool
+	// Values are the loss's keys (train.policy_loss_params) as its factory
+	// resolved them: every key its RegisterPolicyLoss call declares, set or
+	// at its default, and no other (nil for a loss without keys). Token or
+	// Sequence has them bound; a backend's graph of the loss reads these
+	// same numbers, so a loss's default is written once, in its factory.
+	Values map[string]float64
+}
+
+// PolicyLossParamsKey is the config key of a policy loss's own keys, the
+// path its factory's errors name (train.policy_loss_params.KEY).
+const PolicyLossParamsKey = "train.policy_loss_params"
+
+// A PolicyLossFactory builds a policy loss from its keys, the mapping
+// train.policy_loss_params, reading them strictly from p as strategies and
+// algorithms read theirs (p.Float, p.Int, p.Check; errors name
+// train.policy_loss_params.KEY). Every key has a default: given no keys it
+// builds the loss at its defaults, which RegisterPolicyLoss does once. It
+// returns the definition with the values it read bound into Token or
+// Sequence and listed in Values, and p.Err().
+type PolicyLossFactory func(p *Params) (PolicyLossDef, error)
+
+// policyLossEntry is one registered policy loss.
+type policyLossEntry struct {
+	factory PolicyLossFactory
+	keys    []string      // sorted
+	def     PolicyLossDef // built with no keys: the defaults
 }
 
 // LossToken is what a token loss sees of one valid token: the advantage,
@@ -340,20 +378,121 @@ type LossToken struct {
 	ClipLow, ClipHigh, ClipRatioC float64
 }
 
-var policyLosses = NewRegistry("core: policy loss", func(_ string, d PolicyLossDef) string {
+var policyLosses = NewRegistry("core: policy loss", func(_ string, e policyLossEntry) string {
+	return checkLossDef(e.def, e.keys)
+})
+
+// checkLossDef says what is wrong with a definition built for keys ("" if
+// nothing): neither or both of Token and Sequence, or Values that are not
+// exactly the keys.
+func checkLossDef(d PolicyLossDef, keys []string) string {
 	if (d.Token == nil) == (d.Sequence == nil) {
 		return "want exactly one of Token and Sequence"
 	}
+	if got := slices.Sorted(maps.Keys(d.Values)); !slices.Equal(got, keys) {
+		return fmt.Sprintf("its factory's Values have keys %v, its declared keys are %v", got, keys)
+	}
 	return ""
-})
+}
 
 // RegisterPolicyLoss makes a policy loss available as train.policy_loss:
-// name. It panics on a duplicate name or a definition with neither or both
-// of Token and Sequence.
-func RegisterPolicyLoss(name string, d PolicyLossDef) { policyLosses.Register(name, d) }
+// name, built by f from keys, the keys of train.policy_loss_params it
+// reads (none for a loss without settings). It builds the loss once at its
+// defaults, with no keys. Like database/sql.Register it panics on a
+// duplicate name, a nil factory, a key declared twice or empty, a factory
+// that fails without keys or reads a key it does not declare, and a
+// definition with neither or both of Token and Sequence or whose Values
+// are not exactly the keys; call it from an init function.
+func RegisterPolicyLoss(name string, f PolicyLossFactory, keys ...string) {
+	if f == nil {
+		panic("core: policy loss " + name + ": nil factory")
+	}
+	own := slices.Clone(keys)
+	sort.Strings(own)
+	for i, k := range own {
+		if k == "" || i > 0 && own[i-1] == k {
+			panic(fmt.Sprintf("core: policy loss %s: key %q declared twice or empty", name, k))
+		}
+	}
+	p := NewParams(PolicyLossParamsKey, nil)
+	def, err := f(p)
+	if err != nil {
+		panic(fmt.Sprintf("core: policy loss %s: its factory fails at its defaults: %v", name, err))
+	}
+	for _, k := range sortedNames(p.used) {
+		if !slices.Contains(own, k) {
+			panic(fmt.Sprintf("core: policy loss %s: its factory reads key %q, which it does not declare", name, k))
+		}
+	}
+	policyLosses.Register(name, policyLossEntry{factory: f, keys: own, def: def})
+}
 
-// LookupPolicyLoss returns the registered policy loss of that name.
-func LookupPolicyLoss(name string) (PolicyLossDef, bool) { return policyLosses.Lookup(name) }
+// LookupPolicyLoss returns the registered policy loss of that name at its
+// defaults (NewPolicyLoss builds it from keys).
+func LookupPolicyLoss(name string) (PolicyLossDef, bool) {
+	e, ok := policyLosses.Lookup(name)
+	return e.def, ok
+}
+
+// PolicyLossKeys returns the keys a registered policy loss declared
+// (sorted; none for a loss without settings); ok is false for an unknown
+// name.
+func PolicyLossKeys(name string) (keys []string, ok bool) {
+	e, ok := policyLosses.Lookup(name)
+	return slices.Clone(e.keys), ok
+}
+
+// NewPolicyLoss builds the policy loss name ("" is ppo) from p, the mapping
+// train.policy_loss_params (NewParams(PolicyLossParamsKey, m)). An unknown
+// name is an error listing the known ones; a key the loss does not declare
+// is an error naming the key and the losses it belongs to, or listing the
+// loss's keys; a value its factory refuses is an error naming the key.
+// The errors about a key are recorded on p too (so a caller reading a
+// larger config through p's parent gets them from its Finish). A factory
+// reading an undeclared key,
+// or building another kind of loss than at its defaults, is an error (a
+// bug of the loss, caught by its first test).
+func NewPolicyLoss(name string, p *Params) (PolicyLossDef, error) {
+	name = cmp.Or(name, LossPPO)
+	e, ok := policyLosses.Lookup(name)
+	if !ok {
+		return PolicyLossDef{}, fmt.Errorf("train.policy_loss %q: unknown (known: %s)", name, strings.Join(PolicyLosses(), ", "))
+	}
+	err := checkDeclaredKeys(p, name, e.keys, func(k string) []string {
+		var owners []string
+		policyLosses.Each(func(other string, o policyLossEntry) {
+			if slices.Contains(o.keys, k) {
+				owners = append(owners, other)
+			}
+		})
+		return owners
+	})
+	if err != nil {
+		return PolicyLossDef{}, err
+	}
+	def, err := e.factory(p)
+	if err == nil {
+		err = p.Err()
+	}
+	if err != nil {
+		return PolicyLossDef{}, err
+	}
+	for _, k := range sortedNames(p.used) {
+		if !slices.Contains(e.keys, k) {
+			return PolicyLossDef{}, fmt.Errorf("core: policy loss %s reads key %q, which its RegisterPolicyLoss call does not declare", name, k)
+		}
+	}
+	if err := p.Finish(); err != nil {
+		return PolicyLossDef{}, err
+	}
+	if why := checkLossDef(def, e.keys); why != "" {
+		return PolicyLossDef{}, fmt.Errorf("core: policy loss %s: %s", name, why)
+	}
+	if (def.Token == nil) != (e.def.Token == nil) || def.SequenceRatio != e.def.SequenceRatio || def.DualClip != e.def.DualClip {
+		return PolicyLossDef{}, fmt.Errorf("core: policy loss %s: its factory built a loss of another kind (token or sequence, SequenceRatio, DualClip) from these keys than at its defaults", name)
+	}
+	return def, nil
+}
 
 // PolicyLosses lists the registered policy losses, sorted.
 func PolicyLosses() []string { return policyLosses.Names() }
@@ -366,14 +505,15 @@ func CheckPolicyLoss(loss, ratioLevel string, clipRatioC float64) error {
 	if loss == "" {
 		loss = LossPPO
 	}
-	d, ok := policyLosses.Lookup(loss)
+	e, ok := policyLosses.Lookup(loss)
+	d := e.def
 	if !ok {
 		return fmt.Errorf("train.policy_loss %q: unknown (known: %s)", loss, strings.Join(PolicyLosses(), ", "))
 	}
 	takers := func(takes func(PolicyLossDef) bool) string {
 		var out []string
 		for _, n := range PolicyLosses() {
-			if d, _ := policyLosses.Lookup(n); takes(d) {
+			if e, _ := policyLosses.Lookup(n); takes(e.def) {
 				out = append(out, n)
 			}
 		}

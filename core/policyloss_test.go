@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -309,18 +310,41 @@ func TestPolicyLossRegistry(t *testing.T) {
 				c.name, ok, d.SequenceRatio, d.DualClip, c.seqRatio, c.dual, names)
 		}
 	}
+	fixed := func(d PolicyLossDef) PolicyLossFactory { return func(*Params) (PolicyLossDef, error) { return d, nil } }
 	for _, c := range []struct {
 		name string
-		def  PolicyLossDef
-	}{{LossPPO, PolicyLossDef{Token: ppoToken}}, {"neither", PolicyLossDef{}}, {"both", PolicyLossDef{Token: ppoToken, Sequence: gmpoSequence}}} {
+		f    PolicyLossFactory
+		keys []string
+		want string
+	}{
+		{LossPPO, fixed(PolicyLossDef{Token: ppoToken}), nil, "registered twice"},
+		{"neither", fixed(PolicyLossDef{}), nil, "want exactly one of Token and Sequence"},
+		{"both", fixed(PolicyLossDef{Token: ppoToken, Sequence: gmpoSequence}), nil, "want exactly one of Token and Sequence"},
+		{"nil factory", nil, nil, "nil factory"},
+		{"key twice", fixed(PolicyLossDef{Token: ppoToken, Values: map[string]float64{"a": 1}}), []string{"a", "a"}, `key "a" declared twice or empty`},
+		{"empty key", fixed(PolicyLossDef{Token: ppoToken, Values: map[string]float64{"": 1}}), []string{""}, `key "" declared twice or empty`},
+		{"fails at defaults", func(p *Params) (PolicyLossDef, error) {
+			p.Fail("a", "no default")
+			return PolicyLossDef{Token: ppoToken, Values: map[string]float64{"a": 0}}, p.Err()
+		}, []string{"a"}, "its factory fails at its defaults: config: train.policy_loss_params.a: no default"},
+		{"reads undeclared", func(p *Params) (PolicyLossDef, error) {
+			return PolicyLossDef{Token: ppoToken, Values: map[string]float64{"a": p.Float("a", 1)}}, p.Err()
+		}, nil, `its factory reads key "a", which it does not declare`},
+		{"value missing", fixed(PolicyLossDef{Token: ppoToken}), []string{"a"}, "its factory's Values have keys [], its declared keys are [a]"},
+		{"value undeclared", fixed(PolicyLossDef{Token: ppoToken, Values: map[string]float64{"a": 1, "b": 2}}), []string{"a"},
+			"its factory's Values have keys [a b], its declared keys are [a]"},
+	} {
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Errorf("RegisterPolicyLoss(%s) did not panic", c.name)
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), c.want) {
+					t.Errorf("RegisterPolicyLoss(%s): panic %v, want %q", c.name, r, c.want)
 				}
 			}()
-			RegisterPolicyLoss(c.name, c.def)
+			RegisterPolicyLoss(c.name, c.f, c.keys...)
 		}()
+		if _, ok := LookupPolicyLoss(c.name); ok && c.name != LossPPO {
+			t.Errorf("RegisterPolicyLoss(%s) panicked but registered it", c.name)
+		}
 	}
 	for _, c := range []struct {
 		loss, level string
@@ -338,4 +362,101 @@ func TestPolicyLossRegistry(t *testing.T) {
 			t.Errorf("CheckPolicyLoss(%q, %s, %v) = %v, want %q", c.loss, c.level, c.dual, err, c.want)
 		}
 	}
+}
+
+// lossesDeclaring lists the registered losses declaring key, as the
+// config's errors name them (from the registry, so a new loss breaks no
+// expectation here).
+func lossesDeclaring(key string) string {
+	var out []string
+	for _, n := range PolicyLosses() {
+		if keys, _ := PolicyLossKeys(n); slices.Contains(keys, key) {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// A loss's keys (train.policy_loss_params) are read strictly by its
+// factory: its declared keys and their defaults, the values it resolved,
+// and every refusal naming the key, whether through NewPolicyLoss or
+// PolicyLoss's LossParams.
+func TestPolicyLossParams(t *testing.T) {
+	if keys, ok := PolicyLossKeys(LossSAPO); !ok || !slices.Equal(keys, []string{"tau_neg", "tau_pos"}) {
+		t.Errorf("PolicyLossKeys(sapo) = %v, %v", keys, ok)
+	}
+	for _, n := range []string{LossPPO, LossCISPO, LossGMPO} {
+		if keys, ok := PolicyLossKeys(n); !ok || len(keys) != 0 {
+			t.Errorf("PolicyLossKeys(%s) = %v, %v; want none", n, keys, ok)
+		}
+	}
+	if _, ok := PolicyLossKeys(noSuchLoss); ok {
+		t.Errorf("PolicyLossKeys(%q) found", noSuchLoss)
+	}
+	// The defaults, as docs/config.md states them, and values set.
+	if d, _ := LookupPolicyLoss(LossSAPO); d.Values["tau_pos"] != 1 || d.Values["tau_neg"] != 1.05 || len(d.Values) != 2 {
+		t.Errorf("sapo's defaults: %v, want tau_pos 1, tau_neg 1.05", d.Values)
+	}
+	d, err := NewPolicyLoss(LossSAPO, NewParams(PolicyLossParamsKey, map[string]any{"tau_pos": 0.5, "tau_neg": "2.5"}))
+	if err != nil || d.Values["tau_pos"] != 0.5 || d.Values["tau_neg"] != 2.5 {
+		t.Errorf("sapo at 0.5, 2.5: %v, %v", d.Values, err)
+	}
+	d, err = NewPolicyLoss(LossSAPO, NewParams(PolicyLossParamsKey, map[string]any{"tau_neg": 3}))
+	if err != nil || d.Values["tau_pos"] != 1 || d.Values["tau_neg"] != 3 {
+		t.Errorf("sapo with tau_neg 3 only: %v, %v", d.Values, err)
+	}
+	if d, err := NewPolicyLoss("", NewParams(PolicyLossParamsKey, nil)); err != nil || d.Token == nil || !d.DualClip {
+		t.Errorf(`NewPolicyLoss("") is not ppo: %+v, %v`, d, err)
+	}
+
+	pre := "config: " + PolicyLossParamsKey + "."
+	for _, c := range []struct {
+		loss   string
+		params map[string]any
+		want   string
+	}{
+		{LossSAPO, map[string]any{"tau_pos": 0}, pre + "tau_pos: must be in [0.01, 100], got 0"},
+		{LossSAPO, map[string]any{"tau_pos": 0.0099}, pre + "tau_pos: must be in [0.01, 100], got 0.0099"},
+		{LossSAPO, map[string]any{"tau_neg": 100.5}, pre + "tau_neg: must be in [0.01, 100], got 100.5"},
+		{LossSAPO, map[string]any{"tau_neg": -1}, pre + "tau_neg: must be in [0.01, 100], got -1"},
+		{LossSAPO, map[string]any{"tau_neg": "warm"}, pre + "tau_neg: want a number, got warm (string)"},
+		{LossSAPO, map[string]any{"tau_pos": math.Inf(1)}, pre + "tau_pos: must be finite"},
+		{LossSAPO, map[string]any{"tau": 1}, pre + "tau: unknown key (the keys of sapo: tau_neg, tau_pos)"},
+		{LossPPO, map[string]any{"tau_pos": 1}, pre + "tau_pos: not a key of ppo (it belongs to " + lossesDeclaring("tau_pos") + ")"},
+		{"", map[string]any{"bogus": 1}, pre + "bogus: unknown key (the keys of ppo: none)"},
+		{LossCISPO, map[string]any{"tau_neg": 1}, pre + "tau_neg: not a key of cispo (it belongs to " + lossesDeclaring("tau_neg") + ")"},
+		{LossGMPO, map[string]any{"clip": 0.4}, pre + "clip: unknown key (the keys of gmpo: none)"},
+		{noSuchLoss, nil, `train.policy_loss "` + noSuchLoss + `": unknown`},
+	} {
+		p := NewParams(PolicyLossParamsKey, c.params)
+		if _, err := NewPolicyLoss(c.loss, p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewPolicyLoss(%q, %v) = %v, want %q", c.loss, c.params, err, c.want)
+		}
+		if c.loss != noSuchLoss && (p.Err() == nil || !strings.Contains(p.Err().Error(), c.want)) {
+			t.Errorf("NewPolicyLoss(%q, %v) recorded %v on its Params, want %q", c.loss, c.params, p.Err(), c.want)
+		}
+		seqs := []LossSeq{{OldLogProbs: []float64{0}, NewLogProbs: []float64{0}, Advantages: []float64{1}}}
+		if _, err := PolicyLoss(seqs, PolicyLossOptions{Loss: c.loss, LossParams: c.params}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("PolicyLoss(%q, %v) = %v, want %q", c.loss, c.params, err, c.want)
+		}
+	}
+
+	// A factory whose keys change the kind of loss it builds is refused
+	// when it is built from them.
+	const shifty = "test-shifting-kind-§"
+	if _, done := LookupPolicyLoss(shifty); !done { // -count=2
+		registerShifty(shifty)
+	}
+	if _, err := NewPolicyLoss(shifty, NewParams(PolicyLossParamsKey, map[string]any{"seq": 1})); err == nil || !strings.Contains(err.Error(), "a loss of another kind") {
+		t.Errorf("a factory changing the kind of its loss: %v", err)
+	}
+}
+
+func registerShifty(name string) {
+	RegisterPolicyLoss(name, func(p *Params) (PolicyLossDef, error) {
+		if p.Int("seq", 0) == 1 {
+			return PolicyLossDef{Sequence: gmpoSequence, Values: map[string]float64{"seq": 1}}, p.Err()
+		}
+		return PolicyLossDef{Token: cispoToken, Values: map[string]float64{"seq": 0}}, p.Err()
+	}, "seq")
 }

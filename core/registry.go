@@ -106,22 +106,37 @@ func NewAlgorithm(name string, p *Params) (Algorithm, error) {
 // neither common nor one of own: by the algorithms it belongs to, or as
 // unknown, listing the keys name accepts.
 func checkAlgorithmKeys(name string, own []string, p *Params) error {
-	for _, k := range sortedNames(p.m) {
-		if slices.Contains(own, k) || slices.Contains(algorithmCommonKeys, k) {
-			continue
-		}
+	return checkDeclaredKeys(p, name, append(slices.Clone(algorithmCommonKeys), own...), func(k string) []string {
 		var owners []string
 		algorithms.Each(func(other string, e algorithmEntry) {
 			if slices.Contains(e.keys, k) {
 				owners = append(owners, other)
 			}
 		})
-		if len(owners) > 0 {
-			p.Fail(k, "not a key of %s (it belongs to %s)", name, strings.Join(owners, ", "))
+		return owners
+	})
+}
+
+// checkDeclaredKeys records on p, and returns, an error for the first key
+// of p (in sorted order) that accepted lacks: "not a key of NAME (it
+// belongs to ...)" when owners names other registrations declaring it,
+// else "unknown key (the keys of NAME: ...)". Algorithms and policy losses
+// check their mappings with it.
+func checkDeclaredKeys(p *Params, name string, accepted []string, owners func(k string) []string) error {
+	for _, k := range sortedNames(p.m) {
+		if slices.Contains(accepted, k) {
+			continue
+		}
+		if others := owners(k); len(others) > 0 {
+			p.Fail(k, "not a key of %s (it belongs to %s)", name, strings.Join(others, ", "))
 		} else {
-			accepted := append(slices.Clone(algorithmCommonKeys), own...)
-			sort.Strings(accepted)
-			p.Fail(k, "unknown key (the keys of %s: %s)", name, strings.Join(accepted, ", "))
+			keys := "none"
+			if len(accepted) > 0 {
+				sorted := slices.Clone(accepted)
+				sort.Strings(sorted)
+				keys = strings.Join(sorted, ", ")
+			}
+			p.Fail(k, "unknown key (the keys of %s: %s)", name, keys)
 		}
 		return p.Err()
 	}

@@ -55,19 +55,22 @@ func TestHFEndToEnd(t *testing.T) {
 	os.WriteFile(filepath.Join(data, "test.jsonl"), []byte(test), 0o644)
 	// PPO's updates go through in micro-batches of one response (four
 	// parts per update, actor and critic).
+	// grpo-bf16 samples in bfloat16 (rollout.dtype) and corrects the
+	// sampler's mismatch with tis_cap: the trainer rescores in float32.
 	for _, c := range []struct {
-		name, algo string
-		micro      int
+		name, algo, rollout string
+		micro               int
 	}{
-		{"grpo", "algorithm: {name: grpo}\nstrategies: [{name: ppl}]", 0},
-		{"ppo-multihead", "algorithm: {name: ppo}\nstrategies: [{name: multihead, heads: 4, zeta: 0.5}]", 1},
+		{"grpo", "algorithm: {name: grpo}\nstrategies: [{name: ppl}]", "", 0},
+		{"ppo-multihead", "algorithm: {name: ppo}\nstrategies: [{name: multihead, heads: 4, zeta: 0.5}]", "", 1},
+		{"grpo-bf16", "algorithm: {name: grpo}", ", dtype: bfloat16, tis_cap: 2", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			yaml := `seed: 2
 task: {name: math, train: ` + filepath.Join(data, "train.jsonl") + `, eval: [{name: t, path: ` + filepath.Join(data, "test.jsonl") + `}],
        tokenizer: ` + model + `, system_prompt: "Please reason step by step, and put your final answer within \\boxed{}."}
 model: {hf: ` + model + `, max_len: 128}
-rollout: {n: 2, max_response_tokens: 8}
+rollout: {n: 2, max_response_tokens: 8` + c.rollout + `}
 train: {steps: 2, prompts_per_step: 2, checkpoint_every: 1, value_heads: 4, micro_batch_size: ` + fmt.Sprint(c.micro) + `}
 eval: {every: 0, k: 1}
 ` + c.algo + "\n"
@@ -98,6 +101,14 @@ eval: {every: 0, k: 1}
 			}
 			if strings.Contains(c.algo, "name: ppo") && (rows[0]["critic/head_std"] == nil || rows[0]["critic/vf_loss"] == nil) {
 				t.Fatalf("no critic metrics: %v", rows[0])
+			}
+			if c.rollout != "" {
+				// The float32 rescoring differs from the bfloat16 sampler,
+				// and every token carries a TIS weight.
+				d, _ := rows[0]["rollout/logprob_abs_diff"].(float64)
+				if d <= 0 || d > 0.1 || rows[0]["rollout/tis_weight_mean"] == nil {
+					t.Fatalf("bfloat16 sampling: rollout/logprob_abs_diff %v (want in (0, 0.1]), tis_weight_mean %v", rows[0]["rollout/logprob_abs_diff"], rows[0]["rollout/tis_weight_mean"])
+				}
 			}
 			if c.name != "grpo" {
 				return

@@ -125,7 +125,7 @@ func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
 	s.Backend, err = xla.New(xla.Options{
 		Engine: cfg.Backend.Engine, PJRTPlugin: cfg.Backend.PJRTPlugin, Policy: policy, HFWeights: weights, Adapter: adapter,
 		ValueHeads: needs.ValueHeads, Seed: cfg.Seed, ActorLR: cfg.Train.ActorLR, CriticLR: cfg.Train.CriticLR,
-		MaxGradNorm: cfg.Train.MaxGradNorm, PAD: tok.PAD(), EOS: tok.EOS(),
+		MaxGradNorm: cfg.Train.MaxGradNorm, PAD: tok.PAD(), EOS: tok.EOS(), GenBF16: cfg.Rollout.BF16(),
 	})
 	if err != nil {
 		return nil, err

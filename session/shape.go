@@ -134,7 +134,8 @@ func shapeLoss(cfg *trainer.Config, r *core.Rollout, o *ShapeOutput) error {
 	}
 	res, err := core.PolicyLoss(seqs, core.PolicyLossOptions{ClipLow: tc.ClipLow, ClipHigh: tc.ClipHigh,
 		ClipRatioC: tc.ClipRatioC, AggMode: tc.LossAggMode, RatioLevel: tc.RatioLevel,
-		MaxResponseTokens: cfg.Rollout.MaxResponseTokens, KLEstimator: tc.KLEstimator, Loss: tc.PolicyLoss})
+		MaxResponseTokens: cfg.Rollout.MaxResponseTokens, KLEstimator: tc.KLEstimator, Loss: tc.PolicyLoss,
+		LossParams: tc.PolicyLossParams})
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func (t *Trainer) collect(step int, m map[string]float64) (r *core.Rollout, gene
 		}
 		rng := rand.New(rand.NewPCG(Mix(c.Seed, append([]uint64{seedProblems}, labels...)...), 0))
 		problems := t.Task.SampleTrain(rng, c.Train.PromptsPerStep)
-		return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, append([]uint64{seedGenerate}, labels...)...), t.needs, t.Gen, c.Rollout.MaxRows)
+		return t.rollout(step, problems, c.Rollout.N, c.Rollout.Temperature, Mix(c.Seed, append([]uint64{seedGenerate}, labels...)...), t.needs, t.Gen, c.Rollout.MaxRows, true)
 	}
 	first, genTime, err := draw(0)
 	if err != nil {
@@ -114,7 +114,11 @@ func (t *Trainer) collect(step int, m map[string]float64) (r *core.Rollout, gene
 // maxRows > 0 generates in-process at most maxRows rows at a time
 // (rollout.max_rows, GenerateRequest.Slots): the same responses as one
 // call of every row, since each response's noise is its own.
-func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64, seed uint64, needs core.Needs, gen core.Generator, maxRows int) (*core.Rollout, time.Duration, error) {
+//
+// train marks a training batch: with rollout.dtype bfloat16 its responses
+// are rescored in float32 like a remote generator's (the sampler's
+// log-probs kept as RolloutLogProbs); an evaluation's are not.
+func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64, seed uint64, needs core.Needs, gen core.Generator, maxRows int, train bool) (*core.Rollout, time.Duration, error) {
 	tok := t.Task.Tokenizer()
 	ver := t.Task.Verifier()
 	keyer, hasKeys := ver.(core.AnswerKeyer)
@@ -132,11 +136,15 @@ func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64
 		}
 	}
 	remote := gen != nil
+	// rescored: the float32 policy recomputes the log-probs, entropies
+	// and pooled states of a sampler that is not it (servers, bfloat16).
+	rescored := remote || train && t.Cfg != nil && t.Cfg.Rollout.BF16()
 	pooling := needs.Pooling
 	if !remote {
 		gen = t.Backend
-	} else {
-		pooling = "" // servers give no states; rescore pools them
+	}
+	if rescored {
+		pooling = "" // rescore pools them
 	}
 	start := time.Now()
 	req := core.GenerateRequest{Prompts: prompts, Temperature: temp,
@@ -156,7 +164,7 @@ func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64
 		s := &r.Seqs[i]
 		s.Response, s.Truncated = g.Tokens, g.Truncated
 		s.LogProbs, s.Entropies, s.Embedding = g.LogProbs, g.Entropies, g.Embedding
-		if remote {
+		if rescored {
 			s.LogProbs, s.Entropies, s.Embedding, s.RolloutLogProbs = nil, nil, nil, g.LogProbs
 			if len(g.LogProbs) != len(g.Tokens) || len(g.Tokens) == 0 {
 				return nil, 0, fmt.Errorf("generate: sequence %d: %d log-probs for %d tokens (want equal, >= 1)", i, len(g.LogProbs), len(g.Tokens))
@@ -171,7 +179,7 @@ func (t *Trainer) rollout(step int, problems []core.Problem, n int, temp float64
 			s.SolutionKey = solver.SolutionKey(problems[s.Group], s.Text)
 		}
 	}
-	if remote {
+	if rescored {
 		if err := t.rescore(r, temp, needs.Pooling); err != nil {
 			return nil, 0, err
 		}
@@ -207,7 +215,8 @@ func inParts(r *core.Rollout, part int, f func(sub *core.Rollout) error) error {
 
 // rescore sets each sequence's LogProbs and Entropies (and, with pooling,
 // Embedding) from the Backend's current policy (the old policy of the actor
-// loss) after remote generation, in parts of scoringPart sequences.
+// loss) after remote or bfloat16 generation, in parts of scoringPart
+// sequences.
 func (t *Trainer) rescore(r *core.Rollout, temp float64, pooling string) error {
 	return inParts(r, t.scoringPart(len(r.Seqs)), func(sub *core.Rollout) error {
 		return t.rescorePart(sub.Seqs, temp, pooling)
@@ -238,7 +247,7 @@ func (t *Trainer) rescorePart(part []core.Sequence, temp float64, pooling string
 		lps, ents, err = rs.ScoreLogProbs(seqs, temp)
 	}
 	if err != nil {
-		return fmt.Errorf("rescoring the servers' responses: %w", err)
+		return fmt.Errorf("rescoring the sampled responses in float32: %w", err)
 	}
 	if len(lps) != len(seqs) || len(ents) != len(seqs) {
 		return fmt.Errorf("rescoring: %d log-prob rows and %d entropy rows for %d sequences", len(lps), len(ents), len(seqs))

@@ -190,7 +190,10 @@ func stringList(p *core.Params, k string, v any) []string {
 // decodeRolloutSection reads rollout (after model: max_response_tokens must fit max_len).
 func decodeRolloutSection(r section, c *Config) {
 	c.Rollout = RolloutConfig{N: r.Int("n"), Temperature: r.Float("temperature"), MaxResponseTokens: r.Int("max_response_tokens"),
-		MaxRows: r.Int("max_rows")}
+		MaxRows: r.Int("max_rows"), DType: r.String("dtype")}
+	r.Check(c.Rollout.DType == "float32" || c.Rollout.DType == "bfloat16", "dtype", "want float32 or bfloat16, got %q", c.Rollout.DType)
+	r.Check(!c.Rollout.BF16() || c.Model.HF != "", "dtype",
+		"bfloat16 needs a Hugging Face policy (model.hf): cde's own small model generates in float32")
 	r.Check(c.Rollout.MaxRows >= 0 && c.Rollout.MaxRows <= MaxPromptsPerStep, "max_rows", "must be in [0, %d] (0 = the whole batch at once), got %d", MaxPromptsPerStep, c.Rollout.MaxRows)
 	r.Check(c.Rollout.N >= 1 && c.Rollout.N <= MaxRolloutN, "n", "must be in [1, %d], got %d", MaxRolloutN, c.Rollout.N)
 	r.Check(c.Rollout.Temperature > 0 && c.Rollout.Temperature <= 10, "temperature", "must be in (0, 10], got %v", c.Rollout.Temperature)
@@ -220,6 +223,14 @@ func decodeTrain(t section, c *Config) {
 	}
 	if err := core.CheckPolicyLoss(c.Train.PolicyLoss, c.Train.RatioLevel, c.Train.ClipRatioC); err != nil {
 		t.Fail("policy_loss", "%s", strings.TrimPrefix(err.Error(), "train.policy_loss "))
+	}
+	// The loss's own keys, read by its factory: a refusal names
+	// train.policy_loss_params.KEY (recorded on lp, so t.Finish reports it).
+	c.Train.PolicyLossParams = t.Params.Map("policy_loss_params")
+	if lp := t.Sub("policy_loss_params"); t.Err() == nil {
+		if _, err := core.NewPolicyLoss(c.Train.PolicyLoss, lp.Params); err != nil && lp.Err() == nil && lp.Finish() == nil {
+			t.Fail("policy_loss_params", "%v", err) // not a key's error: the loss's own
+		}
 	}
 	ds := t.Sub("dynamic_sampling")
 	c.Train.DynamicSampling = DynamicSamplingConfig{Enabled: ds.Bool("enabled"), MaxExtraBatches: ds.Int("max_extra_batches")}
@@ -374,6 +385,8 @@ func decodeRolloutServers(r section, c *RolloutConfig) {
 	ws.Check(strings.HasPrefix(c.WeightSync.Endpoint, "/"), "endpoint", "want a path starting with /, got %q", c.WeightSync.Endpoint)
 	c.TISCap = r.Float("tis_cap")
 	r.Check(c.TISCap == 0 || c.TISCap > 1, "tis_cap", "must be 0 (off) or > 1, got %v", c.TISCap)
-	r.Check(c.TISCap == 0 || len(c.Servers) > 0, "tis_cap",
-		"needs rollout.servers: in-process generation samples with the trainer's own weights, so there is no mismatch to correct")
+	r.Check(c.TISCap == 0 || len(c.Servers) > 0 || c.BF16(), "tis_cap",
+		"needs rollout.servers or rollout.dtype bfloat16: in-process float32 generation samples with the trainer's own weights, so there is no mismatch to correct")
+	r.Check(!c.BF16() || len(c.Servers) == 0, "dtype",
+		"applies to in-process generation; with rollout.servers each server generates in its own dtype")
 }

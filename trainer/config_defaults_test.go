@@ -110,6 +110,7 @@ var defaultAlternatives = map[string]any{
 	"model.lora.target_modules":     []any{"q_proj"},
 	"backend.engine":                "cpu",
 	"backend.pjrt_plugin":           "p.so",
+	"rollout.dtype":                 "bfloat16",
 	"rollout.servers":               []any{"http://127.0.0.1:1"},
 	"rollout.server_model":          "m",
 	"rollout.server_timeout":        "30s",
@@ -121,6 +122,7 @@ var defaultAlternatives = map[string]any{
 	"train.loss_agg_mode":           "seq-mean-token-mean",
 	"train.ratio_level":             "sequence",
 	"train.policy_loss":             "cispo",
+	"train.policy_loss_params":      map[string]any{"tau_pos": 2.0},
 	"train.critic_init":             "random",
 	"train.logger":                  []any{"jsonl", "tensorboard"},
 	"eval.sets":                     []any{"a"},
@@ -142,6 +144,10 @@ func defaultContext(key string) []string {
 		return servers
 	case key == "rollout.servers":
 		return servers[1:]
+	case key == "train.policy_loss_params":
+		return []string{"train.policy_loss=sapo"} // ppo, the default, has no keys
+	case key == "rollout.dtype":
+		return []string{"model.hf=m"}
 	}
 	return nil
 }
@@ -233,7 +239,7 @@ func TestBaseLackingKeysGetsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	tree := defaultsTree(t)
-	for _, key := range []string{"rollout.max_rows", "eval.final_k", "eval.max_rows", "model.lora", "train.logger"} {
+	for _, key := range []string{"rollout.max_rows", "eval.final_k", "eval.max_rows", "model.lora", "train.logger", "train.policy_loss_params"} {
 		editTree(tree, key, nil, true)
 	}
 	c, err := LoadConfig(LoadOptions{Env: []string{}, Base: []byte(treeYAML(t, tree))})

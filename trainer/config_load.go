@@ -32,14 +32,14 @@ task: {name: arith}
 model: {layers: 2, d_model: 64, heads: 4, ff: 0, max_len: 64, checkpoint: auto, hf: "", adapter: "", recompute: false,
         lora: {rank: 0, alpha: 16, dropout: 0, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj], base_dtype: float32}}
 backend: {engine: auto, pjrt_plugin: ""}
-rollout: {n: 8, temperature: 1.0, max_response_tokens: 48, max_rows: 0,
+rollout: {n: 8, temperature: 1.0, max_response_tokens: 48, max_rows: 0, dtype: float32,
           servers: [], server_model: "", server_timeout: 120s, server_retries: 2,
           weight_sync: {dir: "", every: 1, endpoint: /update_weights_from_disk, token_env: CDE_SERVE_TOKEN},
           tis_cap: 0.0}
 train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         ppo_epochs: 1, minibatches: 1, micro_batch_size: 0, clip_low: 0.2, clip_high: 0.2,
         entropy_coef: 0.0, kl_coef: 0.0, kl_estimator: k3, kl_mode: loss,
-        loss_agg_mode: token-mean, clip_ratio_c: 0.0, ratio_level: token, policy_loss: ppo,
+        loss_agg_mode: token-mean, clip_ratio_c: 0.0, ratio_level: token, policy_loss: ppo, policy_loss_params: {},
         dynamic_sampling: {enabled: false, max_extra_batches: 4},
         overlong: {buffer: 0, penalty: 1.0},
         max_grad_norm: 1.0, value_heads: 1, critic_init: policy, critic_warmup: 0,

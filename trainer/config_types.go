@@ -110,7 +110,16 @@ type RolloutConfig struct {
 	// (GenerateRequest.Slots; 0 = the whole batch at once). The responses
 	// are those of the whole batch at once.
 	MaxRows int
+	// DType is rollout.dtype: "float32", or "bfloat16" to generate with
+	// bfloat16 copies of a Hugging Face policy's weight matrices; the
+	// trainer then rescores every response in float32 (Rollout.RolloutLogProbs
+	// keeps the sampler's), as after remote generation.
+	DType string
 }
+
+// BF16 reports whether in-process generation runs in bfloat16
+// (rollout.dtype).
+func (c RolloutConfig) BF16() bool { return c.DType == "bfloat16" }
 
 // WeightSyncConfig is rollout.weight_sync: how the trainer's policy reaches
 // the generation servers.
@@ -160,12 +169,17 @@ type TrainConfig struct {
 	ClipRatioC float64
 	// RatioLevel is train.ratio_level: token | sequence (GSPO) (token).
 	RatioLevel string
-	// PolicyLoss is train.policy_loss: ppo | cispo | gmpo (ppo).
-	PolicyLoss      string
-	DynamicSampling DynamicSamplingConfig // train.dynamic_sampling
-	Overlong        OverlongConfig        // train.overlong
-	MaxGradNorm     float64               // train.max_grad_norm (1.0)
-	ValueHeads      int                   // train.value_heads: critic heads K (1; strategies may ask for more)
+	// PolicyLoss is train.policy_loss: ppo | cispo | gmpo | sapo (ppo).
+	PolicyLoss string
+	// PolicyLossParams is train.policy_loss_params ({}): the loss's own
+	// keys as given, checked by its factory when the config is read
+	// (core.NewPolicyLoss) and resolved by it again wherever the loss is
+	// computed, so the defaults stay in the loss.
+	PolicyLossParams map[string]any
+	DynamicSampling  DynamicSamplingConfig // train.dynamic_sampling
+	Overlong         OverlongConfig        // train.overlong
+	MaxGradNorm      float64               // train.max_grad_norm (1.0)
+	ValueHeads       int                   // train.value_heads: critic heads K (1; strategies may ask for more)
 	// CriticInit is train.critic_init: policy (the critic's trunk starts
 	// as the starting policy's, a fresh value head: verl's practice and the
 	// paper's) | random (its own random weights) (policy).

@@ -224,7 +224,7 @@ func (t *Trainer) evalRollout(step, si int, problems []core.Problem, k int) (*co
 		if lo > 0 {
 			s = Mix(seed, uint64(lo/chunk))
 		}
-		r, _, err := t.rollout(step, problems[lo:hi], k, c.Eval.Temperature, s, core.Needs{}, nil, 0) // eval.max_rows chunks it
+		r, _, err := t.rollout(step, problems[lo:hi], k, c.Eval.Temperature, s, core.Needs{}, nil, 0, false) // eval.max_rows chunks it
 		if err != nil {
 			return nil, err
 		}

@@ -333,7 +333,7 @@ func (t *Trainer) shapeStep(step int, info core.StepInfo, r *core.Rollout, m map
 		return core.LossTerms{}, err
 	}
 	lossTerms.EntropyCoef += tokenEntCoef
-	if t.Gen != nil {
+	if t.Gen != nil || c.Rollout.BF16() {
 		if err := applyTIS(r, c.Rollout.TISCap, m); err != nil {
 			return core.LossTerms{}, err
 		}
@@ -368,7 +368,7 @@ func (t *Trainer) updateActor(step int, r *core.Rollout, lossTerms core.LossTerm
 		ClipLow: c.Train.ClipLow, ClipHigh: c.Train.ClipHigh, ClipRatioC: c.Train.ClipRatioC,
 		LossAggMode: c.Train.LossAggMode, RatioLevel: c.Train.RatioLevel, MaxResponseTokens: c.Rollout.MaxResponseTokens,
 		EntropyCoef: lossTerms.EntropyCoef, KLCoef: klCoef, KLEstimator: c.Train.KLEstimator, PolicyLoss: c.Train.PolicyLoss,
-		Temperature: c.Rollout.Temperature, Seed: Mix(c.Seed, seedActor, uint64(step))})
+		PolicyLossParams: c.Train.PolicyLossParams, Temperature: c.Rollout.Temperature, Seed: Mix(c.Seed, seedActor, uint64(step))})
 	if err != nil {
 		return err
 	}

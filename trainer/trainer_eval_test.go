@@ -371,7 +371,7 @@ func TestRolloutSolutionKeys(t *testing.T) {
 		probs = append(probs, core.Problem{ID: d, Prompt: d, Answer: d})
 	}
 	tr.Task = solvedTask{listTask{evals: []core.EvalSet{{Name: "v", Problems: probs}}}}
-	r, _, err := tr.rollout(0, probs, 16, 1, 7, core.Needs{}, nil, 0)
+	r, _, err := tr.rollout(0, probs, 16, 1, 7, core.Needs{}, nil, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

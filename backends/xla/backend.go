@@ -43,6 +43,9 @@ type Options struct {
 	// Policy.LoRA the adapters start from it; without, it is merged into
 	// the weights (W + (alpha/r) B A).
 	Adapter *peft.Adapter
+	// GenBF16 (rollout.dtype: bfloat16) generates with bfloat16 copies of
+	// a Hugging Face policy's weight matrices (genbf16.go).
+	GenBF16 bool
 }
 
 // Backend implements core.Backend.
@@ -56,6 +59,9 @@ type Backend struct {
 	// kl_coef > 0; for a LoRA policy, the policy with its adapters off
 	// (baseView: the frozen base, no copy).
 	ref *net
+	// gen is the bfloat16 generation view (Options.GenBF16), made on the
+	// first Generate.
+	gen *bf16View
 }
 
 var (

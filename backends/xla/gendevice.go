@@ -193,7 +193,9 @@ func (n *net) deviceExec(key string, fn func(ctx *model.Scope, in []*graph.Node)
 
 // deviceGen is one generateOnDevice call's graphs and inputs.
 type deviceGen struct {
-	b       *Backend
+	b *Backend
+	// n is the net that generates (Backend.genView).
+	n       *net
 	req     core.GenerateRequest
 	spec    genSpec
 	P       int
@@ -262,11 +264,15 @@ func (b *Backend) generateOnDevice(req core.GenerateRequest, P int) ([]core.Gene
 			spec.stops = append(spec.stops, t)
 		}
 	}
-	d := &deviceGen{b: b, req: req, spec: spec, P: P, invTemp: float32(1 / req.Temperature)}
-	if d.pre, err = b.policy.deviceExec(spec.key("prefill", tmax), b.policy.buildDevicePrefill(tmax, spec)); err != nil {
+	gn, err := b.genView()
+	if err != nil {
 		return nil, err
 	}
-	if d.dec, err = b.policy.deviceExec(spec.key("decode", 0), b.policy.buildDeviceDecode(spec)); err != nil {
+	d := &deviceGen{b: b, n: gn, req: req, spec: spec, P: P, invTemp: float32(1 / req.Temperature)}
+	if d.pre, err = gn.deviceExec(spec.key("prefill", tmax), gn.buildDevicePrefill(tmax, spec)); err != nil {
+		return nil, err
+	}
+	if d.dec, err = gn.deviceExec(spec.key("decode", 0), gn.buildDeviceDecode(spec)); err != nil {
 		return nil, err
 	}
 	slot := make([]int, S) // the response in each slot, -1 for none
@@ -337,7 +343,7 @@ func (d *deviceGen) harvest(state []*tensors.Tensor, slot, finished []int, gens 
 		prevH = tensors.MustCopyFlatData[float32](state[gsFixed+1])
 		sumH = tensors.MustCopyFlatData[float32](state[gsFixed+2])
 	}
-	dm := d.b.policy.cfg.DModel
+	dm := d.n.cfg.DModel
 	for _, s := range finished {
 		n := int(count[s])
 		g := &gens[slot[s]]
@@ -385,7 +391,7 @@ func (d *deviceGen) refill(state []*tensors.Tensor, slot, free []int, next int) 
 	}
 	defer finalize(fresh)
 	if d.ins == nil {
-		if d.ins, err = d.b.policy.deviceExec(d.spec.key("insert", 0), d.b.policy.buildDeviceInsert(d.spec)); err != nil {
+		if d.ins, err = d.n.deviceExec(d.spec.key("insert", 0), d.n.buildDeviceInsert(d.spec)); err != nil {
 			return nil, err
 		}
 	}

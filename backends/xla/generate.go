@@ -129,13 +129,17 @@ func (b *Backend) generateOnHost(req core.GenerateRequest, P int) ([]core.Genera
 // generateRows generates req's prompts, responses first .. first+n-1 of
 // the whole request, padded to P.
 func (b *Backend) generateRows(req core.GenerateRequest, P, first int) ([]core.Generation, error) {
-	c := b.policy.cfg
+	gn, err := b.genView()
+	if err != nil {
+		return nil, err
+	}
+	c := gn.cfg
 	nb := len(req.Prompts)
 	tmax := P + req.MaxTokens
 	tokens, last, pos := b.promptBatch(req, P)
 	temp := req.Temperature
 	invTemp := float32(1 / temp)
-	pre, err := b.policy.prefillExec(tmax)
+	pre, err := gn.prefillExec(tmax)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +164,7 @@ func (b *Backend) generateRows(req core.GenerateRequest, P, first int) ([]core.G
 	gens := make([]core.Generation, nb)
 	hidden := make([][][]float32, nb)
 	done := make([]bool, nb)
-	decode, err := b.policy.exec(&b.policy.decode, b.policy.buildDecode())
+	decode, err := gn.exec(&gn.decode, gn.buildDecode())
 	if err != nil {
 		return nil, err
 	}

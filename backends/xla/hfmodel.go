@@ -56,6 +56,10 @@ type hfArch struct {
 	// recompute checkpoints every block (training graphs with
 	// model.recompute; arch.go's checkpointed).
 	recompute bool
+	// bf16 marks the bfloat16 generation view (genbf16.go): products with
+	// a bfloat16 weight round their input too; nativeBF16 computes them
+	// with the engine's bfloat16 dot (the xla:* engines).
+	bf16, nativeBF16 bool
 }
 
 func newHFArch(c *hf.Config, maxLen int) *hfArch {
@@ -436,7 +440,7 @@ func (a *hfArch) logits(ctx *model.Scope, h *graph.Node) *graph.Node {
 	if a.c.TieEmbeddings {
 		name = "model.embed_tokens.weight"
 	}
-	return linearT(h, a.w(ctx, h.Graph(), name), nil)
+	return a.linearW(ctx, h, name, nil)
 }
 
 // hidden runs the model on tokens int32 [B, T] at positions 0..T-1 and

@@ -110,7 +110,7 @@ func (a *hfArch) proj(ctx *model.Scope, x *graph.Node, module string) *graph.Nod
 	if a.has(ctx, module+".bias") {
 		bias = a.w(ctx, g, module+".bias")
 	}
-	y := linearT(x, a.w(ctx, g, module+".weight"), bias)
+	y := a.linearW(ctx, x, module+".weight", bias)
 	if a.lora == nil || a.base || !a.lora.Targeted(module) {
 		return y
 	}

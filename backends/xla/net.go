@@ -1,6 +1,7 @@
 package xla
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -110,8 +111,18 @@ const (
 	hCriticDen
 	hFirst
 	hLoss
-	hNum
+	// The policy loss's own keys (train.policy_loss_params): slot
+	// hLossParams+i holds the value of its i-th key in sorted order
+	// (core.PolicyLossKeys), as core.NewPolicyLoss resolved it; at most
+	// maxLossParams keys.
+	hLossParams
+	hNum = hLossParams + maxLossParams
 )
+
+// maxLossParams is how many keys a policy loss may declare for its graph
+// (hyper slots from hLossParams); registerGraphLoss refuses a loss with
+// more.
+const maxLossParams = 8
 
 // accumScope holds the micro-batch gradient accumulators, one per trainable
 // variable, created on the first micro-batched update: not model state, so
@@ -632,7 +643,11 @@ func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node
 
 	in := lossIn{logp: logp, adv: adv, mask: mask, valid: valid, zeros: zeros, logRatio: logRatio, tokLogRatio: tokLogRatio,
 		clipLow: hyperAt(hyper, hClipLow), clipHigh: hyperAt(hyper, hClipHigh), clipRatioC: hyperAt(hyper, hClipRatioC),
-		lens: lens, lensSafe: lensSafe, bRows: bRows}
+		lens: lens, lensSafe: lensSafe, bRows: bRows, loss: loss, params: map[string]*graph.Node{}}
+	keys, _ := core.PolicyLossKeys(loss)
+	for i, k := range keys {
+		in.params[k] = hyperAt(hyper, hLossParams+i)
+	}
 	gl, _ := graphLosses.Lookup(loss)
 	var pgLoss, clipped *graph.Node
 	if gl.token != nil {
@@ -664,12 +679,27 @@ func actorLoss(logp, ent, mask, adv, oldLP, refLP, pgW, absKL, hyper *graph.Node
 // configured level (token or GSPO's sequence ratio, with the gradient
 // flowing through logp) and the clamped token log-ratio (both 0 at
 // padding), the clip settings (scalars), and per row the valid tokens
-// (lens [B], lensSafe at least 1) and the rows with a token (bRows).
+// (lens [B], lensSafe at least 1) and the rows with a token (bRows), and
+// the loss's own keys (param).
 type lossIn struct {
 	logp, adv, mask, valid, zeros *graph.Node
 	logRatio, tokLogRatio         *graph.Node
 	clipLow, clipHigh, clipRatioC *graph.Node
 	lens, lensSafe, bRows         *graph.Node
+	loss                          string
+	params                        map[string]*graph.Node // by key, scalars from hyper
+}
+
+// param is the value of the loss's key k (train.policy_loss_params), a
+// scalar: the number core.NewPolicyLoss resolved for the run, the one its
+// reference has bound (core.PolicyLossDef.Values), fed through hyper. It
+// panics on a key the loss's RegisterPolicyLoss call does not declare.
+func (in lossIn) param(k string) *graph.Node {
+	n, ok := in.params[k]
+	if !ok {
+		panic(fmt.Sprintf("xla: the graph of policy loss %s reads key %q, which core.RegisterPolicyLoss does not declare for it", in.loss, k))
+	}
+	return n
 }
 
 // graphLoss is the graph form of a registered policy loss
@@ -690,7 +720,16 @@ var graphLosses = core.NewRegistry("xla: policy loss graph", func(_ string, g gr
 	return ""
 })
 
-func registerGraphLoss(name string, g graphLoss) { graphLosses.Register(name, g) }
+// registerGraphLoss registers the graph of the policy loss name; it panics
+// (besides the registry's reasons) on a loss whose reference declares more
+// keys than maxLossParams. core's losses are registered by then: this
+// package imports core, so core's init functions run first.
+func registerGraphLoss(name string, g graphLoss) {
+	if keys, _ := core.PolicyLossKeys(name); len(keys) > maxLossParams {
+		panic(fmt.Sprintf("xla: policy loss %s declares %d keys; its graph has room for %d (maxLossParams)", name, len(keys), maxLossParams))
+	}
+	graphLosses.Register(name, g)
+}
 
 func graphLossNames() []string { return graphLosses.Names() }
 
@@ -730,6 +769,19 @@ func actorHyper(hyper []float32, u core.ActorUpdate) error {
 	}
 	if err := core.CheckPolicyLoss(u.PolicyLoss, u.RatioLevel, u.ClipRatioC); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	// The loss's own keys, resolved as the reference resolves them.
+	loss := cmp.Or(u.PolicyLoss, core.LossPPO)
+	def, err := core.NewPolicyLoss(loss, core.NewParams(core.PolicyLossParamsKey, u.PolicyLossParams))
+	if err != nil {
+		return err
+	}
+	keys, _ := core.PolicyLossKeys(loss)
+	if len(keys) > maxLossParams {
+		return fmt.Errorf("train.policy_loss %s: %d keys, more than this backend's %d", loss, len(keys), maxLossParams)
+	}
+	for i, k := range keys {
+		hyper[hLossParams+i] = float32(def.Values[k])
 	}
 	switch u.KLEstimator {
 	case "k1":

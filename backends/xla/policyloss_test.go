@@ -2,6 +2,7 @@ package xla
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -16,10 +17,11 @@ import (
 
 // TestActorLossMatchesReference holds the graph's actor loss (actorLoss, the
 // function buildActorTrain calls) equal to core.PolicyLoss, the plain-Go
-// reference, on random padded batches, for every loss_agg_mode x
-// ratio_level x dual clip on/off x KL estimator: the policy loss, the KL
-// term, the clip fraction, and the gradients of both with respect to the
-// current log-probs. The test graph feeds the log-probs in as a parameter
+// reference, on random padded batches, for every registered policy loss
+// (at its defaults, and at the values of its keys in lossParamCases) x
+// loss_agg_mode x ratio_level x dual clip on/off x KL estimator it takes:
+// the policy loss, the KL term, the clip fraction, and the gradients of
+// both with respect to the current log-probs. The test graph feeds the log-probs in as a parameter
 // (in training they come out of the model), so graph.Gradient with respect
 // to that parameter is exactly d loss / d new_logprobs[t], the reference's
 // PGCoef and KLCoef. Each batch mixes tokens inside and outside the clip
@@ -106,21 +108,24 @@ func checkActorLoss(t *testing.T, be compute.Backend) {
 			}
 			seqs[i] = s
 		}
-		for _, loss := range core.PolicyLosses() {
+		for _, lc := range lossCases(t) {
+			loss, params, def := lc.loss, lc.params, lc.def
 			for _, agg := range core.LossAggModes {
 				for _, level := range []string{core.RatioToken, core.RatioSequence} {
 					for _, dual := range []float64{0, 3} {
 						for _, est := range core.KLEstimators {
-							// CISPO and GMPO take the token ratio and no dual
-							// clip; GMPO no token weights (batches 1 and 2);
-							// one KL estimator is enough for them.
-							if loss != core.LossPPO && (level != core.RatioToken || dual != 0 || est != "k3") ||
-								loss == core.LossGMPO && (batch == 1 || batch == 2) {
+							// Only the ratio level and dual clip the loss takes
+							// (cispo, gmpo and sapo: the token ratio, no dual
+							// clip); no token weights (batches 1 and 2) for a
+							// sequence loss (gmpo); one KL estimator is
+							// enough past ppo.
+							if level == core.RatioSequence && !def.SequenceRatio || dual != 0 && !def.DualClip ||
+								def.Sequence != nil && (batch == 1 || batch == 2) || loss != core.LossPPO && est != "k3" {
 								continue
 							}
-							name := fmt.Sprintf("batch%d/%s/%s/%s/c=%v/%s", batch, loss, agg, level, dual, est)
+							name := fmt.Sprintf("batch%d/%s%s/%s/%s/c=%v/%s", batch, loss, paramsLabel(params), agg, level, dual, est)
 							u := core.ActorUpdate{ClipLow: 0.2, ClipHigh: 0.28, ClipRatioC: dual, LossAggMode: agg, PolicyLoss: loss,
-								RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est, KLCoef: 0.1, Temperature: 1}
+								PolicyLossParams: params, RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est, KLCoef: 0.1, Temperature: 1}
 							if level == core.RatioSequence {
 								u.ClipLow, u.ClipHigh = 0.03, 0.04 // GSPO's ranges are narrow (the paper: 3e-4, 4e-4)
 							}
@@ -129,7 +134,7 @@ func checkActorLoss(t *testing.T, be compute.Backend) {
 								t.Fatal(err)
 							}
 							want, err := core.PolicyLoss(seqs, core.PolicyLossOptions{ClipLow: u.ClipLow, ClipHigh: u.ClipHigh,
-								ClipRatioC: dual, AggMode: agg, RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est, Loss: loss})
+								ClipRatioC: dual, AggMode: agg, RatioLevel: level, MaxResponseTokens: Lmax, KLEstimator: est, Loss: loss, LossParams: params})
 							if err != nil {
 								t.Fatal(err)
 							}
@@ -174,6 +179,65 @@ func checkActorLoss(t *testing.T, be compute.Backend) {
 	}
 }
 
+// lossParamCases are, for every policy loss with keys
+// (train.policy_loss_params), values other than its defaults, every key
+// moved off its default in each, under which TestActorLossMatchesReference
+// holds the graph equal to the reference besides the defaults: a graph
+// reading a constant, or the wrong key, in place of a key's value fails
+// it. SAPO's two cases put tau_pos below and above tau_neg.
+var lossParamCases = map[string][]map[string]any{
+	core.LossSAPO: {{"tau_pos": 0.3, "tau_neg": 2.5}, {"tau_pos": 4, "tau_neg": 0.5}},
+}
+
+// lossCase is one policy loss and keys TestActorLossMatchesReference
+// runs it with.
+type lossCase struct {
+	loss   string
+	params map[string]any     // train.policy_loss_params; nil: the defaults
+	def    core.PolicyLossDef // at the defaults
+}
+
+// lossCases are every registered loss at its defaults (params nil), and
+// each with keys at its lossParamCases too. A loss with keys and no case,
+// or a case leaving a key at its default, is an error.
+func lossCases(t *testing.T) []lossCase {
+	var out []lossCase
+	for _, loss := range core.PolicyLosses() {
+		def, _ := core.LookupPolicyLoss(loss)
+		out = append(out, lossCase{loss, nil, def})
+		keys, _ := core.PolicyLossKeys(loss)
+		if len(keys) > 0 && len(lossParamCases[loss]) == 0 {
+			t.Errorf("policy loss %s has keys %v and no lossParamCases: the test would run it at its defaults only", loss, keys)
+		}
+		for _, c := range lossParamCases[loss] {
+			d, err := core.NewPolicyLoss(loss, core.NewParams(core.PolicyLossParamsKey, c))
+			if err != nil {
+				t.Fatalf("lossParamCases[%s] %v: %v", loss, c, err)
+			}
+			for _, k := range keys {
+				if float32(d.Values[k]) == float32(def.Values[k]) {
+					t.Errorf("lossParamCases[%s] %v leaves %s at its default %v", loss, c, k, def.Values[k])
+				}
+			}
+			out = append(out, lossCase{loss, c, def})
+		}
+	}
+	return out
+}
+
+// paramsLabel is a loss's keys for a case's name: "" at the defaults,
+// else "(k=v,...)" in key order.
+func paramsLabel(params map[string]any) string {
+	if params == nil {
+		return ""
+	}
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		kv = append(kv, fmt.Sprintf("%s=%v", k, params[k]))
+	}
+	return "(" + strings.Join(kv, ",") + ")"
+}
+
 // noSuchLoss is a train.policy_loss no one will register.
 const noSuchLoss = "no-such-loss-§"
 
@@ -205,6 +269,20 @@ func TestActorHyper(t *testing.T) {
 			t.Errorf("slot %d = %v, want %v", i, h[i], want[i])
 		}
 	}
+	// A loss's keys go to their slots in key order, at the values
+	// core.NewPolicyLoss resolves: set, or the loss's defaults.
+	for _, c := range []struct {
+		params map[string]any
+		want   []float32 // tau_neg, tau_pos
+	}{{map[string]any{"tau_pos": 0.3, "tau_neg": 2.5}, []float32{2.5, 0.3}}, {nil, []float32{1.05, 1}}, {map[string]any{"tau_pos": 4}, []float32{1.05, 4}}} {
+		h = make([]float32, hNum)
+		if err := actorHyper(h, core.ActorUpdate{PolicyLoss: core.LossSAPO, PolicyLossParams: c.params, Temperature: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(h[hLossParams:hLossParams+2], c.want) || slices.ContainsFunc(h[hLossParams+2:], func(x float32) bool { return x != 0 }) {
+			t.Errorf("sapo %v: loss-key slots %v, want %v then zeros", c.params, h[hLossParams:], c.want)
+		}
+	}
 	// Empty names are the defaults: token-mean, token ratio, k3.
 	h = make([]float32, hNum)
 	if err := actorHyper(h, core.ActorUpdate{Temperature: 1}); err != nil || h[hAggTokenMean] != 1 || h[hSeqRatio] != 0 || h[hKLk3] != 1 || h[hMaxResponseTokens] != 1 {
@@ -224,6 +302,11 @@ func TestActorHyper(t *testing.T) {
 		{core.ActorUpdate{PolicyLoss: core.LossGMPO, ClipRatioC: 3}, "train.policy_loss gmpo: train.clip_ratio_c (the dual clip) is not a setting of this loss (losses that take it: " +
 			lossesTaking(func(d core.PolicyLossDef) bool { return d.DualClip }) + ")"},
 		{core.ActorUpdate{PolicyLoss: noSuchLoss}, `train.policy_loss "` + noSuchLoss + `": unknown`},
+		{core.ActorUpdate{PolicyLoss: core.LossSAPO, PolicyLossParams: map[string]any{"tau_neg": 0}},
+			"config: train.policy_loss_params.tau_neg: must be in [0.01, 100], got 0"},
+		{core.ActorUpdate{PolicyLoss: core.LossSAPO, PolicyLossParams: map[string]any{"temperature": 1}},
+			"config: train.policy_loss_params.temperature: unknown key (the keys of sapo: tau_neg, tau_pos)"},
+		{core.ActorUpdate{PolicyLossParams: map[string]any{"tau_pos": 1}}, "config: train.policy_loss_params.tau_pos: not a key of ppo (it belongs to "},
 	} {
 		c.u.Temperature = 1
 		if err := actorHyper(make([]float32, hNum), c.u); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -233,8 +316,17 @@ func TestActorHyper(t *testing.T) {
 }
 
 // Every policy loss core registers has a graph here, and no graph lacks a
-// reference: TestActorLossMatchesReference then covers each.
+// reference: TestActorLossMatchesReference then covers each. A graph
+// reading a key its loss does not declare stops at the read.
 func TestEveryPolicyLossHasAGraph(t *testing.T) {
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `policy loss ppo reads key "tau"`) {
+				t.Errorf("an undeclared key: %v", r)
+			}
+		}()
+		lossIn{loss: core.LossPPO}.param("tau")
+	}()
 	if got, want := strings.Join(graphLossNames(), ","), strings.Join(core.PolicyLosses(), ","); got != want {
 		t.Errorf("graphs for %s, references for %s", got, want)
 	}

@@ -259,7 +259,11 @@ func runGo(hc *hf.Config, loraRank int, baseBF16, recompute bool, engine, plugin
 	pc.LoRA = xla.LoRAOf(loraRank, 2*float64(loraRank), 0, peft.Modules)
 	pc.Recompute = recompute
 	pc.BaseBF16 = baseBF16
-	b, err := xla.New(xla.Options{Engine: engine, PJRTPlugin: plugin, Policy: pc, Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645})
+	if *genDType != "float32" && *genDType != "bfloat16" {
+		panic(fmt.Sprintf("--gen-dtype %q: want float32 or bfloat16", *genDType))
+	}
+	b, err := xla.New(xla.Options{Engine: engine, PJRTPlugin: plugin, Policy: pc, Seed: 1, ActorLR: 1e-6, PAD: 0, EOS: 151645,
+		GenBF16: *genDType == "bfloat16"})
 	if err != nil {
 		panic(err)
 	}
@@ -476,6 +480,7 @@ var (
 	spreadSlots = flag.Int("spread-slots", 32, "slots of the spread measurement's second run (GenerateRequest.Slots, rollout.max_rows): a response that stops frees its slot on the xla engines' device loop")
 	spreadMax   = flag.Int("spread-max", 512, "the spread measurement's max tokens per response")
 	spreadStop  = flag.Int("spread-stop", 128, "1 in this many vocabulary ids stops a response in the spread measurement")
+	genDType    = flag.String("gen-dtype", "float32", "cde's generation arithmetic (rollout.dtype): float32, or bfloat16 (bfloat16 copies of the weight matrices, float32 sums)")
 )
 
 // spreadRun times one generation of *spread responses of spread lengths

@@ -202,3 +202,29 @@ func TestShapePassKNeedsCorrect(t *testing.T) {
 		t.Errorf("want an error naming sequences[1].correct, got %v\n%s", err, out)
 	}
 }
+
+// SAPO on lossBatch with its own keys (train.policy_loss_params), worked
+// from pg = -(4/tau) sigmoid(tau (ratio - 1)) A, tau = tau_pos where A > 0,
+// tau_neg elsewhere: with tau_pos 2, tau_neg 0.5 the five tokens give
+// -2 s(1), -2 s(-0.2), 8 s(-0.25), 8 s(1.5), -2 s(0.2) (s the logistic),
+// mean 1.3162133290405509; at the defaults (1, 1.05) the mean is
+// -0.28418267752973597. `shape` must pass the keys to the loss.
+func TestShapeSAPOKeys(t *testing.T) {
+	base := "algorithm: {name: dr_grpo}\nrollout: {max_response_tokens: 8}\n"
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, train string
+		loss        float64
+	}{
+		{"sapo_keys", "train: {policy_loss: sapo, policy_loss_params: {tau_pos: 2, tau_neg: 0.5}}", 1.3162133290405509},
+		{"sapo_defaults", "train: {policy_loss: sapo}", -0.28418267752973597},
+	} {
+		got, out, err := runShape(t, dir, c.name, base+c.train+"\n", lossBatch)
+		if err != nil {
+			t.Fatalf("%s: shape: %v\n%s", c.name, err, out)
+		}
+		if got.PolicyLoss == nil || math.Abs(*got.PolicyLoss-c.loss) > 1e-12 {
+			t.Fatalf("%s: policy_loss %v, want %v\n%s", c.name, got.PolicyLoss, c.loss, out)
+		}
+	}
+}

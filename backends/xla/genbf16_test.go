@@ -178,3 +178,64 @@ func TestGenerateBF16(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceGenerateBF16: rollout.dtype bfloat16 on the cpu engine
+// and on the reference engine (CDE_CONFORMANCE_REF: go here, xla:cuda in
+// scripts/gpucheck check a, where the products are the engine's bfloat16
+// dot) give the same tokens but at near-ties, and close log-probs and
+// entropies on the tokens they share: the same products summed in another
+// order, which can move an activation across a bfloat16 rounding boundary
+// (a relative step of 2^-8 in one input of the next product), so the
+// bound is bfloat16's, not float32's: 0.02 at worst, 1e-3 on average.
+func TestConformanceGenerateBF16(t *testing.T) {
+	dir, c := writeTinyHF(t, "qwen3", safetensors.F32, 43)
+	set, err := safetensors.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	var bs [2]*Backend
+	for i, eng := range []string{"cpu", confRef()} {
+		if bs[i], err = New(Options{Engine: eng, PJRTPlugin: testPlugin(eng), Policy: HFModelConfig(c, 40), Seed: 1, PAD: 0, EOS: 2, HFWeights: set, GenBF16: true}); err != nil {
+			t.Fatal(err)
+		}
+		defer bs[i].Close()
+	}
+	rng := rand.New(rand.NewPCG(12, 13))
+	var prompts [][]int32
+	for i := range 8 {
+		prompts = append(prompts, randTokens(rng, 1, 2+i%4, c.Vocab)[0])
+	}
+	req := core.GenerateRequest{Prompts: prompts, Temperature: 1, MaxTokens: 20, Seed: 8}
+	ga, err := bs[0].Generate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := bs[1].Generate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, same, worst, sum := 0, 0, 0.0, 0.0
+	for i := range prompts {
+		a, b := ga[i], gb[i]
+		n := min(len(a.Tokens), len(b.Tokens))
+		k := 0
+		for k < n && a.Tokens[k] == b.Tokens[k] {
+			k++
+		}
+		if k < n || len(a.Tokens) != len(b.Tokens) {
+			cut++
+		}
+		same += k
+		for j := range k {
+			dl, de := math.Abs(a.LogProbs[j]-b.LogProbs[j]), math.Abs(a.Entropies[j]-b.Entropies[j])
+			worst, sum = max(worst, dl, de), sum+dl+de
+		}
+	}
+	mean := sum / float64(2*max(same, 1))
+	t.Logf("cpu vs %s in bfloat16: %d shared tokens, %d of %d rows cut, |d| mean %.2e, worst %.2e", confRef(), same, cut, len(prompts), mean, worst)
+	if cut > 1 || worst > 0.02 || mean > 1e-3 || same < 100 {
+		t.Fatalf("cpu vs %s in bfloat16: %d rows diverge (at most 1 near-tie expected), %d shared tokens, log-prob/entropy difference mean %v worst %v (want <= 1e-3, 0.02)",
+			confRef(), cut, same, mean, worst)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cde-rl/cde/backends/xla"
+	"github.com/cde-rl/cde/engines/cpu"
 	"github.com/cde-rl/cde/trainer"
 )
 
@@ -181,6 +182,14 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 			{"training pass", train, fmt.Sprintf("a micro-batch of %.0f rows: train.prompts_per_step x rollout.n = %.0f over train.minibatches, at most train.micro_batch_size; model.max_len, the vocabulary%s", micro, rows, trainKeys)},
 		},
 	}
+	if cfg.Rollout.BF16() {
+		e.Fixed = append(e.Fixed, MemoryPart{"bfloat16 copies of the weights", 2 * params, "rollout.dtype (bfloat16), the model's sizes"})
+	}
+	if eng := cfg.Backend.Engine; eng == "cpu" || eng == "auto" || eng == "" {
+		// Between their runs the cpu engine's graphs keep the buffers of
+		// their last run, those of the graphs not running bounded.
+		e.Fixed = append(e.Fixed, MemoryPart{"cpu engine's idle buffers", cpu.IdlePoolBytes, "a bound of the cpu engine, backend.engine"})
+	}
 	if len(cfg.Rollout.Servers) == 0 {
 		// With rollout.servers the batch is generated elsewhere, and its
 		// rescoring goes in parts no larger than a training pass.
@@ -294,6 +303,11 @@ func CheckMemory(e MemoryEstimate, limit float64, what string) error {
 		e, gb(limit), what, MemoryLimitEnv)
 }
 
+// MemoryMargin is the share of the machine's memory a run's estimate
+// leaves to the system and the estimate's error when MemoryLimitEnv is
+// unset: 10%.
+const MemoryMargin = 0.1
+
 // MemoryLimitEnv names the variable that sets the memory a run may use, in
 // GB (decimal): unset or 0 is the machine's (MachineMemory), -1 turns the
 // check off.
@@ -304,8 +318,8 @@ const MemoryLimitEnv = "CDE_MEMORY_LIMIT_GB"
 func MemoryLimit() (float64, string, error) {
 	s := strings.TrimSpace(os.Getenv(MemoryLimitEnv))
 	if s == "" || s == "0" {
-		m := MachineMemory()
-		return m, "this machine's memory, or its cgroup limit", nil
+		m := MachineMemory() * (1 - MemoryMargin)
+		return m, fmt.Sprintf("%.0f%% of this machine's memory, or of its cgroup limit", 100*(1-MemoryMargin)), nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || (v < 0 && v != -1) {
@@ -330,8 +344,8 @@ func MemoryHelp() string {
 Memory: before it allocates anything, a run estimates its peak memory from
 the config (weights, gradients and optimiser state, the largest generation
 or training pass: KV caches, activations, logits), logs the estimate, and
-refuses to start when it exceeds this machine's memory (its cgroup limit
-when lower), naming the keys that drive it. ` + MemoryLimitEnv + `=N sets
+refuses to start when it exceeds 90% of this machine's memory (of its
+cgroup limit when lower), naming the keys that drive it. ` + MemoryLimitEnv + `=N sets
 the limit to N GB, -1 turns the check off. For the embedded defaults:
 ` + est + `.
 Upper bounds of the size keys: docs/config.md ("Memory").

@@ -104,8 +104,10 @@ func TestEstimateMemoryByHand(t *testing.T) {
 	// training, 4 rows: 4*16*(1*(80+64)*4 + 1*2*16*4*2) + 4*16*101*4*3
 	//   = 64*832 + 77,568 = 130,816
 	e := EstimateMemory(cfg, p, 0, 6)
+	// The cpu engine (backend.engine auto) keeps at most 128 MiB of idle
+	// buffers: 134,217,728 bytes.
 	want := map[string]float64{"runtime": 64e6, "model state": 41600, "generation of a training batch": 41792,
-		"training pass": 130816, "generation of an evaluation": 62688}
+		"training pass": 130816, "generation of an evaluation": 62688, "cpu engine's idle buffers": 134217728}
 	for _, part := range append(append([]MemoryPart{}, e.Fixed...), e.Passes...) {
 		if w, ok := want[part.Name]; !ok || part.Bytes != w {
 			t.Errorf("%s: %v bytes, want %v", part.Name, part.Bytes, w)
@@ -115,7 +117,7 @@ func TestEstimateMemoryByHand(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("missing terms: %v", want)
 	}
-	if e.Total() != 64e6+41600+130816 || e.Largest().Name != "training pass" {
+	if e.Total() != 64e6+41600+134217728+130816 || e.Largest().Name != "training pass" {
 		t.Errorf("total %v, largest %s", e.Total(), e.Largest().Name)
 	}
 	// A critic doubles the state (plus its heads) and the training pass.
@@ -123,6 +125,15 @@ func TestEstimateMemoryByHand(t *testing.T) {
 	if c.Fixed[1].Bytes != 41600+16*(2600+8*2) || c.Passes[1].Bytes != 2*130816 {
 		t.Errorf("with a critic: state %v, training %v", c.Fixed[1].Bytes, c.Passes[1].Bytes)
 	}
+	// Another engine has no idle-buffer term; rollout.dtype bfloat16 adds
+	// 2 bytes a parameter: 5,200.
+	cfg.Backend.Engine = "xla:cuda"
+	cfg.Rollout.DType = "bfloat16"
+	b := EstimateMemory(cfg, p, 0, 6)
+	if len(b.Fixed) != 3 || b.Fixed[2].Name != "bfloat16 copies of the weights" || b.Fixed[2].Bytes != 5200 {
+		t.Errorf("xla:cuda, bfloat16 generation: fixed terms %v", b.Fixed)
+	}
+	cfg.Backend.Engine, cfg.Rollout.DType = "auto", "float32"
 	// rollout.max_rows = 2 generates 2 of the 4 rows at a time: 2 x 10,448.
 	cfg.Rollout.MaxRows = 2
 	if g := EstimateMemory(cfg, p, 0, 6).Passes[0]; g.Bytes != 20896 {
@@ -150,7 +161,7 @@ func TestCheckMemory(t *testing.T) {
 		env  string
 		want float64
 		bad  bool
-	}{{"", MachineMemory(), false}, {"0", MachineMemory(), false}, {"-1", 0, false}, {"2.5", 2.5e9, false}, {"x", 0, true}, {"-2", 0, true}} {
+	}{{"", 0.9 * MachineMemory(), false}, {"0", 0.9 * MachineMemory(), false}, {"-1", 0, false}, {"2.5", 2.5e9, false}, {"x", 0, true}, {"-2", 0, true}} {
 		t.Setenv(MemoryLimitEnv, c.env)
 		got, _, err := MemoryLimit()
 		if (err != nil) != c.bad || got != c.want {

@@ -98,7 +98,12 @@ func (e *Executable) Finalize() {
 // graphs are small but come in many padded shapes (one executable each),
 // reached 897 MB resident; at 128 MiB it peaks at 328 MB (/usr/bin/time
 // -v, 2026-11-27).
-var idlePoolBytes = 128 << 20
+var idlePoolBytes = IdlePoolBytes
+
+// IdlePoolBytes is the bound on the free buffers that executables other
+// than the running one keep (idlePoolBytes; the run's memory estimate
+// counts it).
+const IdlePoolBytes = 128 << 20
 
 // idlePools bounds the memory that executables hold between their runs.
 // Each executable keeps the buffers its last run freed, for its next run

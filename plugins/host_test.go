@@ -20,13 +20,14 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/core/strategytest"
+	"github.com/cde-rl/cde/internal/testwait"
 	"github.com/cde-rl/cde/plugins"
 )
 
 func openTest(t *testing.T, params map[string]any, mod func(*plugins.Config)) (core.Strategy, error) {
 	t.Helper()
 	cfg := plugins.Config{Path: testPlugin, Params: params, ParamsPath: "strategies[0].params",
-		CallTimeout: 5 * time.Second, Log: zerolog.Nop()}
+		CallTimeout: testwait.Scale(5 * time.Second), StartTimeout: testwait.Scale(plugins.DefaultStartTimeout), Log: zerolog.Nop()}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -263,7 +264,7 @@ func hostHelper(path string) int {
 			return 1
 		}
 	}
-	s, err := plugins.Open(plugins.Config{Path: path, Params: params, Log: zerolog.Nop(), StartTimeout: 20 * time.Second})
+	s, err := plugins.Open(plugins.Config{Path: path, Params: params, Log: zerolog.Nop(), StartTimeout: testwait.Scale(20 * time.Second)})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/core/strategytest"
+	"github.com/cde-rl/cde/internal/testwait"
 	"github.com/cde-rl/cde/plugins"
 	"github.com/cde-rl/cde/plugins/examples/answercount"
 	"github.com/cde-rl/cde/plugins/skeleton"
@@ -63,7 +64,7 @@ var pyTestPlugin = filepath.Join("testdata", "python", "testplugin.py")
 func openPython(t *testing.T, path string, params map[string]any, mod func(*plugins.Config)) (core.Strategy, error) {
 	t.Helper()
 	cfg := plugins.Config{Path: path, Params: params, ParamsPath: "strategies[0].params",
-		CallTimeout: 10 * time.Second, StartTimeout: 20 * time.Second, Log: zerolog.Nop()}
+		CallTimeout: testwait.Scale(10 * time.Second), StartTimeout: testwait.Scale(20 * time.Second), Log: zerolog.Nop()}
 	if mod != nil {
 		mod(&cfg)
 	}

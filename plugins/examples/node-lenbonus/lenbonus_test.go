@@ -19,6 +19,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/core/strategytest"
+	"github.com/cde-rl/cde/internal/testwait"
 	"github.com/cde-rl/cde/plugins"
 )
 
@@ -55,7 +56,7 @@ func pluginPath(t *testing.T) string {
 func open(t *testing.T, params map[string]any, weight core.Schedule) (core.Strategy, error) {
 	t.Helper()
 	s, err := plugins.Open(plugins.Config{Path: pluginPath(t), Params: params, ParamsPath: "strategies[0].params",
-		Weight: weight, StartTimeout: 20 * time.Second, Log: zerolog.Nop()})
+		Weight: weight, StartTimeout: testwait.Scale(20 * time.Second), Log: zerolog.Nop()})
 	if err == nil {
 		t.Cleanup(func() { core.HooksOf(s).Close() })
 	}

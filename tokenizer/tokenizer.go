@@ -6,12 +6,19 @@
 // regex is one of the recognised patterns, the ByteLevel pre-tokenizer and
 // decoder, and added tokens matched inside the text. Anything else in the
 // file is an error that names it; see docs/tokenizer.md.
+//
+// A model directory may ship the file gzip-compressed as tokenizer.json.gz:
+// Load and LoadFile read it when tokenizer.json itself is absent (the plain
+// file wins when both are there).
 package tokenizer
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,8 +66,9 @@ type splitStep struct {
 	behavior  string
 }
 
-// Load reads dir/tokenizer.json and, when present, dir/tokenizer_config.json
-// for the BOS, EOS and PAD tokens.
+// Load reads dir/tokenizer.json (or, when that is absent,
+// dir/tokenizer.json.gz) and, when present, dir/tokenizer_config.json for
+// the BOS, EOS and PAD tokens.
 func Load(dir string) (*Tokenizer, error) {
 	t, err := LoadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
@@ -108,18 +116,55 @@ func Load(dir string) (*Tokenizer, error) {
 	return t, nil
 }
 
-// LoadFile reads a tokenizer.json. The special ids (BOS, EOS, PAD) are absent:
-// they are named in tokenizer_config.json, which Load reads.
+// LoadFile reads a tokenizer.json. A path ending in .gz is gunzipped, and
+// when path does not exist but path+".gz" does, that is read instead. The
+// special ids (BOS, EOS, PAD) are absent: they are named in
+// tokenizer_config.json, which Load reads.
 func LoadFile(path string) (*Tokenizer, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
+	if errors.Is(err, os.ErrNotExist) && !strings.HasSuffix(path, ".gz") {
+		if _, gzErr := os.Stat(path + ".gz"); gzErr == nil {
+			path += ".gz"
+			b, err = readFile(path)
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, err // a missing file names path, the plain tokenizer.json
 	}
 	t, err := parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// maxGunzipped bounds a tokenizer.json.gz's decompressed size, far above
+// real tokenizers (tens of MB), so a corrupt or hostile file fails instead
+// of filling memory.
+const maxGunzipped = 1 << 30
+
+// readFile reads path, gunzipping it when its name ends in .gz.
+func readFile(path string) ([]byte, error) {
+	if !strings.HasSuffix(path, ".gz") {
+		return os.ReadFile(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, maxGunzipped+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > maxGunzipped {
+		return nil, fmt.Errorf("%s: decompresses to over %d MiB: refused", path, maxGunzipped>>20)
+	}
+	return b, nil
 }
 
 // component is the common shape of a tokenizer.json component.

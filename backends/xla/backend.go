@@ -2,6 +2,12 @@
 // with KV-cache sampling, an optional K-head critic of the same design with
 // its own parameters, their PPO / MSE updates with Adam, and checkpoints.
 //
+// Its graphs run on every engine, not only XLA's: cde's own cpu engine
+// (engines/cpu, the default), GoMLX's go engine, and the xla:* engines
+// (a build with -tags xla). The name is the one users already import and
+// the one scripts build (the xla.test of scripts/gpucheck); it is kept,
+// and this paragraph says what the package holds.
+//
 // Every graph (prefill, decode step, scoring, actor update, critic update) is
 // one GoMLX computation, compiled once per input-shape bucket: batch sizes
 // are fixed per call site and sequence lengths are padded to multiples of 8.

@@ -271,7 +271,7 @@ func CheckDisjoint(task core.Task, opts Options) error {
 	o := opts.withDefaults()
 	return guard(func() error {
 		train := map[string]string{} // prompt -> a training problem's id
-		what := "every training problem (TrainProblems)"
+		what := "the task's training problems (TrainProblems)"
 		if l, ok := task.(core.TrainLister); ok {
 			for _, p := range l.TrainProblems() {
 				train[p.Prompt] = p.ID
@@ -297,7 +297,7 @@ func CheckDisjoint(task core.Task, opts Options) error {
 			}
 		}
 		if n > 0 {
-			return fmt.Errorf("%d eval problems share a prompt with %s: %s", n, what, strings.Join(overlaps, "; "))
+			return fmt.Errorf("%d eval problems share a prompt with one of %s: %s", n, what, strings.Join(overlaps, "; "))
 		}
 		return nil
 	})

@@ -116,9 +116,9 @@ type Plugin struct {
 }
 
 // Open starts the plugin at cfg.Path, negotiates the protocol, configures
-// it with cfg.Params and returns it as a core.Strategy implementing exactly
-// the hooks the plugin declared (plus core.Closer). On any error the
-// process is gone.
+// it with cfg.Params and returns it as a core.Strategy whose core.Hooks
+// (it is a core.HookProvider) are exactly the hooks the plugin declared,
+// plus Close. On any error the process is gone.
 func Open(cfg Config) (core.Strategy, error) {
 	p, err := start(cfg)
 	if err != nil {

@@ -271,16 +271,16 @@ func mathTokenizer(p *core.Params, tokName, tplName, eosText string, thinking bo
 
 // TokenizerOf is the tokenizer and chat template that the task of a
 // `task:` mapping uses, built without reading its problems (a served
-// checkpoint needs no training file): the math task's tokenizer,
-// eos_token and chat_template keys, the character tokenizer with no
-// template for arith, jsonl and countdown. Another registered task is
-// built in full (New) for its tokenizer, with no template.
+// checkpoint needs no training file): the math and wordprob tasks'
+// tokenizer, eos_token and chat_template keys, the character tokenizer
+// with no template for arith, jsonl and countdown. Another registered
+// task is built in full (New) for its tokenizer, with no template.
 func TokenizerOf(task map[string]any) (core.Tokenizer, ChatTemplate, error) {
 	name, _ := task["name"].(string)
 	switch name {
 	case "arith", "jsonl", "countdown":
 		return NewCharTokenizer(), ChatTemplate{Name: ChatNone}, nil
-	case "math":
+	case "math", "wordprob":
 		p := core.NewParams("task", task)
 		tokName := p.String("tokenizer", "char")
 		tplName := p.String("chat_template", "auto")

@@ -55,6 +55,20 @@ import (
 //	instruction       the line after the question ("" for none)          default WordProbInstruction
 //	correct_reward    reward of a correct answer                         default 1
 //	incorrect_reward  reward of a wrong or missing answer                default -1
+//	tokenizer         "char" or a model directory holding tokenizer.json default char
+//	                  (tokenizer_config.json), as the math task's
+//	chat_template     auto | chatml | qwen3 | llama3 | none              default auto
+//	enable_thinking   Qwen3's thinking switch (qwen3 only)               default false
+//	eos_token         token that ends a response (text)                  default the tokenizer's
+//
+// The last four are the math task's keys, read the same way (mathTokenizer):
+// chat_template auto is none with the character tokenizer, else detected
+// from the model directory's tokenizer_config.json. With a template other
+// than none, a prompt is the template's rendering of one user message, the
+// question, a newline and the instruction (no newline after it), followed
+// by the generation prompt (with qwen3 and enable_thinking false, Qwen3's
+// empty thinking block); with none it is the plain text above. Problem IDs,
+// answers, solutions and eval sets do not depend on these keys.
 //
 // Eval sets are drawn from PCG streams seeded by WordProbVersion, eval_seed,
 // the set's name, the level and the type (never the run seed), round-robin
@@ -90,6 +104,8 @@ type WordProb struct {
 	EvalSeed      int
 	SolutionPath  string
 	Instruction   string
+	tok           core.Tokenizer
+	template      ChatTemplate
 	verifier      WordProbVerifier
 	evals         []core.EvalSet
 	evalKeys      map[string]bool
@@ -148,7 +164,16 @@ func NewWordProb(p *core.Params) (*WordProb, error) {
 		"must be one line of at most 1024 bytes")
 	rw := readRewards(p)
 	w.verifier = WordProbVerifier{MathVerifier{CorrectReward: rw.CorrectReward, IncorrectReward: rw.IncorrectReward}}
+	tokName := p.String("tokenizer", "char")
+	p.Check(tokName != "", "tokenizer", `want "char" or a model directory`)
+	tplName := p.String("chat_template", "auto")
+	thinking := p.Bool("enable_thinking", false)
+	eosText := p.String("eos_token", "")
 	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	var err error
+	if w.tok, w.template, err = mathTokenizer(p, tokName, tplName, eosText, thinking); err != nil {
 		return nil, err
 	}
 	w.evalKeys = map[string]bool{}
@@ -249,8 +274,17 @@ func readWordProbTypes(p *core.Params) []string {
 // Name returns "wordprob".
 func (w *WordProb) Name() string { return "wordprob" }
 
-// Tokenizer returns the character tokenizer.
-func (w *WordProb) Tokenizer() core.Tokenizer { return NewCharTokenizer() }
+// Tokenizer returns the configured tokenizer (the character tokenizer by
+// default, and for a WordProb not made by NewWordProb).
+func (w *WordProb) Tokenizer() core.Tokenizer {
+	if w.tok == nil {
+		return NewCharTokenizer()
+	}
+	return w.tok
+}
+
+// ChatTemplate returns the template the prompts are rendered with.
+func (w *WordProb) ChatTemplate() ChatTemplate { return w.template }
 
 // Verifier returns the configured WordProbVerifier.
 func (w *WordProb) Verifier() core.Verifier { return w.verifier }
@@ -330,6 +364,9 @@ func (w *WordProb) problem(s wpSpec, b wpBuilt, steps []wpStep) core.Problem {
 	prompt := b.question + "\n"
 	if w.Instruction != "" {
 		prompt += w.Instruction + "\n"
+	}
+	if w.template.Name != "" && w.template.Name != ChatNone {
+		prompt = w.template.Render([]Message{{Role: "user", Content: strings.TrimSuffix(prompt, "\n")}})
 	}
 	return core.Problem{
 		ID:       WordProbVersion + "/" + s.key(),

@@ -690,3 +690,90 @@ func TestWordProbLengths(t *testing.T) {
 		t.Logf("L%d: %d problems, prompt %.0f chars (max %d), solution %.0f chars (max %d)", level, n, float64(pl)/float64(n), pmax, float64(sl)/float64(n), smax)
 	}
 }
+
+// tokenizer, chat_template, enable_thinking and eos_token: the math task's
+// keys. A template wraps the question and instruction as one user message;
+// the problems themselves (IDs, answers, solutions) do not change.
+func TestWordProbTokenizerKeys(t *testing.T) {
+	plain := newWordProbT(t, map[string]any{"eval_n": 12, "eval_hard_n": 12})
+	if _, ok := plain.Tokenizer().(CharTokenizer); !ok || plain.ChatTemplate().Name != ChatNone {
+		t.Fatalf("default: %T, %q", plain.Tokenizer(), plain.ChatTemplate().Name)
+	}
+	q := newWordProbT(t, map[string]any{"eval_n": 12, "eval_hard_n": 12, "tokenizer": qwen3Dir})
+	if q.ChatTemplate().Name != ChatQwen3 || q.ChatTemplate().EnableThinking {
+		t.Fatalf("auto template: %+v", q.ChatTemplate())
+	}
+	tok := q.Tokenizer()
+	if tok.VocabSize() != 151669 || tok.BOS() != -1 {
+		t.Fatalf("vocab %d, bos %d", tok.VocabSize(), tok.BOS())
+	}
+	if id, _ := tok.(*chatTokenizer).TokenToID("<|im_end|>"); tok.EOS() != id || tok.PAD() != 151643 {
+		t.Fatalf("eos %d (want %d), pad %d", tok.EOS(), id, tok.PAD())
+	}
+	for si, set := range q.EvalSets() {
+		for i, p := range set.Problems {
+			want := plain.EvalSets()[si].Problems[i]
+			if p.ID != want.ID || p.Answer != want.Answer || p.Solution != want.Solution {
+				t.Fatalf("%s: the template changed the problem", p.ID)
+			}
+			wantPrompt := "<|im_start|>user\n" + strings.TrimSuffix(want.Prompt, "\n") + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+			if p.Prompt != wantPrompt {
+				t.Fatalf("prompt %q, want %q", p.Prompt, wantPrompt)
+			}
+			if got := tok.Decode(tok.Encode(p.Prompt)); got != p.Prompt {
+				t.Fatalf("round trip %q", got)
+			}
+		}
+	}
+	train := q.SampleTrain(rand.New(rand.NewPCG(3, 3)), 20)
+	plainTrain := plain.SampleTrain(rand.New(rand.NewPCG(3, 3)), 20)
+	for i, p := range train {
+		if p.ID != plainTrain[i].ID || p.Solution != plainTrain[i].Solution || !strings.HasPrefix(p.Prompt, "<|im_start|>user\n") {
+			t.Fatalf("train %d: %+v against %+v", i, p, plainTrain[i])
+		}
+	}
+
+	think := newWordProbT(t, map[string]any{"eval_n": 12, "eval_hard_n": 12, "tokenizer": qwen3Dir, "enable_thinking": true})
+	if p := think.EvalSets()[0].Problems[0].Prompt; !strings.HasSuffix(p, "<|im_end|>\n<|im_start|>assistant\n") {
+		t.Errorf("enable_thinking: %q", p)
+	}
+	cm := newWordProbT(t, map[string]any{"eval_n": 12, "eval_hard_n": 12, "chat_template": "chatml"})
+	if p := cm.EvalSets()[0].Problems[0].Prompt; !strings.HasPrefix(p, "<|im_start|>user\n") || !strings.HasSuffix(p, "<|im_start|>assistant\n") {
+		t.Errorf("chatml with char: %q", p)
+	}
+	none := newWordProbT(t, map[string]any{"eval_n": 12, "eval_hard_n": 12, "tokenizer": qwen3Dir, "chat_template": "none"})
+	if none.EvalSets()[0].Problems[0].Prompt != plain.EvalSets()[0].Problems[0].Prompt {
+		t.Errorf("none with the Qwen3 tokenizer: %q", none.EvalSets()[0].Problems[0].Prompt)
+	}
+	eos := newWordProbT(t, map[string]any{"eval_n": 12, "eval_hard_n": 12, "tokenizer": qwen3Dir, "eos_token": "<|endoftext|>"})
+	if eos.Tokenizer().EOS() != 151643 {
+		t.Errorf("eos_token: %d", eos.Tokenizer().EOS())
+	}
+
+	// TokenizerOf (serve) reads the same keys without building the task.
+	tk, tpl, err := TokenizerOf(map[string]any{"name": "wordprob", "tokenizer": qwen3Dir})
+	if err != nil || tpl.Name != ChatQwen3 || tpl.EnableThinking || tk.VocabSize() != 151669 || tk.EOS() != tok.EOS() {
+		t.Errorf("TokenizerOf: %v, %+v, %v", tk, tpl, err)
+	}
+	if tk, tpl, err := TokenizerOf(map[string]any{"name": "wordprob"}); err != nil || tpl.Name != ChatNone || tk.VocabSize() != NewCharTokenizer().VocabSize() {
+		t.Errorf("TokenizerOf char: %+v, %v", tpl, err)
+	}
+
+	for _, c := range []struct {
+		m    map[string]any
+		want string
+	}{
+		{map[string]any{"chat_template": "llama3"}, "config: task.chat_template: llama3 writes a BOS token"},
+		{map[string]any{"chat_template": "vicuna"}, `config: task.chat_template: unknown chat template "vicuna"`},
+		{map[string]any{"eos_token": "x"}, "config: task.eos_token: the character tokenizer"},
+		{map[string]any{"enable_thinking": true}, "config: task.enable_thinking: true needs Qwen3's thinking switch"},
+		{map[string]any{"tokenizer": qwen3Dir, "eos_token": "<|nope|>"}, `config: task.eos_token: "<|nope|>" is not a token`},
+		{map[string]any{"tokenizer": ""}, "config: task.tokenizer: want \"char\" or a model directory"},
+		{map[string]any{"tokenizer": t.TempDir()}, "config: task.tokenizer: open "},
+	} {
+		task, err := New(core.NewParams("task", mergeMaps(map[string]any{"name": "wordprob"}, c.m)))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || task != nil {
+			t.Errorf("%v: %v, %v; want an error starting %q", c.m, task, err, c.want)
+		}
+	}
+}

@@ -102,7 +102,7 @@ func TestRolloutConfigErrors(t *testing.T) {
 		{[]string{"rollout.tis_cap=2"}, "rollout.tis_cap: needs rollout.servers"},
 		{[]string{"rollout.dtype=float16"}, `rollout.dtype: want float32 or bfloat16, got "float16"`},
 		{[]string{"rollout.dtype=bfloat16"}, "rollout.dtype: bfloat16 needs a Hugging Face policy (model.hf)"},
-		{[]string{"rollout.dtype=bfloat16", "model.hf=m", srv, "rollout.weight_sync.dir=/tmp/w"}, "rollout.dtype: applies to in-process generation"},
+		{[]string{"rollout.dtype=bfloat16", "model.hf=m", srv, "rollout.weight_sync.dir=w"}, "rollout.dtype: applies to in-process generation"},
 		{[]string{"rollout.server_timeout=abc"}, "rollout.server_timeout: want a duration"},
 		{[]string{"rollout.server_timeout=-1"}, "rollout.server_timeout: must be > 0"},
 		{[]string{"rollout.server_retries=-1"}, "rollout.server_retries: must be >= 0"},

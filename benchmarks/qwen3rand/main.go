@@ -6,8 +6,8 @@
 // initialises Qwen3: normal with standard deviation 0.02 (initializer_range),
 // norms at 1.
 //
-//	go run ./benchmarks/qwen3rand --tokenizer tokenizer/testdata/qwen3 --out /tmp/q3full --vocab 151936
-//	go run ./benchmarks/qwen3rand --tokenizer assets/wordprob/tokenizer --out /tmp/q3small
+//	go run ./benchmarks/qwen3rand --tokenizer tokenizer/testdata/qwen3 --out scratch/q3full --vocab 151936
+//	go run ./benchmarks/qwen3rand --tokenizer assets/wordprob-qwen3 --out scratch/q3small
 package main
 
 import (

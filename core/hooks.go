@@ -100,33 +100,6 @@ func (h Hooks) Check() error {
 	return nil
 }
 
-// Names lists the hooks h has, in the order of the fields, by the names
-// the plugin protocol gives them ("reward_bonus", "advantage_bonus",
-// "loss_terms", "token_loss", "head_masks", "observe", "state"), plus
-// "cell_counts" and "close"; for messages and tests.
-func (h Hooks) Names() []string {
-	var out []string
-	for _, x := range []struct {
-		on   bool
-		name string
-	}{
-		{h.RewardBonus != nil, "reward_bonus"},
-		{h.AdvantageBonus != nil, "advantage_bonus"},
-		{h.LossTerms != nil, "loss_terms"},
-		{h.TokenLoss != nil, "token_loss"},
-		{h.HeadMasks != nil, "head_masks"},
-		{h.Observe != nil, "observe"},
-		{h.SaveState != nil, "state"},
-		{h.CellCounts != nil, "cell_counts"},
-		{h.Close != nil, "close"},
-	} {
-		if x.on {
-			out = append(out, x.name)
-		}
-	}
-	return out
-}
-
 // CloseAll closes every strategy of ss that has a Close hook (plugin
 // processes), in order, and returns the first error.
 func CloseAll(ss []Strategy) error {

@@ -185,7 +185,7 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 	if cfg.Rollout.BF16() {
 		e.Fixed = append(e.Fixed, MemoryPart{"bfloat16 copies of the weights", 2 * params, "rollout.dtype (bfloat16), the model's sizes"})
 	}
-	if eng := cfg.Backend.Engine; eng == "cpu" || eng == "auto" || eng == "" {
+	if xla.IsCPUEngine(cfg.Backend.Engine) {
 		// Between their runs the cpu engine's graphs keep the buffers of
 		// their last run, those of the graphs not running bounded.
 		e.Fixed = append(e.Fixed, MemoryPart{"cpu engine's idle buffers", cpu.IdlePoolBytes, "a bound of the cpu engine, backend.engine"})

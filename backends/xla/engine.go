@@ -20,6 +20,10 @@ var Engines = []string{"auto", "cpu", "go", "xla:cpu", "xla:cuda", "xla:tpu"}
 // needs cgo, and the default build stays pure Go.
 var openXLA func(device, pjrtPlugin string) (compute.Backend, error)
 
+// IsCPUEngine reports whether backend.engine names cde's own cpu engine
+// ("cpu", "auto" or "").
+func IsCPUEngine(engine string) bool { return engine == "" || engine == "auto" || engine == "cpu" }
+
 // NewEngine returns the GoMLX backend for backend.engine:
 //
 //	cpu       cde's own CPU engine (engines/cpu): assembly matmul kernels
@@ -44,12 +48,12 @@ var openXLA func(device, pjrtPlugin string) (compute.Backend, error)
 func NewEngine(engine, pjrtPlugin string) (compute.Backend, error) {
 	os.Setenv("GOMLX_NO_AUTO_INSTALL", "1")
 	installFastDotGrad()
-	switch engine {
-	case "", "auto", "cpu":
+	switch {
+	case IsCPUEngine(engine):
 		return cpu.New("")
-	case "go":
+	case engine == "go":
 		return newGo()
-	case "xla:cpu", "xla:cuda", "xla:tpu":
+	case engine == "xla:cpu" || engine == "xla:cuda" || engine == "xla:tpu":
 		if openXLA == nil {
 			return nil, fmt.Errorf("backend.engine %q: this cde-run was built without XLA; rebuild with `go build -tags xla ./cmd/cde-run` (needs cgo and a C compiler), or use engine cpu or go", engine)
 		}

@@ -121,13 +121,7 @@ func Load(dir string) (*Tokenizer, error) {
 // special ids (BOS, EOS, PAD) are absent: they are named in
 // tokenizer_config.json, which Load reads.
 func LoadFile(path string) (*Tokenizer, error) {
-	b, err := readFile(path)
-	if errors.Is(err, os.ErrNotExist) && !strings.HasSuffix(path, ".gz") {
-		if _, gzErr := os.Stat(path + ".gz"); gzErr == nil {
-			path += ".gz"
-			b, err = readFile(path)
-		}
-	}
+	b, path, err := ReadJSON(path)
 	if err != nil {
 		return nil, err // a missing file names path, the plain tokenizer.json
 	}
@@ -136,6 +130,21 @@ func LoadFile(path string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
+}
+
+// ReadJSON returns the bytes of the tokenizer.json at path as LoadFile
+// finds them (gunzipped from path, or from path+".gz" when path does not
+// exist) and the file they came from; a missing file is an error naming
+// path. cde-run export writes them out plain.
+func ReadJSON(path string) ([]byte, string, error) {
+	b, err := readFile(path)
+	if errors.Is(err, os.ErrNotExist) && !strings.HasSuffix(path, ".gz") {
+		if _, gzErr := os.Stat(path + ".gz"); gzErr == nil {
+			path += ".gz"
+			b, err = readFile(path)
+		}
+	}
+	return b, path, err
 }
 
 // maxGunzipped bounds a tokenizer.json.gz's decompressed size, far above

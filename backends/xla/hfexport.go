@@ -1,16 +1,15 @@
 package xla
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/tokenizer"
 )
 
 // hfCopiedFiles are the files of a Hugging Face model directory that
@@ -64,10 +63,10 @@ func (b *Backend) ExportHF(src, out string, dtype safetensors.DType) error {
 	}
 	for _, name := range hfCopiedFiles {
 		data, err := os.ReadFile(filepath.Join(src, name))
-		if errors.Is(err, os.ErrNotExist) && name == "tokenizer.json" {
+		if name == "tokenizer.json" {
 			// A tokenizer shipped gzipped (cde reads either) is written
 			// out plain: transformers reads only tokenizer.json.
-			data, err = gunzipFile(filepath.Join(src, name+".gz"))
+			data, _, err = tokenizer.ReadJSON(filepath.Join(src, name))
 		}
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -83,29 +82,4 @@ func (b *Backend) ExportHF(src, out string, dtype safetensors.DType) error {
 		out = filepath.Clean(out)
 	}
 	return os.Rename(tmp, out)
-}
-
-// maxTokenizerBytes bounds a gunzipped tokenizer.json (real ones are tens
-// of MB), so a corrupt or hostile file fails instead of filling memory.
-const maxTokenizerBytes = 1 << 30
-
-// gunzipFile reads and decompresses path.
-func gunzipFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("export: %s: %w", path, err)
-	}
-	data, err := io.ReadAll(io.LimitReader(zr, maxTokenizerBytes+1))
-	if err == nil && len(data) > maxTokenizerBytes {
-		err = fmt.Errorf("more than %d bytes decompressed", maxTokenizerBytes)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("export: %s: %w", path, err)
-	}
-	return data, nil
 }

@@ -42,6 +42,7 @@ Commands:
   generate   sample completions of a Hugging Face model
   serve      serve a policy over HTTP (OpenAI-compatible completions, weight reload)
   board      a local web page of runs and benches, live while they train
+  agree      do two testbeds' bench verdicts agree? (signs, verdicts, rank correlation)
   version    the binary's module version and the commit it was built from
 
 Run "cde-run COMMAND --help" for a command's flags. Every command also
@@ -67,6 +68,7 @@ func main() {
 		"generate": cmdGenerate,
 		"serve":    cmdServe,
 		"board":    cmdBoard,
+		"agree":    cmdAgree,
 		"version":  cmdVersion,
 	}
 	name := os.Args[1]

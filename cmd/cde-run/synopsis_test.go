@@ -12,7 +12,7 @@ import (
 // reads the first line).
 func TestSynopsisNamesEveryFlag(t *testing.T) {
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`)
-	for _, cmd := range []string{"bench", "shape", "train", "pretrain", "eval", "board"} {
+	for _, cmd := range []string{"bench", "shape", "train", "pretrain", "eval", "board", "agree"} {
 		out, err := exec.Command(cdeRun, cmd, "--help").CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s --help: %v\n%s", cmd, err, out)

@@ -22,6 +22,9 @@ type Agreement struct {
 	// OnlyA and OnlyB are the claims of one side with no match on the
 	// other (by arms and mapped metric), as "better vs than on metric".
 	OnlyA, OnlyB []string
+	// ReplacedA and ReplacedB are what ReadVerdicts replaced on each side
+	// (the caller sets them; the report lists them).
+	ReplacedA, ReplacedB []string
 }
 
 // AgreeMetric is the comparison on one metric (MetricA on A's testbed,
@@ -79,32 +82,43 @@ func effect(v ClaimVerdict) float64 {
 }
 
 // ReadVerdicts reads and concatenates verdicts.json files. A claim (by its
-// arms and metric) given twice is an error naming both files.
-func ReadVerdicts(paths ...string) ([]ClaimVerdict, error) {
-	var all []ClaimVerdict
+// arms and metric) given twice is an error naming both files, unless
+// laterWins: then the later file's claim replaces the earlier one (a rerun
+// of some arms), and replaced says which, as "claim (FILE replaces FILE)".
+func ReadVerdicts(laterWins bool, paths ...string) (vs []ClaimVerdict, replaced []string, err error) {
+	at := map[string]int{}
 	from := map[string]string{}
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		var vs []ClaimVerdict
-		if err := json.Unmarshal(data, &vs); err != nil {
-			return nil, fmt.Errorf("%s: not a verdicts.json (a JSON array of claim verdicts): %v", p, err)
+		var file []ClaimVerdict
+		if err := json.Unmarshal(data, &file); err != nil {
+			return nil, nil, fmt.Errorf("%s: not a verdicts.json (a JSON array of claim verdicts): %v", p, err)
 		}
-		for i, v := range vs {
+		for i, v := range file {
 			if len(v.Arms) != 2 || v.Metric == "" {
-				return nil, fmt.Errorf("%s: entry %d (%q) has no arms [better, than] or no metric", p, i, v.Claim)
+				return nil, nil, fmt.Errorf("%s: entry %d (%q) has no arms [better, than] or no metric", p, i, v.Claim)
 			}
 			k := v.Arms[0] + "\x00" + v.Arms[1] + "\x00" + v.Metric
-			if prev, ok := from[k]; ok {
-				return nil, fmt.Errorf("%s: claim %q (%s vs %s on %s) is also in %s", p, v.Claim, v.Arms[0], v.Arms[1], v.Metric, prev)
+			j, seen := at[k]
+			switch {
+			case seen && from[k] == p:
+				return nil, nil, fmt.Errorf("%s: claim %q (%s vs %s on %s) is in the file twice", p, v.Claim, v.Arms[0], v.Arms[1], v.Metric)
+			case seen && !laterWins:
+				return nil, nil, fmt.Errorf("%s: claim %q (%s vs %s on %s) is also in %s (with later-wins the later file's replaces it)", p, v.Claim, v.Arms[0], v.Arms[1], v.Metric, from[k])
+			case seen:
+				replaced = append(replaced, fmt.Sprintf("%s (%s replaces %s)", v.Claim, p, from[k]))
+				vs[j] = v
+			default:
+				at[k] = len(vs)
+				vs = append(vs, v)
 			}
 			from[k] = p
 		}
-		all = append(all, vs...)
 	}
-	return all, nil
+	return vs, replaced, nil
 }
 
 // Agree pairs the claims of a and b that compare the same two arms on the
@@ -337,6 +351,15 @@ func (ag *Agreement) Markdown() string {
 				sign = "agrees"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Better, r.Than, effectText(r.A), r.A.VerdictHolm, effectText(r.B), r.B.VerdictHolm, sign)
+		}
+	}
+	if len(ag.ReplacedA)+len(ag.ReplacedB) > 0 {
+		b.WriteString("\n### Claims replaced by a later file\n\n")
+		for _, r := range ag.ReplacedA {
+			fmt.Fprintf(&b, "- %s: %s\n", a, r)
+		}
+		for _, r := range ag.ReplacedB {
+			fmt.Fprintf(&b, "- %s: %s\n", bl, r)
 		}
 	}
 	if len(ag.OnlyA)+len(ag.OnlyB) > 0 {

@@ -167,21 +167,29 @@ func TestReadVerdicts(t *testing.T) {
 	}
 	one := write("one.json", []ClaimVerdict{verdict("ppo", "m", 1, 0, 2, "held")})
 	two := write("two.json", []ClaimVerdict{verdict("dapo", "m", 1, 0, 2, "held")})
-	vs, err := ReadVerdicts(one, two)
+	vs, _, err := ReadVerdicts(false, one, two)
 	if err != nil || len(vs) != 2 {
 		t.Fatalf("ReadVerdicts: %d verdicts, %v", len(vs), err)
 	}
 	dup := write("dup.json", []ClaimVerdict{verdict("ppo", "m", 3, 0, 2, "held")})
-	if _, err := ReadVerdicts(one, dup); err == nil || !strings.Contains(err.Error(), "dup.json") || !strings.Contains(err.Error(), "one.json") {
+	if _, _, err := ReadVerdicts(false, one, dup); err == nil || !strings.Contains(err.Error(), "dup.json") || !strings.Contains(err.Error(), "one.json") {
 		t.Errorf("a claim in two files: %v, want both files named", err)
+	}
+	vs, replaced, err := ReadVerdicts(true, one, two, dup)
+	if err != nil || len(vs) != 2 || *vs[0].DeltaMean != 3 || len(replaced) != 1 || !strings.Contains(replaced[0], "dup.json replaces") {
+		t.Errorf("later wins: %d verdicts (first effect %v), replaced %q, %v; want dup.json's ppo in one.json's place", len(vs), *vs[0].DeltaMean, replaced, err)
+	}
+	twice := write("twice.json", []ClaimVerdict{verdict("ppo", "m", 1, 0, 2, "held"), verdict("ppo", "m", 2, 0, 2, "held")})
+	if _, _, err := ReadVerdicts(true, twice); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("a claim twice in one file: %v", err)
 	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"claim": 1}`), 0o644)
-	if _, err := ReadVerdicts(bad); err == nil || !strings.Contains(err.Error(), "bad.json") {
+	if _, _, err := ReadVerdicts(false, bad); err == nil || !strings.Contains(err.Error(), "bad.json") {
 		t.Errorf("not an array: %v, want the file named", err)
 	}
 	noArms := write("noarms.json", []map[string]any{{"claim": "x", "metric": "m"}})
-	if _, err := ReadVerdicts(noArms); err == nil || !strings.Contains(err.Error(), "entry 0") {
+	if _, _, err := ReadVerdicts(false, noArms); err == nil || !strings.Contains(err.Error(), "entry 0") {
 		t.Errorf("no arms: %v, want the entry named", err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/cde-rl/cde/internal/cli"
 )
 
-const agreeSynopsis = "agree --a VERDICTS.json... --b VERDICTS.json... [--label-a NAME] [--label-b NAME] [--metric A_METRIC=B_METRIC]... [--out FILE]"
+const agreeSynopsis = "agree --a VERDICTS.json... --b VERDICTS.json... [--label-a NAME] [--label-b NAME] [--metric A_METRIC=B_METRIC]... [--later-wins] [--out FILE]"
 
 const agreeHelp = `usage: cde-run ` + agreeSynopsis + `
 
@@ -25,7 +25,9 @@ effect, interval and verdict on both testbeds, how many effects have the
 same sign (with the probability of as many by chance), how many verdicts
 that are conclusive on both agree, and the rank correlation of the effects
 (Spearman's, with a 95% interval by Fisher's z and a permutation p value).
-It judges nothing: every effect and verdict is read as written. See
+A claim in two files of one side is an error unless --later-wins, when
+the later file's replaces it (a rerun of some arms) and the report lists
+it. It judges nothing: every effect and verdict is read as written. See
 docs/bench.md ("Do verdicts transfer?").
 
 `
@@ -41,6 +43,7 @@ func runAgree(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&metrics, "metric", "A_METRIC=B_METRIC: judge A's metric against this metric of B (repeatable), e.g. val/mean/pass@256=val/mean/pass@32")
 	labelA := fs.String("label-a", "A", "testbed A's name in the report")
 	labelB := fs.String("label-b", "B", "testbed B's name in the report")
+	laterWins := fs.Bool("later-wins", false, "a claim (same arms and metric) in two files of one side: the later file's replaces the earlier (a rerun of some arms); the report lists each replaced claim. Without it, that is an error")
 	out := fs.String("out", "", "write the report to FILE (default: standard output)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), agreeHelp); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -67,15 +70,16 @@ func runAgree(args []string, stdout, stderr io.Writer) int {
 		}
 		mapping[a] = b
 	}
-	va, err := bench.ReadVerdicts(as...)
+	va, ra, err := bench.ReadVerdicts(*laterWins, as...)
 	if err != nil {
 		return fail(err)
 	}
-	vb, err := bench.ReadVerdicts(bs...)
+	vb, rb, err := bench.ReadVerdicts(*laterWins, bs...)
 	if err != nil {
 		return fail(err)
 	}
 	ag := bench.Agree(*labelA, *labelB, va, vb, mapping)
+	ag.ReplacedA, ag.ReplacedB = ra, rb
 	if len(ag.Metrics) == 0 {
 		return fail(fmt.Errorf("no claim of A (%d) matches one of B (%d) by arms and metric; map metrics with --metric", len(va), len(vb)))
 	}

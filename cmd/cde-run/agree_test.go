@@ -30,6 +30,20 @@ func TestAgreeCommand(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
+	// With --later-wins the rerun's claims replace the first part's on
+	// side A, so A and B hold the same 10 claims: every sign agrees.
+	out.Reset()
+	if code := runAgree([]string{"--later-wins", "--a", filepath.Join(lb, "main", "verdicts.json"), "--a", filepath.Join(lb, "rerun", "verdicts.json"),
+		"--b", filepath.Join(lb, "rerun", "verdicts.json")}, &out, &errb); code != 0 {
+		t.Fatalf("--later-wins: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "| all | | 10 / 10 |") || strings.Count(out.String(), "rerun/verdicts.json replaces") != 10 {
+		t.Errorf("--later-wins report:\n%s", out.String())
+	}
+	if code := runAgree([]string{"--a", filepath.Join(lb, "main", "verdicts.json"), "--a", filepath.Join(lb, "rerun", "verdicts.json"),
+		"--b", filepath.Join(lb, "rerun", "verdicts.json")}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "later-wins") {
+		t.Errorf("a claim on both files of A without --later-wins: exit %d, %q", code, errb.String())
+	}
 	for _, c := range []struct {
 		args []string
 		code int

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -249,4 +251,72 @@ func TestWordProbTokenLengths(t *testing.T) {
 		}
 		t.Logf("%s: prompt at most %d tokens, story-order solution + EOS at most %d", set.Name, pmax, smax)
 	}
+}
+
+// The reduced tokenizer.json is a valid Hugging Face tokenizer: the
+// reference implementation (@huggingface/tokenizers, installed by `npm ci`
+// in tokenizer/testdata/gen, which .ci/run does) loads it and gives the Go
+// tokenizer's ids and decodings on a wordprob corpus drawn with another
+// seed than the shrink's, and on texts outside the task (bytes the
+// reduced vocabulary has no merges for). Skipped without the npm packages,
+// except under CI, where that is a failure.
+func TestHFLoadsReduced(t *testing.T) {
+	gen := filepath.Join("..", "..", "testdata", "gen")
+	if _, err := os.Stat(filepath.Join(gen, "node_modules", "@huggingface", "tokenizers", "package.json")); err != nil {
+		msg := "@huggingface/tokenizers is not installed: run `npm ci` in tokenizer/testdata/gen (" + err.Error() + ")"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	_, reduced := load(t)
+	texts, err := WordProbCorpus(fullDir, 5, 0x4f0e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts = append(texts, "naïve café, 😀 and 你好", "\t\ttabs\r\nand CRLF", "x² + ½ = ?", "<think>\n\n</think>\n\n", "<|endoftext|>Hello<|im_start|>", "Ω≈ç√∫", "UPPER lower 0123456789 !@#$%^&*()")
+	data, err := json.Marshal(texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(t.TempDir(), "texts.json")
+	if err := os.WriteFile(in, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(reducedDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", "encode.mjs", abs, in)
+	cmd.Dir = gen
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node encode.mjs: %v\n%s", err, stderr.String())
+	}
+	var ref struct {
+		Reference string
+		Cases     []struct {
+			IDs     []int32
+			Decoded string
+		}
+	}
+	if err := json.Unmarshal(out, &ref); err != nil || len(ref.Cases) != len(texts) {
+		t.Fatalf("encode.mjs output: %d cases for %d texts, %v", len(ref.Cases), len(texts), err)
+	}
+	bad := 0
+	for i, text := range texts {
+		ids := reduced.Encode(text)
+		dec := reduced.Decode(ids)
+		if !slices.Equal(ids, ref.Cases[i].IDs) || dec != ref.Cases[i].Decoded {
+			if bad++; bad <= 5 {
+				t.Errorf("%q: Go ids %v decoded %q; %s ids %v decoded %q", text, ids, dec, ref.Reference, ref.Cases[i].IDs, ref.Cases[i].Decoded)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d texts differ from %s", bad, len(texts), ref.Reference)
+	}
+	t.Logf("%d texts agree with %s", len(texts), ref.Reference)
 }

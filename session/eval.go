@@ -15,7 +15,7 @@ import (
 type EvalOptions struct {
 	// Checkpoint is the checkpoint directory (policy.gob); empty: Run's
 	// latest checkpoint, else model.checkpoint (auto: the base policy,
-	// made if missing).
+	// made if missing; with model.hf, the model's own weights).
 	Checkpoint string
 	// Run is a run directory: its config.yaml is the config (Sets still
 	// apply) and its latest checkpoint the default Checkpoint.
@@ -69,7 +69,7 @@ func Eval(ctx context.Context, o EvalOptions) (EvalResult, error) {
 		if dir, err = ResolveBase(ctx, cfg, o.Log, o.Output); err != nil {
 			return EvalResult{}, err
 		}
-		if dir == "" {
+		if dir == "" && cfg.Model.HF == "" {
 			return EvalResult{}, fmt.Errorf("eval: give --checkpoint DIR, --run DIR or model.checkpoint")
 		}
 	}
@@ -78,8 +78,14 @@ func Eval(ctx context.Context, o EvalOptions) (EvalResult, error) {
 		return EvalResult{}, err
 	}
 	defer s.Close()
-	if err := s.LoadPolicy(dir); err != nil {
-		return EvalResult{}, err
+	// With model.hf and no checkpoint, the policy is the model's own
+	// weights, as a run from it starts.
+	label := cfg.Model.HF + " (its own weights)"
+	if dir != "" {
+		if err := s.LoadPolicy(dir); err != nil {
+			return EvalResult{}, err
+		}
+		label = dir
 	}
 	step := o.SeedStep
 	if step < 0 {
@@ -89,5 +95,5 @@ func Eval(ctx context.Context, o EvalOptions) (EvalResult, error) {
 	if err := s.Trainer.Evaluate(step, m); err != nil {
 		return EvalResult{}, err
 	}
-	return EvalResult{Checkpoint: dir, SeedStep: step, Metrics: m}, nil
+	return EvalResult{Checkpoint: label, SeedStep: step, Metrics: m}, nil
 }

@@ -120,7 +120,7 @@ func cmdEval(args []string) int {
 	fs := cli.NewFlagSet("eval", "eval [--config FILE] [--set key=value]... [--engine E] [--pjrt-plugin P] [--checkpoint DIR | --run DIR] [--seed-step N]")
 	var cf cli.ConfigFlags
 	cf.RegisterEngine(fs)
-	ckpt := fs.String("checkpoint", "", "checkpoint directory holding policy.gob (default: model.checkpoint)")
+	ckpt := fs.String("checkpoint", "", "checkpoint directory holding policy.gob (default: model.checkpoint; with model.hf and no checkpoint, the Hugging Face model's own weights)")
 	run := fs.String("run", "", "evaluate the latest checkpoint of this run directory, with its config")
 	seedStep := fs.Int("seed-step", -1, "draw the evaluation's samples with the seeds of this step (default: the checkpoint's own step, read from its step-N name, so the run's logged figure is reproduced; 0 for other checkpoints)")
 	if code, done := cli.Parse(fs, args); done {

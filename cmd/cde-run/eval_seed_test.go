@@ -57,3 +57,56 @@ func TestEvalReproducesRun(t *testing.T) {
 		t.Fatalf("no val/ metrics in %s", out)
 	}
 }
+
+// eval with model.hf and no checkpoint scores the model's own weights, as
+// a run from it starts: the same figures as that run's step-0 evaluation.
+func TestEvalHFOwnWeights(t *testing.T) {
+	tmp := t.TempDir()
+	model, err := filepath.Abs(filepath.Join("..", "..", "assets", "wordprob-qwen3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(tmp, "wp.yaml")
+	writeFile(t, cfg, "task: {name: wordprob, tokenizer: "+model+"}\n"+
+		"model: {hf: "+model+", max_len: 320, checkpoint: auto}\n"+
+		"rollout: {n: 2, max_response_tokens: 48}\n"+
+		"train: {steps: 1, prompts_per_step: 2}\n"+
+		"eval: {at_start: true, every: 1000, k: 2, max_problems: 3}\n")
+	runDir := filepath.Join(tmp, "run")
+	run(t, "train", "--config", cfg, "--run-dir", runDir, "--summary", "none")
+	var logged map[string]any
+	for _, r := range readMetrics(t, filepath.Join(runDir, "metrics.jsonl")) {
+		if _, ok := r["val/mean/avg@2"]; ok && r["step"] == float64(0) {
+			logged = r
+		}
+	}
+	if logged == nil {
+		t.Fatal("the run logged no step-0 evaluation")
+	}
+	out, err := exec.Command(cdeRun, "eval", "--config", cfg).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Checkpoint string             `json:"checkpoint"`
+		Metrics    map[string]float64 `json:"metrics"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(res.Checkpoint, "its own weights") {
+		t.Errorf("checkpoint %q, want the model's own weights named", res.Checkpoint)
+	}
+	n := 0
+	for k, v := range res.Metrics {
+		if strings.HasPrefix(k, "val/") {
+			n++
+			if lv, ok := logged[k].(float64); !ok || lv != v {
+				t.Errorf("%s: eval %v, the run logged %v at step 0", k, v, logged[k])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no val/ metrics in %s", out)
+	}
+}

@@ -29,32 +29,9 @@ func TestEvalReproducesRun(t *testing.T) {
 	if logged == nil {
 		t.Fatalf("the run logged no evaluation at step 3: %v", rows[len(rows)-1])
 	}
-	out, err := exec.Command(cdeRun, "eval", "--run", runDir).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		SeedStep int                `json:"seed_step"`
-		Metrics  map[string]float64 `json:"metrics"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	res := evalAgainstLogged(t, logged, 3, "eval", "--run", runDir)
 	if res.SeedStep != 3 {
 		t.Errorf("seed_step %d, want 3 (the checkpoint's)", res.SeedStep)
-	}
-	n := 0
-	for k, v := range res.Metrics {
-		if !strings.HasPrefix(k, "val/") {
-			continue
-		}
-		n++
-		if lv, ok := logged[k].(float64); !ok || lv != v {
-			t.Errorf("%s: eval %v, the run logged %v at step 3", k, v, logged[k])
-		}
-	}
-	if n == 0 {
-		t.Fatalf("no val/ metrics in %s", out)
 	}
 }
 
@@ -83,30 +60,41 @@ func TestEvalHFOwnWeights(t *testing.T) {
 	if logged == nil {
 		t.Fatal("the run logged no step-0 evaluation")
 	}
-	out, err := exec.Command(cdeRun, "eval", "--config", cfg).Output()
+	res := evalAgainstLogged(t, logged, 0, "eval", "--config", cfg)
+	if !strings.Contains(res.Checkpoint, "its own weights") {
+		t.Errorf("checkpoint %q, want the model's own weights named", res.Checkpoint)
+	}
+}
+
+type evalOutput struct {
+	Checkpoint string             `json:"checkpoint"`
+	SeedStep   int                `json:"seed_step"`
+	Metrics    map[string]float64 `json:"metrics"`
+}
+
+// evalAgainstLogged runs cde-run with args (an eval) and checks that every
+// val/ metric it prints equals the one a run logged at step.
+func evalAgainstLogged(t *testing.T, logged map[string]any, step int, args ...string) evalOutput {
+	t.Helper()
+	out, err := exec.Command(cdeRun, args...).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res struct {
-		Checkpoint string             `json:"checkpoint"`
-		Metrics    map[string]float64 `json:"metrics"`
-	}
+	var res evalOutput
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("%v: %s", err, out)
-	}
-	if !strings.Contains(res.Checkpoint, "its own weights") {
-		t.Errorf("checkpoint %q, want the model's own weights named", res.Checkpoint)
 	}
 	n := 0
 	for k, v := range res.Metrics {
 		if strings.HasPrefix(k, "val/") {
 			n++
 			if lv, ok := logged[k].(float64); !ok || lv != v {
-				t.Errorf("%s: eval %v, the run logged %v at step 0", k, v, logged[k])
+				t.Errorf("%s: eval %v, the run logged %v at step %d", k, v, logged[k], step)
 			}
 		}
 	}
 	if n == 0 {
 		t.Fatalf("no val/ metrics in %s", out)
 	}
+	return res
 }

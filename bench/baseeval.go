@@ -67,7 +67,10 @@ func evalBase(ctx context.Context, spec *Spec, dir string, seed uint64, out io.W
 	if err != nil {
 		return err
 	}
-	if base == "" {
+	// With model.hf and model.checkpoint auto the arms start from the
+	// Hugging Face model's own weights, which the session loads itself.
+	ownWeights := base == "" && cfg.Model.Checkpoint == "auto" && cfg.Model.HF != ""
+	if base == "" && !ownWeights {
 		return fmt.Errorf("bench: base_eval: the arms start from random weights (model.checkpoint \"\"); there is no base policy to evaluate")
 	}
 	s, err := session.New(cfg, log)
@@ -75,7 +78,9 @@ func evalBase(ctx context.Context, spec *Spec, dir string, seed uint64, out io.W
 		return err
 	}
 	defer s.Close()
-	if err := s.LoadPolicy(base); err != nil {
+	if ownWeights {
+		base = cfg.Model.HF + " (its own weights)"
+	} else if err := s.LoadPolicy(base); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(run); err != nil {

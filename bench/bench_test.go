@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -20,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cde-rl/cde/core"
+	"github.com/cde-rl/cde/session"
 	"github.com/cde-rl/cde/tasks"
 	"github.com/cde-rl/cde/trainer"
 )
@@ -474,5 +478,53 @@ claims:
 	}
 	if _, err := ParseSpec([]byte("base_eval: true\nbase: {seed: 1}\nseeds: [1]\narms: [{name: base}]\n"), "b.yaml"); err == nil || !strings.Contains(err.Error(), "base_eval") {
 		t.Errorf("an arm named base: %v", err)
+	}
+}
+
+// A bench applies each arm's memory check before anything trains: an arm
+// its cde-run train would refuse stops the bench at its start, naming the
+// arm, instead of when its turn comes.
+func TestBenchChecksMemoryFirst(t *testing.T) {
+	dir := t.TempDir()
+	spec, err := ParseSpec([]byte(`
+base:
+  seed: 1
+  task: {name: arith, levels: [1], eval_n: 4}
+  model: {layers: 1, d_model: 16, heads: 2, max_len: 48, checkpoint: ""}
+  backend: {engine: go}
+  rollout: {n: 2, max_response_tokens: 8}
+  train: {steps: 1, prompts_per_step: 2}
+  eval: {every: 0, k: 1, at_start: false}
+seeds: [1]
+arms:
+  - {name: small, config: {algorithm: {name: grpo}}}
+  - {name: big, config: {algorithm: {name: grpo}, model: {d_model: 512, heads: 8, layers: 8}}}
+`), "mem.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var est [2]float64
+	for i, a := range spec.Arms {
+		cfg, err := spec.ArmConfig(dir, a, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := session.EstimateConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		est[i] = e.Total()
+	}
+	if est[1] <= est[0] {
+		t.Fatalf("estimates small %v, big %v: the big arm is not bigger", est[0], est[1])
+	}
+	t.Setenv(session.MemoryLimitEnv, fmt.Sprint((est[0]+est[1])/2/1e9))
+	var log syncBuffer
+	err = Run(context.Background(), spec, Options{Dir: dir, Exe: cdeRun, Output: &log, Log: zerolog.New(&log)})
+	if err == nil || !strings.Contains(err.Error(), "arm big (checked before any arm-seed trains)") {
+		t.Fatalf("bench: %v, want the big arm refused\n%s", err, log.String())
+	}
+	if _, err := os.Stat(RunDir(dir, "small", 1)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the small arm trained before the refusal: %v", err)
 	}
 }

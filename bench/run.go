@@ -220,6 +220,9 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 			all = append(all, j)
 		}
 	}
+	if err := checkArmsMemory(spec, dir, all); err != nil {
+		return err
+	}
 	// Skip the finished ones; make the missing base policies first, one at
 	// a time in this process (so parallel runs never pretrain the same base
 	// twice).
@@ -513,4 +516,39 @@ func samePretrainDir(old, now []byte) []byte {
 		return old
 	}
 	return b
+}
+
+// checkArmsMemory applies the memory check that each arm-seed's cde-run
+// train would apply (session.CheckMemory against session.MemoryLimit, on
+// the arm's config for its first unfinished seed) before anything trains,
+// so a bench does not fail hours in when it reaches an arm too large for
+// this machine. Each arm-seed is checked alone, as its process checks
+// itself; --jobs N runs N of them at once.
+func checkArmsMemory(spec *Spec, dir string, jobs []job) error {
+	limit, what, err := session.MemoryLimit()
+	if err != nil || limit <= 0 {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if seen[j.arm.Name] {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(RunDir(dir, j.arm.Name, j.seed), DoneFile)); err == nil {
+			continue
+		}
+		seen[j.arm.Name] = true
+		cfg, err := spec.ArmConfig(dir, j.arm, j.seed)
+		if err != nil {
+			return err
+		}
+		e, err := session.EstimateConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("bench %s: arm %s: %w", spec.File, j.arm.Name, err)
+		}
+		if err := session.CheckMemory(e, limit, what); err != nil {
+			return fmt.Errorf("bench %s: arm %s (checked before any arm-seed trains): %w", spec.File, j.arm.Name, err)
+		}
+	}
+	return nil
 }

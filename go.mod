@@ -25,6 +25,7 @@ require (
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.79.1
 	google.golang.org/protobuf v1.36.12
+	k8s.io/klog/v2 v2.140.0
 )
 
 require (
@@ -58,5 +59,4 @@ require (
 	golang.org/x/net v0.48.0 // indirect
 	golang.org/x/term v0.40.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20251202230838-ff82c1b0f217 // indirect
-	k8s.io/klog/v2 v2.140.0 // indirect
 )

@@ -38,6 +38,7 @@ import (
 	"github.com/cde-rl/cde/backends/xla/peft"
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/engines/cpu"
+	"k8s.io/klog/v2"
 )
 
 func main() {
@@ -62,7 +63,16 @@ func main() {
 	recompute := flag.Bool("recompute", false, "cde's train step recomputes each block's activations in the backward pass (model.recompute; PyTorch's side is unchanged)")
 	loraRank := flag.Int("lora-rank", 0, "train LoRA adapters of this rank (alpha 2r) on all seven projections, the base frozen, on both sides (model.lora; 0: every weight)")
 	baseBF16 := flag.Bool("base-bf16", false, "with --lora-rank, store the frozen base weights in bfloat16 on both sides, widened to float32 where they are read (model.lora.base_dtype: bfloat16)")
+	xlaMemLog := flag.Bool("xla-memory-log", false, "log each graph the xla:* engines compile with its device memory (code, inputs, outputs, aliases, temporary: go-xla's compile log at klog verbosity 1, on stderr), to see where a run's GPU memory goes")
 	flag.Parse()
+	if *xlaMemLog {
+		var kfs flag.FlagSet
+		klog.InitFlags(&kfs)
+		if err := kfs.Set("v", "1"); err != nil {
+			fmt.Fprintln(os.Stderr, "--xla-memory-log:", err)
+			os.Exit(2)
+		}
+	}
 	if *spread < 0 || *spreadSlots < 0 || *spreadMax < 1 || *spreadStop < 2 {
 		fmt.Fprintln(os.Stderr, "--spread, --spread-slots >= 0, --spread-max >= 1, --spread-stop >= 2")
 		os.Exit(2)

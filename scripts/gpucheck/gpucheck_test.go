@@ -257,3 +257,53 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// Check h reads where the device memory goes from go-xla's compile log
+// (hfbench --xla-memory-log): the lines below follow go-xla's format
+// strings ("Compiling %q", then "Memory usage: On Device: [Code:%s,
+// Inputs:%s, Outputs:%s, Aliases:%s, Temporary:%s]; On Host: [...]" with
+// go-humanize's SI sizes), with klog's prefix. The dry run has no xla
+// engine, so only this test feeds the parser such lines.
+func TestXLAMemoryLog(t *testing.T) {
+	if err := exec.Command(python, "-c", "1").Run(); err != nil {
+		t.Skip("no " + python)
+	}
+	log := `I1127 19:40:00.100000   123 executable.go:85] Compiling "decode"
+I1127 19:40:01.200000   123 executable.go:94] Compiled in 1.1s
+I1127 19:40:01.200000   123 executable.go:95] Memory usage: On Device: [Code:12 kB, Inputs:2.4 GB, Outputs:1.1 GB, Aliases:1.0 GB, Temporary:19 MB]; On Host: [Code:0 B, Inputs:0 B, Outputs:0 B, Aliases:0 B, Temporary:0 B]
+I1127 19:40:01.300000   123 executable.go:225] Executing "decode"
+I1127 19:40:02.000000   123 executable.go:85] Compiling "prefill"
+I1127 19:40:03.000000   123 executable.go:95] Memory usage: On Device: [Code:1 kB, Inputs:512 B, Outputs:3.0 GB, Aliases:0 B, Temporary:4.5 GB]; On Host: [Code:0 B, Inputs:0 B, Outputs:0 B, Aliases:0 B, Temporary:0 B]
+`
+	cmd := exec.Command(python, "-c", "import json, sys, run; print(json.dumps(run.xla_memory(sys.stdin.read())))")
+	cmd.Dir = "."
+	cmd.Stdin = strings.NewReader(log)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var graphs []map[string]any
+	if err := json.Unmarshal(out, &graphs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	// prefill: 512 B + 3.0 GB + 4.5 GB before decode's 2.4 + 1.1 GB + 19 MB.
+	mib := func(b float64) float64 { return b / (1 << 20) }
+	want := []map[string]any{
+		{"graph": "prefill", "code_mib": mib(1e3), "inputs_mib": mib(512), "outputs_mib": mib(3e9), "aliases_mib": 0.0, "temporary_mib": mib(4.5e9)},
+		{"graph": "decode", "code_mib": mib(12e3), "inputs_mib": mib(2.4e9), "outputs_mib": mib(1.1e9), "aliases_mib": mib(1e9), "temporary_mib": mib(19e6)},
+	}
+	if len(graphs) != len(want) {
+		t.Fatalf("graphs %v, want %v", graphs, want)
+	}
+	for i := range want {
+		for k, v := range want[i] {
+			if f, ok := v.(float64); ok {
+				if g, _ := graphs[i][k].(float64); g < f*(1-1e-12) || g > f*(1+1e-12) {
+					t.Errorf("graph %d %s = %v, want %v", i, k, graphs[i][k], f)
+				}
+			} else if graphs[i][k] != v {
+				t.Errorf("graph %d %s = %v, want %v", i, k, graphs[i][k], v)
+			}
+		}
+	}
+}

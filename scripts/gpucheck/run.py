@@ -631,6 +631,38 @@ def spread_lengths():
     return [r.randint(16, 256) for _ in range(64)]
 
 
+_COMPILING = re.compile(r'Compiling "(.*)"')
+_MEMUSE = re.compile(r"Memory usage: On Device: \[Code:([^,]*), Inputs:([^,]*), Outputs:([^,]*), Aliases:([^,]*), Temporary:([^\]]*)\]")
+_UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def human_bytes(s):
+    """go-humanize's Bytes ("512 B", "1.2 GB") back to bytes."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([kKMGT]?B)\s*", s)
+    if not m:
+        raise ValueError(f"not a byte size: {s!r}")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def xla_memory(text):
+    """The graphs go-xla compiled, from its compile log at klog verbosity 1
+    (hfbench --xla-memory-log): per graph its device memory in MiB (code,
+    inputs, outputs, aliases, temporary), largest inputs + outputs +
+    temporary first."""
+    name, out = None, []
+    for line in text.splitlines():
+        m = _COMPILING.search(line)
+        if m:
+            name = m.group(1)
+            continue
+        m = _MEMUSE.search(line)
+        if m:
+            parts = [human_bytes(x) / 2**20 for x in m.groups()]
+            out.append(dict(zip(("graph", "code_mib", "inputs_mib", "outputs_mib", "aliases_mib", "temporary_mib"), [name] + parts)))
+    out.sort(key=lambda g: -(g["inputs_mib"] + g["outputs_mib"] + g["temporary_mib"]))
+    return out
+
+
 def check_h(ctx):
     """cde's generation at the Qwen3-0.6B shape (benchmarks/hfbench's decode:
     the time per step from the difference of a long and a one-token
@@ -665,12 +697,23 @@ def check_h(ctx):
                "--decode", str(tokens), "--decode-batches", batches, "--json", js] + small + extra
         if ctx.plugin:
             cmd += ["--pjrt-plugin", ctx.plugin]
+        # Where the device memory goes (issue 42, item 5): every graph the
+        # float32 device loop compiles, with its inputs, outputs and
+        # temporaries (go-xla also logs two lines per execution then, a few
+        # microseconds against milliseconds a call).
+        if name == "device":
+            cmd += ["--xla-memory-log"]
+        logf = os.path.join(ctx.out, "logs", "h.log")
+        at = os.path.getsize(logf) if os.path.exists(logf) else 0
         try:
             with GPUMemSampler() as mem:
                 run(ctx, "h", cmd, timeout=ctx.t(240), env={"CDE_GENERATE": loop})
         except RuntimeError as e:
             res["cde"][name] = {"error": str(e)[:300]}
             continue
+        with open(logf, errors="replace") as f:
+            f.seek(at)
+            graphs = xla_memory(f.read())
         g = json.load(open(js)).get("go", {})
         r = {"engine": eng, "tokens": tokens, "dtype": "bfloat16" if extra == bf16 else "float32"}
         for nb in [int(x) for x in batches.split(",")]:
@@ -683,6 +726,9 @@ def check_h(ctx):
         r.update({k: v for k, v in g.items() if k.startswith("spread_")})
         if mem.peak:
             r["nvidia_smi_peak_mib"] = max(mem.peak.values())
+        if name == "device":
+            r["graphs_compiled"] = len(graphs)
+            r["largest_graphs"] = graphs[:6]
         res["cde"][name] = r
         write_summary(ctx, dict(ctx.results, h={"status": "running", "figures": res, "seconds": 0}))
     tj = os.path.join(ctx.work, "h-torch.json")

@@ -528,3 +528,33 @@ arms:
 		t.Errorf("the small arm trained before the refusal: %v", err)
 	}
 }
+
+func TestChildEnv(t *testing.T) {
+	base := []string{"PATH=/bin", "HOME=/h"}
+	for _, c := range []struct {
+		env          []string
+		jobs, cores  int
+		wantThreads  int
+		wantMaxProcs string // the GOMAXPROCS entry the child gets ("" none added)
+	}{
+		{base, 1, 2, 0, ""},
+		{base, 2, 2, 1, "GOMAXPROCS=1"},
+		{base, 2, 16, 8, "GOMAXPROCS=8"},
+		{base, 3, 16, 5, "GOMAXPROCS=5"},
+		{base, 4, 2, 1, "GOMAXPROCS=1"}, // more jobs than cores: still 1
+		{append(slices.Clone(base), "GOMAXPROCS=2"), 2, 2, 0, ""},
+	} {
+		env, threads := childEnv(c.env, c.jobs, c.cores)
+		if threads != c.wantThreads {
+			t.Errorf("jobs %d cores %d env %v: threads %d, want %d", c.jobs, c.cores, c.env, threads, c.wantThreads)
+		}
+		added := env[len(c.env):]
+		want := []string{"GOMLX_NO_AUTO_INSTALL=1"}
+		if c.wantMaxProcs != "" {
+			want = append(want, c.wantMaxProcs)
+		}
+		if !slices.Equal(added, want) || !slices.Equal(env[:len(c.env)], c.env) {
+			t.Errorf("jobs %d cores %d env %v: child env %v, want the parent's plus %v", c.jobs, c.cores, c.env, env, want)
+		}
+	}
+}

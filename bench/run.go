@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -267,6 +268,10 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 		left := len(todo) - len(durations) - len(failed)
 		return (sum / time.Duration(len(durations)) * time.Duration(left) / time.Duration(min(jobs, max(left, 1)))).Round(time.Second).String()
 	}
+	env, threads := childEnv(os.Environ(), jobs, runtime.NumCPU())
+	if threads > 0 {
+		fmt.Fprintf(stderr, "bench: %d arm-seeds at a time on %d cores: each runs with GOMAXPROCS=%d (set GOMAXPROCS to choose)\n", jobs, runtime.NumCPU(), threads)
+	}
 	work := make(chan job)
 	var wg sync.WaitGroup
 	for range jobs {
@@ -289,7 +294,7 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 					out = &prefixWriter{mu: &mu, w: stderr, prefix: fmt.Sprintf("[%s seed %d] ", j.arm.Name, j.seed)}
 				}
 				t0 := time.Now()
-				err := runArmSeed(ctx, o.Exe, spec, dir, j, run, out, o.Log)
+				err := runArmSeed(ctx, o.Exe, spec, dir, j, run, env, out, o.Log)
 				if pw, ok := out.(*prefixWriter); ok {
 					pw.Flush()
 				}
@@ -386,7 +391,7 @@ func checkSpecUnchanged(spec *Spec, dir string, arm Arm, seed uint64, run string
 // runArmSeed trains one arm-seed in its run directory (resuming from its
 // last checkpoint when it has one), measures the critic head spread when
 // the run has several heads, and writes DONE.
-func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, run string, out io.Writer, log zerolog.Logger) error {
+func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, run string, env []string, out io.Writer, log zerolog.Logger) error {
 	arm, seed := j.arm, j.seed
 	cfg, err := spec.ArmConfig(dir, arm, seed)
 	if err != nil {
@@ -455,7 +460,7 @@ func runArmSeed(ctx context.Context, exe string, spec *Spec, dir string, j job, 
 	t0 := time.Now()
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), "GOMLX_NO_AUTO_INSTALL=1")
+	cmd.Env = env
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 2 * time.Minute
 	runErr := runChild(cmd)
@@ -551,4 +556,28 @@ func checkArmsMemory(spec *Spec, dir string, jobs []job) error {
 		}
 	}
 	return nil
+}
+
+// childEnv is the environment of an arm-seed's cde-run train: env with
+// GOMLX_NO_AUTO_INSTALL=1 and, when jobs > 1 run at once and env does not
+// set GOMAXPROCS, GOMAXPROCS = cores / jobs (at least 1), so the children's
+// cpu-engine threads do not outnumber the cores: the engine's helpers spin
+// a while between ops, which starves a neighbour process. Two children side
+// by side on 2 cores (12 GRPO steps of bench/transfer.yaml's testbed, A B A
+// B, nothing else running) took 2.76-3.05 s a step with GOMAXPROCS=1 each
+// and 5.81-6.45 s with 2 each. threads is the value set, 0 when none. The
+// cpu engine splits work into disjoint output ranges, so the thread count
+// does not change its results.
+func childEnv(env []string, jobs, cores int) (out []string, threads int) {
+	out = append(slices.Clone(env), "GOMLX_NO_AUTO_INSTALL=1")
+	if jobs <= 1 {
+		return out, 0
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return out, 0
+		}
+	}
+	threads = max(1, cores/jobs)
+	return append(out, fmt.Sprintf("GOMAXPROCS=%d", threads)), threads
 }

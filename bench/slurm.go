@@ -199,5 +199,6 @@ func Work(ctx context.Context, spec *Spec, o Options, what string) error {
 		return err
 	}
 	fmt.Fprintf(out, "bench: %s seed %d: training in %s\n", j.arm.Name, j.seed, run)
-	return runArmSeed(ctx, o.Exe, spec, o.Dir, j, run, out, o.Log)
+	env, _ := childEnv(os.Environ(), 1, 0) // Slurm gives the task its cores
+	return runArmSeed(ctx, o.Exe, spec, o.Dir, j, run, env, out, o.Log)
 }

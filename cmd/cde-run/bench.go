@@ -21,7 +21,7 @@ func cmdBench(args []string) int {
 	out := fs.String("out", "", "results directory (default bench-results/<bench file stem>)")
 	var only cli.StringList
 	fs.Var(&only, "only", "run only this arm (repeatable); the report covers every arm with finished runs")
-	jobs := fs.Int("jobs", 1, "arm-seeds trained at a time (each uses about one core)")
+	jobs := fs.Int("jobs", 1, "arm-seeds trained at a time; with more than one, each gets GOMAXPROCS = cores / jobs unless GOMAXPROCS is set")
 	reportOnly := fs.Bool("report-only", false, "write the report from the finished runs in DIR; train nothing")
 	executor := fs.String("executor", "", "where the arm-seeds train: local (child processes, --jobs at a time) or slurm (a Slurm job array; docs/bench.md); default: the bench file's executor.name, else local")
 	detach := fs.Bool("detach", false, "with slurm: submit the jobs, record them in DIR and return; the same command again follows them and writes the report")

@@ -565,9 +565,9 @@ func checkArmsMemory(spec *Spec, dir string, jobs []job) error {
 // a while between ops, which starves a neighbour process. Two children side
 // by side on 2 cores (12 GRPO steps of bench/transfer.yaml's testbed, A B A
 // B, nothing else running) took 2.76-3.05 s a step with GOMAXPROCS=1 each
-// and 5.81-6.45 s with 2 each. threads is the value set, 0 when none. The
-// cpu engine splits work into disjoint output ranges, so the thread count
-// does not change its results.
+// and 5.81-6.45 s with 2 each. threads is the value set, 0 when none. A
+// run reproduces bit for bit for a given GOMAXPROCS (docs/engine.md), and
+// so does a rerun of the bench with the same --jobs on as many cores.
 func childEnv(env []string, jobs, cores int) (out []string, threads int) {
 	out = append(slices.Clone(env), "GOMLX_NO_AUTO_INSTALL=1")
 	if jobs <= 1 {

@@ -159,9 +159,6 @@ func writeJSON(path string, v any) error {
 
 // tokenizerJSON reads dir/tokenizer.json, or dir/tokenizer.json.gz gunzipped.
 func tokenizerJSON(dir string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
-	if err == nil || !os.IsNotExist(err) {
-		return b, err
-	}
-	return gunzipFile(filepath.Join(dir, "tokenizer.json.gz"))
+	b, _, err := tokenizer.ReadJSON(filepath.Join(dir, "tokenizer.json"))
+	return b, err
 }

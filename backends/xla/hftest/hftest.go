@@ -4,15 +4,13 @@
 package hftest
 
 import (
-	"compress/gzip"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 
 	"github.com/cde-rl/cde/backends/xla/safetensors"
+	"github.com/cde-rl/cde/tokenizer"
 )
 
 // Qwen3Vocab is the embedding rows of Qwen3 checkpoints (the tokenizer's
@@ -27,7 +25,7 @@ const Qwen3Vocab = 151936
 // decompressed, a plain tokenizer.json, as Hugging Face model directories
 // have it.
 func WriteTinyQwen3(dir, tokenizerDir string, layers int, seed uint64) error {
-	tok, err := readTokenizerJSON(tokenizerDir)
+	tok, _, err := tokenizer.ReadJSON(filepath.Join(tokenizerDir, "tokenizer.json"))
 	if err != nil {
 		return err
 	}
@@ -77,28 +75,4 @@ func WriteTinyQwen3(dir, tokenizerDir string, layers int, seed uint64) error {
 		add(p+"mlp.down_proj.weight", 0, 16, 32)
 	}
 	return safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil)
-}
-
-// readTokenizerJSON reads dir/tokenizer.json, or, when it is absent,
-// dir/tokenizer.json.gz decompressed.
-func readTokenizerJSON(dir string) ([]byte, error) {
-	plain := filepath.Join(dir, "tokenizer.json")
-	b, err := os.ReadFile(plain)
-	if !errors.Is(err, os.ErrNotExist) {
-		return b, err
-	}
-	f, gzErr := os.Open(plain + ".gz")
-	if gzErr != nil {
-		return nil, err // names the plain file
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s.gz: %w", plain, err)
-	}
-	b, err = io.ReadAll(zr)
-	if err != nil {
-		return nil, fmt.Errorf("%s.gz: %w", plain, err)
-	}
-	return b, nil
 }

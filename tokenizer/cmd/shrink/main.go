@@ -194,7 +194,7 @@ func Shrink(fullDir string, texts []string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := readTokenizerJSON(fullDir)
+	raw, _, err := tokenizer.ReadJSON(filepath.Join(fullDir, "tokenizer.json"))
 	if err != nil {
 		return nil, err
 	}

@@ -83,6 +83,20 @@ func TestLoadGzipEqualsPlain(t *testing.T) {
 			t.Errorf("LoadFile(%s): Encode = %v", p, got)
 		}
 	}
+	// CopyFiles writes a model directory's plain tokenizer.json (the
+	// standard library's gunzip above) and tokenizer_config.json.
+	dst := t.TempDir()
+	if err := CopyFiles(dst, gzDir); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]byte{"tokenizer.json": plain, "tokenizer_config.json": cfg} {
+		if got, err := os.ReadFile(filepath.Join(dst, name)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("CopyFiles: %s differs from the source (%v)", name, err)
+		}
+	}
+	if err := CopyFiles(t.TempDir(), t.TempDir()); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
+		t.Errorf("CopyFiles from an empty directory: %v, want tokenizer.json named", err)
+	}
 }
 
 func gzipBytes(t *testing.T, b []byte) []byte {

@@ -147,6 +147,25 @@ func ReadJSON(path string) ([]byte, string, error) {
 	return b, path, err
 }
 
+// CopyFiles writes dst/tokenizer.json and dst/tokenizer_config.json from
+// the tokenizer directory src, tokenizer.json plain (read as ReadJSON
+// finds it, gunzipped when src has only tokenizer.json.gz), as Hugging
+// Face model directories hold it.
+func CopyFiles(dst, src string) error {
+	tok, _, err := ReadJSON(filepath.Join(src, "tokenizer.json"))
+	if err != nil {
+		return err
+	}
+	cfg, err := os.ReadFile(filepath.Join(src, "tokenizer_config.json"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dst, "tokenizer.json"), tok, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dst, "tokenizer_config.json"), cfg, 0o644)
+}
+
 // maxGunzipped bounds a tokenizer.json.gz's decompressed size, far above
 // real tokenizers (tens of MB), so a corrupt or hostile file fails instead
 // of filling memory.

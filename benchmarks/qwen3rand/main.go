@@ -67,18 +67,7 @@ func write(tokDir, out string, vocab, hidden, layers, heads, kvHeads, headDim, f
 		return err
 	}
 	// The tokenizer files, tokenizer.json uncompressed as model directories hold it.
-	raw, err := tokenizerJSON(tokDir)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(out, "tokenizer.json"), raw, 0o644); err != nil {
-		return err
-	}
-	tc, err := os.ReadFile(filepath.Join(tokDir, "tokenizer_config.json"))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(out, "tokenizer_config.json"), tc, 0o644); err != nil {
+	if err := tokenizer.CopyFiles(out, tokDir); err != nil {
 		return err
 	}
 	cfg := map[string]any{
@@ -155,10 +144,4 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
-
-// tokenizerJSON reads dir/tokenizer.json, or dir/tokenizer.json.gz gunzipped.
-func tokenizerJSON(dir string) ([]byte, error) {
-	b, _, err := tokenizer.ReadJSON(filepath.Join(dir, "tokenizer.json"))
-	return b, err
 }

@@ -25,18 +25,7 @@ const Qwen3Vocab = 151936
 // decompressed, a plain tokenizer.json, as Hugging Face model directories
 // have it.
 func WriteTinyQwen3(dir, tokenizerDir string, layers int, seed uint64) error {
-	tok, _, err := tokenizer.ReadJSON(filepath.Join(tokenizerDir, "tokenizer.json"))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tok, 0o644); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(filepath.Join(tokenizerDir, "tokenizer_config.json"))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), b, 0o644); err != nil {
+	if err := tokenizer.CopyFiles(dir, tokenizerDir); err != nil {
 		return err
 	}
 	cfg := fmt.Sprintf(`{"architectures": ["Qwen3ForCausalLM"], "vocab_size": %d, "hidden_size": 16, "intermediate_size": 32, "head_dim": 8,

@@ -46,6 +46,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -422,13 +423,7 @@ func writeModel(fields map[string]json.RawMessage, kept []string, merges [][2]st
 	var b bytes.Buffer
 	b.WriteString("{")
 	order := []string{"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges"}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range fields {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !slices.Contains(order, k) && k != "vocab" && k != "merges" {
 			order = append(order, k)
 		}

@@ -26,7 +26,8 @@ a run cut short keeps what finished. The checks (docs/scale.md):
      an independent PyTorch forward on the same device, |diff| <= 1e-4
   c  export: a short run on a tiny Qwen3, cde-run export, HF transformers
      loads it: its log-probs equal cde-run score's within 1e-4, and
-     AutoTokenizer gives cde's ids
+     AutoTokenizer gives cde's ids; the same for the second testbed's
+     shipped model (assets/wordprob-qwen3: BF16, reduced Qwen3 BPE)
   d  hfbench: the Qwen3-0.6B shape on xla:cuda against PyTorch CUDA
   e  train: the default cde-run train and a PPO + multihead run, 50 steps,
      xla:cuda against the cpu engine: step time, and the first steps'
@@ -363,16 +364,24 @@ def check_c(ctx):
     res = {"tolerance": LOGPROB_TOL, "trained_logprob_change": moved, "files": sorted(os.listdir(exp))}
     if not moved > 1e-3:
         return "fail", dict(res, error=f"the export scores as the base model (max change {moved:.3g}): the run did not train")
+    # The second testbed's shipped model (docs/results/transfer/TESTBED.md):
+    # BF16 weights and Qwen3's BPE cut to 648 tokens, which HF's Rust
+    # tokenizers has never loaded on the development machine.
+    wordprob = os.path.join(ROOT, "assets", "wordprob-qwen3")
+    score(ctx, "c", wordprob, os.path.join(ctx.work, "c-score-wordprob.jsonl"))
     try:
         import transformers  # noqa: F401
     except ImportError as e:
         return "skip", dict(res, reason=f"HF transformers is not installed here ({e}); train, export and score ran")
     ref = os.path.join(ctx.work, "c-ref.json")
-    run(ctx, "c", [ctx.py, os.path.join(HERE, "ref_logprobs.py"), "--transformers", ctx.torch_device, ref, exp,
-                   os.path.join(ctx.work, "c-score-export.jsonl")], timeout=ctx.t(300))
-    r = json.load(open(ref))[0]
-    res.update({k: r[k] for k in ("transformers", "model_class", "tokenizer_class", "tokenizer_id_mismatches", "max_abs_diff", "tokens")})
-    ok = r["max_abs_diff"] <= LOGPROB_TOL and r["tokenizer_id_mismatches"] == 0
+    run(ctx, "c", [ctx.py, os.path.join(HERE, "ref_logprobs.py"), "--transformers", ctx.torch_device, ref,
+                   exp, os.path.join(ctx.work, "c-score-export.jsonl"),
+                   wordprob, os.path.join(ctx.work, "c-score-wordprob.jsonl")], timeout=ctx.t(300))
+    keys = ("transformers", "model_class", "tokenizer_class", "tokenizer_id_mismatches", "max_abs_diff", "tokens")
+    r, w = json.load(open(ref))
+    res.update({k: r[k] for k in keys})
+    res["wordprob"] = {k: w[k] for k in keys}
+    ok = all(x["max_abs_diff"] <= LOGPROB_TOL and x["tokenizer_id_mismatches"] == 0 for x in (r, w))
     return ("pass" if ok else "fail"), res
 
 

@@ -51,3 +51,54 @@ func TestRunNestedAndConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestRunWaitsForSlowHelpers makes the helpers outlast the caller's spin,
+// so Run must sleep and be woken by the last helper, and must not return
+// before every worker has finished.
+func TestRunWaitsForSlowHelpers(t *testing.T) {
+	workers := runtime.GOMAXPROCS(0)
+	if workers < 2 {
+		t.Skip("needs GOMAXPROCS >= 2 for a pool helper")
+	}
+	for rep := range 200 {
+		finished := make([]atomic.Bool, workers)
+		delay := time.Duration(rep%4) * minWaitSpin // 0 to 3 times the shortest spin
+		Run(workers, func(w int) {
+			if w > 0 {
+				time.Sleep(delay)
+			}
+			finished[w].Store(true)
+		})
+		for w := range finished {
+			if !finished[w].Load() {
+				t.Fatalf("rep %d (helpers sleep %v): Run returned before worker %d finished", rep, delay, w)
+			}
+		}
+	}
+}
+
+// busy spins for d without yielding, as a compute loop would.
+func busy(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
+// BenchmarkImbalance times Runs whose helpers take longer than the caller
+// by more than the caller's spin (minWaitSpin: the caller's share is
+// shorter), so every Run ends with the caller asleep and woken by the last
+// helper; ns/op over the helpers' 500 µs is the cost of that wake-up.
+func BenchmarkImbalance(b *testing.B) {
+	workers := runtime.GOMAXPROCS(0)
+	if workers < 2 {
+		b.Skip("needs GOMAXPROCS >= 2 for a pool helper")
+	}
+	for b.Loop() {
+		Run(workers, func(w int) {
+			if w == 0 {
+				busy(100 * time.Microsecond)
+			} else {
+				busy(500 * time.Microsecond)
+			}
+		})
+	}
+}

@@ -226,3 +226,6 @@ func (t *manyDotTiles) block(i int) {
 	}
 	t.args[p].dotTileBlock(t.splits[p].rows(i))
 }
+
+// dotTilePath is the kernel path whose dot-product tiles run (setPath).
+var dotTilePath = PathGo

@@ -42,14 +42,33 @@ func availableKernels() []microKernel {
 	return append(ks, goKernel)
 }
 
-func init() {
-	ks := availableKernels()
-	kernel = ks[0]
-	for i := range ks[1:] {
-		if ks[1+i].name == avx2Kernel.name && kernel.name == avx512Kernel.name {
-			narrowKernel = &ks[1+i]
-		}
+// availablePaths lists the kernel paths this CPU can run, fastest first.
+func availablePaths() []string {
+	var ps []string
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		ps = append(ps, PathAVX512)
 	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		ps = append(ps, PathAVX2)
+	}
+	return append(ps, PathGo)
+}
+
+// setPath installs path p's kernels. The AVX-512 path keeps the AVX2 6×16
+// tile for products whose columns are a multiple of 16 but not of 32, or
+// fewer than 32.
+func setPath(p string) {
+	narrowKernel = nil
+	switch p {
+	case PathAVX512:
+		kernel = avx512Kernel
+		narrowKernel = &avx2Kernel
+	case PathAVX2:
+		kernel = avx2Kernel
+	default:
+		kernel = goKernel
+	}
+	dotTilePath = p
 }
 
 // fmaPeakAVX2 and fmaPeakAVX512 run n iterations of 12 independent FMAs

@@ -150,6 +150,13 @@ func matmulF32(c, a, b []float32, batch, m, n, k int, transA, transB bool) {
 // matmulOne computes product i of a batch (a plain function, not a
 // closure, so that a product allocates nothing here); serial keeps it on
 // the calling core.
+//
+// The order of every sum is fixed by the shape alone (docs/engine.md, "One
+// summation order"): a product gemm takes as dot-product tiles (A·Bᵀ with
+// A small, gemm.DotTiles) sums in 16 lanes; every other product is one
+// chain of FMAs per element, p = 0 .. k-1. The branches below choose only
+// how to compute that, never what: each gives the same bits, whatever the
+// kernel path and GOMAXPROCS (which decides serial).
 func matmulOne(c, a, b []float32, i, m, n, k int, transA, transB, serial bool) {
 	lda, ldb := k, n
 	if transA {
@@ -161,39 +168,24 @@ func matmulOne(c, a, b []float32, i, m, n, k int, transA, transB, serial bool) {
 	ci := c[i*m*n : (i+1)*m*n]
 	ai := a[i*m*k : (i+1)*m*k]
 	bi := b[i*k*n : (i+1)*k*n]
-	if n <= 4 && k <= 4 && !transA && !transB {
+	switch {
+	case gemm.DotTiles(transA, transB, m, k):
+		// A few rows against a matrix stored [n, k] (Hugging Face's
+		// [out, in] weights in a decode step, attention scores): gemm's
+		// dot-product tiles read B in place.
+	case n <= 4 && k <= 4 && !transA && !transB:
 		// Many rows times a tiny matrix (RoPE's pair rotation,
 		// [[0, 1], [-1, 0]]): direct loops, parallel over rows;
 		// gemm would pack for a 2-wide product.
 		tinyDot(ci, ai, bi, m, n, k, serial)
 		return
-	}
-	if m*n*k <= smallDotMACs || m < 4 && serial {
-		smallDot(ci, ai, bi, m, n, k, transA, transB)
+	case !transB && (m*n*k <= smallDotMACs || m < 4 && serial):
+		smallDot(ci, ai, bi, m, n, k, transA)
 		return
-	}
-	if gemm.DotTiles(transA, transB, m, k) {
-		// A few rows against a matrix stored [n, k] (Hugging Face's
-		// [out, in] weights in a decode step): gemm's dot-product
-		// tiles read B in place.
-		if serial {
-			gemm.SgemmTSerial(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
-		} else {
-			gemm.SgemmT(transA, transB, m, n, k, ai, lda, bi, ldb, ci, n)
-		}
-		return
-	}
-	if m == 1 && !transB && !serial {
-		// Vector-matrix products (decode steps): gemm with one row
-		// cannot split work; use a column-parallel loop.
+	case m == 1 && !transB && !serial:
+		// Vector-matrix products: gemm with one row cannot split work;
+		// use a column-parallel loop.
 		gemvRowParallel(ci, ai, bi, n, k)
-		return
-	}
-	if m <= gemvTransBRows && transB && !transA {
-		// The same without AVX-512: one dot product per output,
-		// parallel over n, reading each row of B once in place; gemm
-		// would first pack (copy) all of B.
-		gemvTransB(ci, ai, bi, m, n, k)
 		return
 	}
 	if serial {
@@ -207,9 +199,10 @@ func matmulOne(c, a, b []float32, i, m, n, k int, transA, transB, serial bool) {
 // packing, which would cost more than the arithmetic.
 const smallDotMACs = 8 << 10
 
-// smallDot computes one small product with direct loops: row-times-matrix
-// updates when B is k×n, dot products when B is stored n×k.
-func smallDot(c, a, b []float32, m, n, k int, transA, transB bool) {
+// smallDot computes one small product op(A)·B (B stored k×n) with direct
+// loops: each row of C is cleared, then updated by a·row p of B for p =
+// 0 .. k-1, one FMA per element (axpyF32), which is each element's chain.
+func smallDot(c, a, b []float32, m, n, k int, transA bool) {
 	if transA {
 		// Gather the row of op(A) once; A is stored k×m. Small k (RoPE's
 		// rotation, once per row of q and k) needs no allocation.
@@ -222,31 +215,25 @@ func smallDot(c, a, b []float32, m, n, k int, transA, transB bool) {
 			for p := range row {
 				row[p] = a[p*m+i]
 			}
-			smallDotRow(c[i*n:(i+1)*n], row, b, n, k, transB)
+			smallDotRow(c[i*n:(i+1)*n], row, b, n, k)
 		}
 		return
 	}
 	for i := 0; i < m; i++ {
-		smallDotRow(c[i*n:(i+1)*n], a[i*k:(i+1)*k], b, n, k, transB)
+		smallDotRow(c[i*n:(i+1)*n], a[i*k:(i+1)*k], b, n, k)
 	}
 }
 
-func smallDotRow(c, a, b []float32, n, k int, transB bool) {
-	if transB {
-		for j := range c {
-			c[j] = dotF32(a[:k], b[j*k:(j+1)*k])
-		}
-		return
-	}
+func smallDotRow(c, a, b []float32, n, k int) {
 	clear(c)
 	for p, av := range a[:k] {
 		axpyF32(c, av, b[p*n:(p+1)*n])
 	}
 }
 
-// tinyDot computes c[m×n] = a[m×k]·b[k×n] for n, k <= 4, summing over p
-// in order from zero (as smallDotRow does), parallel over rows unless
-// serial.
+// tinyDot computes c[m×n] = a[m×k]·b[k×n] for n, k <= 4, each element a
+// chain of FMAs over p from +0 (as every product outside the dot tiles),
+// parallel over rows unless serial.
 func tinyDot(c, a, b []float32, m, n, k int, serial bool) {
 	rows := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -254,7 +241,7 @@ func tinyDot(c, a, b []float32, m, n, k int, serial bool) {
 			for j := range cr {
 				var s float32
 				for p, av := range ar {
-					s += av * b[p*n+j]
+					s = gemm.FMA32(av, b[p*n+j], s)
 				}
 				cr[j] = s
 			}
@@ -268,34 +255,13 @@ func tinyDot(c, a, b []float32, m, n, k int, serial bool) {
 }
 
 // gemvRowParallel computes c[1×n] = a[1×k]·B[k×n] splitting columns (a
-// transposed 1-row A is the same memory).
-// gemvTransBRows is the most rows of A that gemvTransB takes: below it,
-// gemm's packing of B costs more than it saves.
-const gemvTransBRows = 4
-
-// gemvTransB computes c[i, j] = Σ_p a[i, p] b[j, p] for m rows (b stored
-// [n, k]), parallel over j; each row of b is read once for all m rows.
-func gemvTransB(c, a, b []float32, m, n, k int) {
-	parallelRange(n, max(16, elemGrain/max(1, k*m)), func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			row := b[j*k : (j+1)*k]
-			for i := range m {
-				c[i*n+j] = dotF32(a[i*k:(i+1)*k], row)
-			}
-		}
-	})
-}
-
+// transposed 1-row A is the same memory), each element a chain of FMAs.
 func gemvRowParallel(c, a, b []float32, n, k int) {
 	parallelRange(n, max(16, elemGrain/max(1, k)), func(lo, hi int) {
 		cc := c[lo:hi]
 		clear(cc)
 		for p := 0; p < k; p++ {
-			av := a[p]
-			row := b[p*n+lo : p*n+hi]
-			for j := range cc {
-				cc[j] += av * row[j]
-			}
+			axpyF32(cc, a[p], b[p*n+lo:p*n+hi])
 		}
 	})
 }
@@ -318,7 +284,7 @@ func dotNaive[T number](c, a, b []T, batch, m, n, k int, transA, transB bool) {
 					} else {
 						bv = bi[p*n+col]
 					}
-					s += av * bv
+					s += T(av * bv) // rounded: Go may not fuse it into an FMA
 				}
 				ci[r*n+col] = s
 			}
@@ -367,9 +333,10 @@ func (st *execState) dotBF16(n *node, d, lhs []float32, b []bfloat16.BFloat16, t
 		ldb = k
 	}
 	bits := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
-	// The paths matmulOne takes without gemm (in its order of tests).
-	direct := nn <= 4 && k <= 4 && !transA && !transB || m*nn*k <= smallDotMACs ||
-		!gemm.DotTiles(transA, transB, m, k) && (m == 1 && !transB || m <= gemvTransBRows && transB && !transA)
+	// The products matmulOne computes with direct loops rather than gemm
+	// (in its order of tests); b is small there and is widened whole.
+	direct := !gemm.DotTiles(transA, transB, m, k) && !transB &&
+		(nn <= 4 && k <= 4 && !transA || m*nn*k <= smallDotMACs || m == 1)
 	if !direct {
 		gemm.SgemmTBF16(transA, transB, m, nn, k, af, lda, bits, ldb, d, nn)
 		return nil

@@ -695,13 +695,14 @@ func isNaNK[T float](d []bool, x []T) {
 	}
 }
 
-// expF32 is exp in float32: the AVX2 kernel where available (within 2
-// ulp), float64 math.Exp for the rest.
+// expF32 is exp in float32: exp32's operations for every element (8 at
+// a time in the AVX2 kernel, one at a time here), within 2 ulp of the
+// correctly rounded value, the same bits on every kernel path.
 func expF32(d, x []float32) {
 	k := simdExp(d, x)
-	d, x = d[k:], x[k:len(d)]
-	for i := range d {
-		d[i] = float32(math.Exp(float64(x[i])))
+	x = x[:len(d)]
+	for i := k; i < len(d); i++ {
+		d[i] = exp32(x[i])
 	}
 }
 

@@ -341,11 +341,24 @@ func argMinMaxIdx[T number](x []T, dims []int, axis int, isMin bool) []int64 {
 	return out
 }
 
-// foldF32 is fold for float32 sums and maxima with the vector kernels
-// (eight interleaved partial sums, so rounding differs from a sequential
-// loop by float32 noise). A NaN anywhere makes the max NaN.
+// foldF32 is fold for float32 sums and maxima in one order on every
+// kernel path: the first len&^7 values as the AVX2 kernels vecSum and
+// vecMax fold them (sumLanes and maxLanes spell that order out), the rest
+// in sequence after. A NaN anywhere makes the max NaN.
 func foldF32(op compute.OpType, a []float32) float32 {
+	n := len(a) &^ 7
 	v, k := simdFold(op, a)
+	if k != n {
+		switch op {
+		case compute.OpTypeReduceSum:
+			v = sumLanes(a[:n])
+		case compute.OpTypeReduceMax:
+			if n > 0 {
+				v = maxLanes(a[:n])
+			}
+		}
+		k = n
+	}
 	if op == compute.OpTypeReduceSum {
 		for _, x := range a[k:] {
 			v += x

@@ -8,10 +8,14 @@ import (
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes/bfloat16"
 	"golang.org/x/sys/cpu"
+
+	"github.com/cde-rl/cde/engines/cpu/gemm"
 )
 
-// useAVX2 selects the assembly kernels of vec_amd64.s.
-var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// useAVX2 selects the assembly kernels of vec_amd64.s: on the avx512 and
+// avx2 kernel paths (gemm.Path; CDE_CPU_KERNEL forces one). The "go" path
+// runs the portable loops, which compute the same bits.
+var useAVX2 = gemm.Path() != gemm.PathGo && cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 //go:noescape
 func vecAddVV(d, a, b *float32, n int)
@@ -135,7 +139,7 @@ func simdSV(op compute.OpType, d []float32, s float32, b []float32) int {
 	return n
 }
 
-func simdExp(d, x []float32) int {
+func simdExp(d, x []float32) int { // exp32's order (vec.go), 8 lanes at a time
 	n := len(d) &^ 7
 	if !useAVX2 || n == 0 {
 		return 0
@@ -171,10 +175,8 @@ func simdFold(op compute.OpType, x []float32) (float32, int) {
 //go:noescape
 func vecAxpy(c, b *float32, a float32, n int)
 
-//go:noescape
-func vecDot(a, b *float32, n int) float32
-
-// axpyF32 does c[i] += a·b[i].
+// axpyF32 does c[i] = fma(a, b[i], c[i]): one rounding each, in the
+// assembly (VFMADD) and in the tail (gemm.FMA32) alike.
 func axpyF32(c []float32, a float32, b []float32) {
 	k := 0
 	if n := len(c) &^ 7; useAVX2 && n > 0 {
@@ -184,24 +186,8 @@ func axpyF32(c []float32, a float32, b []float32) {
 	}
 	b = b[:len(c)]
 	for i := k; i < len(c); i++ {
-		c[i] += a * b[i]
+		c[i] = gemm.FMA32(a, b[i], c[i])
 	}
-}
-
-// dotF32 is Σ a[i]·b[i] (eight interleaved partial sums on amd64).
-func dotF32(a, b []float32) float32 {
-	var s float32
-	k := 0
-	if n := len(a) &^ 7; useAVX2 && n > 0 {
-		_ = b[n-1]
-		s = vecDot(&a[0], &b[0], n)
-		k = n
-	}
-	b = b[:len(a)]
-	for i := k; i < len(a); i++ {
-		s += a[i] * b[i]
-	}
-	return s
 }
 
 //go:noescape

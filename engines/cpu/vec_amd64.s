@@ -887,38 +887,6 @@ axpydone:
 	VZEROUPPER
 	RET
 
-// func vecDot(a, b *float32, n int) float32: Σ a[i]·b[i] over the first
-// n&^7 elements, in two 8-lane accumulators.
-TEXT ·vecDot(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ n+16(FP), CX
-	SHRQ $3, CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-dot2:
-	CMPQ CX, $2
-	JLT dot1
-	VMOVUPS 0(SI), Y2
-	VMOVUPS 32(SI), Y3
-	VFMADD231PS 0(DI), Y2, Y0
-	VFMADD231PS 32(DI), Y3, Y1
-	ADDQ $64, SI
-	ADDQ $64, DI
-	SUBQ $2, CX
-	JMP dot2
-dot1:
-	TESTQ CX, CX
-	JZ dotdone
-	VMOVUPS 0(SI), Y2
-	VFMADD231PS 0(DI), Y2, Y0
-dotdone:
-	VADDPS Y1, Y0, Y0
-	HFOLD(VADDPS)
-	VMOVSS X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
 // func vecBF16ToF32(d *float32, x *uint16, n int)
 // d[i] = x[i] << 16 as float32 bits, for the first n&^7 elements.
 TEXT ·vecBF16ToF32(SB), NOSPLIT, $0-24

@@ -5,6 +5,8 @@ package cpu
 import (
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes/bfloat16"
+
+	"github.com/cde-rl/cde/engines/cpu/gemm"
 )
 
 func simdVV(op compute.OpType, d, a, b []float32) int                   { return 0 }
@@ -21,17 +23,8 @@ var useAVX2 = false
 func axpyF32(c []float32, a float32, b []float32) {
 	b = b[:len(c)]
 	for i := range c {
-		c[i] += a * b[i]
+		c[i] = gemm.FMA32(a, b[i], c[i])
 	}
-}
-
-func dotF32(a, b []float32) float32 {
-	var s float32
-	b = b[:len(a)]
-	for i := range a {
-		s += a[i] * b[i]
-	}
-	return s
 }
 
 func simdBF16ToF32(d []float32, x []bfloat16.BFloat16) int { return 0 }

@@ -329,17 +329,17 @@ func (g *gemmArgs) block(packedA, packedB, edge []float32, ic, mc, jc, nc, pc, k
 				fn(kc, aPanel, bPanel, g.c[cOff:], g.ldc, accumulate)
 				continue
 			}
-			fn(kc, aPanel, bPanel, edge, nr, false)
-			for i := 0; i < mm; i++ {
-				row := g.c[cOff+i*g.ldc : cOff+i*g.ldc+nn]
-				src := edge[i*nr : i*nr+nn]
-				if accumulate {
-					for j := range row {
-						row[j] += src[j]
-					}
-				} else {
-					copy(row, src)
+			// An edge tile runs in a full-size scratch tile, which starts
+			// from C's values when accumulating, so its elements follow
+			// the same chain as a full tile's.
+			if accumulate {
+				for i := 0; i < mm; i++ {
+					copy(edge[i*nr:i*nr+nn], g.c[cOff+i*g.ldc:cOff+i*g.ldc+nn])
 				}
+			}
+			fn(kc, aPanel, bPanel, edge, nr, accumulate)
+			for i := 0; i < mm; i++ {
+				copy(g.c[cOff+i*g.ldc:cOff+i*g.ldc+nn], edge[i*nr:i*nr+nn])
 			}
 		}
 	}
@@ -537,12 +537,24 @@ func (g *gemmArgs) packB16(dst []float32, jc, nc, pc, kc, nr int) {
 	}
 }
 
-// kernelGo4x4 is the portable micro-kernel: 16 scalar accumulators.
+// kernelGo4x4 is the portable micro-kernel: 16 scalar accumulators, each
+// a chain of FMA32 (the assembly kernels' VFMADD, one rounding), starting
+// from C's tile when accumulating and from +0 otherwise.
 func kernelGo4x4(kc int, a, b, c []float32, ldc int, accumulate bool) {
 	var c00, c01, c02, c03 float32
 	var c10, c11, c12, c13 float32
 	var c20, c21, c22, c23 float32
 	var c30, c31, c32, c33 float32
+	r0 := c[0:4:4]
+	r1 := c[ldc : ldc+4 : ldc+4]
+	r2 := c[2*ldc : 2*ldc+4 : 2*ldc+4]
+	r3 := c[3*ldc : 3*ldc+4 : 3*ldc+4]
+	if accumulate {
+		c00, c01, c02, c03 = r0[0], r0[1], r0[2], r0[3]
+		c10, c11, c12, c13 = r1[0], r1[1], r1[2], r1[3]
+		c20, c21, c22, c23 = r2[0], r2[1], r2[2], r2[3]
+		c30, c31, c32, c33 = r3[0], r3[1], r3[2], r3[3]
+	}
 	a = a[:kc*4]
 	b = b[:kc*4]
 	for p := 0; p < kc; p++ {
@@ -550,36 +562,25 @@ func kernelGo4x4(kc int, a, b, c []float32, ldc int, accumulate bool) {
 		bp := b[p*4 : p*4+4 : p*4+4]
 		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
 		a0 := ap[0]
-		c00 += a0 * b0
-		c01 += a0 * b1
-		c02 += a0 * b2
-		c03 += a0 * b3
+		c00 = FMA32(a0, b0, c00)
+		c01 = FMA32(a0, b1, c01)
+		c02 = FMA32(a0, b2, c02)
+		c03 = FMA32(a0, b3, c03)
 		a1 := ap[1]
-		c10 += a1 * b0
-		c11 += a1 * b1
-		c12 += a1 * b2
-		c13 += a1 * b3
+		c10 = FMA32(a1, b0, c10)
+		c11 = FMA32(a1, b1, c11)
+		c12 = FMA32(a1, b2, c12)
+		c13 = FMA32(a1, b3, c13)
 		a2 := ap[2]
-		c20 += a2 * b0
-		c21 += a2 * b1
-		c22 += a2 * b2
-		c23 += a2 * b3
+		c20 = FMA32(a2, b0, c20)
+		c21 = FMA32(a2, b1, c21)
+		c22 = FMA32(a2, b2, c22)
+		c23 = FMA32(a2, b3, c23)
 		a3 := ap[3]
-		c30 += a3 * b0
-		c31 += a3 * b1
-		c32 += a3 * b2
-		c33 += a3 * b3
-	}
-	r0 := c[0:4:4]
-	r1 := c[ldc : ldc+4 : ldc+4]
-	r2 := c[2*ldc : 2*ldc+4 : 2*ldc+4]
-	r3 := c[3*ldc : 3*ldc+4 : 3*ldc+4]
-	if accumulate {
-		r0[0], r0[1], r0[2], r0[3] = r0[0]+c00, r0[1]+c01, r0[2]+c02, r0[3]+c03
-		r1[0], r1[1], r1[2], r1[3] = r1[0]+c10, r1[1]+c11, r1[2]+c12, r1[3]+c13
-		r2[0], r2[1], r2[2], r2[3] = r2[0]+c20, r2[1]+c21, r2[2]+c22, r2[3]+c23
-		r3[0], r3[1], r3[2], r3[3] = r3[0]+c30, r3[1]+c31, r3[2]+c32, r3[3]+c33
-		return
+		c30 = FMA32(a3, b0, c30)
+		c31 = FMA32(a3, b1, c31)
+		c32 = FMA32(a3, b2, c32)
+		c33 = FMA32(a3, b3, c33)
 	}
 	r0[0], r0[1], r0[2], r0[3] = c00, c01, c02, c03
 	r1[0], r1[1], r1[2], r1[3] = c10, c11, c12, c13

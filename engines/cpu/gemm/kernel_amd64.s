@@ -6,7 +6,9 @@
 // panels nr floats per k step; the k loop is unrolled 4 times. The B row is
 // loaded into registers 0-1, A values are broadcast into registers 2-3 in
 // turn, and the mr x nr tile of C accumulates in the remaining registers.
-// If accumulate is set the tile is added to C, otherwise it overwrites C.
+// If accumulate is set the accumulators start from C's tile, so that every
+// element of C is one chain of FMAs over all of k, whatever the blocking
+// (docs/engine.md, "One summation order"); otherwise they start from +0.
 
 // C[6x16] (+)= A[6xkc]·B[kcx16]; accumulators Y4..Y15.
 // func sgemmKernel6x16AVX2(kc int, a, b, c *float32, ldc int, accumulate bool)
@@ -18,6 +20,8 @@ TEXT ·sgemmKernel6x16AVX2(SB), NOSPLIT, $0-41
 	MOVQ ldc+32(FP), R8
 	MOVBLZX accumulate+40(FP), R9
 	SHLQ $2, R8
+	TESTQ R9, R9
+	JNZ load
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
@@ -30,6 +34,27 @@ TEXT ·sgemmKernel6x16AVX2(SB), NOSPLIT, $0-41
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
 	VXORPS Y15, Y15, Y15
+	JMP start
+load:
+	VMOVUPS 0(DX), Y4
+	VMOVUPS 32(DX), Y5
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Y6
+	VMOVUPS 32(DX), Y7
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Y8
+	VMOVUPS 32(DX), Y9
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Y10
+	VMOVUPS 32(DX), Y11
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Y12
+	VMOVUPS 32(DX), Y13
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Y14
+	VMOVUPS 32(DX), Y15
+	MOVQ c+24(FP), DX
+start:
 	CMPQ CX, $4
 	JLT tail
 loop:
@@ -147,26 +172,6 @@ tailloop:
 	DECQ CX
 	JNZ tailloop
 store:
-	TESTQ R9, R9
-	JZ write
-	VADDPS 0(DX), Y4, Y4
-	VADDPS 32(DX), Y5, Y5
-	ADDQ R8, DX
-	VADDPS 0(DX), Y6, Y6
-	VADDPS 32(DX), Y7, Y7
-	ADDQ R8, DX
-	VADDPS 0(DX), Y8, Y8
-	VADDPS 32(DX), Y9, Y9
-	ADDQ R8, DX
-	VADDPS 0(DX), Y10, Y10
-	VADDPS 32(DX), Y11, Y11
-	ADDQ R8, DX
-	VADDPS 0(DX), Y12, Y12
-	VADDPS 32(DX), Y13, Y13
-	ADDQ R8, DX
-	VADDPS 0(DX), Y14, Y14
-	VADDPS 32(DX), Y15, Y15
-	MOVQ c+24(FP), DX
 write:
 	VMOVUPS Y4, 0(DX)
 	VMOVUPS Y5, 32(DX)
@@ -198,6 +203,8 @@ TEXT ·sgemmKernel12x32AVX512(SB), NOSPLIT, $0-41
 	MOVQ ldc+32(FP), R8
 	MOVBLZX accumulate+40(FP), R9
 	SHLQ $2, R8
+	TESTQ R9, R9
+	JNZ load
 	VXORPS Z4, Z4, Z4
 	VXORPS Z5, Z5, Z5
 	VXORPS Z6, Z6, Z6
@@ -222,6 +229,45 @@ TEXT ·sgemmKernel12x32AVX512(SB), NOSPLIT, $0-41
 	VXORPS Z25, Z25, Z25
 	VXORPS Z26, Z26, Z26
 	VXORPS Z27, Z27, Z27
+	JMP start
+load:
+	VMOVUPS 0(DX), Z4
+	VMOVUPS 64(DX), Z5
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z6
+	VMOVUPS 64(DX), Z7
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z8
+	VMOVUPS 64(DX), Z9
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z10
+	VMOVUPS 64(DX), Z11
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z12
+	VMOVUPS 64(DX), Z13
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z14
+	VMOVUPS 64(DX), Z15
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z16
+	VMOVUPS 64(DX), Z17
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z18
+	VMOVUPS 64(DX), Z19
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z20
+	VMOVUPS 64(DX), Z21
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z22
+	VMOVUPS 64(DX), Z23
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z24
+	VMOVUPS 64(DX), Z25
+	ADDQ R8, DX
+	VMOVUPS 0(DX), Z26
+	VMOVUPS 64(DX), Z27
+	MOVQ c+24(FP), DX
+start:
 	CMPQ CX, $4
 	JLT tail
 loop:
@@ -429,44 +475,6 @@ tailloop:
 	DECQ CX
 	JNZ tailloop
 store:
-	TESTQ R9, R9
-	JZ write
-	VADDPS 0(DX), Z4, Z4
-	VADDPS 64(DX), Z5, Z5
-	ADDQ R8, DX
-	VADDPS 0(DX), Z6, Z6
-	VADDPS 64(DX), Z7, Z7
-	ADDQ R8, DX
-	VADDPS 0(DX), Z8, Z8
-	VADDPS 64(DX), Z9, Z9
-	ADDQ R8, DX
-	VADDPS 0(DX), Z10, Z10
-	VADDPS 64(DX), Z11, Z11
-	ADDQ R8, DX
-	VADDPS 0(DX), Z12, Z12
-	VADDPS 64(DX), Z13, Z13
-	ADDQ R8, DX
-	VADDPS 0(DX), Z14, Z14
-	VADDPS 64(DX), Z15, Z15
-	ADDQ R8, DX
-	VADDPS 0(DX), Z16, Z16
-	VADDPS 64(DX), Z17, Z17
-	ADDQ R8, DX
-	VADDPS 0(DX), Z18, Z18
-	VADDPS 64(DX), Z19, Z19
-	ADDQ R8, DX
-	VADDPS 0(DX), Z20, Z20
-	VADDPS 64(DX), Z21, Z21
-	ADDQ R8, DX
-	VADDPS 0(DX), Z22, Z22
-	VADDPS 64(DX), Z23, Z23
-	ADDQ R8, DX
-	VADDPS 0(DX), Z24, Z24
-	VADDPS 64(DX), Z25, Z25
-	ADDQ R8, DX
-	VADDPS 0(DX), Z26, Z26
-	VADDPS 64(DX), Z27, Z27
-	MOVQ c+24(FP), DX
 write:
 	VMOVUPS Z4, 0(DX)
 	VMOVUPS Z5, 64(DX)

@@ -240,7 +240,15 @@ def check_a(ctx):
         # entropies and pooled states within the forward's tolerance.
         if not ctx.env.get("GPUCHECK_A_NO_TF32"):
             variants.append(("_tf32", {"NVIDIA_TF32_OVERRIDE": "1"}))
-    res = {"reference": ref, "tolerance": "backends/xla/engine_conformance_test.go: forward 1e-5 abs+rel (5e-5 at init std 0.4); step metrics 1e-5 abs + 1e-4 rel; updated weights and Adam moments 1e-5 abs + 1e-4 rel"}
+    # XLA's deterministic-ops flag (atomics-free reductions and scatters,
+    # no timing-based kernel choice), timed beside the default run so the
+    # GPU figures say what determinism costs there (issue 57, item 7;
+    # GPUCHECK_A_NO_DET leaves it out). In the dry run it is only listed.
+    det = ("_det", {"XLA_FLAGS": (ctx.env.get("XLA_FLAGS", "") + " --xla_gpu_deterministic_ops=true").strip()})
+    if not ctx.dry and not ctx.env.get("GPUCHECK_A_NO_DET"):
+        variants.append(det)
+    res = {"variants": [v[0] or "default" for v in variants] + ([] if not ctx.dry else ["(planned on a GPU) " + det[0] + " " + det[1]["XLA_FLAGS"]]),
+           "reference": ref, "tolerance": "backends/xla/engine_conformance_test.go: forward 1e-5 abs+rel (5e-5 at init std 0.4); step metrics 1e-5 abs + 1e-4 rel; updated weights and Adam moments 1e-5 abs + 1e-4 rel"}
     status = "pass"
     for suffix, extra in variants:  # only the first decides the status
         env = {"CDE_CONFORMANCE_REF": ref, "CDE_TEST_PJRT_PLUGIN": ctx.plugin or ""}
@@ -253,6 +261,7 @@ def check_a(ctx):
             # GPUCHECK_A_TESTS replaces the list (a regular expression of
             # test names), to spend device time on one part.
             tests = ctx.env.get("GPUCHECK_A_TESTS") or tests
+            t0 = time.time()
             run(ctx, "a" + suffix, [ctx.bins["xla.test"], "-test.run", f"^({tests})$", "-test.v"],
                 timeout=ctx.t(300), cwd=os.path.join(ROOT, "backends", "xla"), env=env)
             ok = True
@@ -260,6 +269,7 @@ def check_a(ctx):
             ok = False
             res["error" + suffix] = str(e)
         fig = parse_conformance(logf)
+        fig["wall_s"] = round(time.time() - t0, 1)
         fig["passed"] = ok and bool(fig["tests"]) and all(v == "PASS" for v in fig["tests"].values())
         res["run" + (suffix or "_default")] = fig
         if not suffix and not fig["passed"]:

@@ -10,13 +10,43 @@ import (
 // along k. Both operands are read in place: the packed path would copy
 // (transpose) all of B on every call, which at a few rows of A costs as
 // much as the arithmetic.
+//
+// One summation order. Every output C[i,j] = Σ_p A[i,p]·B[j,p] is
+// computed in the same order on every kernel path (AVX-512, AVX2, pure
+// Go), whatever the tile that computes it and the number of threads, so
+// results are bit-identical everywhere. With k16 = k &^ 15 and fma one
+// rounding of a·b + c:
+//
+//	x[0..15] = +0
+//	for p in [0, k16) ascending: x[p%16] = fma(A[i,p], B[j,p], x[p%16])
+//	y[l] = x[l] + x[l+8]  (l < 8)
+//	z[l] = y[l] + y[l+4]  (l < 4)
+//	w[l] = z[l] + z[l+2]  (l < 2)
+//	s = w[0] + w[1]
+//	for p in [k16, k) ascending: s = fma(A[i,p], B[j,p], s)
+//	C[i,j] = s
+//
+// (for k < 16, a plain chain from +0). A bfloat16 B is widened exactly
+// (bits << 16) and follows the same order. The assembly kernels compute
+// everything up to s (AVX-512: the 16 lanes in one ZMM; AVX2: in two YMM);
+// the tail runs in Go with FMA32.
 
-// dotTileFn computes C[i*ldc+j] = Σ_{p<k} A[i*lda+p]·B[j*ldb+p] for a
-// tile of rows of A and rows of B, k a positive multiple of 16.
+// dotTileFn computes C[i*ldc+j] = s (above) for a tile of rows of A and
+// rows of B, k a positive multiple of 16.
 type dotTileFn func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
 
 // dotTileBF16Fn is a dotTileFn whose B holds bfloat16 values.
 type dotTileBF16Fn func(k int, a *float32, lda int, b *uint16, ldb int, c *float32, ldc int)
+
+// dotTilePlan is one kernel path's tiling: with one row of A, tiles of
+// wide rows of B; otherwise tiles of r rows of B times up to c rows of A;
+// the rows of B left over, single rows times up to c1 rows of A. f32[r][c]
+// and bf16[r][c] are the kernels (nil where none is generated).
+type dotTilePlan struct {
+	wide, r, c, c1 int
+	f32            [9][7]dotTileFn
+	bf16           [9][7]dotTileBF16Fn
+}
 
 // dotTileMaxA is the largest A (m·k floats, 1 MiB) that takes the
 // dot-tile path: every tile of B rows runs over all of A, which must stay
@@ -25,17 +55,16 @@ type dotTileBF16Fn func(k int, a *float32, lda int, b *uint16, ldb int, c *float
 // up to 1.3x slower at 256 x 3072 and 512 x 1024.
 const dotTileMaxA = 1 << 18
 
-// dotTileA6 is the rows of A in one tile (the widest generated kernel).
-const dotTileA6 = 6
-
 // useDotTiles reports whether g runs as dot-product tiles.
 func (g *gemmArgs) useDotTiles() bool { return DotTiles(g.transA, g.transB, g.m, g.k) }
 
 // DotTiles reports whether SgemmT computes op(A)·op(B) with these
-// operands as dot-product tiles that read B in place (no packing): on
-// AVX-512 CPUs, for C = A·Bᵀ with A (m×k) small enough to stay in L2.
+// operands as dot-product tiles that read B in place (no packing), in
+// their one summation order (above): for C = A·Bᵀ with A (m×k) small
+// enough to stay in L2. It depends on the shape only, not on the CPU or
+// the kernel path.
 func DotTiles(transA, transB bool, m, k int) bool {
-	return dotTilesAVX512 && useDotTilesSwitch && transB && !transA && m*k <= dotTileMaxA && k >= 16
+	return useDotTilesSwitch && transB && !transA && m*k <= dotTileMaxA
 }
 
 // useDotTilesSwitch lets tests and benchmarks compare with the packed path.
@@ -90,32 +119,39 @@ func (s dotTileSplit) rows(i int) (j0, j1 int) {
 	return j0, min(j1, s.n)
 }
 
-// dotTileBlock computes columns [j0, j1) of C.
+// dotTileBlock computes columns [j0, j1) of C with the tiles of the
+// kernel path in use (dotTilePath); any tiling gives the same bits, since
+// every tile computes each output in the one order.
 func (g *gemmArgs) dotTileBlock(j0, j1 int) {
+	pl := dotTilePlanFor(dotTilePath)
+	if pl == nil {
+		g.dotTileBlockGo(j0, j1)
+		return
+	}
 	kk := g.k &^ 15
 	j := j0
 	if g.m == 1 {
-		for ; j+8 <= j1; j += 8 {
-			g.dotTile(8, 1, 0, j, kk)
+		for ; j+pl.wide <= j1; j += pl.wide {
+			g.dotTile(pl, pl.wide, 1, 0, j, kk)
 		}
 	}
-	for ; j+4 <= j1; j += 4 {
-		for i := 0; i < g.m; i += dotTileA6 {
-			g.dotTile(4, min(dotTileA6, g.m-i), i, j, kk)
+	for ; j+pl.r <= j1; j += pl.r {
+		for i := 0; i < g.m; i += pl.c {
+			g.dotTile(pl, pl.r, min(pl.c, g.m-i), i, j, kk)
 		}
 	}
 	for ; j < j1; j++ {
-		for i := 0; i < g.m; i += dotTileA6 {
-			g.dotTile(1, min(dotTileA6, g.m-i), i, j, kk)
+		for i := 0; i < g.m; i += pl.c1 {
+			g.dotTile(pl, 1, min(pl.c1, g.m-i), i, j, kk)
 		}
 	}
 }
 
 // dotTile computes the r×c tile of C at row i, column j: the kernel over
-// the first kk values of k, then the k%16 tail here. A bfloat16 B runs the
-// kernel's bfloat16 form: the same sums in the same order, each value of
-// B widened as it is read.
-func (g *gemmArgs) dotTile(r, c, i, j, kk int) {
+// the first kk values of k (none when kk = 0), then the k%16 tail here. A
+// bfloat16 B runs the kernel's bfloat16 form: the same sums in the same
+// order, each value of B widened as it is read.
+func (g *gemmArgs) dotTile(pl *dotTilePlan, r, c, i, j, kk int) {
 	a := g.a[i*g.lda:]
 	// Bounds the kernel relies on.
 	_ = a[(c-1)*g.lda+g.k-1]
@@ -123,18 +159,27 @@ func (g *gemmArgs) dotTile(r, c, i, j, kk int) {
 	if g.b16 != nil {
 		b := g.b16[j*g.ldb:]
 		_ = b[(r-1)*g.ldb+g.k-1]
-		dotTileBF16Fns[r][c](kk, &a[0], g.lda, &b[0], g.ldb, &g.c[i*g.ldc+j], g.ldc)
-		dotTileTail(g, r, c, i, j, kk, a, b, func(v uint16) float32 { return math.Float32frombits(uint32(v) << 16) })
+		if kk > 0 {
+			pl.bf16[r][c](kk, &a[0], g.lda, &b[0], g.ldb, &g.c[i*g.ldc+j], g.ldc)
+		}
+		dotTileTail(g, r, c, i, j, kk, a, b, bf16ToFloat32)
 		return
 	}
 	b := g.b[j*g.ldb:]
 	_ = b[(r-1)*g.ldb+g.k-1]
-	dotTileFns[r][c](kk, &a[0], g.lda, &b[0], g.ldb, &g.c[i*g.ldc+j], g.ldc)
+	if kk > 0 {
+		pl.f32[r][c](kk, &a[0], g.lda, &b[0], g.ldb, &g.c[i*g.ldc+j], g.ldc)
+	}
 	dotTileTail(g, r, c, i, j, kk, a, b, func(v float32) float32 { return v })
 }
 
-// dotTileTail adds the products over k in [kk, g.k) to the r×c tile of C
-// at row i, column j; at reads a value of B as float32.
+// bf16ToFloat32 widens a bfloat16 value (its bits) to float32, exactly.
+func bf16ToFloat32(v uint16) float32 { return math.Float32frombits(uint32(v) << 16) }
+
+// dotTileTail continues each output's chain of the r×c tile of C at row
+// i, column j over k in [kk, g.k) with FMA32 (fma32Quick's inline case
+// first): from the s the kernel stored, or from +0 when no kernel ran
+// (kk = 0); at reads a value of B as float32.
 func dotTileTail[T float32 | uint16](g *gemmArgs, r, c, i, j, kk int, a []float32, b []T, at func(T) float32) {
 	if kk == g.k {
 		return
@@ -143,11 +188,21 @@ func dotTileTail[T float32 | uint16](g *gemmArgs, r, c, i, j, kk int, a []float3
 		ar := a[ii*g.lda+kk : ii*g.lda+g.k]
 		for jj := range r {
 			br := b[jj*g.ldb+kk : jj*g.ldb+g.k]
+			br = br[:len(ar)]
+			cp := &g.c[(i+ii)*g.ldc+j+jj]
 			var s float32
-			for p, v := range ar {
-				s += v * at(br[p])
+			if kk > 0 {
+				s = *cp
 			}
-			g.c[(i+ii)*g.ldc+j+jj] += s
+			for p, v := range ar {
+				bv := at(br[p])
+				if f, ok := fma32Quick(v, bv, s); ok {
+					s = f
+				} else {
+					s = FMA32(v, bv, s)
+				}
+			}
+			*cp = s
 		}
 	}
 }

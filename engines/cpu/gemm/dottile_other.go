@@ -2,8 +2,6 @@
 
 package gemm
 
-const dotTilesAVX512 = false
-
-var dotTileFns [9][7]dotTileFn
-
-var dotTileBF16Fns [9][7]dotTileBF16Fn
+// dotTilePlanFor: off amd64 every path's dot tiles are the pure-Go ones
+// (dottile_go.go).
+func dotTilePlanFor(string) *dotTilePlan { return nil }

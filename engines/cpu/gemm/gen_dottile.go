@@ -1,20 +1,23 @@
 //go:build ignore
 
-// gen_dottile writes dottile_amd64.s: AVX-512 kernels that compute a small
-// tile of C = A·Bᵀ as dot products along k, reading rows of A and B in
-// place (both k-contiguous), so B (a Hugging Face [out, in] weight) is
-// never packed. Run with `go generate ./engines/cpu/gemm`.
+// gen_dottile writes dottile_amd64.s: AVX-512 and AVX2 kernels that
+// compute a small tile of C = A·Bᵀ as dot products along k, reading rows of
+// A and B in place (both k-contiguous), so B (a Hugging Face [out, in]
+// weight) is never packed. Run with `go generate ./engines/cpu/gemm`.
 //
-// Kernel dotTileR<r>C<c> computes, for i < c and j < r,
+// Kernel dotTileR<r>C<c> (AVX-512) and dotTileAVX2R<r>C<c> compute, for
+// i < c and j < r,
 //
 //	C[i*ldc + j] = Σ_{p<k} A[i*lda + p] · B[j*ldb + p]
 //
-// with k a positive multiple of 16 (the caller adds the tail). The r·c
-// accumulators are Z0..; the c rows of A are loaded into Z24.. once per
-// 16-wide step of k and reused for every row of B, which is loaded into
-// Z30. Each group of 4 accumulators that share a row of A is reduced to 4
-// sums with unpack/add steps (EVEX forms, so any register works) and
-// stored as one 4-float vector; r = 1 reduces to a scalar.
+// with k a positive multiple of 16 (the caller continues the chain over
+// the tail), in the dot tiles' one summation order (dottile.go): 16
+// lanes, lane l a chain of FMAs over p ≡ l (mod 16) from +0, then the
+// halving tree y[l] = x[l]+x[l+8], z[l] = y[l]+y[l+4], w[l] = z[l]+z[l+2],
+// s = w[0]+w[1]. The AVX-512 kernels hold the 16 lanes in one ZMM, the
+// AVX2 kernels in two YMM (lanes 0-7 and 8-15), so that y is one VADDPS.
+// The epilogues below reorder the lanes in many ways, but each output's
+// additions are exactly those of the tree (IEEE addition commutes).
 package main
 
 import (
@@ -24,11 +27,20 @@ import (
 	"os"
 )
 
-// tiles lists the generated (rows of B, rows of A) shapes.
+// tiles lists the generated AVX-512 (rows of B, rows of A) shapes.
 var tiles = [][2]int{
 	{4, 1}, {4, 2}, {4, 3}, {4, 4}, {4, 5}, {4, 6},
 	{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}, {1, 6},
 	{8, 1},
+}
+
+// tilesAVX2 lists the generated AVX2 shapes: 2·r·c accumulators (at most
+// 12 of the 16 YMM registers). (3×2 tiles ran as fast as 2×3 at 32 rows
+// of A in BenchmarkDecodeABt.)
+var tilesAVX2 = [][2]int{
+	{4, 1},
+	{2, 1}, {2, 2}, {2, 3},
+	{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}, {1, 6},
 }
 
 func main() {
@@ -41,9 +53,20 @@ func main() {
 	p("//go:build amd64")
 	p("")
 	p(`#include "textflag.h"`)
+	p("")
+	p("// The index of lane 0 of each 128-bit quad, for VPERMPS.")
+	for q := 0; q < 4; q++ {
+		p("DATA dotTileQuadLane0<>+%d(SB)/4, $%d", 4*q, 4*q)
+	}
+	p("GLOBL dotTileQuadLane0<>(SB), RODATA|NOPTR, $16")
 	for _, bf16 := range []bool{false, true} {
 		for _, t := range tiles {
 			gen(p, t[0], t[1], bf16)
+		}
+	}
+	for _, bf16 := range []bool{false, true} {
+		for _, t := range tilesAVX2 {
+			genAVX2(p, t[0], t[1], bf16)
 		}
 	}
 	if err := os.WriteFile(*out, w.Bytes(), 0o644); err != nil {
@@ -51,23 +74,19 @@ func main() {
 	}
 }
 
-// gen writes one kernel; with bf16, dotTileBF16R<r>C<c>, whose B holds
-// bfloat16 values (uint16 bits), each widened to float32 as it is loaded
-// (zero-extended and shifted left 16: exact), so the sums are those of the
-// float32 kernel on the widened B, in the same order. Its loop counts
-// elements in CX, addressing A as CX*4 and B as CX*2.
-func gen(p func(string, ...any), r, c int, bf16 bool) {
-	// Pointer registers: c rows of A, then r rows of B; CX is the byte
-	// offset along k and R13 its end. r + c <= 10 for every tile above.
+// prologue writes the kernel's header and loads its pointers: the c rows
+// of A and the r rows of B into aReg and bReg, k (bytes of float32 B, or
+// elements for a bfloat16 B) into R13, and CX = 0. Pointer registers:
+// r + c <= 10 for every tile.
+func prologue(p func(string, ...any), name string, r, c int, bf16 bool) (aReg, bReg []string) {
 	pool := []string{"SI", "DI", "R8", "R9", "R10", "R11", "R12", "AX", "BX", "DX"}
 	if r+c > len(pool) {
 		panic("tile too large")
 	}
-	aReg, bReg := pool[:c], pool[c:c+r]
-	acc := func(j, i int) int { return j*c + i } // accumulator of B row j, A row i
-	name, bType, bShift, aIdx, bIdx := fmt.Sprintf("dotTileR%dC%d", r, c), "*float32", 2, "(CX*1)", "(CX*1)"
+	aReg, bReg = pool[:c], pool[c:c+r]
+	bType, bShift := "*float32", 2
 	if bf16 {
-		name, bType, bShift, aIdx, bIdx = fmt.Sprintf("dotTileBF16R%dC%d", r, c), "*uint16", 1, "(CX*4)", "(CX*2)"
+		bType, bShift = "*uint16", 1
 	}
 	p("")
 	p("// func %s(k int, a *float32, lda int, b %s, ldb int, c *float32, ldc int)", name, bType)
@@ -89,6 +108,25 @@ func gen(p func(string, ...any), r, c int, bf16 bool) {
 		p("\tSHLQ $2, R13") // CX counts bytes of A and B
 	}
 	p("\tXORQ CX, CX")
+	return aReg, bReg
+}
+
+// gen writes one AVX-512 kernel; with bf16, dotTileBF16R<r>C<c>, whose B
+// holds bfloat16 values (uint16 bits), each widened to float32 as it is
+// loaded (zero-extended and shifted left 16: exact), so the sums are those
+// of the float32 kernel on the widened B, in the same order. Its loop
+// counts elements in CX, addressing A as CX*4 and B as CX*2.
+//
+// The r·c accumulators are Z0..; the c rows of A are loaded into Z24..
+// once per 16-wide step of k and reused for every row of B, which is
+// loaded into Z30.
+func gen(p func(string, ...any), r, c int, bf16 bool) {
+	acc := func(j, i int) int { return j*c + i } // accumulator of B row j, A row i
+	name, aIdx, bIdx := fmt.Sprintf("dotTileR%dC%d", r, c), "(CX*1)", "(CX*1)"
+	if bf16 {
+		name, aIdx, bIdx = fmt.Sprintf("dotTileBF16R%dC%d", r, c), "(CX*4)", "(CX*2)"
+	}
+	aReg, bReg := prologue(p, name, r, c, bf16)
 	for q := 0; q < r*c; q++ {
 		p("\tVPXORD Z%d, Z%d, Z%d", q, q, q)
 	}
@@ -118,6 +156,15 @@ func gen(p func(string, ...any), r, c int, bf16 bool) {
 	p("\tMOVQ ldc+48(FP), R13")
 	p("\tSHLQ $2, R13")
 	p("\tMOVQ c+40(FP), DI")
+	if r >= 4 {
+		// K1: the upper 256 bits; K2: quads 1 and 3; Z31: the indices
+		// of lane 0 of each quad (the rest 0).
+		p("\tMOVL $0xff00, AX")
+		p("\tKMOVW AX, K1")
+		p("\tMOVL $0xf0f0, AX")
+		p("\tKMOVW AX, K2")
+		p("\tVMOVUPS dotTileQuadLane0<>(SB), X31")
+	}
 	for i := 0; i < c; i++ {
 		if i > 0 {
 			p("\tADDQ R13, DI")
@@ -125,32 +172,153 @@ func gen(p func(string, ...any), r, c int, bf16 bool) {
 		if r == 1 {
 			a := acc(0, i)
 			p("\tVEXTRACTF64X4 $1, Z%d, Y24", a)
-			p("\tVADDPS Y24, Y%d, Y24", a)
+			p("\tVADDPS Y24, Y%d, Y24", a) // y
 			p("\tVEXTRACTF32X4 $1, Y24, X25")
-			p("\tVADDPS X25, X24, X24")
+			p("\tVADDPS X25, X24, X24") // z
 			p("\tVMOVHLPS X24, X24, X25")
-			p("\tVADDPS X25, X24, X24")
+			p("\tVADDPS X25, X24, X24") // w0 w1 in lanes 0, 1
 			p("\tVMOVSHDUP X24, X25")
-			p("\tVADDSS X25, X24, X24")
+			p("\tVADDSS X25, X24, X24") // s = w0 + w1
 			p("\tVMOVSS X24, (DI)")
 			continue
 		}
+		// Four outputs a, b, c, d (accumulators of 16 lanes) into one
+		// 4-float store, the tree's levels on all four at once (K1,
+		// K2 and Z31 set below). Intel's VSHUFF32X4 immediate picks
+		// the 128-bit quads dst = [src1[i0], src1[i1], src2[i2],
+		// src2[i3]] (Go lists src2 before src1); VBLENDMPS takes
+		// src2's elements where the mask is set.
 		for g := 0; g < r; g += 4 {
 			a, b, cc, d := acc(g, i), acc(g+1, i), acc(g+2, i), acc(g+3, i)
-			p("\tVUNPCKLPS Z%d, Z%d, Z24", b, a) // a0 b0 a1 b1 (per 128-bit lane)
-			p("\tVUNPCKHPS Z%d, Z%d, Z25", b, a) // a2 b2 a3 b3
-			p("\tVADDPS Z25, Z24, Z24")
-			p("\tVUNPCKLPS Z%d, Z%d, Z25", d, cc)
-			p("\tVUNPCKHPS Z%d, Z%d, Z26", d, cc)
-			p("\tVADDPS Z26, Z25, Z25")
-			p("\tVUNPCKLPD Z25, Z24, Z26") // a02 b02 c02 d02
-			p("\tVUNPCKHPD Z25, Z24, Z27") // a13 b13 c13 d13
-			p("\tVADDPS Z27, Z26, Z26")
-			p("\tVEXTRACTF64X4 $1, Z26, Y27")
-			p("\tVADDPS Y27, Y26, Y26")
-			p("\tVEXTRACTF32X4 $1, Y26, X27")
-			p("\tVADDPS X27, X26, X26")
+			p("\tVBLENDMPS Z%d, Z%d, K1, Z24", cc, a)     // a.q0 a.q1 c.q2 c.q3
+			p("\tVSHUFF32X4 $0x4E, Z%d, Z%d, Z25", cc, a) // a.q2 a.q3 c.q0 c.q1
+			p("\tVADDPS Z25, Z24, Z24")                   // ya | yc
+			p("\tVBLENDMPS Z%d, Z%d, K1, Z25", d, b)
+			p("\tVSHUFF32X4 $0x4E, Z%d, Z%d, Z26", d, b)
+			p("\tVADDPS Z26, Z25, Z25")            // yb | yd
+			p("\tVBLENDMPS Z25, Z24, K2, Z26")     // ya0-3 yb4-7 yc0-3 yd4-7
+			p("\tVBLENDMPS Z24, Z25, K2, Z27")     // yb0-3 ya4-7 yd0-3 yc4-7
+			p("\tVSHUFF32X4 $0xB1, Z27, Z27, Z27") // ya4-7 yb0-3 yc4-7 yd0-3
+			p("\tVADDPS Z27, Z26, Z26")            // za | zb | zc | zd
+			p("\tVPERMILPS $0x4E, Z26, Z27")       // z2 z3 z0 z1 in each quad
+			p("\tVADDPS Z27, Z26, Z26")            // w0 w1 in lanes 0, 1 of each quad
+			p("\tVPERMILPS $0xB1, Z26, Z27")       // w1 w0 ...
+			p("\tVADDPS Z27, Z26, Z26")            // s in lane 0 of each quad
+			p("\tVPERMPS Z26, Z31, Z26")           // sa sb sc sd
 			p("\tVMOVUPS X26, %d(DI)", 4*g)
+		}
+	}
+	p("\tVZEROUPPER")
+	p("\tRET")
+}
+
+// genAVX2 writes one AVX2+FMA kernel (VEX encodings, Y0-Y15 only),
+// dotTileAVX2R<r>C<c> or, with bf16, dotTileAVX2BF16R<r>C<c>. Lanes 0-7
+// and 8-15 of the accumulator of B row j and A row i are Y(2(jc+i)) and
+// Y(2(jc+i)+1). For each half of a 16-wide step of k: with r = 1, the row
+// of B is loaded (widened) into Y15 and the rows of A are memory operands
+// of the FMAs; otherwise the c rows of A are loaded into registers after
+// the accumulators, and each row of B is loaded (widened) into Y15, or,
+// for c = 1 and float32, is the FMA's memory operand.
+func genAVX2(p func(string, ...any), r, c int, bf16 bool) {
+	if 2*r*c > 12 || r > 1 && 2*r*c+c+1 > 16 {
+		panic("AVX2 tile too large")
+	}
+	acc := func(j, i, h int) int { return 2*(j*c+i) + h }
+	name, aIdx, bIdx := fmt.Sprintf("dotTileAVX2R%dC%d", r, c), "(CX*1)", "(CX*1)"
+	aHalf, bHalf := 32, 32 // byte offsets of lanes 8-15
+	if bf16 {
+		name, aIdx, bIdx, bHalf = fmt.Sprintf("dotTileAVX2BF16R%dC%d", r, c), "(CX*4)", "(CX*2)", 16
+	}
+	aReg, bReg := prologue(p, name, r, c, bf16)
+	for q := 0; q < 2*r*c; q++ {
+		p("\tVXORPS Y%d, Y%d, Y%d", q, q, q)
+	}
+	const tmp = 15
+	loadB := func(j, h int) {
+		if bf16 {
+			p("\tVPMOVZXWD %d(%s)%s, Y%d", h*bHalf, bReg[j], bIdx, tmp)
+			p("\tVPSLLD $16, Y%d, Y%d", tmp, tmp)
+		} else {
+			p("\tVMOVUPS %d(%s)%s, Y%d", h*bHalf, bReg[j], bIdx, tmp)
+		}
+	}
+	p("loop:")
+	for h := 0; h < 2; h++ {
+		if r == 1 {
+			loadB(0, h)
+			for i := 0; i < c; i++ {
+				p("\tVFMADD231PS %d(%s)%s, Y%d, Y%d", h*aHalf, aReg[i], aIdx, tmp, acc(0, i, h))
+			}
+			continue
+		}
+		ra := 2 * r * c // A rows in Y(ra)..
+		for i := 0; i < c; i++ {
+			p("\tVMOVUPS %d(%s)%s, Y%d", h*aHalf, aReg[i], aIdx, ra+i)
+		}
+		for j := 0; j < r; j++ {
+			if c == 1 && !bf16 {
+				p("\tVFMADD231PS %d(%s)%s, Y%d, Y%d", h*bHalf, bReg[j], bIdx, ra, acc(j, 0, h))
+				continue
+			}
+			loadB(j, h)
+			for i := 0; i < c; i++ {
+				p("\tVFMADD231PS Y%d, Y%d, Y%d", ra+i, tmp, acc(j, i, h))
+			}
+		}
+	}
+	if bf16 {
+		p("\tADDQ $16, CX")
+	} else {
+		p("\tADDQ $64, CX")
+	}
+	p("\tCMPQ CX, R13")
+	p("\tJB loop")
+	p("\tMOVQ ldc+48(FP), R13")
+	p("\tSHLQ $2, R13")
+	p("\tMOVQ c+40(FP), DI")
+	// Temporaries X12-X14: the accumulators end at Y11.
+	for i := 0; i < c; i++ {
+		if i > 0 {
+			p("\tADDQ R13, DI")
+		}
+		// y = lo + hi, then z = y[0:4] + y[4:8], each into the X part of
+		// the low accumulator (VEX 128-bit forms clear the upper lanes).
+		z := make([]int, r)
+		for j := 0; j < r; j++ {
+			lo, hi := acc(j, i, 0), acc(j, i, 1)
+			p("\tVADDPS Y%d, Y%d, Y%d", hi, lo, lo)
+			p("\tVEXTRACTF128 $1, Y%d, X%d", lo, hi)
+			p("\tVADDPS X%d, X%d, X%d", hi, lo, lo)
+			z[j] = lo
+		}
+		// w = [w0 w1] of outputs a and b in one vector: [za0 za1 zb0 zb1] +
+		// [za2 za3 zb2 zb3].
+		pairW := func(a, b, dst, t int) {
+			p("\tVUNPCKLPD X%d, X%d, X%d", b, a, dst)
+			p("\tVUNPCKHPD X%d, X%d, X%d", b, a, t)
+			p("\tVADDPS X%d, X%d, X%d", t, dst, dst)
+		}
+		j := 0
+		for ; j+4 <= r; j += 4 {
+			pairW(z[j], z[j+1], 12, 14)
+			pairW(z[j+2], z[j+3], 13, 14)
+			p("\tVHADDPS X13, X12, X12") // w0+w1 of a, b, c, d
+			p("\tVMOVUPS X12, %d(DI)", 4*j)
+		}
+		if j+2 <= r {
+			pairW(z[j], z[j+1], 12, 14)
+			p("\tVHADDPS X12, X12, X12") // sa sb sa sb
+			p("\tVMOVSD X12, %d(DI)", 4*j)
+			j += 2
+		}
+		if j < r {
+			a := z[j]
+			p("\tVMOVHLPS X%d, X%d, X12", a, a)
+			p("\tVADDPS X12, X%d, X%d", a, a) // w0 w1 in lanes 0, 1
+			p("\tVMOVSHDUP X%d, X12", a)
+			p("\tVADDSS X12, X%d, X%d", a, a) // s = w0 + w1
+			p("\tVMOVSS X%d, %d(DI)", a, 4*j)
 		}
 	}
 	p("\tVZEROUPPER")

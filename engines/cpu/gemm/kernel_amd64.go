@@ -45,7 +45,7 @@ func availableKernels() []microKernel {
 // availablePaths lists the kernel paths this CPU can run, fastest first.
 func availablePaths() []string {
 	var ps []string
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		ps = append(ps, PathAVX512)
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {

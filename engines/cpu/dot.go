@@ -172,7 +172,13 @@ func matmulOne(c, a, b []float32, i, m, n, k int, transA, transB, serial bool) {
 	case gemm.DotTiles(transA, transB, m, k):
 		// A few rows against a matrix stored [n, k] (Hugging Face's
 		// [out, in] weights in a decode step, attention scores): gemm's
-		// dot-product tiles read B in place.
+		// dot-product tiles read B in place; a small or serial one
+		// without allocating (a decode step has one per sequence, head
+		// and layer).
+		if serial || m*n*k < gemm.MinParallelFlops {
+			gemm.SgemmTDotSerial(m, n, k, ai, lda, bi, ldb, ci, n)
+			return
+		}
 	case n <= 4 && k <= 4 && !transA && !transB:
 		// Many rows times a tiny matrix (RoPE's pair rotation,
 		// [[0, 1], [-1, 0]]): direct loops, parallel over rows;

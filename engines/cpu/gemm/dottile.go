@@ -1,6 +1,7 @@
 package gemm
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 )
@@ -284,3 +285,24 @@ func (t *manyDotTiles) block(i int) {
 
 // dotTilePath is the kernel path whose dot-product tiles run (setPath).
 var dotTilePath = PathGo
+
+// SgemmTDotSerial computes C = A·Bᵀ (A m×k, B stored n×k) on the calling
+// goroutine as dot-product tiles, allocating nothing: for the many small
+// products of attention (one per sequence and head), which SgemmT would
+// hand a heap-allocated closure. The shape must take the dot tiles
+// (DotTiles(false, true, m, k)); the result is SgemmT's, bit for bit.
+func SgemmTDotSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if !DotTiles(false, true, m, k) {
+		panic(fmt.Sprintf("gemm: SgemmTDotSerial of %d×%d·(%d×%d)ᵀ, a shape the dot tiles do not take", m, k, n, k))
+	}
+	if !checkAC(false, m, n, k, a, lda, c, ldc) {
+		return
+	}
+	checkMatrix("B", b, n, k, ldb)
+	g := gemmArgs{transB: true, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc}
+	g.dotTileBlock(0, n)
+}
+
+// MinParallelFlops is the product size (m·n·k multiply-adds) below which
+// SgemmT runs on the calling goroutine alone.
+const MinParallelFlops = minParallelFlops

@@ -247,7 +247,11 @@ func tinyDot(c, a, b []float32, m, n, k int, serial bool) {
 			for j := range cr {
 				var s float32
 				for p, av := range ar {
-					s = gemm.FMA32(av, b[p*n+j], s)
+					if v, ok := gemm.FMA32Quick(av, b[p*n+j], s); ok {
+						s = v
+					} else {
+						s = gemm.FMA32(av, b[p*n+j], s)
+					}
 				}
 				cr[j] = s
 			}

@@ -118,18 +118,26 @@ func exp32(x float32) float32 {
 		ni = int32(math.RoundToEven(float64(t)))
 	}
 	n := float32(ni)
-	r := gemm.FMA32(-n, expC1, x)
-	r = gemm.FMA32(-n, expC2, r)
+	r := fma(-n, expC1, x)
+	r = fma(-n, expC2, r)
 	p := expP[0]
 	for _, c := range expP[1:] {
-		p = gemm.FMA32(r, p, c)
+		p = fma(r, p, c)
 	}
 	r2 := float32(r * r)
-	p = gemm.FMA32(r2, p, r)
+	p = fma(r2, p, r)
 	p = float32(p + 1)
 	h := ni >> 1
 	g := ni - h
 	s1 := math.Float32frombits(uint32(h+127) << 23)
 	s2 := math.Float32frombits(uint32(g+127) << 23)
 	return float32(float32(p*s1) * s2)
+}
+
+// fma is gemm.FMA32 with its common case inlined.
+func fma(a, b, c float32) float32 {
+	if v, ok := gemm.FMA32Quick(a, b, c); ok {
+		return v
+	}
+	return gemm.FMA32(a, b, c)
 }

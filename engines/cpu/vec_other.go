@@ -23,7 +23,11 @@ var useAVX2 = false
 func axpyF32(c []float32, a float32, b []float32) {
 	b = b[:len(c)]
 	for i := range c {
-		c[i] = gemm.FMA32(a, b[i], c[i])
+		if v, ok := gemm.FMA32Quick(a, b[i], c[i]); ok {
+			c[i] = v
+		} else {
+			c[i] = gemm.FMA32(a, b[i], c[i])
+		}
 	}
 }
 

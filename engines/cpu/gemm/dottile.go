@@ -178,7 +178,7 @@ func (g *gemmArgs) dotTile(pl *dotTilePlan, r, c, i, j, kk int) {
 func bf16ToFloat32(v uint16) float32 { return math.Float32frombits(uint32(v) << 16) }
 
 // dotTileTail continues each output's chain of the r×c tile of C at row
-// i, column j over k in [kk, g.k) with FMA32 (fma32Quick's inline case
+// i, column j over k in [kk, g.k) with FMA32 (FMA32Quick's inline case
 // first): from the s the kernel stored, or from +0 when no kernel ran
 // (kk = 0); at reads a value of B as float32.
 func dotTileTail[T float32 | uint16](g *gemmArgs, r, c, i, j, kk int, a []float32, b []T, at func(T) float32) {
@@ -197,7 +197,7 @@ func dotTileTail[T float32 | uint16](g *gemmArgs, r, c, i, j, kk int, a []float3
 			}
 			for p, v := range ar {
 				bv := at(br[p])
-				if f, ok := fma32Quick(v, bv, s); ok {
+				if f, ok := FMA32Quick(v, bv, s); ok {
 					s = f
 				} else {
 					s = FMA32(v, bv, s)

@@ -1,11 +1,9 @@
 package gemm
 
-import "math"
-
 // The pure-Go dot tiles: the kernel path "go" (and every path off amd64)
 // computes each output of C = A·Bᵀ in the dot tiles' one summation order
 // (dottile.go) with FMA32 for every multiply-add (its common case inline,
-// fma32Quick), so its bits equal the AVX-512 and AVX2 kernels'. (Never
+// FMA32Quick), so its bits equal the AVX-512 and AVX2 kernels'. (Never
 // x*y + z in float32 here: Go may fuse it on arm64, ppc64 and s390x, and
 // does not on amd64.)
 
@@ -38,7 +36,7 @@ func dotGo(a, b []float32) float32 {
 	for p := 0; p < k16; p += 16 {
 		aa, bb := (*[16]float32)(a[p:p+16]), (*[16]float32)(b[p:p+16])
 		for l := range 16 {
-			if v, ok := fma32Quick(aa[l], bb[l], x[l]); ok {
+			if v, ok := FMA32Quick(aa[l], bb[l], x[l]); ok {
 				x[l] = v
 			} else {
 				x[l] = FMA32(aa[l], bb[l], x[l])
@@ -47,7 +45,7 @@ func dotGo(a, b []float32) float32 {
 	}
 	s := dotTileTree(&x)
 	for p := k16; p < len(a); p++ {
-		if v, ok := fma32Quick(a[p], b[p], s); ok {
+		if v, ok := FMA32Quick(a[p], b[p], s); ok {
 			s = v
 		} else {
 			s = FMA32(a[p], b[p], s)
@@ -65,7 +63,7 @@ func dotGoBF16(a []float32, b []uint16) float32 {
 		aa, bb := (*[16]float32)(a[p:p+16]), (*[16]uint16)(b[p:p+16])
 		for l := range 16 {
 			bv := bf16ToFloat32(bb[l])
-			if v, ok := fma32Quick(aa[l], bv, x[l]); ok {
+			if v, ok := FMA32Quick(aa[l], bv, x[l]); ok {
 				x[l] = v
 			} else {
 				x[l] = FMA32(aa[l], bv, x[l])
@@ -75,7 +73,7 @@ func dotGoBF16(a []float32, b []uint16) float32 {
 	s := dotTileTree(&x)
 	for p := k16; p < len(a); p++ {
 		bv := bf16ToFloat32(b[p])
-		if v, ok := fma32Quick(a[p], bv, s); ok {
+		if v, ok := FMA32Quick(a[p], bv, s); ok {
 			s = v
 		} else {
 			s = FMA32(a[p], bv, s)
@@ -94,16 +92,4 @@ func dotTileTree(x *[16]float32) float32 {
 	z0, z1, z2, z3 := y[0]+y[4], y[1]+y[5], y[2]+y[6], y[3]+y[7]
 	w0, w1 := z0+z2, z1+z3
 	return w0 + w1
-}
-
-// fma32Quick is FMA32's common case, small enough to inline (FMA32 is
-// not, and a call per multiply-add halves the speed): the float64 sum
-// (one rounding, the product being exact in float64, so fused or not)
-// converted to float32, with ok when that is the one rounding of a·b + c:
-// a normal float32 magnitude (or Inf or NaN), not on a float32 midpoint.
-// Otherwise the caller runs FMA32.
-func fma32Quick(a, b, c float32) (v float32, ok bool) {
-	s := float64(a)*float64(b) + float64(c)
-	bits := math.Float64bits(s)
-	return float32(s), bits>>52&0x7ff >= 1023-126 && bits&0x1fffffff != 0x10000000
 }

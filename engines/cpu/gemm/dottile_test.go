@@ -124,7 +124,7 @@ func TestDotExactFMA(t *testing.T) {
 	}
 }
 
-// TestFMA32Quick: when fma32Quick claims its float64 shortcut, the result
+// TestFMA32Quick: when FMA32Quick claims its float64 shortcut, the result
 // is the one rounding of a·b + c (dotExactFMA): random operands, sums in
 // the subnormal range, and sums whose float64 rounding lands on a float32
 // midpoint that the exact value is not on (double rounding), which it must
@@ -134,9 +134,9 @@ func TestFMA32Quick(t *testing.T) {
 	var e dotExactFMA
 	check := func(a, b, c float32) bool {
 		t.Helper()
-		v, ok := fma32Quick(a, b, c)
+		v, ok := FMA32Quick(a, b, c)
 		if want := e.fma(a, b, c); ok && !sameFloat32(v, want) {
-			t.Fatalf("fma32Quick(%g, %g, %g) = %g, ok; the exact one rounding is %g", a, b, c, v, want)
+			t.Fatalf("FMA32Quick(%g, %g, %g) = %g, ok; the exact one rounding is %g", a, b, c, v, want)
 		}
 		return ok
 	}
@@ -151,7 +151,7 @@ func TestFMA32Quick(t *testing.T) {
 			t.Fatalf("scale 2^%d: FMA32 = %g, want %g", s, got, c)
 		}
 		if check(a, b, c) {
-			t.Fatalf("scale 2^%d: fma32Quick takes a double rounding", s)
+			t.Fatalf("scale 2^%d: FMA32Quick takes a double rounding", s)
 		}
 		check(-a, b, -c)
 	}

@@ -43,3 +43,21 @@ func FMA32(a, b, c float32) float32 {
 	}
 	return float32(math.Float64frombits(bits))
 }
+
+// FMA32Quick is FMA32's common case, small enough to inline (FMA32 is
+// not, and a call per multiply-add halves the speed): the float64 sum
+// (one rounding, the product being exact in float64, so fused or not)
+// converted to float32, with ok when that is the one rounding of a·b + c:
+// a normal float32 magnitude (or Inf or NaN), not on a float32 midpoint.
+// Otherwise the caller runs FMA32:
+//
+//	if v, ok := FMA32Quick(a, b, s); ok {
+//		s = v
+//	} else {
+//		s = FMA32(a, b, s)
+//	}
+func FMA32Quick(a, b, c float32) (v float32, ok bool) {
+	s := float64(a)*float64(b) + float64(c)
+	bits := math.Float64bits(s)
+	return float32(s), bits>>52&0x7ff >= 1023-126 && bits&0x1fffffff != 0x10000000
+}

@@ -71,10 +71,10 @@ func Shape(cfg *trainer.Config, r *core.Rollout, path string, log zerolog.Logger
 	if err := checkNeeds(r, needs, path); err != nil {
 		return o, err
 	}
-	if a, ok := algo.(core.AlgorithmNeeds); ok && a.Needs().Correct && r.File != nil {
+	if needs.Correct && r.File != nil {
 		for i, given := range r.File.HasCorrect {
 			if !given {
-				return o, fmt.Errorf("%s: sequences[%d].correct: required by algorithm %s (the verifier's verdict, true or false)", path, i, algo.Name())
+				return o, fmt.Errorf("%s: sequences[%d].correct: required by %s (the verifier's verdict, true or false)", path, i, correctReader(algo, strats))
 			}
 		}
 	}
@@ -203,6 +203,20 @@ func deref(x *float64) float64 {
 		return 0
 	}
 	return *x
+}
+
+// correctReader names who declared Needs.Correct, the algorithm first:
+// "algorithm grpo_passk" or "strategy NAME (strategies[i])".
+func correctReader(algo core.Algorithm, strats []core.Strategy) string {
+	if a, ok := algo.(core.AlgorithmNeeds); ok && a.Needs().Correct {
+		return "algorithm " + algo.Name()
+	}
+	for i, s := range strats {
+		if s.Needs().Correct {
+			return fmt.Sprintf("strategy %s (strategies[%d])", s.Name(), i)
+		}
+	}
+	return "the config"
 }
 
 // checkNeeds reports a rollout field a strategy or the algorithm needs but

@@ -90,3 +90,45 @@ func TestShapeMissingFields(t *testing.T) {
 		}
 	}
 }
+
+// needsCorrect is a strategy that reads the verifier's verdicts
+// (Needs.Correct) and adds them as a reward bonus.
+type needsCorrect struct{}
+
+func (needsCorrect) Name() string      { return "test_needs_correct" }
+func (needsCorrect) Needs() core.Needs { return core.Needs{Correct: true} }
+func (needsCorrect) RewardBonus(_ core.StepInfo, r *core.Rollout) ([]float64, error) {
+	b := make([]float64, len(r.Seqs))
+	for i, s := range r.Seqs {
+		if s.Correct {
+			b[i] = 1
+		}
+	}
+	return b, nil
+}
+
+func init() {
+	core.RegisterStrategy("test_needs_correct", func(*core.Params, core.Algorithm) (core.Strategy, error) { return needsCorrect{}, nil })
+}
+
+// A strategy's Needs.Correct is required of the file like the algorithm's:
+// without it every verdict would read false and the bonus be 0 for all.
+func TestShapeStrategyNeedsCorrect(t *testing.T) {
+	cfg := shapeCfg(t, "algorithm.name=grpo", "strategies=[{name: test_needs_correct}]")
+	_, err := session.Shape(cfg, shapeFile(t, `{"step": 0, "total_steps": 10, "sequences": [
+	  {"group": 0, "reward": 1, "logprobs": [-1], "correct": true},
+	  {"group": 0, "reward": -1, "logprobs": [-2]}]}`), "batch.json", zerolog.Nop())
+	want := "batch.json: sequences[1].correct: required by strategy test_needs_correct (strategies[0])"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%v, want %q", err, want)
+	}
+	o, err := session.Shape(cfg, shapeFile(t, `{"step": 0, "total_steps": 10, "sequences": [
+	  {"group": 0, "reward": 1, "logprobs": [-1], "correct": true},
+	  {"group": 0, "reward": -1, "logprobs": [-2], "correct": false}]}`), "batch.json", zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Sequences[0].RewardBonus == 0 || o.Sequences[1].RewardBonus != 0 {
+		t.Errorf("bonuses %v, %v: want >0 for the correct one, 0 for the other", o.Sequences[0].RewardBonus, o.Sequences[1].RewardBonus)
+	}
+}

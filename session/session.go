@@ -51,42 +51,16 @@ type Output struct {
 // that every prompt of the task fits the model. On error, every plugin
 // process already started is stopped.
 func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
-	task, err := tasks.New(core.NewParams("task", cfg.Task))
+	s, needs, err := buildRun(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := (&trainer.Trainer{Cfg: cfg, Task: task}).EvalSets(); err != nil {
-		return nil, err
-	}
-	algo, err := BuildAlgorithm(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckAlgorithmFits(cfg, algo); err != nil {
-		return nil, err
-	}
-	if u, ok := algo.(core.RewardLevelsUser); ok {
-		if lv, ok := task.Verifier().(core.RewardLevels); ok {
-			if err := u.UseRewardLevels(lv.Rewards()); err != nil {
-				return nil, err
-			}
-		}
-	}
-	strats, strategyWeights, err := BuildStrategies(cfg, algo, log)
-	if err != nil {
-		return nil, err
-	}
-	s := &Session{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	s.Trainer = &trainer.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Weights: strategyWeights, Log: log}
-	needs, err := s.Trainer.Needs()
-	if err != nil {
-		return nil, err
-	}
+	task := s.Task
 	tok := task.Tokenizer()
 	policy := WithModelOptions(cfg, xla.ModelConfig{Vocab: tok.VocabSize(), Layers: cfg.Model.Layers, DModel: cfg.Model.DModel,
 		Heads: cfg.Model.Heads, FF: cfg.Model.FF, MaxLen: cfg.Model.MaxLen})
@@ -135,12 +109,66 @@ func New(cfg *trainer.Config, log zerolog.Logger) (_ *Session, err error) {
 		return nil, err
 	}
 	if len(cfg.Rollout.Servers) > 0 {
-		if s.Trainer.Gen, err = remoteGenerator(cfg, s.Backend, strats, policy.Vocab, tok.EOS(), log); err != nil {
+		if s.Trainer.Gen, err = remoteGenerator(cfg, s.Backend, s.Strategies, policy.Vocab, tok.EOS(), log); err != nil {
 			return nil, err
 		}
 	}
 	log.Info().Str("engine", s.Backend.Engine()).Int("value_heads", needs.ValueHeads).Msg("backend")
 	return s, nil
+}
+
+// buildRun builds what New builds before the backend: the task (its eval
+// sets checked), the algorithm (checked against rollout.n and told the
+// verifier's reward levels), the strategies and the trainer, and the run's
+// needs. On error nothing is left running.
+func buildRun(cfg *trainer.Config, log zerolog.Logger) (_ *Session, _ core.Needs, err error) {
+	var needs core.Needs
+	task, err := tasks.New(core.NewParams("task", cfg.Task))
+	if err != nil {
+		return nil, needs, err
+	}
+	if _, err := (&trainer.Trainer{Cfg: cfg, Task: task}).EvalSets(); err != nil {
+		return nil, needs, err
+	}
+	algo, err := BuildAlgorithm(cfg)
+	if err != nil {
+		return nil, needs, err
+	}
+	if err := CheckAlgorithmFits(cfg, algo); err != nil {
+		return nil, needs, err
+	}
+	if u, ok := algo.(core.RewardLevelsUser); ok {
+		if lv, ok := task.Verifier().(core.RewardLevels); ok {
+			if err := u.UseRewardLevels(lv.Rewards()); err != nil {
+				return nil, needs, err
+			}
+		}
+	}
+	strats, strategyWeights, err := BuildStrategies(cfg, algo, log)
+	if err != nil {
+		return nil, needs, err
+	}
+	s := &Session{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
+	s.Trainer = &trainer.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Weights: strategyWeights, Log: log}
+	if needs, err = s.Trainer.Needs(); err != nil {
+		s.Close()
+		return nil, needs, err
+	}
+	return s, needs, nil
+}
+
+// CheckConfig checks cfg as New does before it builds the backend: the
+// task and its eval sets, the algorithm and its keys, every strategy entry
+// (a plugin is started to check its params, and stopped), and what they
+// need of each other, so that a config train would refuse is refused
+// without building a model (train --print-config).
+func CheckConfig(cfg *trainer.Config, log zerolog.Logger) error {
+	s, _, err := buildRun(cfg, log)
+	if err != nil {
+		return err
+	}
+	s.Close()
+	return nil
 }
 
 // estimateRun is EstimateMemory for a run of cfg whose trainer t holds

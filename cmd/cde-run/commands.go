@@ -58,8 +58,14 @@ func cmdTrain(args []string) int {
 		o.Config, err = cf.Load()
 	}
 	if err == nil && *printConfig {
+		// What train would refuse is refused here too, by the same checks
+		// (no model is built).
+		err = session.CheckConfig(o.Config, log)
 		var data []byte
-		if data, err = session.ConfigYAML(o.Config); err == nil {
+		if err == nil {
+			data, err = session.ConfigYAML(o.Config)
+		}
+		if err == nil {
 			_, err = os.Stdout.Write(data)
 		}
 	} else if err == nil {

@@ -214,7 +214,8 @@ func strategyNames(ss []core.Strategy) string {
 }
 
 func (t *Trainer) info(step int) core.StepInfo {
-	return core.StepInfo{Step: step, TotalSteps: t.Cfg.Train.Steps, Algorithm: t.Algo.Name(), Seed: t.Cfg.Seed}
+	return core.StepInfo{Step: step, TotalSteps: t.Cfg.Train.Steps, Algorithm: t.Algo.Name(), Seed: t.Cfg.Seed,
+		MaxResponseTokens: t.Cfg.Rollout.MaxResponseTokens}
 }
 
 // Step runs one training step and adds its metrics to m.

@@ -42,13 +42,24 @@ func (n Needs) Merge(o Needs) (Needs, bool) {
 	return n, ok
 }
 
-// StepInfo is what a hook knows about the step it runs in.
+// StepInfo is what a hook knows about the step it runs in and the run's
+// limits. Everything else a hook reads is in the Rollout, gated by Needs
+// (docs/extending.md lists which Sequence fields each flag gates).
 type StepInfo struct {
+	// Step counts from 0 to TotalSteps - 1; TotalSteps is train.steps.
 	Step       int
 	TotalSteps int
-	Algorithm  string
+	// Algorithm is the name of the run's algorithm (algorithm.name).
+	Algorithm string
 	// Seed is the run seed; strategies derive per-step randomness from it.
 	Seed uint64
+	// MaxResponseTokens is rollout.max_response_tokens, the longest
+	// response the run samples: no Sequence has more tokens, and a
+	// truncated one (Sequence.Truncated) has exactly this many. A
+	// length-normalised bonus divides by it. 0 when the caller does not
+	// know it (a plugin, while the plugin protocol does not carry it); a
+	// hook that needs it then returns an error rather than dividing by 0.
+	MaxResponseTokens int
 }
 
 // Strategy is an exploration strategy. The base interface is tiny; what a

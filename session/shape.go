@@ -87,7 +87,8 @@ func Shape(cfg *trainer.Config, r *core.Rollout, path string, log zerolog.Logger
 	}
 	tr := &trainer.Trainer{Cfg: cfg, Algo: algo, Strategies: strats, Weights: weights} // for its Shape and ApplyTokenLoss
 	m := map[string]float64{}
-	info := core.StepInfo{Step: r.Step, TotalSteps: r.TotalSteps, Algorithm: algo.Name(), Seed: cfg.Seed}
+	info := core.StepInfo{Step: r.Step, TotalSteps: r.TotalSteps, Algorithm: algo.Name(), Seed: cfg.Seed,
+		MaxResponseTokens: cfg.Rollout.MaxResponseTokens}
 	if err := tr.Shape(info, r, m); err != nil {
 		return o, err
 	}

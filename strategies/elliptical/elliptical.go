@@ -98,8 +98,11 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 // Name returns "elliptical".
 func (s *Elliptical) Name() string { return "elliptical" }
 
-// Needs asks for the mean-pooled last-layer hidden states.
-func (s *Elliptical) Needs() core.Needs { return core.Needs{Pooling: "mean"} }
+// Needs asks for the mean-pooled last-layer hidden states and, with
+// gate_none_correct, the verifier's verdicts (the gate reads them).
+func (s *Elliptical) Needs() core.Needs {
+	return core.Needs{Pooling: "mean", Correct: s.GateNoneCorrect}
+}
 
 // Projection is the k x d sparse random projection of a step (see the
 // package doc), drawn from (seed, step).

@@ -65,9 +65,10 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 // Name returns "rare_correct".
 func (s *RareCorrect) Name() string { return "rare_correct" }
 
-// Needs asks for nothing: solution and answer keys come with every rollout
+// Needs asks for the verifier's verdicts (only correct responses are
+// clustered and paid); solution and answer keys come with every rollout
 // whose verifier names them.
-func (s *RareCorrect) Needs() core.Needs { return core.Needs{} }
+func (s *RareCorrect) Needs() core.Needs { return core.Needs{Correct: true} }
 
 // Key is the response's solution key: Sequence.SolutionKey, else its
 // AnswerKey ("" when it has neither).

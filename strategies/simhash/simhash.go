@@ -139,8 +139,9 @@ func NewWithProjection(a [][]float64, beta float64) (*SimHash, error) {
 // Name returns "simhash".
 func (s *SimHash) Name() string { return "simhash" }
 
-// Needs asks for embeddings pooled by s.Pooling.
-func (s *SimHash) Needs() core.Needs { return core.Needs{Pooling: s.Pooling} }
+// Needs asks for embeddings pooled by s.Pooling and, with correct_only,
+// the verifier's verdicts.
+func (s *SimHash) Needs() core.Needs { return core.Needs{Pooling: s.Pooling, Correct: s.CorrectOnly} }
 
 // Dim is d, the embedding length the projection was fixed to (0 before the
 // first use).

@@ -9,7 +9,8 @@
 //
 //   - CheckNeeds: Name is non-empty and stable; Needs is well formed
 //     (a known pooling, ValueHeads >= 0).
-//   - CheckHooks: on rollouts carrying every signal, every hook succeeds,
+//   - CheckHooks: on rollouts carrying every signal (and, in each, an
+//     empty response of 0 tokens), every hook succeeds,
 //     returns finite outputs of the right shape (one reward bonus per
 //     sequence; one advantage-bonus row of T entries per sequence; head
 //     masks T x K; token-loss weights nil or T_i non-negative finite
@@ -17,7 +18,9 @@
 //     and the token loss's entropy coefficient are finite.
 //   - CheckUndeclared: the hooks also succeed when the optional signals the
 //     strategy did not declare in Needs (Entropies, Values, Embedding,
-//     HeadMask) are nil: a strategy reads only what it asked for.
+//     HeadMask) are nil, and, unless Needs.Correct, give the same outputs
+//     when every Sequence.Correct is negated: a strategy reads only what
+//     it asked for.
 //   - CheckDeterminism: two fresh instances fed the same rollouts and
 //     StepInfo (same Seed) return identical outputs, step after step.
 //   - CheckState (Stateful strategies): after a few steps, SaveState is
@@ -65,7 +68,10 @@ type Options struct {
 	Groups    int
 	GroupSize int
 	// MaxLen is the longest response in tokens (default 12; lengths are
-	// drawn from 1..MaxLen).
+	// drawn from 1..MaxLen, except that the first response of the last
+	// group is empty, 0 tokens, in every rollout). It is also
+	// StepInfo.MaxResponseTokens, as rollout.max_response_tokens is in a
+	// run: a truncated response has exactly MaxLen tokens.
 	MaxLen int
 	// Steps is the number of steps each check runs (default 3) and
 	// TotalSteps the training length passed in StepInfo (default 10).
@@ -146,8 +152,9 @@ func All(newStrategy func() core.Strategy, opts Options) error {
 
 // RandomRollout returns a valid rollout with every signal present:
 // opts.Groups prompts of 1..opts.GroupSize responses, each of 1..opts.MaxLen
-// tokens; rewards ±1 (Correct when +1); log-probs <= 0; entropies >= 0;
-// values T x K; embeddings of opts.EmbeddingDim (about a third of them
+// tokens except the last group's first response, which is empty (0
+// tokens, every per-token slice of it empty); rewards ±1 (Correct when
+// +1); log-probs <= 0; entropies >= 0; values T x K; embeddings of opts.EmbeddingDim (about a third of them
 // repeat an earlier sequence's embedding exactly, so count-based strategies
 // see collisions); 0/1 head masks T x K; a small RewardBonus with
 // ShapedReward = Reward + RewardBonus; Advantages and Returns as the
@@ -172,8 +179,14 @@ func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
 		for i := range prompt {
 			prompt[i] = int32(3 + rng.IntN(60))
 		}
-		for range size {
+		for j := range size {
 			T := 1 + rng.IntN(o.MaxLen)
+			if g == o.Groups-1 && j == 0 {
+				// An empty response (a server may return one), in every
+				// rollout: a strategy dividing by a length meets 0/0 here.
+				// When the group holds only this one, the group is empty.
+				T = 0
+			}
 			s := core.Sequence{Group: g, ProblemID: fmt.Sprintf("p%d", g), Prompt: append([]int32(nil), prompt...)}
 			s.Response = make([]int32, T)
 			s.LogProbs = make([]float64, T)
@@ -472,21 +485,39 @@ func CheckHooks(newStrategy func() core.Strategy, opts Options) error {
 }
 
 // CheckUndeclared is CheckHooks on rollouts from which StripUndeclared
-// removed the signals the strategy did not declare.
+// removed the signals the strategy did not declare. A strategy whose
+// Needs().Correct is false must also not read Sequence.Correct (a rollout
+// file need not carry the verdicts, and then they are all false): a second
+// fresh instance fed the same rollouts with every Correct negated must
+// return bit-identical outputs, step after step.
 func CheckUndeclared(newStrategy func() core.Strategy, opts Options) error {
-	s, err := fresh(newStrategy)
+	a, b, err := two(newStrategy)
 	if err != nil {
 		return err
 	}
-	defer closeAll(s)
-	o := resolve(s, opts)
-	needs := s.Needs()
+	defer closeAll(a, b)
+	o := resolve(a, opts)
+	needs := a.Needs()
 	rng := rollouts(o)
 	for step := range o.Steps {
 		info, r := next(rng, o, step)
 		StripUndeclared(r, needs)
-		if _, err := RunStep(s, info, r); err != nil {
+		out, err := RunStep(a, info, Clone(r))
+		if err != nil {
 			return fmt.Errorf("step %d (only declared signals %+v present): %w", step, needs, err)
+		}
+		if needs.Correct {
+			continue
+		}
+		for i := range r.Seqs {
+			r.Seqs[i].Correct = !r.Seqs[i].Correct
+		}
+		flipped, err := RunStep(b, info, r)
+		if err != nil {
+			return fmt.Errorf("step %d, every Sequence.Correct negated: %w", step, err)
+		}
+		if err := compare(out, flipped); err != nil {
+			return fmt.Errorf("step %d: the outputs change when every Sequence.Correct is negated, but Needs().Correct is false (declare Needs.Correct): %w", step, err)
 		}
 	}
 	return nil
@@ -617,7 +648,7 @@ func rollouts(o Options) *rand.Rand {
 func next(rng *rand.Rand, o Options, step int) (core.StepInfo, *core.Rollout) {
 	r := RandomRollout(rng, o)
 	r.Step = step
-	info := core.StepInfo{Step: step, TotalSteps: o.TotalSteps, Algorithm: o.Algorithm, Seed: o.Seed}
+	info := core.StepInfo{Step: step, TotalSteps: o.TotalSteps, Algorithm: o.Algorithm, Seed: o.Seed, MaxResponseTokens: o.MaxLen}
 	return info, r
 }
 

@@ -3,6 +3,7 @@ package strategytest
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -91,9 +92,35 @@ func (masker) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, err
 	return out, nil
 }
 
+// lengthBonus pays a correct response len/max_response_tokens (a
+// length-normalised bonus, reading the run's limit from StepInfo) and
+// declares that it reads the verdicts.
+type lengthBonus struct{}
+
+func (lengthBonus) Name() string      { return "length_bonus" }
+func (lengthBonus) Needs() core.Needs { return core.Needs{Correct: true} }
+func (lengthBonus) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
+	if info.MaxResponseTokens <= 0 {
+		return nil, errors.New("StepInfo.MaxResponseTokens is not set")
+	}
+	out := make([]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		if s.Len() > info.MaxResponseTokens || s.Truncated != (s.Len() == info.MaxResponseTokens) {
+			return nil, fmt.Errorf("sequence %d: %d tokens, truncated %v, max_response_tokens %d", i, s.Len(), s.Truncated, info.MaxResponseTokens)
+		}
+		if s.Correct {
+			out[i] = float64(s.Len()) / float64(info.MaxResponseTokens)
+		}
+	}
+	return out, nil
+}
+
 func TestGoodStrategiesPass(t *testing.T) {
 	Run(t, func() core.Strategy { return &meanLogProb{} }, Options{Seed: 7})
 	Run(t, func() core.Strategy { return masker{} }, Options{Algorithm: "ppo", ValueHeads: 1, Seed: 3})
+	Run(t, func() core.Strategy { return lengthBonus{} }, Options{Seed: 2})
+	Run(t, func() core.Strategy { return lengthBonus{} }, Options{Seed: 2, MaxLen: 3})
 }
 
 // broken wraps meanLogProb and breaks one thing.
@@ -114,6 +141,22 @@ func (b *broken) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, er
 		r.Seqs[0].LogProbs[0] = 0.5
 	case "undeclared":
 		out[0] += r.Seqs[0].Entropies[0] // panics when Entropies is nil
+	case "per-token":
+		// The mean log-prob, 0/0 = NaN for an empty response.
+		for i, q := range r.Seqs {
+			sum := 0.0
+			for _, lp := range q.LogProbs {
+				sum += lp
+			}
+			out[i] = sum / float64(q.Len())
+		}
+	case "correct":
+		// Reads the verdict without declaring Needs.Correct.
+		for i, q := range r.Seqs {
+			if q.Correct {
+				out[i] += 0.5
+			}
+		}
 	case "error":
 		return nil, errors.New("boom")
 	case "shared":
@@ -176,6 +219,8 @@ func TestBrokenStrategiesAreCaught(t *testing.T) {
 		{"nan", "Hooks", "non-finite"},
 		{"mutate", "Hooks", "modified the rollout: Seqs[0].LogProbs"},
 		{"undeclared", "Undeclared", "panic"},
+		{"per-token", "Hooks", "non-finite"},
+		{"correct", "Undeclared", "the outputs change when every Sequence.Correct is negated, but Needs().Correct is false"},
 		{"error", "Hooks", "boom"},
 		{"row", "Hooks", "sequence"},
 		{"loss", "Hooks", "LossTerms: non-finite entropy coefficient"},
@@ -224,9 +269,13 @@ func TestRandomRolloutIsValid(t *testing.T) {
 			if r.ValueHeads != 3 || r.Algorithm != algo || len(r.Groups()) != 4 {
 				t.Fatalf("header %+v", r)
 			}
+			last := r.Groups()[3]
+			if r.Seqs[last[0]].Len() != 0 {
+				t.Fatalf("the last group's first response has %d tokens, want an empty one", r.Seqs[last[0]].Len())
+			}
 			for i, s := range r.Seqs {
 				T := s.Len()
-				if T < 1 || T > 12 || len(s.LogProbs) != T || len(s.Entropies) != T || len(s.Values) != T ||
+				if empty := i == last[0]; empty != (T == 0) || T > 12 || len(s.LogProbs) != T || len(s.Entropies) != T || len(s.Values) != T ||
 					len(s.HeadMask) != T || len(s.Advantages) != T || len(s.Returns) != T || len(s.AdvantageBonus) != T {
 					t.Fatalf("seq %d: inconsistent lengths (T = %d)", i, T)
 				}

@@ -15,17 +15,62 @@ import (
 	"github.com/gomlx/gomlx/ml/model"
 )
 
-// checkpoint is the on-disk form of one net: every variable (weights and
-// Adam moments) and the Adam step count.
+// checkpoint is one net's saved state: every variable (weights and Adam
+// moments) and the Adam step count. In memory the variables are Vars; on
+// disk (writeGob) they are Sorted, in the order of their paths, because gob
+// writes a map in Go's random iteration order and two saves of one state
+// would then differ in bytes. Reading (decodeGob) fills Vars from Sorted,
+// or takes Vars as files written before Sorted existed hold it.
 type checkpoint struct {
 	Config   ModelConfig
 	AdamStep int
 	Vars     map[string]savedTensor
+	Sorted   []namedTensor
 }
 
 type savedTensor struct {
 	Dims []int
 	Data []float32
+}
+
+type namedTensor struct {
+	Path string
+	savedTensor
+}
+
+// forDisk is ck with its variables in Sorted, ordered by path, and Vars
+// empty.
+func (ck checkpoint) forDisk() checkpoint {
+	paths := make([]string, 0, len(ck.Vars))
+	for p := range ck.Vars {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	sorted := make([]namedTensor, 0, len(paths)+len(ck.Sorted))
+	for _, p := range paths {
+		sorted = append(sorted, namedTensor{p, ck.Vars[p]})
+	}
+	ck.Sorted, ck.Vars = append(sorted, ck.Sorted...), nil
+	return ck
+}
+
+// fromDisk moves Sorted into Vars; a path saved twice is an error.
+func (ck *checkpoint) fromDisk() error {
+	if len(ck.Sorted) == 0 {
+		ck.Sorted = nil
+		return nil
+	}
+	if ck.Vars == nil {
+		ck.Vars = make(map[string]savedTensor, len(ck.Sorted))
+	}
+	for _, nt := range ck.Sorted {
+		if _, dup := ck.Vars[nt.Path]; dup {
+			return fmt.Errorf("variable %s saved twice", nt.Path)
+		}
+		ck.Vars[nt.Path] = nt.savedTensor
+	}
+	ck.Sorted = nil
+	return nil
 }
 
 func (n *net) snapshot() (checkpoint, error) {
@@ -168,6 +213,9 @@ func fileExists(path string) bool {
 }
 
 func writeGob(path string, v any) error {
+	if ck, ok := v.(checkpoint); ok {
+		v = ck.forDisk()
+	}
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
 		return err
@@ -198,6 +246,11 @@ func decodeGob(data []byte, what string, v any) (err error) {
 	}()
 	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(v); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", what, err)
+	}
+	if ck, ok := v.(*checkpoint); ok {
+		if err := ck.fromDisk(); err != nil {
+			return fmt.Errorf("checkpoint %s: %w", what, err)
+		}
 	}
 	return nil
 }

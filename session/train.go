@@ -260,6 +260,18 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 	s.Trainer.DumpRollouts = o.DumpRollouts
 	began := time.Now()
 	err = s.Trainer.Run(ctx, start)
+	if err == nil && s.Trainer.AlreadyDone {
+		// Nothing ran: keep the summary the run finished with (its wall
+		// time is the run's) and show it again.
+		if o.Output.W != nil && !o.SummaryFileOnly {
+			fmt.Fprintf(o.Output.W, "nothing to do: %s finished at step %d (to train on: cde-run train --resume %s --set train.steps=N, N > %d)\n",
+				rd.Path, start, rd.Path, start)
+			if table, rerr := os.ReadFile(filepath.Join(rd.Path, "summary.txt")); rerr == nil {
+				o.Output.W.Write(table)
+			}
+		}
+		return nil
+	}
 	if err == nil {
 		var table bytes.Buffer
 		writeTrainSummary(&table, rd.Path, start, cfg.Train.Steps, time.Since(began), s.Trainer)

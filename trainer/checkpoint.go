@@ -43,12 +43,23 @@ func checkpointRoot(runDir string) string { return filepath.Join(runDir, "checkp
 // changes, and a checkpoint that replaces one of the same step is swapped
 // in atomically, so a crash at any instant leaves the newest complete
 // checkpoint in place (ResumeCheckpoint finds it whatever LATEST says).
-func (t *Trainer) Checkpoint(step int) error {
+//
+// A checkpoint that fails (a full disk, a strategy's SaveState error)
+// removes its step-N.partial directory before returning, so the space it
+// took is free again at once, not at the next resume.
+func (t *Trainer) Checkpoint(step int) (err error) {
 	root := checkpointRoot(t.RunDir)
 	name := fmt.Sprintf("step-%06d", step)
 	dir := filepath.Join(root, name)
 	tmp := dir + partialSuffix
 	os.RemoveAll(tmp)
+	defer func() {
+		if err != nil {
+			if rerr := os.RemoveAll(tmp); rerr != nil {
+				t.Log.Warn().Err(rerr).Str("dir", tmp).Msg("could not remove the failed checkpoint's directory")
+			}
+		}
+	}()
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return err
 	}

@@ -27,6 +27,10 @@ type Trainer struct {
 	// metrics row of the last step trained, once Run has returned nil
 	// (the summary train ends with).
 	Final, LastStep map[string]float64
+	// AlreadyDone is set when Run found the run finished (resumed at
+	// train.steps with the final evaluation's row in metrics.jsonl) and
+	// did nothing; Final and LastStep are then read from metrics.jsonl.
+	AlreadyDone bool
 
 	Cfg        *Config
 	Task       core.Task
@@ -129,6 +133,20 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 		return fmt.Errorf("config: train.critic_warmup = %d: the run has no critic (algorithm %s and its strategies need none)", t.Cfg.Train.CriticWarmup, t.Algo.Name())
 	}
 	t.synced = false
+	if start == t.Cfg.Train.Steps {
+		final, last, done, err := t.finishedRows(start)
+		if err != nil {
+			return err
+		}
+		if done {
+			// A finished run resumed without more steps: nothing to
+			// train or evaluate, and nothing in the run directory changes.
+			t.Final, t.LastStep, t.AlreadyDone = final, last, true
+			t.Log.Info().Int("step", start).Str("run_dir", t.RunDir).
+				Msgf("nothing to do: the run finished at step %d (to train on, resume with --set train.steps=N, N > %d)", start, start)
+			return nil
+		}
+	}
 	if err := t.openMetrics(start); err != nil {
 		return err
 	}

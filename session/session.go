@@ -268,7 +268,8 @@ func BuildAlgorithm(cfg *trainer.Config) (core.Algorithm, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	return core.NewAlgorithm(name, p)
+	algo, err := core.NewAlgorithm(name, p)
+	return algo, trainer.SuggestKey(err)
 }
 
 // CheckAlgorithmFits checks the algorithm's needs (core.AlgorithmNeeds)
@@ -320,7 +321,7 @@ func BuildStrategies(cfg *trainer.Config, algo core.Algorithm, log zerolog.Logge
 		}
 		s, err := core.NewStrategy(name, p, algo)
 		if err != nil {
-			return out, nil, err
+			return out, nil, trainer.SuggestKey(err)
 		}
 		if core.HooksOf(s).Unweighted && w != nil {
 			return out, nil, fmt.Errorf("config: strategies[%d].weight: %s takes no weight (a schedule would not scale its output meaningfully)", i, name)

@@ -31,12 +31,49 @@ func (s section) need(k string) bool {
 	return ok
 }
 
-func (s section) Int(k string) int                   { s.need(k); return s.Params.Int(k, 0) }
-func (s section) Float(k string) float64             { s.need(k); return s.Params.Float(k, 0) }
-func (s section) Bool(k string) bool                 { s.need(k); return s.Params.Bool(k, false) }
-func (s section) String(k string) string             { s.need(k); return s.Params.String(k, "") }
-func (s section) Duration(k string) time.Duration    { s.need(k); return s.Params.Duration(k, 0) }
-func (s section) OneOf(k string, c ...string) string { s.need(k); return s.Params.OneOf(k, "", c...) }
+// The readers check the value's kind first, so that a wrong one is worded
+// for the config's writer (DescribeValue), not by its Go type.
+func (s section) Int(k string) int {
+	if !s.need(k) || !s.checkKind(k, "integer") {
+		return 0
+	}
+	return s.Params.Int(k, 0)
+}
+
+func (s section) Float(k string) float64 {
+	if !s.need(k) || !s.checkKind(k, "number") {
+		return 0
+	}
+	return s.Params.Float(k, 0)
+}
+
+func (s section) Bool(k string) bool {
+	if !s.need(k) || !s.checkKind(k, "boolean") {
+		return false
+	}
+	return s.Params.Bool(k, false)
+}
+
+func (s section) String(k string) string {
+	if !s.need(k) || !s.checkKind(k, "string") {
+		return ""
+	}
+	return s.Params.String(k, "")
+}
+
+func (s section) Duration(k string) time.Duration {
+	if !s.need(k) || !s.checkKind(k, "duration") {
+		return 0
+	}
+	return s.Params.Duration(k, 0)
+}
+
+func (s section) OneOf(k string, c ...string) string {
+	if !s.need(k) || !s.checkKind(k, "string") {
+		return ""
+	}
+	return s.Params.OneOf(k, "", c...)
+}
 
 // Value is k's raw value (nil when set to null).
 func (s section) Value(k string) any {
@@ -56,8 +93,26 @@ func (s section) Strings(k string) []string {
 
 // Sub is the section at k (reported through s.Finish, as core.Params.Sub).
 func (s section) Sub(k string) section {
-	s.need(k)
+	if s.need(k) {
+		s.checkMapping(k)
+	}
 	return section{s.Params.Sub(k)}
+}
+
+// Map is core.Params.Map with a wrong value worded by DescribeValue.
+func (s section) Map(k string) map[string]any {
+	s.checkMapping(k)
+	return s.Params.Map(k)
+}
+
+// checkMapping records an error naming k when its value is neither a
+// mapping nor null.
+func (s section) checkMapping(k string) {
+	if v, ok := s.Raw(k); ok && v != nil {
+		if _, isMap := v.(map[string]any); !isMap {
+			s.Fail(k, "want a mapping, got %s", DescribeValue(v))
+		}
+	}
 }
 
 // decodeConfig reads raw, the merged key tree, into a Config; defaults is
@@ -95,7 +150,7 @@ func decodeConfig(raw, defaults map[string]any) (*Config, error) {
 	decodePretrain(p.Sub("pretrain"), c)
 
 	if err := p.Finish(); err != nil {
-		return nil, err
+		return nil, SuggestKey(err)
 	}
 	return c, nil
 }
@@ -172,14 +227,14 @@ var loraModules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", 
 func stringList(p *core.Params, k string, v any) []string {
 	list, ok := v.([]any)
 	if !ok {
-		p.Fail(k, "want a list of strings, got %v (%T)", v, v)
+		p.Fail(k, "want a list of strings, got %s", DescribeValue(v))
 		return nil
 	}
 	out := make([]string, 0, len(list))
 	for i, x := range list {
 		s, ok := x.(string)
 		if !ok {
-			p.Fail(k, "element %d: want a string, got %v (%T)", i, x, x)
+			p.Fail(k, "element %d: want a string, got %s", i, DescribeValue(x))
 			return nil
 		}
 		out = append(out, s)
@@ -272,12 +327,12 @@ func decodeStrategies(p section, c *Config) {
 	if raw := p.Value("strategies"); raw != nil {
 		list, isList := raw.([]any)
 		if !isList {
-			p.Fail("strategies", "want a list of mappings, got %v (%T)", raw, raw)
+			p.Fail("strategies", "want a list of mappings, got %s", DescribeValue(raw))
 		}
 		for i, item := range list {
 			mm, ok := item.(map[string]any)
 			if !ok {
-				p.Fail(fmt.Sprintf("strategies[%d]", i), "want a mapping, got %v (%T)", item, item)
+				p.Fail(fmt.Sprintf("strategies[%d]", i), "want a mapping, got %s", DescribeValue(item))
 				break
 			}
 			c.Strategies = append(c.Strategies, mm)
@@ -300,7 +355,7 @@ func decodeEval(e section, c *Config) {
 	if raw := e.Value("sets"); raw != nil {
 		list, isList := raw.([]any)
 		if !isList {
-			e.Fail("sets", "want a list of eval set names, got %v (%T)", raw, raw)
+			e.Fail("sets", "want a list of eval set names, got %s", DescribeValue(raw))
 		}
 		for i, item := range list {
 			name, isStr := item.(string)
@@ -315,7 +370,7 @@ func decodeEval(e section, c *Config) {
 	if raw := e.Value("set_k"); raw != nil {
 		mm, isMap := raw.(map[string]any)
 		if !isMap {
-			e.Fail("set_k", "want a mapping of eval set name to k, got %v (%T)", raw, raw)
+			e.Fail("set_k", "want a mapping of eval set name to k, got %s", DescribeValue(raw))
 		}
 		for _, name := range slices.Sorted(maps.Keys(mm)) {
 			f, isNum := core.ToFloat(mm[name])
@@ -355,13 +410,13 @@ func decodeRolloutServers(r section, c *RolloutConfig) {
 	if raw := r.Value("servers"); raw != nil {
 		list, isList := raw.([]any)
 		if !isList {
-			r.Fail("servers", "want a list of server URLs, got %v (%T)", raw, raw)
+			r.Fail("servers", "want a list of server URLs, got %s", DescribeValue(raw))
 		}
 		for i, item := range list {
 			key := fmt.Sprintf("servers[%d]", i)
 			s, isStr := item.(string)
 			if !isStr {
-				r.Fail(key, "want a URL such as http://127.0.0.1:8000, got %v (%T)", item, item)
+				r.Fail(key, "want a URL such as http://127.0.0.1:8000, got %s", DescribeValue(item))
 				break
 			}
 			u, err := url.Parse(s)

@@ -287,7 +287,7 @@ func checkKnownTop(m map[string]any, file string) error {
 			known = known || k == t
 		}
 		if !known {
-			return fmt.Errorf("config: %s: %s: unknown key (known: %s)", file, k, strings.Join(topKeys, ", "))
+			return SuggestKey(fmt.Errorf("config: %s: %s: unknown key (known: %s)", file, k, strings.Join(topKeys, ", ")))
 		}
 	}
 	return nil

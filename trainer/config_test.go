@@ -62,7 +62,7 @@ func TestEnvOverrides(t *testing.T) {
 	}{
 		{[]string{"CDE_TRAIN__STEPS=7", "CDE_SEED=9"}, ""},
 		{[]string{"CDE_BENCH_ENGINE=go", "CDE_CPU_OPSTATS=1", "CDE_STRATEGY_PLUGIN=x"}, ""},
-		{[]string{"CDE_TRAIN__STEPS=abc"}, "train.steps: want an integer, got abc (string) (set by environment variable CDE_TRAIN__STEPS)"},
+		{[]string{"CDE_TRAIN__STEPS=abc"}, `train.steps: want an integer, got "abc" (a string) (set by environment variable CDE_TRAIN__STEPS)`},
 		{[]string{"CDE_TRAIN__STPES=3"}, "(set by environment variable CDE_TRAIN__STPES)"},
 		{[]string{"CDE_TRIAN__STEPS=3"}, "environment variable CDE_TRIAN__STEPS: trian is not a config section"},
 	}

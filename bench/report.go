@@ -2,9 +2,11 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -41,6 +43,12 @@ func (r *armRun) final(metric string) (float64, bool) {
 	return 0, false
 }
 
+// readMetricRows reads a finished arm-seed's metrics.jsonl, lines of any
+// length. A line that is not a JSON object of numbers (or nulls) is an
+// error naming the file and line: a verdict is never computed from a run
+// with rows left out. (A resume moves such lines to
+// metrics.jsonl.unreadable, so a finished run has none unless the file
+// was changed since.)
 func readMetricRows(path string) ([]map[string]float64, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -48,22 +56,29 @@ func readMetricRows(path string) ([]map[string]float64, error) {
 	}
 	defer f.Close()
 	var rows []map[string]float64
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
-	for sc.Scan() {
-		var raw map[string]*float64
-		if json.Unmarshal(sc.Bytes(), &raw) != nil {
-			continue // a torn line
-		}
-		row := map[string]float64{}
-		for k, v := range raw {
-			if v != nil {
-				row[k] = *v
+	r := bufio.NewReader(f)
+	for n := 1; ; n++ {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var raw map[string]*float64
+			if jerr := json.Unmarshal(line, &raw); jerr != nil {
+				return nil, fmt.Errorf("%s line %d is not a metrics row (%v): restore the line, or move it out of the file and rerun the report", path, n, jerr)
 			}
+			row := map[string]float64{}
+			for k, v := range raw {
+				if v != nil {
+					row[k] = *v
+				}
+			}
+			rows = append(rows, row)
 		}
-		rows = append(rows, row)
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return rows, sc.Err()
 }
 
 // loadRuns reads every finished (DONE) arm-seed of spec under dir.

@@ -346,8 +346,13 @@ func start(cfg Config) (*Plugin, error) {
 		default:
 			err = fmt.Errorf("plugin %s: failed to start: %s", cfg.Path, firstLine(msg))
 		}
-		if t := p.stderr.String(); t != "" {
-			err = fmt.Errorf("%w; plugin stderr: %s", err, t)
+		// The lines that say what happened first, then the last ones.
+		if cause, last := p.stderr.Summary(); cause != "" || last != "" {
+			t := cause
+			if cause != "" && last != "" {
+				t += " | ... | "
+			}
+			err = fmt.Errorf("%w; plugin stderr: %s", err, t+last)
 		}
 		return nil, err
 	}
@@ -614,8 +619,8 @@ func (p *Plugin) call(hook string, f func(ctx context.Context) error) error {
 	}
 	if exit := p.exitStatus(); exit != "" {
 		msg := fmt.Sprintf("%s: the plugin process died (%s)", hook, exit)
-		if t := p.stderr.String(); t != "" {
-			msg += "; its last stderr lines: " + t
+		if t := p.stderr.quote(); t != "" {
+			msg += "; " + t
 		}
 		return p.broken(errors.New(msg))
 	}

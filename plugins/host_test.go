@@ -145,6 +145,10 @@ func TestFailures(t *testing.T) {
 		parts []string
 	}{
 		{"crash", "reward", []string{"RewardBonus", "the plugin process died", "exit status 3", "crashing on purpose"}},
+		// A Go fault prints its cause above a long goroutine dump: the error
+		// quotes the cause, not just the dump's last lines.
+		{"fault", "reward", []string{"RewardBonus", "the plugin process died", "its stderr says: unexpected fault address",
+			"fatal error: fault", "[signal SIGSEGV", "; its last stderr lines: "}},
 		{"hang", "reward", []string{"RewardBonus", "no answer within 700ms (call_timeout)", "killed"}},
 		{"short", "reward", []string{"RewardBonus returned invalid output", "bonuses for"}},
 		{"nan", "reward", []string{"RewardBonus returned invalid output", "non-finite bonus NaN for sequence 0"}},
@@ -176,6 +180,9 @@ func TestFailures(t *testing.T) {
 			}
 			err := call(1)
 			wantErr(t, err, append([]string{"plugin testplugin (" + testPlugin + ")"}, c.parts...)...)
+			if n := len(err.Error()); n > 4000 {
+				t.Errorf("the error has %d bytes, want at most 4000: %s", n, err)
+			}
 			if c.mode == "panic" || c.mode == "error" {
 				if first, _, _ := strings.Cut(err.Error(), "\n"); strings.Contains(first, "rpc error") || strings.Count(first, "RewardBonus") != 1 {
 					t.Fatalf("error %q: want the hook named once, without gRPC's wording", err)

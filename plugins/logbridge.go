@@ -3,6 +3,8 @@ package plugins
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,14 +125,34 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// tail keeps the last lines of the plugin's raw stderr for error messages.
+// tail keeps, for error messages, the last lines of the plugin's raw
+// stderr and the lines that say why a process died (keyLine): a Go
+// runtime fault prints its cause near the top of a goroutine dump of
+// hundreds of lines, which the last lines alone never show.
 type tail struct {
 	mu    sync.Mutex
 	lines []string
 	cur   []byte
+	// key holds the first keyHead lines keyLine picked and the latest
+	// ones after them, keyMax in all.
+	key []string
+	// frame is the latest Python traceback frame line ("File ..., line
+	// N, in f"), quoted with the exception line that follows it.
+	frame string
 }
 
-const tailLines = 12
+const (
+	tailLines = 12
+	// keyMax bounds the lines Summary quotes as the cause; keyHead of
+	// them are the first ones seen (a Go fault's), the rest the latest
+	// (a Python exception's, which ends its traceback).
+	keyMax  = 10
+	keyHead = 5
+	// summaryTail is how many last lines Summary adds after the cause,
+	// and lineMax bounds each quoted line.
+	summaryTail = 4
+	lineMax     = 300
+)
 
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
@@ -148,12 +170,12 @@ func (t *tail) Write(p []byte) (int, error) {
 }
 
 func (t *tail) push() {
-	line := strings.TrimSpace(string(t.cur))
+	raw := strings.TrimRight(string(t.cur), "\r")
+	line := strings.TrimSpace(raw)
 	t.cur = t.cur[:0]
 	if line == "" {
 		return
 	}
-	// hclog JSON lines: keep the message only.
 	// hclog JSON lines: keep warnings and errors, by their message only.
 	var m map[string]any
 	if json.Unmarshal([]byte(line), &m) == nil {
@@ -163,11 +185,65 @@ func (t *tail) push() {
 			return
 		}
 		line = msg
+		raw = msg
 	}
+	t.noteKey(raw, line)
 	t.lines = append(t.lines, line)
 	if len(t.lines) > tailLines {
 		t.lines = t.lines[len(t.lines)-tailLines:]
 	}
+}
+
+// noteKey records line when keyLine picks it (raw is the line with its
+// indentation, which tells a Python frame from an exception).
+func (t *tail) noteKey(raw, line string) {
+	if strings.HasPrefix(raw, "  File \"") {
+		t.frame = line
+		return
+	}
+	if !keyLine(raw) {
+		return
+	}
+	if pythonException.MatchString(raw) && t.frame != "" {
+		t.addKey(t.frame)
+		t.frame = ""
+	}
+	t.addKey(line)
+}
+
+func (t *tail) addKey(line string) {
+	if slices.Contains(t.key, line) {
+		return
+	}
+	t.key = append(t.key, line)
+	if len(t.key) > keyMax {
+		t.key = slices.Delete(t.key, keyHead, keyHead+1)
+	}
+}
+
+// keyLines are the starts of lines that say why a plugin process died:
+// the Go runtime's (panic, fatal error, a fault and its signal), Python's
+// traceback header, and a Python or Node exception (pythonException).
+var keyLines = []string{
+	"panic: ", "fatal error: ", "unexpected fault address", "unexpected signal",
+	"[signal SIG", "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "runtime: out of memory",
+	"Traceback (most recent call last):", "Segmentation fault", "Fatal Python error:",
+	"Uncaught ", "FATAL ERROR:",
+}
+
+// pythonException matches an exception line at the start of a line:
+// Python's "ValueError: ...", "KeyboardInterrupt", "mod.CustomError: ...",
+// Node's "Error: ..." and "TypeError: ...".
+var pythonException = regexp.MustCompile(`^(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit)(?::\s|$)`)
+
+// keyLine reports whether a raw stderr line says why a process died.
+func keyLine(raw string) bool {
+	for _, k := range keyLines {
+		if strings.HasPrefix(raw, k) {
+			return true
+		}
+	}
+	return pythonException.MatchString(raw)
 }
 
 // String returns the last lines, joined.
@@ -179,4 +255,51 @@ func (t *tail) String() string {
 		lines = append(append([]string(nil), lines...), string(t.cur))
 	}
 	return strings.Join(lines, " | ")
+}
+
+// Summary is what an error quotes of a dead plugin's stderr: cause, the
+// lines that say what happened (keyLine), and last, the last lines after
+// them (summaryTail of them when there is a cause, else tailLines), each
+// cut at lineMax bytes and joined with " | "; both "" when the plugin
+// wrote nothing.
+func (t *tail) Summary() (cause, last string) {
+	t.mu.Lock()
+	lines := slices.Clone(t.lines)
+	if c := strings.TrimSpace(string(t.cur)); c != "" {
+		lines = append(lines, c)
+	}
+	key := slices.Clone(t.key)
+	t.mu.Unlock()
+	cut := func(ls []string) string {
+		out := make([]string, len(ls))
+		for i, l := range ls {
+			if len(l) > lineMax {
+				l = l[:lineMax] + "..."
+			}
+			out[i] = l
+		}
+		return strings.Join(out, " | ")
+	}
+	if len(key) == 0 {
+		return "", cut(lines)
+	}
+	rest := slices.DeleteFunc(lines, func(l string) bool { return slices.Contains(key, l) })
+	if len(rest) > summaryTail {
+		rest = rest[len(rest)-summaryTail:]
+	}
+	return cut(key), cut(rest)
+}
+
+// quote is Summary as a clause for an error: "its stderr says: CAUSE;
+// its last stderr lines: LAST", either part left out when empty.
+func (t *tail) quote() string {
+	cause, last := t.Summary()
+	var parts []string
+	if cause != "" {
+		parts = append(parts, "its stderr says: "+cause)
+	}
+	if last != "" {
+		parts = append(parts, "its last stderr lines: "+last)
+	}
+	return strings.Join(parts, "; ")
 }

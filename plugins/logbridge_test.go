@@ -68,3 +68,49 @@ func TestRelayLimit(t *testing.T) {
 		t.Errorf("%d lines logged and %d reported dropped, want 800000 in all", logged, dropped)
 	}
 }
+
+// TestTailSummary: a dead plugin's error quotes the lines that say what
+// happened (a Go fault near the top of a long goroutine dump, a Python
+// exception and the frame it came from, a Node error) before a short
+// tail, each line bounded; without such lines, the last lines.
+func TestTailSummary(t *testing.T) {
+	goroutines := strings.Repeat("goroutine 7 [select (no cases)]:\nmain.main.func1()\n\t/src/main.go:70 +0x1d\n", 150)
+	for _, tc := range []struct {
+		name      string
+		stderr    string
+		cause     string
+		lastHas   string
+		lastLacks string
+	}{
+		{"go fault", strings.Repeat("working\n", 11) + "unexpected fault address 0x7f12\nfatal error: fault\n" +
+			"[signal SIGSEGV: segmentation violation code=0x2 addr=0x7f12 pc=0x4a1]\n\ngoroutine 1 [running]:\nruntime.throw()\n" + goroutines,
+			"unexpected fault address 0x7f12 | fatal error: fault | [signal SIGSEGV: segmentation violation code=0x2 addr=0x7f12 pc=0x4a1]",
+			"/src/main.go:70 +0x1d", "working"},
+		{"go panic", "panic: runtime error: index out of range [3] with length 3\n\ngoroutine 1 [running]:\nmain.f()\n\t/src/m.go:9 +0x1\nexit status 2\n",
+			"panic: runtime error: index out of range [3] with length 3", "exit status 2", ""},
+		{"python", "starting\nTraceback (most recent call last):\n  File \"/p/x.py\", line 3, in <module>\n    main()\n" +
+			"  File \"/p/x.py\", line 9, in reward_bonus\n    for e in batch.entropies:\nTypeError: 'NoneType' object is not iterable\n",
+			"Traceback (most recent call last): | File \"/p/x.py\", line 9, in reward_bonus | TypeError: 'NoneType' object is not iterable",
+			"for e in batch.entropies:", ""},
+		{"node", "/p/plugin.js:10\n    throw new Error('boom');\n    ^\n\nError: boom\n    at Object.<anonymous> (/p/plugin.js:10:11)\n",
+			"Error: boom", "at Object.<anonymous>", ""},
+		{"plain", "pytest: crashing on purpose\nbye\n", "", "pytest: crashing on purpose | bye", ""},
+		{"long line", "fatal error: " + strings.Repeat("x", 5000) + "\n", "fatal error: " + strings.Repeat("x", lineMax-len("fatal error: ")) + "...", "", ""},
+		{"log lines are not causes", "error: the config is fine\nValueError-like text: no\nINFO: Error: quoted\n", "", "INFO: Error: quoted", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tl tail
+			tl.Write([]byte(tc.stderr))
+			cause, last := tl.Summary()
+			if cause != tc.cause {
+				t.Errorf("cause:\n got %q\nwant %q", cause, tc.cause)
+			}
+			if !strings.Contains(last, tc.lastHas) || tc.lastLacks != "" && strings.Contains(last, tc.lastLacks) {
+				t.Errorf("last lines %q: want %q in them and not %q", last, tc.lastHas, tc.lastLacks)
+			}
+			if n := len(tl.quote()); n > (keyMax+tailLines)*(lineMax+10) {
+				t.Errorf("quote has %d bytes", n)
+			}
+		})
+	}
+}

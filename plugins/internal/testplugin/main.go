@@ -7,7 +7,9 @@
 // on every token (params bonus: B, default 0) and that, from step S on
 // (default 0), does M in RewardBonus: crash (os.Exit(3)), hang (sleeps an hour), short (one bonus
 // too few), nan, inf, advlen (an AdvantageBonus row one token short),
-// panic, error, or nothing ("ok": a zero bonus). Environment:
+// panic, error, fault (writes into read-only memory after 20 lines on
+// stderr, with 30 goroutines waiting: the Go runtime's fatal fault and a
+// long goroutine dump), or nothing ("ok": a zero bonus). Environment:
 // CDE_TESTPLUGIN_VERSION offers another protocol version;
 // CDE_TESTPLUGIN_START_DELAY sleeps (a Go duration) before serving;
 // CDE_TESTPLUGIN_PRINT prints its value on stdout before serving (the
@@ -21,6 +23,7 @@ import (
 	"os"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/plugins/internal/wire"
@@ -59,6 +62,17 @@ func (b *bad) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error
 		out[len(out)-1] = math.Inf(1)
 	case "panic":
 		panic("testplugin: panicking on purpose")
+	case "fault":
+		for i := range 20 {
+			fmt.Fprintf(os.Stderr, "testplugin: working, line %d\n", i+1)
+		}
+		for range 30 {
+			go func() { select {} }()
+		}
+		ro := "read-only string data"
+		b := unsafe.Slice(unsafe.StringData(ro), len(ro))
+		b[0] = 'R' // the string's bytes are in read-only memory: SIGSEGV
+
 	case "error":
 		return nil, errors.New("testplugin: failing on purpose")
 	}
@@ -83,7 +97,7 @@ func factory(p *core.Params, algo core.Algorithm) (core.Strategy, error) {
 	if name := p.String("strategy", ""); name != "" {
 		return core.NewStrategy(name, core.NewParams(p.Path+".params", p.Map("params")), algo)
 	}
-	b := &bad{mode: p.OneOf("mode", "ok", "ok", "crash", "hang", "short", "nan", "inf", "advlen", "panic", "error"),
+	b := &bad{mode: p.OneOf("mode", "ok", "ok", "crash", "hang", "short", "nan", "inf", "advlen", "panic", "error", "fault"),
 		at: p.Int("at_step", 0), bonus: p.Float("bonus", 0)}
 	sdk.Logger().Info("testplugin configured", "mode", b.mode, "at_step", b.at)
 	return b, p.Err()

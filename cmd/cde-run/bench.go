@@ -106,7 +106,7 @@ func cmdBench(args []string) int {
 		return err
 	}()
 	if err != nil && !errors.Is(err, context.Canceled) {
-		log.Error().Err(err).Msg("bench failed")
+		cli.LogFailure(log, os.Stderr, tty, "bench", "bench failed", err)
 	}
 	return cli.ExitCode(err)
 }

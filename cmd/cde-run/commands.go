@@ -72,7 +72,7 @@ func cmdTrain(args []string) int {
 		err = session.Train(ctx, o)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		log.Error().Err(err).Msg("train failed")
+		cli.LogFailure(log, os.Stderr, tty, "train", "train failed", err)
 	}
 	return cli.ExitCode(err)
 }
@@ -117,7 +117,7 @@ func cmdPretrain(args []string) int {
 		}
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		log.Error().Err(err).Msg("pretrain failed")
+		cli.LogFailure(log, os.Stderr, tty, "pretrain", "pretrain failed", err)
 	}
 	return cli.ExitCode(err)
 }
@@ -147,7 +147,7 @@ func cmdEval(args []string) int {
 			{Label: "metrics", Value: "also on stdout, as JSON"}}, res.Metrics)
 	}
 	if err != nil {
-		log.Error().Err(err).Msg("eval failed")
+		cli.LogFailure(log, os.Stderr, tty, "eval", "eval failed", err)
 	}
 	return cli.ExitCode(err)
 }

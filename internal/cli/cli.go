@@ -184,6 +184,18 @@ func NewLogger(w io.Writer, tty bool) zerolog.Logger {
 	return zerolog.New(w).Level(LogLevel).With().Timestamp().Logger()
 }
 
+// LogFailure logs a command's error at error level with msg (as "train
+// failed"). Off a terminal, where the log is JSON lines for machines, it
+// then writes the error once more as plain text on its own last line of w,
+// "cde-run CMD: error: ERR", for the person reading the output; a program
+// that parses the log skips the one line that is not JSON.
+func LogFailure(log zerolog.Logger, w io.Writer, tty bool, cmd, msg string, err error) {
+	log.Error().Err(err).Msg(msg)
+	if !tty {
+		fmt.Fprintf(w, "cde-run %s: error: %v\n", cmd, err)
+	}
+}
+
 // LogLevel is --log-level, which every command takes (main strips it
 // before the command's own flags): info unless set, with or without a
 // terminal.

@@ -190,6 +190,9 @@ func (s *Strategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64
 	flat := make([][]float64, 0, n) // flat[d] is the mask row of pair d of D
 	for i := range r.Seqs {
 		T := r.Seqs[i].Len()
+		if T == 0 {
+			continue // no tokens, no mask: nil, what a plugin's 0 rows decode to
+		}
 		masks[i] = make([][]float64, T)
 		for t := range T {
 			masks[i][t] = make([]float64, k)

@@ -45,13 +45,20 @@
 //     to every advantage in place (as the trainer does) changes exactly
 //     those advantages: no return, no other sequence's advantage and no
 //     input field shares their memory.
+//   - Shaped (CheckShaped): the advantages and returns are those of the
+//     shaped rewards r~ (ShapedReward), not of the verifier's Reward: the
+//     same batch with every Reward moved to the other level (the
+//     difference taken up by RewardPenalty, so ShapedReward is unchanged)
+//     and, unless Needs().Correct, every Correct negated with it gives
+//     bit-identical outputs, after Advantages and after Finalize.
 //   - Order (CheckOrder): the batch with its sequences in reverse order
 //     gives the same advantages and returns, reversed (up to the rounding
 //     of sums taken in another order, 1e-9 relative).
 //
 // The kit's rollouts: rewards at the task's two levels (IncorrectReward,
 // CorrectReward; Correct set for the higher one) plus a shaping bonus in
-// [0, 0.25) (ShapedReward = Reward + RewardBonus); log-probs <= 0 and
+// [0, 0.25), never 0 on all of a group (ShapedReward = Reward +
+// RewardBonus, so an algorithm reading Reward sees other numbers); log-probs <= 0 and
 // entropies >= 0 on every token; for an algorithm whose NeedsCritic is
 // true, ValueHeads = K and Values of T rows of K finite numbers, otherwise
 // ValueHeads = 0 and Values nil (an algorithm without a critic must not
@@ -149,6 +156,7 @@ func Properties() []Property {
 		{"Determinism", CheckDeterminism},
 		{"Input", CheckInput},
 		{"Aliasing", CheckAliasing},
+		{"Shaped", CheckShaped},
 		{"Order", CheckOrder},
 	}
 }
@@ -432,6 +440,62 @@ func CheckAliasing(newAlgorithm Factory, opts Options) error {
 	return nil
 }
 
+// CheckShaped checks that the outputs follow ShapedReward alone: moving
+// every Reward to the other level (and, for an algorithm that does not
+// declare Needs().Correct, negating Correct with it), with RewardPenalty
+// taking up the difference so that ShapedReward stays bit for bit, must
+// not change them. Run on two fresh instances, as CheckDeterminism.
+func CheckShaped(newAlgorithm Factory, opts Options) error {
+	o := opts.withDefaults()
+	a, err := fresh(newAlgorithm, o)
+	if err != nil {
+		return err
+	}
+	b, err := fresh(newAlgorithm, o)
+	if err != nil {
+		return err
+	}
+	g := newGen(a, o, 9)
+	needsCorrect := false
+	if n, ok := a.(core.AlgorithmNeeds); ok {
+		needsCorrect = n.Needs().Correct
+	}
+	what := "Reward moved to the other level and Correct negated"
+	hint := "an algorithm reads the shaped reward r~, Sequence.ShapedReward, not Reward, and Correct only when it declares Needs().Correct"
+	if needsCorrect {
+		what = "Reward moved to the other level (Correct kept: Needs().Correct)"
+		hint = "an algorithm reads the shaped reward r~, Sequence.ShapedReward, not Reward"
+	}
+	for trial := range o.Trials {
+		r := g.mixed()
+		moved := clone(r)
+		for i := range moved.Seqs {
+			s := &moved.Seqs[i]
+			other := o.CorrectReward
+			if s.Reward == o.CorrectReward {
+				other = o.IncorrectReward
+			}
+			s.Reward = other
+			s.RewardPenalty = s.ShapedReward - s.RewardBonus - s.Reward
+			if !needsCorrect {
+				s.Correct = !s.Correct
+			}
+		}
+		first, err := step(a, r, bonusOf)
+		if err != nil {
+			return fmt.Errorf("batch %d: %w", trial, err)
+		}
+		second, err := step(b, moved, bonusOf)
+		if err != nil {
+			return fmt.Errorf("batch %d, every %s: %w", trial, what, err)
+		}
+		if err := sameOutputs(first, second); err != nil {
+			return fmt.Errorf("batch %d: the outputs change with every %s, ShapedReward unchanged (%s): %w", trial, what, hint, err)
+		}
+	}
+	return nil
+}
+
 // CheckOrder checks that reversing the sequences reverses the results.
 func CheckOrder(newAlgorithm Factory, opts Options) error {
 	o := opts.withDefaults()
@@ -665,8 +729,8 @@ func (g *gen) rollout() *core.Rollout {
 func (g *gen) size() int { return max(2, g.minGroup) + g.rng.IntN(3) }
 
 // mixed: three groups; responses of 0..MaxLen tokens (MaxLen: truncated);
-// the first group's responses all correct with no bonus, so equal shaped
-// rewards.
+// the first group's responses all correct with the same bonus 0.125, so
+// equal shaped rewards, each other than its Reward.
 func (g *gen) mixed() *core.Rollout {
 	r := g.rollout()
 	for grp := range 3 {
@@ -674,7 +738,7 @@ func (g *gen) mixed() *core.Rollout {
 			T := g.rng.IntN(g.o.MaxLen + 1)
 			s := g.seq(grp, T, T == g.o.MaxLen)
 			if grp == 0 {
-				s.Correct, s.Reward, s.RewardBonus, s.ShapedReward = true, g.o.CorrectReward, 0, g.o.CorrectReward
+				s.Correct, s.Reward, s.RewardBonus, s.ShapedReward = true, g.o.CorrectReward, 0.125, g.o.CorrectReward+0.125
 			}
 			r.Seqs = append(r.Seqs, s)
 		}

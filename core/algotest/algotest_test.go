@@ -38,11 +38,21 @@ func (c *centred) Advantages(r *core.Rollout) error {
 			return fmt.Errorf("centred: sequence %d: shaped reward %v is not finite", i, x)
 		}
 	}
+	// rw is what the estimator centres: r~, or what a bug reads instead.
+	rw := func(s *core.Sequence) float64 {
+		switch {
+		case c.bug == "reads Reward":
+			return s.Reward
+		case c.bug == "reads Correct undeclared" && s.Correct:
+			return s.ShapedReward + 1
+		}
+		return s.ShapedReward
+	}
 	adv := make([]float64, len(r.Seqs))
 	for _, idx := range r.Groups() {
 		sum := 0.0
 		for _, i := range idx {
-			sum += r.Seqs[i].ShapedReward
+			sum += rw(&r.Seqs[i])
 		}
 		den := float64(len(idx))
 		if c.bug == "divides by G-1" {
@@ -52,7 +62,7 @@ func (c *centred) Advantages(r *core.Rollout) error {
 			return errors.New("centred: a group of one")
 		}
 		for _, i := range idx {
-			adv[i] = r.Seqs[i].ShapedReward - sum/den
+			adv[i] = rw(&r.Seqs[i]) - sum/den
 			if c.bug == "divides by G-1" && len(idx) == 1 {
 				adv[i] = r.Seqs[i].ShapedReward / den
 			}
@@ -158,6 +168,8 @@ func TestCatchesBrokenAlgorithms(t *testing.T) {
 		{"finalize writes returns", "Input", "Finalize changed Seqs["},
 		{"aliases returns", "Aliasing", "Returns shares memory with Advantages"},
 		{"depends on position", "Order", "with the sequences reversed"},
+		{"reads Reward", "Shaped", "the outputs change with every Reward moved to the other level and Correct negated, ShapedReward unchanged"},
+		{"reads Correct undeclared", "Shaped", "Correct only when it declares Needs().Correct"},
 	}
 	for _, c := range cases {
 		t.Run(c.bug, func(t *testing.T) {
@@ -220,6 +232,47 @@ func TestMinGroupAllowsRefusal(t *testing.T) {
 }
 
 type noKeyNeeds struct{ minGroup3 }
+
+// verdicts centres the verdicts, 1 for a correct response and 0 for a
+// wrong one, within each group (as grpo_passk reads Correct alone), and
+// declares Needs().Correct: Shaped keeps Correct for it and passes it.
+type verdicts struct{ centred }
+
+func (v *verdicts) Needs() core.Needs { return core.Needs{Correct: true} }
+
+func (v *verdicts) Advantages(r *core.Rollout) error {
+	adv := make([]float64, len(r.Seqs))
+	for _, idx := range r.Groups() {
+		mean := 0.0
+		for _, i := range idx {
+			if r.Seqs[i].Correct {
+				mean += 1 / float64(len(idx))
+			}
+		}
+		for _, i := range idx {
+			if adv[i] = -mean; r.Seqs[i].Correct {
+				adv[i] += 1
+			}
+		}
+	}
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		s.Advantages, s.Returns = make([]float64, s.Len()), make([]float64, s.Len())
+		for t := range s.Advantages {
+			s.Advantages[t], s.Returns[t] = adv[i], adv[i]
+		}
+	}
+	return nil
+}
+
+// An algorithm that declares Needs().Correct may read the verdicts (the
+// centred estimator reading them undeclared fails Shaped, in
+// TestCatchesBrokenAlgorithms).
+func TestDeclaredCorrectPasses(t *testing.T) {
+	if err := Check(func() (core.Algorithm, error) { return &verdicts{}, nil }, Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func (n *noKeyNeeds) Needs() core.Needs { return core.Needs{MinGroup: 3} }
 

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,6 +331,12 @@ func (b *bodyReader) fail(what string, err error) *apiError {
 	if errors.As(err, &mb) {
 		return &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: more than %d bytes, the most %s; refused while reading %s", mb.Limit, b.limitWhy, what)}
 	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if b.dec.InputOffset() == 0 {
+			return badRequest("request body: empty (want a JSON object)")
+		}
+		return badRequest("%s: the body ends at byte %d, inside the JSON object: truncated (was the request cut short, or its Content-Length wrong?)", what, b.dec.InputOffset())
+	}
 	var ge *guardError
 	if !errors.As(err, &ge) {
 		return badRequest("request body: want a JSON object (%v)", err)
@@ -365,6 +372,7 @@ func (b *bodyReader) object(bigKey string, big func() *apiError, textLimit int, 
 		return nil, badRequest("request body: want a JSON object")
 	}
 	f := map[string]json.RawMessage{}
+	seenBig := false
 	b.g.window(b.other)
 	for b.dec.More() {
 		start := b.dec.InputOffset()
@@ -374,7 +382,11 @@ func (b *bodyReader) object(bigKey string, big func() *apiError, textLimit int, 
 			return nil, b.fail("request body", err)
 		}
 		key, _ := t.(string)
+		if _, dup := f[key]; dup || key == bigKey && seenBig {
+			return nil, duplicateKey(key)
+		}
 		if key == bigKey {
+			seenBig = true
 			b.g.noWindow()
 			b.g.strings(textLimit, textWhy)
 			if aerr := big(); aerr != nil {
@@ -391,6 +403,9 @@ func (b *bodyReader) object(bigKey string, big func() *apiError, textLimit int, 
 		var raw json.RawMessage
 		if err := b.dec.Decode(&raw); err != nil {
 			return nil, b.fail(key, err)
+		}
+		if path := repeatedKey(raw, key); path != "" {
+			return nil, duplicateKey(path)
 		}
 		b.other -= b.dec.InputOffset() - start
 		b.g.window(b.other)
@@ -409,6 +424,73 @@ func (b *bodyReader) object(bigKey string, big func() *apiError, textLimit int, 
 		return nil, badRequest("request body: want one JSON object, got more after it")
 	}
 	return f, nil
+}
+
+// duplicateKey is the answer to a key given twice in one JSON object,
+// which encoding/json would settle silently by keeping the last.
+func duplicateKey(path string) *apiError {
+	return badRequest("%s: given twice in one JSON object (which one was meant is not plain: refused)", path)
+}
+
+// repeatedKey is the path (under path, the value's own name) of the first
+// key that raw, a valid JSON value, holds twice in one object at any
+// depth, e.g. "messages[0].role"; "" when none does.
+func repeatedKey(raw json.RawMessage, path string) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' && raw[0] != '[' {
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	found, _ := repeatedIn(dec, path)
+	return found
+}
+
+// repeatedIn reads one value from dec (valid JSON) and reports the path of
+// a repeated key within it.
+func repeatedIn(dec *json.Decoder, path string) (string, error) {
+	t, err := dec.Token()
+	if err != nil {
+		return "", err
+	}
+	d, ok := t.(json.Delim)
+	if !ok {
+		return "", nil
+	}
+	switch d {
+	case '{':
+		seen := map[string]bool{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return "", err
+			}
+			k, _ := t.(string)
+			if seen[k] {
+				return keyPath(path, k), nil
+			}
+			seen[k] = true
+			if found, err := repeatedIn(dec, keyPath(path, k)); found != "" || err != nil {
+				return found, err
+			}
+		}
+	case '[':
+		for i := 0; dec.More(); i++ {
+			if found, err := repeatedIn(dec, fmt.Sprintf("%s[%d]", path, i)); found != "" || err != nil {
+				return found, err
+			}
+		}
+	}
+	_, err = dec.Token() // the closing delimiter
+	return "", err
+}
+
+// keyPath is key k of the object at path ("" for the body itself).
+func keyPath(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
 }
 
 // maxFields bounds the fields of a request (the server takes 24).

@@ -33,6 +33,9 @@ func readChat(r io.Reader, m *Model, o Options) (*completionRequest, *apiError) 
 		return nil, aerr
 	}
 	if msgs != nil {
+		if path := repeatedKey(msgs, "messages"); path != "" {
+			return nil, duplicateKey(path)
+		}
 		f["messages"] = msgs
 	}
 	raw := value(f, "messages")

@@ -22,6 +22,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -496,7 +497,16 @@ func (s *Server) updateWeights(w http.ResponseWriter, r *http.Request) {
 		ModelPath *string `json:"model_path"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		fail(http.StatusBadRequest, "request body: want {\"model_path\": string}: "+err.Error())
+		var se *json.SyntaxError
+		if errors.As(err, &se) && se.Offset == int64(len(body)) && len(bytes.TrimSpace(body)) > 0 {
+			fail(http.StatusBadRequest, fmt.Sprintf("request body: the body ends at byte %d, inside the JSON object: truncated (want {\"model_path\": string})", len(body)))
+		} else {
+			fail(http.StatusBadRequest, "request body: want {\"model_path\": string}: "+err.Error())
+		}
+		return
+	}
+	if path := repeatedKey(body, ""); path != "" {
+		fail(http.StatusBadRequest, duplicateKey(path).msg)
 		return
 	}
 	if req.ModelPath == nil || *req.ModelPath == "" {

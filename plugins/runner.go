@@ -63,6 +63,7 @@ type procRunner struct {
 	stderr     *io.PipeReader // what go-plugin reads: errR's lines, made safe
 	stderrW    *io.PipeWriter
 	pid        int
+	watch      io.Closer     // the group's watchdog (watchGroup), nil without one
 	done       chan struct{} // closed once the process is reaped
 	waitErr    error
 	abandon    sync.Once
@@ -107,6 +108,11 @@ func (r *procRunner) Start(context.Context) error {
 		return err
 	}
 	r.outR, r.errR, r.pid = outR, errR, r.cmd.Process.Pid
+	// Before r.wait can kill the group: a watchdog that joins it later
+	// would find the group gone, or a new one under the same id.
+	if r.watch, err = watchGroup(r.pid); err != nil {
+		r.log.Warn().Err(err).Str("plugin", r.label).Msg("no watchdog for the plugin's process group: if cde-run is killed with kill -9, the children the plugin started outlive it")
+	}
 	go r.wait()
 	go r.pumpStdout()
 	go r.pumpStderr()
@@ -119,6 +125,9 @@ func (r *procRunner) wait() {
 	waitExited(r.pid)
 	r.mu.Lock()
 	killGroup(r.pid)
+	if r.watch != nil {
+		r.watch.Close() // killed with the group already
+	}
 	r.waitErr = r.cmd.Wait()
 	r.reaped = true
 	r.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cde-rl/cde/core"
 	"github.com/cde-rl/cde/core/strategytest"
+	"github.com/cde-rl/cde/internal/testwait"
 	"github.com/cde-rl/cde/plugins"
 	pb "github.com/cde-rl/cde/plugins/proto"
 )
@@ -84,6 +86,54 @@ func killHostLeavesNoSharedMemory(t *testing.T, path, params string) {
 			t.Fatalf("after kill -9 of the host, its regions are still held: %v", left)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestKillHostKillsPluginChildren: the children a plugin started die with
+// the host's kill -9 too, not only the plugin (which the kernel kills,
+// Pdeathsig): a Python plugin that forked a child holding the host's two
+// shared-memory regions, and a Go plugin behind a wrapper script whose
+// sleep child it left running. Before, the child outlived the host and
+// kept its regions mapped.
+func TestKillHostKillsPluginChildren(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		plugin func(t *testing.T, dir string) string
+		params string
+		memfd  bool // the child holds the host's regions
+	}{
+		{"python fork", func(t *testing.T, dir string) string { return pythonScript(t, pyTestPlugin) }, `{"mode": "fork"}`, true},
+		{"go behind a wrapper", func(t *testing.T, dir string) string {
+			return writeScript(t, dir, "wrapper", fmt.Sprintf("sleep 1000 &\necho $! > %s\nexec %s\n", filepath.Join(dir, "child.pid"), testPlugin))
+		}, `{"strategy": "forking_tokens"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			pidFile := filepath.Join(dir, "child.pid")
+			cmd, pid := startHost(t, tc.plugin(t, dir), hostHelperCallEnv+"=1", hostHelperParamsEnv+"="+tc.params, "CDE_PYTEST_FORK_PID="+pidFile)
+			killLater(t, pid)
+			child := readPid(t, pidFile)
+			killLater(t, child)
+			if !alive(child) {
+				t.Fatalf("the plugin's child %d is not running; the test would prove nothing", child)
+			}
+			if tc.memfd && !slices.ContainsFunc(memfdHolders(t, cmd.Process.Pid), func(h string) bool {
+				return strings.HasPrefix(h, fmt.Sprintf("/proc/%d/", child))
+			}) {
+				t.Fatalf("the plugin's child %d does not hold the host's regions (holders %v); the test would prove nothing", child, memfdHolders(t, cmd.Process.Pid))
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			waitGone(t, pid)
+			waitGone(t, child)
+			deadline := time.Now().Add(testwait.Scale(5 * time.Second))
+			for left := memfdHolders(t, cmd.Process.Pid); len(left) > 0; left = memfdHolders(t, cmd.Process.Pid) {
+				if time.Now().After(deadline) {
+					t.Fatalf("after kill -9 of the host, its regions are still held: %v", left)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -10,8 +10,11 @@ observe counts batches (kept in the state).
 At step at_step, the other modes misbehave in reward_bonus (or
 advantage_bonus for advlen): crash (exit 3 after a message on stderr),
 hang, short (one bonus too few), nan, inf, advlen (a row too long), error
-(raise), badtype (a string). With CDE_PYTEST_STDOUT set it prints on
-stdout before serving (the mistake the host must report).
+(raise), badtype (a string). Mode fork behaves as ok but, in its first
+observe, forks a child that sleeps (holding the shared-memory mappings it
+inherited) and writes the child's pid to the file CDE_PYTEST_FORK_PID
+names. With CDE_PYTEST_STDOUT set it prints on stdout before serving (the
+mistake the host must report).
 """
 import os
 import sys
@@ -21,7 +24,7 @@ import numpy as np
 
 import cde_plugin
 
-MODES = ("ok", "crash", "hang", "short", "nan", "inf", "advlen", "error", "badtype")
+MODES = ("ok", "crash", "hang", "short", "nan", "inf", "advlen", "error", "badtype", "fork")
 
 
 class TestPlugin(cde_plugin.Strategy):
@@ -36,7 +39,7 @@ class TestPlugin(cde_plugin.Strategy):
         self.batches = 0
 
     def _misbehave(self, info, n):
-        if info.step != self.at_step or self.mode == "ok":
+        if info.step != self.at_step or self.mode in ("ok", "fork"):
             return None
         m = self.mode
         if m == "crash":
@@ -76,6 +79,15 @@ class TestPlugin(cde_plugin.Strategy):
         return cde_plugin.LossTerms(entropy_coef=0.0005)
 
     def observe(self, info, batch):
+        if self.mode == "fork" and self.batches == 0:
+            child = os.fork()
+            if child == 0:
+                try:
+                    time.sleep(3600)
+                finally:
+                    os._exit(0)
+            with open(os.environ["CDE_PYTEST_FORK_PID"], "w") as f:
+                f.write("%d\n" % child)
         self.batches += 1
         ent = batch.entropies
         mean_ent = float(np.mean(np.concatenate(ent))) if ent is not None and sum(batch.lengths) > 0 else 0.0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -137,6 +138,7 @@ func TestTrainKernelPathsBitIdentical(t *testing.T) {
 		path  string
 		procs int
 		lines []metricLine
+		ckpt  map[string][]byte
 	}
 	var runs []result
 	start := time.Now()
@@ -151,7 +153,7 @@ func TestTrainKernelPathsBitIdentical(t *testing.T) {
 			}
 			lines := readMetricLines(t, filepath.Join(dir, "metrics.jsonl"))
 			t.Logf("path %-6s GOMAXPROCS %d: %d metric lines in %.1f s", p, procs, len(lines), time.Since(began).Seconds())
-			runs = append(runs, result{p, procs, lines})
+			runs = append(runs, result{p, procs, lines, readTree(t, filepath.Join(dir, "checkpoints", "step-000004"))})
 		}
 	}
 	t.Logf("%d trainings in %.1f s", len(runs), time.Since(start).Seconds())
@@ -168,4 +170,54 @@ func TestTrainKernelPathsBitIdentical(t *testing.T) {
 		t.Errorf("path %s GOMAXPROCS %d: metrics.jsonl line %d, key %s: %s, but %s with path %s GOMAXPROCS %d",
 			r.path, r.procs, line, key, b, a, ref.path, ref.procs)
 	}
+	// The final checkpoints are the same bytes too (weights, Adam moments,
+	// state.json, MANIFEST.json): the engine's arithmetic agrees, and the
+	// checkpoint is written in a fixed order (gob would write a map of
+	// variables in Go's random order).
+	if len(ref.ckpt) < 3 {
+		t.Fatalf("the reference run's final checkpoint holds %d files, want at least 3", len(ref.ckpt))
+	}
+	for _, r := range runs[1:] {
+		if err := sameTree(ref.ckpt, r.ckpt); err != nil {
+			t.Errorf("path %s GOMAXPROCS %d: final checkpoint differs from path %s GOMAXPROCS %d's: %v", r.path, r.procs, ref.path, ref.procs, err)
+		}
+	}
+}
+
+// readTree reads every file under dir, by slash path relative to dir.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(dir, path)
+		files[filepath.ToSlash(rel)] = data
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// sameTree says which file of two readTree results differs, if any.
+func sameTree(want, got map[string][]byte) error {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		g, ok := got[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s missing", name)
+		case !bytes.Equal(g, want[name]):
+			return fmt.Errorf("%s differs (%d and %d bytes)", name, len(want[name]), len(g))
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			return fmt.Errorf("%s is extra", name)
+		}
+	}
+	return nil
 }

@@ -5,8 +5,11 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cde-rl/cde/core"
 )
 
 // cde-run shape on a tiny hand-written rollout, one per advantage estimator
@@ -153,6 +156,24 @@ func TestShapeEstimators(t *testing.T) {
 	}
 }
 
+// algorithmsDeclaring lists, as the refusal of another algorithm's key
+// does, the registered algorithms declaring key: the registry's, which this
+// test binary shares with cde-run, so a new algorithm reusing the key
+// (an algorithm may) adds itself to the expected message.
+func algorithmsDeclaring(t *testing.T, key string) string {
+	t.Helper()
+	var owners []string
+	for _, name := range core.Algorithms() {
+		if keys, _ := core.AlgorithmKeys(name); slices.Contains(keys, key) {
+			owners = append(owners, name)
+		}
+	}
+	if len(owners) == 0 || slices.Contains(owners, "dr_grpo") {
+		t.Fatalf("algorithm key %s belongs to %v: the test wants a key of another algorithm than dr_grpo", key, owners)
+	}
+	return strings.Join(owners, ", ")
+}
+
 // A config error and a run-time error of the estimators reach the user by
 // key through cde-run shape.
 func TestShapeEstimatorErrors(t *testing.T) {
@@ -165,7 +186,7 @@ func TestShapeEstimatorErrors(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"k above the group size", "algorithm: {name: grpo_passk}\n", "grpo_passk: group 0 (sequences [0 1]): algorithm.k = 4: must be in [1, N], N = 2"},
 		{"k below 1", "algorithm: {name: grpo_passk, k: 0}\n", "config: algorithm.k: must be >= 1"},
-		{"grpo key on dr_grpo", "algorithm: {name: dr_grpo, norm_by_std: false}\n", "config: algorithm.norm_by_std: not a key of dr_grpo (it belongs to grpo)"},
+		{"grpo key on dr_grpo", "algorithm: {name: dr_grpo, norm_by_std: false}\n", "config: algorithm.norm_by_std: not a key of dr_grpo (it belongs to " + algorithmsDeclaring(t, "norm_by_std") + ")"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

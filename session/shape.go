@@ -55,6 +55,11 @@ type ShapeSeq struct {
 // and their per-token weights enter the policy loss and loss_coef.
 func Shape(cfg *trainer.Config, r *core.Rollout, path string, log zerolog.Logger) (ShapeOutput, error) {
 	var o ShapeOutput
+	for i, s := range r.Seqs {
+		if s.Group < 0 {
+			return o, fmt.Errorf("%s: sequences[%d].group: %d: want an integer >= 0 (the index of the prompt the response answers)", path, i, s.Group)
+		}
+	}
 	algo, err := BuildAlgorithm(cfg)
 	if err != nil {
 		return o, err

@@ -81,6 +81,8 @@ func TestShapeMissingFields(t *testing.T) {
 			`batch.json: sequences[0].embedding: required by a strategy with pooling "last"`},
 		{"two poolings", []string{"strategies=[{name: simhash, pooling: mean}, {name: simhash, pooling: last}]"}, noCorrect,
 			`strategies[1] (simhash): asks for pooling "last" but another strategy asked for "mean"`},
+		{"a negative group", nil, `{"step": 0, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1]}, {"group": -1, "reward": 1, "logprobs": [-1]}]}`,
+			"batch.json: sequences[1].group: -1: want an integer >= 0"},
 		{"a step past train.steps", []string{"train.steps=5"}, `{"step": 7, "sequences": [{"group": 0, "reward": 1, "logprobs": [-1]}]}`,
 			"batch.json: step: 7: must be < train.steps (5)"},
 	} {

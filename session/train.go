@@ -298,7 +298,8 @@ func Train(ctx context.Context, o TrainOptions) (err error) {
 
 // writeTrainSummary ends a finished training with a table a person reads:
 // where the run is, the steps and wall time of this invocation, the final
-// evaluation and the last step's rewards, sorted by name.
+// evaluation, and the last step's rewards and strategies' explore/*
+// metrics, sorted by name.
 func writeTrainSummary(w io.Writer, run string, start, steps int, took time.Duration, t *trainer.Trainer) {
 	m := map[string]float64{}
 	for k, v := range t.Final {
@@ -309,8 +310,15 @@ func writeTrainSummary(w io.Writer, run string, start, steps int, took time.Dura
 			m[k] = v
 		}
 	}
+	// The strategies' own metrics (explore/NAME/...): what the bonuses
+	// did on the last step, which the reward alone does not show.
+	for k, v := range t.LastStep {
+		if strings.HasPrefix(k, "explore/") {
+			m[k] = v
+		}
+	}
 	facts := []summary.Fact{{Label: "run", Value: run}, {Label: "steps", Value: fmt.Sprintf("%d to %d", start, steps)},
 		{Label: "wall time", Value: fmt.Sprintf("%.1f s", took.Seconds())},
-		{Label: "metrics", Value: filepath.Join(run, "metrics.jsonl") + fmt.Sprintf(" (reward/* of step %d; the rest: the evaluation after step %d)", steps-1, steps)}}
+		{Label: "metrics", Value: filepath.Join(run, "metrics.jsonl") + fmt.Sprintf(" (reward/* and explore/* of step %d; the rest: the evaluation after step %d)", steps-1, steps)}}
 	summary.Write(w, "train finished", facts, m)
 }

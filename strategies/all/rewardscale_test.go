@@ -25,7 +25,11 @@ import (
 //
 // The coefficient is each strategy's own key (ppl alpha, simhash beta,
 // elliptical beta, outcome_ucb beta) and, separately, the entry's weight
-// w_t, which the trainer multiplies every bonus by.
+// w_t, which the trainer multiplies every bonus by. A registered strategy
+// paying a reward bonus that scaleCases does not list gets a derived case
+// (cases): its default keys, scaled by the weight alone, so a new strategy
+// is measured without editing this file and fails only if the property
+// fails; listing it adds its own coefficient and its gates.
 
 // scaleCase is one strategy entry with the key that scales its bonus.
 type scaleCase struct {
@@ -39,11 +43,17 @@ type scaleCase struct {
 	// reward: a reward bonus (else an advantage bonus beside the
 	// advantage, which scales under every estimator).
 	reward bool
+	// derived: a case made for a strategy scaleCases does not list (key
+	// is then ""): its bonus may be gated or not spread over the group,
+	// which the test cannot tell apart, so advantages of 0 at both scales
+	// pass.
+	derived bool
 }
 
-// scaleCases lists every in-tree strategy with a reward bonus (and the
-// advantage placement of outcome_ucb, for contrast). TestRewardBonusesListed
-// fails when a registered strategy pays a reward bonus and is missing here.
+// scaleCases lists the in-tree strategies with a reward bonus, by their
+// coefficient keys and gates (and the advantage placement of outcome_ucb,
+// for contrast). A reward-bonus strategy missing here is still measured,
+// by a derived case (cases).
 var scaleCases = []scaleCase{
 	// alpha * B_actor stays below the |r|/kappa = 1/3 cap for these log-probs.
 	{name: "ppl", params: map[string]any{}, key: "alpha", c: 1, reward: true},
@@ -55,6 +65,56 @@ var scaleCases = []scaleCase{
 	{name: "outcome_ucb/mode=batch,placement=reward", params: map[string]any{"placement": "reward", "mode": "batch"}, key: "beta", c: 0.1, reward: true},
 	{name: "outcome_ucb", params: map[string]any{}, key: "beta", c: 0.1},
 	{name: "outcome_ucb/mode=batch", params: map[string]any{"mode": "batch"}, key: "beta", c: 0.1},
+}
+
+// cases is scaleCases plus a derived case for every registered strategy
+// that pays a reward bonus with its default keys under grpo and is not
+// listed (rewardStrategies).
+func cases(t *testing.T) []scaleCase {
+	t.Helper()
+	listed := map[string]bool{}
+	for _, c := range scaleCases {
+		listed[strategyName(c.name)] = true
+	}
+	out := slices.Clone(scaleCases)
+	for _, name := range rewardStrategies(t) {
+		if !listed[name] {
+			out = append(out, scaleCase{name: name, params: map[string]any{}, c: 1, reward: true, derived: true})
+		}
+	}
+	return out
+}
+
+// rewardStrategies lists the registered strategies that pay a reward bonus
+// when built from their default keys under grpo (else ppo); one that
+// builds under neither is an error.
+func rewardStrategies(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, name := range core.Strategies() {
+		var s core.Strategy
+		var err error
+		for _, algo := range []string{"grpo", "ppo"} {
+			a, aerr := core.NewAlgorithm(algo, core.NewParams("algorithm", nil))
+			if aerr != nil {
+				t.Fatal(aerr)
+			}
+			if s, err = core.NewStrategy(name, core.NewParams("strategies[0]", nil), a); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Errorf("%s: does not build with its defaults under grpo or ppo: %v", name, err)
+			continue
+		}
+		if core.HooksOf(s).RewardBonus != nil {
+			out = append(out, name)
+		}
+		if err := core.CloseAll([]core.Strategy{s}); err != nil {
+			t.Errorf("%s: close: %v", name, err)
+		}
+	}
+	return out
 }
 
 // strategyName is the registry name of a case ("simhash/correct_only" is
@@ -72,7 +132,9 @@ func strategyName(label string) string {
 // answers six 6s, a 7 and a 9 (the group); the first six share an
 // embedding and the last two differ, so count-based and representation
 // bonuses spread too; log-probs differ per response (mean NLL 0.05 to
-// 0.26), so the perplexity bonus spreads.
+// 0.26), so the perplexity bonus spreads; lengths of 2 to 4 tokens (below
+// maxResponseTokens) and entropies differ too, for a new strategy's
+// derived case.
 func allWrong() *core.Rollout {
 	r := &core.Rollout{TotalSteps: 10}
 	answers := []string{"6", "6", "6", "6", "6", "6", "7", "9"}
@@ -84,11 +146,19 @@ func allWrong() *core.Rollout {
 			}
 		}
 		lp := -0.05 - 0.03*float64(i)
-		r.Seqs = append(r.Seqs, core.Sequence{Group: 0, ProblemID: "p", AnswerKey: a, Reward: -1,
-			Response: []int32{1, 2, 3}, LogProbs: []float64{lp, lp, lp}, Embedding: emb})
+		T := 2 + i%3
+		s := core.Sequence{Group: 0, ProblemID: "p", AnswerKey: a, Reward: -1, Embedding: emb,
+			Text: fmt.Sprintf("the answer is %s", a), Response: make([]int32, T), LogProbs: make([]float64, T), Entropies: make([]float64, T)}
+		for k := range T {
+			s.Response[k], s.LogProbs[k], s.Entropies[k] = int32(1+k), lp, 0.5+0.1*float64(i)
+		}
+		r.Seqs = append(r.Seqs, s)
 	}
 	return r
 }
+
+// maxResponseTokens is StepInfo.MaxResponseTokens of the shaping step.
+const maxResponseTokens = 8
 
 // advantages shapes allWrong with algo and one entry of c (coefficient
 // coef under key, weight w), through the trainer's shaping path, and
@@ -100,7 +170,10 @@ func advantages(t *testing.T, algo string, c scaleCase, coef, w float64) []float
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := map[string]any{c.key: coef}
+	m := map[string]any{}
+	if c.key != "" {
+		m[c.key] = coef
+	}
 	for k, v := range c.params {
 		m[k] = v
 	}
@@ -108,13 +181,15 @@ func advantages(t *testing.T, algo string, c scaleCase, coef, w float64) []float
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.(core.RewardHook); ok != c.reward {
+	if ok := core.HooksOf(s).RewardBonus != nil; ok != c.reward {
 		t.Fatalf("%s: reward hook %v, the case says %v", c.name, ok, c.reward)
 	}
 	tr := &trainer.Trainer{Algo: a, Strategies: []core.Strategy{s}, Weights: []core.Schedule{core.WeightSchedule{Kind: "constant", W0: w}}}
 	r := allWrong()
 	r.Algorithm = algo
-	if err := tr.Shape(core.StepInfo{Step: 0, TotalSteps: 10, Algorithm: algo, Seed: 1}, r, map[string]float64{}); err != nil {
+	defer core.CloseAll([]core.Strategy{s})
+	info := core.StepInfo{Step: 0, TotalSteps: 10, Algorithm: algo, Seed: 1, MaxResponseTokens: maxResponseTokens}
+	if err := tr.Shape(info, r, map[string]float64{}); err != nil {
 		t.Fatal(err)
 	}
 	out := make([]float64, len(r.Seqs))
@@ -139,11 +214,15 @@ func maxAbs(x []float64) float64 {
 // advantages, the gap GRPO's eps = 1e-6 leaves, where scaling would give a
 // factor 10); under dr_grpo and rloo it scales (factor 10 within 1e-9); an
 // advantage bonus beside the advantage scales under all three; a gated
-// bonus (0 in an all-wrong group) gives 0.
+// bonus (0 in an all-wrong group) gives 0. A derived case (a strategy not
+// in scaleCases) is measured by its weight only.
 func TestRewardBonusScaleInAllWrongGroups(t *testing.T) {
-	for _, c := range scaleCases {
+	for _, c := range cases(t) {
 		for _, algo := range []string{"grpo", "dr_grpo", "rloo"} {
 			for _, by := range []string{c.key, "weight"} {
+				if by == "" {
+					continue // a derived case: no coefficient key known
+				}
 				t.Run(fmt.Sprintf("%s/%s/%s", c.name, algo, by), func(t *testing.T) {
 					var hi, lo []float64
 					if by == "weight" {
@@ -158,6 +237,8 @@ func TestRewardBonusScaleInAllWrongGroups(t *testing.T) {
 							t.Fatalf("gated bonus: advantages %v and %v, want 0", hi, lo)
 						}
 						return
+					case c.derived && size == 0 && maxAbs(lo) == 0:
+						return // gated, or equal over the group: nothing to scale
 					case size < 1e-6:
 						t.Fatalf("advantages %v: the bonus does not spread over the group, nothing measured", hi)
 					}
@@ -177,40 +258,27 @@ func TestRewardBonusScaleInAllWrongGroups(t *testing.T) {
 }
 
 // TestRewardBonusesListed: every registered strategy that pays a reward
-// bonus with its default keys (or, for outcome_ucb, with placement reward)
-// is a case above, so a new reward-bonus strategy gets the property
-// checked and documented.
+// bonus with its default keys is measured (a listed case, or a derived one
+// scaled by its weight), and every listed case names a registered
+// strategy, outcome_ucb's reward placement among them.
 func TestRewardBonusesListed(t *testing.T) {
-	listed := map[string]bool{}
-	for _, c := range scaleCases {
+	measured := map[string]bool{}
+	for _, c := range cases(t) {
 		if c.reward {
-			listed[strategyName(c.name)] = true
+			measured[strategyName(c.name)] = true
 		}
 	}
-	for _, name := range core.Strategies() {
-		var s core.Strategy
-		var err error
-		for _, algo := range []string{"grpo", "ppo"} {
-			a, aerr := core.NewAlgorithm(algo, core.NewParams("algorithm", nil))
-			if aerr != nil {
-				t.Fatal(aerr)
-			}
-			if s, err = core.NewStrategy(name, core.NewParams("strategies[0]", nil), a); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			t.Errorf("%s: does not build with its defaults under grpo or ppo: %v", name, err)
-			continue
-		}
-		if c, ok := s.(core.Closer); ok {
-			c.Close()
-		}
-		if _, ok := s.(core.RewardHook); ok && !listed[name] {
-			t.Errorf("%s pays a reward bonus and is not in scaleCases", name)
+	for _, name := range rewardStrategies(t) {
+		if !measured[name] {
+			t.Errorf("%s pays a reward bonus and is not measured", name)
 		}
 	}
-	if !slices.Contains(core.Strategies(), "outcome_ucb") || !listed["outcome_ucb"] {
+	for _, c := range scaleCases {
+		if !slices.Contains(core.Strategies(), strategyName(c.name)) {
+			t.Errorf("scaleCases: %s is not a registered strategy", c.name)
+		}
+	}
+	if !slices.Contains(core.Strategies(), "outcome_ucb") || !measured["outcome_ucb"] {
 		t.Error("outcome_ucb's reward placement is not listed")
 	}
 }

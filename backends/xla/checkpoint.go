@@ -33,9 +33,12 @@ type savedTensor struct {
 	Data []float32
 }
 
+// namedTensor is a variable on disk. Its fields are named (gob skips an
+// embedded field of an unexported type).
 type namedTensor struct {
 	Path string
-	savedTensor
+	Dims []int
+	Data []float32
 }
 
 // forDisk is ck with its variables in Sorted, ordered by path, and Vars
@@ -48,7 +51,7 @@ func (ck checkpoint) forDisk() checkpoint {
 	slices.Sort(paths)
 	sorted := make([]namedTensor, 0, len(paths)+len(ck.Sorted))
 	for _, p := range paths {
-		sorted = append(sorted, namedTensor{p, ck.Vars[p]})
+		sorted = append(sorted, namedTensor{p, ck.Vars[p].Dims, ck.Vars[p].Data})
 	}
 	ck.Sorted, ck.Vars = append(sorted, ck.Sorted...), nil
 	return ck
@@ -67,7 +70,7 @@ func (ck *checkpoint) fromDisk() error {
 		if _, dup := ck.Vars[nt.Path]; dup {
 			return fmt.Errorf("variable %s saved twice", nt.Path)
 		}
-		ck.Vars[nt.Path] = nt.savedTensor
+		ck.Vars[nt.Path] = savedTensor{nt.Dims, nt.Data}
 	}
 	ck.Sorted = nil
 	return nil

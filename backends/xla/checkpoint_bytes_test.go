@@ -5,6 +5,7 @@ import (
 	"encoding/gob"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,6 +39,32 @@ func TestSaveIsByteIdentical(t *testing.T) {
 		for name, data := range files {
 			if !bytes.Equal(data, first[name]) {
 				t.Fatalf("save %d: %s differs from the first save's (%d and %d bytes)", i, name, len(data), len(first[name]))
+			}
+		}
+	}
+	// What was saved is what loads: every variable's dimensions and
+	// values come back (a byte-identical save of nothing would pass the
+	// loop above).
+	dir := t.TempDir()
+	if err := b.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"policy", "critic"} {
+		want, err := map[string]*net{"policy": b.policy, "critic": b.critic}[name].snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got checkpoint
+		if err := readGob(filepath.Join(dir, name+".gob"), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Vars) != len(want.Vars) || len(want.Vars) < 10 {
+			t.Fatalf("%s: %d variables read back, %d saved", name, len(got.Vars), len(want.Vars))
+		}
+		for p, w := range want.Vars {
+			g := got.Vars[p]
+			if !slices.Equal(g.Dims, w.Dims) || !slices.Equal(g.Data, w.Data) || len(w.Data) == 0 {
+				t.Fatalf("%s: variable %s read back as %v (%d values), saved %v (%d values)", name, p, g.Dims, len(g.Data), w.Dims, len(w.Data))
 			}
 		}
 	}

@@ -14,8 +14,12 @@ import (
 // was 34.9 MB before the Qwen3 test
 // tokenizer (11.4 MB) was committed gzipped (2.1 MB,
 // tokenizer/testdata/qwen3/tokenizer.json.gz), 25.6 MB after
-// (2026-11-27).
-const treeLimit = 30_000_000
+// (2026-11-27). Raised to 32 MB on 2026-11-28, when code and tests alone
+// took the tree past 30.0 MB: the GPU check's limit on tree and binaries
+// together (GPUCHECK_LIMIT_MIB, 61 MiB, enforced by scripts/gpucheck/prepare
+// in its CI dry run) is what binds, and 32 MB (30.5 MiB) beside about
+// 28 MB of binaries stays under it.
+const treeLimit = 32_000_000
 
 // largestFile bounds one tracked file: bench runs and other results are
 // committed packed (docs/results/README.md), never as loose files, and

@@ -463,7 +463,27 @@ func (p *Plugin) configure() error {
 	if p.needs.ValueHeads < 0 {
 		return p.broken(fmt.Errorf("Configure: needs %d value heads", p.needs.ValueHeads))
 	}
+	if p.needs.MinGroup < 0 {
+		return p.broken(fmt.Errorf("Configure: needs min_group %d (want 0 for none, or a least group size)", p.needs.MinGroup))
+	}
+	if p.needs.MinGroup > 0 {
+		p.needs.MinGroupKey = minGroupKey(p.needs.MinGroupKey, p.cfg.ParamsPath)
+	}
 	return nil
+}
+
+// minGroupKey is the config key an error about a plugin's min_group names:
+// a bare params key ("k") under the entry's params path
+// ("strategies[2].params.k"), a full key ("algorithm.k") as it is, and
+// none the params path itself.
+func minGroupKey(key, paramsPath string) string {
+	switch {
+	case key == "":
+		return paramsPath + " (the plugin's min_group)"
+	case strings.ContainsAny(key, ".["):
+		return key
+	}
+	return paramsPath + "." + key
 }
 
 // Name is the strategy name the plugin declared.

@@ -349,3 +349,46 @@ func noOrphans(t *testing.T, path string) {
 		})
 	}
 }
+
+// TestNeedsCarried: the needs a plugin declares reach the host whole,
+// Correct and the least group size too (they were dropped, so a plugin
+// declaring Correct was shown and kit-checked as Correct:false), with
+// min_group_key named under the entry's params path.
+func TestNeedsCarried(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		path   func(t *testing.T) string
+		params map[string]any
+		want   core.Needs
+	}{
+		{"go", func(*testing.T) string { return testPlugin },
+			map[string]any{"mode": "ok", "correct": true, "min_group": 4, "min_group_key": "k"},
+			core.Needs{LogProbs: true, Correct: true, MinGroup: 4, MinGroupKey: "strategies[0].params.k"}},
+		{"go, a full key", func(*testing.T) string { return testPlugin },
+			map[string]any{"mode": "ok", "min_group": 2, "min_group_key": "algorithm.k"},
+			core.Needs{LogProbs: true, MinGroup: 2, MinGroupKey: "algorithm.k"}},
+		{"go, no key", func(*testing.T) string { return testPlugin },
+			map[string]any{"mode": "ok", "min_group": 3},
+			core.Needs{LogProbs: true, MinGroup: 3, MinGroupKey: "strategies[0].params (the plugin's min_group)"}},
+		{"python", func(t *testing.T) string { return pythonScript(t, pyTestPlugin) },
+			map[string]any{"mode": "ok", "correct": true, "min_group": 4, "min_group_key": "k"},
+			core.Needs{LogProbs: true, Entropies: true, Correct: true, MinGroup: 4, MinGroupKey: "strategies[0].params.k"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := openPython(t, tc.path(t), tc.params, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Needs(); got != tc.want {
+				t.Errorf("Needs() = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestNegativeMinGroupRefused: a least group size below 0 is a broken
+// description, refused at start.
+func TestNegativeMinGroupRefused(t *testing.T) {
+	_, err := openTest(t, map[string]any{"mode": "ok", "min_group": -1}, nil)
+	wantErr(t, err, "needs min_group -1")
+}

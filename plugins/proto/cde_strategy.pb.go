@@ -148,9 +148,19 @@ type Needs struct {
 	Logprobs  bool                   `protobuf:"varint,1,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
 	Entropies bool                   `protobuf:"varint,2,opt,name=entropies,proto3" json:"entropies,omitempty"`
 	// "", "last", "second_last" or "mean".
-	Pooling       string `protobuf:"bytes,3,opt,name=pooling,proto3" json:"pooling,omitempty"`
-	ValueHeads    int32  `protobuf:"varint,4,opt,name=value_heads,json=valueHeads,proto3" json:"value_heads,omitempty"`
-	HeadMasks     bool   `protobuf:"varint,5,opt,name=head_masks,json=headMasks,proto3" json:"head_masks,omitempty"`
+	Pooling    string `protobuf:"bytes,3,opt,name=pooling,proto3" json:"pooling,omitempty"`
+	ValueHeads int32  `protobuf:"varint,4,opt,name=value_heads,json=valueHeads,proto3" json:"value_heads,omitempty"`
+	HeadMasks  bool   `protobuf:"varint,5,opt,name=head_masks,json=headMasks,proto3" json:"head_masks,omitempty"`
+	// The strategy reads Batch.correct, the verifier's verdicts (a rollout
+	// file must then carry `correct` for every sequence). Batch.correct is
+	// sent to every plugin; a plugin that reads it must declare it.
+	Correct bool `protobuf:"varint,6,opt,name=correct,proto3" json:"correct,omitempty"`
+	// Every group must hold at least min_group responses (rollout.n >=
+	// min_group); 0 or 1: no least size. min_group_key names the params key
+	// that set it ("k"; the host names it strategies[i].params.k in its
+	// errors), or a full config key. Hosts before these fields ignore them.
+	MinGroup      int32  `protobuf:"varint,7,opt,name=min_group,json=minGroup,proto3" json:"min_group,omitempty"`
+	MinGroupKey   string `protobuf:"bytes,8,opt,name=min_group_key,json=minGroupKey,proto3" json:"min_group_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -218,6 +228,27 @@ func (x *Needs) GetHeadMasks() bool {
 		return x.HeadMasks
 	}
 	return false
+}
+
+func (x *Needs) GetCorrect() bool {
+	if x != nil {
+		return x.Correct
+	}
+	return false
+}
+
+func (x *Needs) GetMinGroup() int32 {
+	if x != nil {
+		return x.MinGroup
+	}
+	return 0
+}
+
+func (x *Needs) GetMinGroupKey() string {
+	if x != nil {
+		return x.MinGroupKey
+	}
+	return ""
 }
 
 // Capabilities lists the hooks the plugin implements (the optional
@@ -1551,7 +1582,7 @@ var File_cde_strategy_proto protoreflect.FileDescriptor
 
 const file_cde_strategy_proto_rawDesc = "" +
 	"\n" +
-	"\x12cde_strategy.proto\x12\x0fcde.strategy.v1\"\x9b\x01\n" +
+	"\x12cde_strategy.proto\x12\x0fcde.strategy.v1\"\xf6\x01\n" +
 	"\x05Needs\x12\x1a\n" +
 	"\blogprobs\x18\x01 \x01(\bR\blogprobs\x12\x1c\n" +
 	"\tentropies\x18\x02 \x01(\bR\tentropies\x12\x18\n" +
@@ -1559,7 +1590,10 @@ const file_cde_strategy_proto_rawDesc = "" +
 	"\vvalue_heads\x18\x04 \x01(\x05R\n" +
 	"valueHeads\x12\x1d\n" +
 	"\n" +
-	"head_masks\x18\x05 \x01(\bR\theadMasks\"\xe7\x01\n" +
+	"head_masks\x18\x05 \x01(\bR\theadMasks\x12\x18\n" +
+	"\acorrect\x18\x06 \x01(\bR\acorrect\x12\x1b\n" +
+	"\tmin_group\x18\a \x01(\x05R\bminGroup\x12\"\n" +
+	"\rmin_group_key\x18\b \x01(\tR\vminGroupKey\"\xe7\x01\n" +
 	"\fCapabilities\x12!\n" +
 	"\freward_bonus\x18\x01 \x01(\bR\vrewardBonus\x12'\n" +
 	"\x0fadvantage_bonus\x18\x02 \x01(\bR\x0eadvantageBonus\x12\x1d\n" +

@@ -79,8 +79,9 @@ func New(p *core.Params, _ core.Algorithm) (core.Strategy, error) {
 // Name returns "answercount".
 func (s *AnswerCount) Name() string { return "answercount" }
 
-// Needs is empty: the strategy reads only response texts.
-func (s *AnswerCount) Needs() core.Needs { return core.Needs{} }
+// Needs: the strategy reads response texts, and with only_correct the
+// verifier's verdicts (Correct).
+func (s *AnswerCount) Needs() core.Needs { return core.Needs{Correct: s.OnlyCorrect} }
 
 // Answer is the normalised final answer of a response ("" for none).
 func Answer(text string) string {

@@ -191,7 +191,10 @@ let strategy = null;
 const description = () => ({
   protocol_version: APP_PROTOCOL_VERSION,
   name: 'lenbonus',
-  needs: { logprobs: false, entropies: false, pooling: '', value_heads: 0, head_masks: false },
+  // correct: reads the verifier's verdicts; min_group (with min_group_key,
+  // a params key): every group must hold at least that many responses.
+  needs: { logprobs: false, entropies: false, pooling: '', value_heads: 0, head_masks: false,
+    correct: false, min_group: 0, min_group_key: '' },
   capabilities: { reward_bonus: true, observe: true, state: true },
   sdk: 'cde-node-example/1',
 });

@@ -93,6 +93,8 @@ class AnswerCount(cde_plugin.Strategy):
         self.history = params.get("history", False)
         self.only_correct = params.get("only_correct", False)
         self.no_answer_bonus = float(params.get("no_answer_bonus", 0))
+        # With only_correct the strategy reads the verifier's verdicts.
+        self.needs = cde_plugin.Needs(correct=self.only_correct is True)
         for key in ("history", "only_correct"):
             if not isinstance(getattr(self, key), bool):
                 raise cde_plugin.ParamError(key, "want true or false, got %r" % (getattr(self, key),))

@@ -3,7 +3,8 @@
 //
 // params: {strategy: ppl|entropy|simhash|multihead, params: {...}} serves
 // that in-tree strategy. params: {mode: M, at_step: S} serves a reward-bonus
-// strategy "testplugin" whose reward bonus is B and advantage bonus B/2
+// strategy "testplugin" (its needs: log-probs, and correct, min_group and
+// min_group_key as its params of those names say) whose reward bonus is B and advantage bonus B/2
 // on every token (params bonus: B, default 0) and that, from step S on
 // (default 0), does M in RewardBonus: crash (os.Exit(3)), hang (sleeps an hour), short (one bonus
 // too few), nan, inf, advlen (an AdvantageBonus row one token short),
@@ -35,10 +36,11 @@ type bad struct {
 	mode  string
 	at    int
 	bonus float64
+	needs core.Needs
 }
 
 func (b *bad) Name() string      { return "testplugin" }
-func (b *bad) Needs() core.Needs { return core.Needs{LogProbs: true} }
+func (b *bad) Needs() core.Needs { return b.needs }
 
 func (b *bad) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error) {
 	out := make([]float64, len(r.Seqs))
@@ -98,7 +100,8 @@ func factory(p *core.Params, algo core.Algorithm) (core.Strategy, error) {
 		return core.NewStrategy(name, core.NewParams(p.Path+".params", p.Map("params")), algo)
 	}
 	b := &bad{mode: p.OneOf("mode", "ok", "ok", "crash", "hang", "short", "nan", "inf", "advlen", "panic", "error", "fault"),
-		at: p.Int("at_step", 0), bonus: p.Float("bonus", 0)}
+		at: p.Int("at_step", 0), bonus: p.Float("bonus", 0),
+		needs: core.Needs{LogProbs: true, Correct: p.Bool("correct", false), MinGroup: p.Int("min_group", 0), MinGroupKey: p.String("min_group_key", "")}}
 	sdk.Logger().Info("testplugin configured", "mode", b.mode, "at_step", b.at)
 	return b, p.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -177,7 +178,8 @@ func (c Caps) String() string {
 
 func needsToProto(n core.Needs) *pb.Needs {
 	return &pb.Needs{Logprobs: n.LogProbs, Entropies: n.Entropies, Pooling: n.Pooling,
-		ValueHeads: int32(n.ValueHeads), HeadMasks: n.HeadMasks}
+		ValueHeads: int32(n.ValueHeads), HeadMasks: n.HeadMasks,
+		Correct: n.Correct, MinGroup: int32(min(n.MinGroup, math.MaxInt32)), MinGroupKey: n.MinGroupKey}
 }
 
 func NeedsFromProto(n *pb.Needs) core.Needs {
@@ -185,7 +187,8 @@ func NeedsFromProto(n *pb.Needs) core.Needs {
 		return core.Needs{}
 	}
 	return core.Needs{LogProbs: n.Logprobs, Entropies: n.Entropies, Pooling: n.Pooling,
-		ValueHeads: int(n.ValueHeads), HeadMasks: n.HeadMasks}
+		ValueHeads: int(n.ValueHeads), HeadMasks: n.HeadMasks,
+		Correct: n.Correct, MinGroup: int(n.MinGroup), MinGroupKey: n.MinGroupKey}
 }
 
 func InfoToProto(i core.StepInfo) *pb.StepInfo {

@@ -1,6 +1,7 @@
 package plugins_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -169,6 +170,9 @@ func TestPythonFailures(t *testing.T) {
 		{"advlen", "advantage", []string{"): advantage_bonus[0]: want"}},
 		{"error", "reward", []string{"): reward_bonus: RuntimeError: pytest: failing on purpose"}},
 		{"badtype", "reward", []string{"): reward_bonus: want floats, got str"}},
+		// A signal the needs do not declare is named, with the flag.
+		{"undeclared", "reward", []string{"): reward_bonus: batch.values was not sent: the strategy's needs do not declare it",
+			"set needs = cde_plugin.Needs(value_heads=K)"}},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			s, err := openPython(t, path, map[string]any{"mode": c.mode, "at_step": 1}, func(cfg *plugins.Config) {
@@ -216,7 +220,7 @@ func TestPythonStartFailures(t *testing.T) {
 	_, err := openPython(t, path, map[string]any{"mode": "sideways"}, nil)
 	wantErr(t, err, "config: strategies[0].params.mode: want one of ok, crash", "(plugin "+path+")")
 	_, err = openPython(t, path, map[string]any{"mode": "ok", "bogus": 1}, nil)
-	wantErr(t, err, "config: strategies[0].params.bogus: unknown key (known keys here: at_step, mode)")
+	wantErr(t, err, "config: strategies[0].params.bogus: unknown key (known keys here: at_step, correct, min_group, min_group_key, mode)")
 	t.Setenv("CDE_PYTEST_STDOUT", "1")
 	_, err = openPython(t, path, nil, nil)
 	wantErr(t, err, path, `printed "hello from the plugin" on stdout before the handshake; `+
@@ -470,5 +474,36 @@ func TestPythonSDKUnit(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "\nOK") {
 		t.Fatalf("python -m unittest: %v\n%s", err, out)
+	}
+}
+
+// TestCheckSaysWhatWasSent: `plugins check` prints the protocol version
+// and transport it used and which signals the host sends the plugin, and
+// a check that fails because a hook read a signal it did not declare
+// says so: the signal, the needs flag, and what was sent (the label read
+// "all signals present", and the SDK's None gave "TypeError: 'NoneType'
+// object is not iterable").
+func TestCheckSaysWhatWasSent(t *testing.T) {
+	path := pythonScript(t, pyTestPlugin)
+	var out bytes.Buffer
+	ok := plugins.Check(&out, plugins.Config{Path: path, Params: map[string]any{"mode": "undeclared", "at_step": 0},
+		CallTimeout: testwait.Scale(10 * time.Second), StartTimeout: testwait.Scale(20 * time.Second), Log: zerolog.Nop()},
+		strategytest.Options{Algorithm: "grpo", Steps: 1})
+	if ok {
+		t.Fatalf("the check passed:\n%s", out.String())
+	}
+	for _, want := range []string{
+		"protocol version 3, transport ",
+		"signals sent: logprobs, entropies, correct; withheld, as not declared: values, embedding",
+		"(rollouts with every signal; sent to the plugin: logprobs, entropies, correct; withheld, as not declared: values, embedding)",
+		"reward_bonus: batch.values was not sent: the strategy's needs do not declare it",
+		"cde_plugin.Needs(value_heads=K)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "all signals present") || strings.Contains(out.String(), "NoneType") {
+		t.Errorf("the output still says all signals were present, or quotes a NoneType error:\n%s", out.String())
 	}
 }

@@ -44,6 +44,7 @@ __all__ = [
     "Strategy",
     "Needs",
     "ParamError",
+    "UndeclaredSignal",
     "TokenLoss",
     "LossTerms",
     "Info",
@@ -66,6 +67,19 @@ class ParamError(Exception):
         self.message = message
 
 
+class UndeclaredSignal(AttributeError):
+    """A hook read a signal its strategy's needs do not declare: cde-run
+    did not send it. The message names the signal and the Needs flag that
+    asks for it. (An AttributeError, so ``getattr(batch, name, None)``
+    still answers None.)"""
+
+    def __init__(self, signal, flag):
+        super().__init__("batch.%s was not sent: the strategy's needs do not declare it "
+                         "(cde-run sends only declared signals); set needs = cde_plugin.Needs(%s)" % (signal, flag))
+        self.signal = signal
+        self.flag = flag
+
+
 class Needs:
     """The rollout signals a strategy reads (log-probs are always sent).
 
@@ -75,21 +89,42 @@ class Needs:
     embeddings: False, True (the mean-pooled last hidden state) or a
         pooling name, "mean", "last" or "second_last"; the batch then
         carries ``embedding`` (N x d).
+    correct: the strategy reads ``batch.correct``, the verifier's
+        verdicts (a rollout file given to ``cde-run shape`` must then say
+        ``correct`` for every sequence; the conformance check requires
+        outputs that do not change with ``correct`` unless it is declared).
+    min_group: every group must hold at least this many responses
+        (cde-run requires rollout.n >= min_group); 0 for no least size.
+    min_group_key: the params key that set min_group ("k"), named in
+        cde-run's error as ``strategies[i].params.k``.
+
+    Reading a signal the needs do not declare (``batch.entropies``
+    without ``entropies=True``, ``batch.values`` without ``value_heads``,
+    ``batch.embedding`` without ``embeddings``) raises
+    :class:`UndeclaredSignal`, which names the flag to set.
     """
 
-    def __init__(self, entropies=False, value_heads=0, embeddings=False):
+    def __init__(self, entropies=False, value_heads=0, embeddings=False, correct=False, min_group=0, min_group_key=""):
         if embeddings is True:
             embeddings = "mean"
         if embeddings not in (False, None, "", "mean", "last", "second_last"):
             raise ValueError("Needs.embeddings: want False, True, 'mean', 'last' or 'second_last', got %r" % (embeddings,))
         if int(value_heads) != value_heads or value_heads < 0:
             raise ValueError("Needs.value_heads: want an integer >= 0, got %r" % (value_heads,))
+        if int(min_group) != min_group or min_group < 0:
+            raise ValueError("Needs.min_group: want an integer >= 0, got %r" % (min_group,))
+        if not isinstance(min_group_key, str):
+            raise ValueError("Needs.min_group_key: want a str, got %r" % (min_group_key,))
         self.entropies = bool(entropies)
         self.value_heads = int(value_heads)
         self.pooling = embeddings or ""
+        self.correct = bool(correct)
+        self.min_group = int(min_group)
+        self.min_group_key = min_group_key
 
     def __repr__(self):
-        return "Needs(entropies=%r, value_heads=%r, embeddings=%r)" % (self.entropies, self.value_heads, self.pooling or False)
+        return "Needs(entropies=%r, value_heads=%r, embeddings=%r, correct=%r, min_group=%r, min_group_key=%r)" % (
+            self.entropies, self.value_heads, self.pooling or False, self.correct, self.min_group, self.min_group_key)
 
 
 class TokenLoss:
@@ -150,7 +185,10 @@ class Batch:
     Per sequence, lists of N per-token arrays: ``prompt``, ``response``
     (token ids), ``logprobs``, ``entropies`` (when declared), ``values``
     (T_i x K, when declared), ``advantages``, ``advantage_bonus``,
-    ``returns``; a signal the host did not send is None. ``embedding`` is
+    ``returns``; a signal the host did not send is None, and one the
+    strategy's needs do not declare (``entropies``, ``values``,
+    ``embedding``) raises :class:`UndeclaredSignal` naming the flag to
+    set. ``embedding`` is
     N x d (when declared), else None. The packed forms are there too:
     ``flat("logprobs")`` is the sum(T_i) array of every sequence's tokens.
 
@@ -171,9 +209,12 @@ class Batch:
                 "shaped_reward": np.float64}
     _PER_TOKEN = ("logprobs", "entropies", "advantages", "advantage_bonus", "returns")
 
-    def __init__(self, msg, _regions=None):
+    def __init__(self, msg, _regions=None, needs=None):
         self._msg = msg
         self._cache = {}
+        # With needs (as the SDK's server gives them), reading a signal they
+        # do not declare raises UndeclaredSignal instead of giving None.
+        self._needs = needs
         self.value_heads = int(msg.value_heads)
         # The arrays in shared memory, checked now (a header that lies is
         # an error before the hook runs): name -> read-only view.
@@ -193,8 +234,20 @@ class Batch:
             self._cache[ck] = off
         return self._cache[ck]
 
+    def _check_declared(self, name):
+        n = self._needs
+        if n is None:
+            return
+        if name == "entropies" and not n.entropies:
+            raise UndeclaredSignal("entropies", "entropies=True")
+        if name == "values" and n.value_heads == 0:
+            raise UndeclaredSignal("values", "value_heads=K")
+        if name == "embedding" and not n.pooling:
+            raise UndeclaredSignal("embedding", "embeddings=True")
+
     def flat(self, name):
         """The packed per-token array of ``name`` (None when absent)."""
+        self._check_declared(name)
         if name in self._shm:
             return self._shm[name]
         ck = "_flat_" + name
@@ -217,6 +270,7 @@ class Batch:
             raise AttributeError(name)
         if name in cache:
             return cache[name]
+        self._check_declared(name)
         msg = self.__dict__["_msg"]
         if name in Batch._PER_SEQ:
             field = getattr(msg, name)

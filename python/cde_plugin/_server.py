@@ -36,7 +36,7 @@ import traceback
 import grpc
 import numpy as np
 
-from . import SDK_VERSION, Batch, Info, LossTerms, Needs, ParamError, Strategy, TokenLoss, _hooks, _shm
+from . import SDK_VERSION, Batch, Info, LossTerms, Needs, ParamError, Strategy, TokenLoss, UndeclaredSignal, _hooks, _shm
 from . import cde_strategy_pb2 as pb
 from ._cert import self_signed_certificate
 
@@ -225,7 +225,8 @@ class _Service:
         return pb.Description(
             protocol_version=self.version, name=self.s.name, sdk=SDK_VERSION,
             needs=pb.Needs(logprobs=True, entropies=needs.entropies, pooling=needs.pooling,
-                           value_heads=needs.value_heads, head_masks=False),
+                           value_heads=needs.value_heads, head_masks=False, correct=needs.correct,
+                           min_group=needs.min_group, min_group_key=needs.min_group_key),
             capabilities=pb.Capabilities(reward_bonus=h["reward_bonus"], advantage_bonus=h["advantage_bonus"],
                                          loss_terms=h["loss_terms"], observe=h["observe"], state=h["save_state"],
                                          token_loss=h["token_loss"] and self.version >= 2, head_masks=False),
@@ -298,6 +299,9 @@ class _Service:
             return None, (grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except _HookError as e:
             return None, (grpc.StatusCode.ABORTED, str(e))
+        except UndeclaredSignal as e:
+            log.error("%s failed" % hook, exc_info=True)
+            return None, (grpc.StatusCode.ABORTED, "%s: %s" % (hook, e))
         except Exception as e:
             log.error("%s failed" % hook, exc_info=True)
             return None, (grpc.StatusCode.ABORTED, "%s: %s: %s" % (hook, type(e).__name__, e))
@@ -307,7 +311,7 @@ class _Service:
 
     def _batch(self, msg):
         self.value_heads = int(msg.value_heads)
-        return self._info(msg.info, msg.value_heads), Batch(msg, self.regions)
+        return self._info(msg.info, msg.value_heads), Batch(msg, self.regions, needs=getattr(self.s, "needs", None) or Needs())
 
     def _answer(self, msg, hook, parts):
         """Writes parts, (offset in float64 values, float64 array) pairs,

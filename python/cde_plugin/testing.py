@@ -38,7 +38,7 @@ def make_info(step=0, total_steps=10, algorithm="grpo", value_heads=0, seed=1):
 def make_batch(lengths, reward=None, group=None, correct=None, truncated=None, text=None, problem_id=None,
                answer_key=None, solution_key=None, prompt_lengths=None, reward_bonus=None, shaped_reward=None,
                logprobs=None, entropies=None, advantages=None, advantage_bonus=None, returns=None, values=None,
-               value_heads=0, embedding=None, step=0, total_steps=10, algorithm="grpo"):
+               value_heads=0, embedding=None, step=0, total_steps=10, algorithm="grpo", needs=None):
     """A Batch of len(lengths) sequences, as cde-run would send it.
 
     lengths: T_i, the response tokens of each sequence. Per sequence (N
@@ -51,7 +51,9 @@ def make_batch(lengths, reward=None, group=None, correct=None, truncated=None, t
     entropies, advantages, advantage_bonus, returns (default: absent,
     None in the batch). values: N arrays of T_i x value_heads. embedding:
     N x d. step, total_steps, algorithm: the batch's step info (the
-    hooks' ``info`` comes from make_info).
+    hooks' ``info`` comes from make_info). needs: a strategy's Needs; the
+    batch then raises UndeclaredSignal on a signal they do not declare,
+    as in cde-run (default None: every given signal reads).
     """
     n = len(lengths)
     lengths = [int(t) for t in lengths]
@@ -90,4 +92,4 @@ def make_batch(lengths, reward=None, group=None, correct=None, truncated=None, t
         e = np.asarray(embedding, dtype=np.float64)
         msg.embedding_dim = e.shape[1]
         msg.embedding.extend(e.reshape(-1).tolist())
-    return Batch(msg)
+    return Batch(msg, needs=needs)

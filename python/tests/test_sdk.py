@@ -19,6 +19,35 @@ from cde_plugin.testing import make_batch, make_info
 
 
 class BatchTest(unittest.TestCase):
+    def test_undeclared_signal(self):
+        # A hook reading a signal its needs do not declare gets an error
+        # naming the signal and the flag, not None (whose TypeError, "'NoneType'
+        # object is not iterable", said neither).
+        kw = dict(entropies=[[1, 2]], values=[[[1], [2]]], value_heads=1, embedding=[[1, 2]])
+        for signal, flag in (("entropies", "entropies=True"), ("values", "value_heads=K"), ("embedding", "embeddings=True")):
+            b = make_batch([2], needs=cde_plugin.Needs(), **kw)
+            with self.assertRaises(cde_plugin.UndeclaredSignal) as cm:
+                getattr(b, signal)
+            self.assertIn("batch.%s was not sent" % signal, str(cm.exception))
+            self.assertIn("cde_plugin.Needs(%s)" % flag, str(cm.exception))
+            self.assertIsNone(getattr(b, signal, None))  # an AttributeError
+        with self.assertRaises(cde_plugin.UndeclaredSignal):
+            make_batch([2], needs=cde_plugin.Needs(), **kw).flat("entropies")
+        b = make_batch([2], needs=cde_plugin.Needs(entropies=True, value_heads=1, embeddings=True), **kw)
+        self.assertEqual([list(x) for x in b.entropies], [[1, 2]])
+        self.assertEqual(b.values[0].shape, (2, 1))
+        self.assertEqual(b.embedding.shape, (1, 2))
+        # Declared but not sent (no critic this step): None, as before.
+        self.assertIsNone(make_batch([2], needs=cde_plugin.Needs(entropies=True)).entropies)
+
+    def test_needs_fields(self):
+        n = cde_plugin.Needs(correct=True, min_group=4, min_group_key="k")
+        self.assertEqual((n.correct, n.min_group, n.min_group_key), (True, 4, "k"))
+        self.assertIn("min_group=4", repr(n))
+        for bad in (-1, 1.5):
+            with self.assertRaises(ValueError):
+                cde_plugin.Needs(min_group=bad)
+
     def test_fields(self):
         b = make_batch([3, 0, 2], reward=[1, -1, 0.5], group=[0, 0, 1], entropies=[[1, 2, 3], [], [4, 5]],
                        values=[[[1, 2]] * 3, [], [[3, 4]] * 2], value_heads=2, embedding=[[1, 2], [3, 4], [5, 6]],

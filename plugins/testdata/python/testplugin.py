@@ -10,10 +10,12 @@ observe counts batches (kept in the state).
 At step at_step, the other modes misbehave in reward_bonus (or
 advantage_bonus for advlen): crash (exit 3 after a message on stderr),
 hang, short (one bonus too few), nan, inf, advlen (a row too long), error
-(raise), badtype (a string). Mode fork behaves as ok but, in its first
+(raise), badtype (a string), undeclared (iterates over batch.values,
+which its needs do not declare). Mode fork behaves as ok but, in its first
 observe, forks a child that sleeps (holding the shared-memory mappings it
 inherited) and writes the child's pid to the file CDE_PYTEST_FORK_PID
-names. With CDE_PYTEST_STDOUT set it prints on stdout before serving (the
+names. Params correct, min_group and min_group_key add those needs. With
+CDE_PYTEST_STDOUT set it prints on stdout before serving (the
 mistake the host must report).
 """
 import os
@@ -24,7 +26,7 @@ import numpy as np
 
 import cde_plugin
 
-MODES = ("ok", "crash", "hang", "short", "nan", "inf", "advlen", "error", "badtype", "fork")
+MODES = ("ok", "crash", "hang", "short", "nan", "inf", "advlen", "error", "badtype", "fork", "undeclared")
 
 
 class TestPlugin(cde_plugin.Strategy):
@@ -36,6 +38,8 @@ class TestPlugin(cde_plugin.Strategy):
         if self.mode not in MODES:
             raise cde_plugin.ParamError("mode", "want one of %s, got %r" % (", ".join(MODES), self.mode))
         self.at_step = int(params.get("at_step", 1))
+        self.needs = cde_plugin.Needs(entropies=True, correct=params.get("correct", False),
+                                      min_group=params.get("min_group", 0), min_group_key=params.get("min_group_key", ""))
         self.batches = 0
 
     def _misbehave(self, info, n):
@@ -58,9 +62,12 @@ class TestPlugin(cde_plugin.Strategy):
             raise RuntimeError("pytest: failing on purpose")
         if m == "badtype":
             return "not numbers"
+        if m == "undeclared":
+            return np.array([len(v) for v in self._batch.values], dtype=float)
         return None
 
     def reward_bonus(self, info, batch):
+        self._batch = batch
         bad = self._misbehave(info, len(batch))
         if bad is not None:
             return bad

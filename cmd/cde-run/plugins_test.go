@@ -79,6 +79,17 @@ func TestPluginsCheck(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "PASS:") || !strings.Contains(out, "hooks reward_bonus,observe,state") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
+	if !strings.Contains(out, "  protocol version 3, transport ") || !strings.Contains(out, "signals sent: logprobs, correct; withheld, as not declared: entropies, values, embedding") {
+		t.Errorf("the check does not say which protocol version, transport and signals it used:\n%s", out)
+	}
+	// A plugin that reads the verdicts declares Correct, and the check shows
+	// it (it showed Correct:false: the protocol did not carry it).
+	out, code = captureStdout(t, func() int {
+		return cmdPlugins([]string{"check", example, "--params", "{beta: 0.5, only_correct: true}"})
+	})
+	if code != 0 || !strings.Contains(out, "Correct:true") {
+		t.Fatalf("only_correct: exit %d, want 0 and Correct:true in the needs:\n%s", code, out)
+	}
 	out, code = captureStdout(t, func() int { return cmdPlugins([]string{"check", test, "--params", "{mode: nan}"}) })
 	if code != 1 || !strings.Contains(out, "FAIL: ") || !strings.Contains(out, "non-finite bonus NaN") {
 		t.Fatalf("exit %d:\n%s", code, out)

@@ -225,7 +225,7 @@ func TestConfigErrors(t *testing.T) {
 	arms := "arms: [{name: a}, {name: b, config: {algorithm: {name: ppo}}}]\n"
 	cases := []struct{ name, yaml, want string }{
 		{"unknown top key", base + arms + "armz: []\n", "bad.yaml: armz: unknown key"},
-		{"unknown arm key", base + "arms: [{name: a, confg: {}}]\n", "bad.yaml: arms[0].confg: unknown key (known keys here: config, name)"},
+		{"unknown arm key", base + "arms: [{name: a, confg: {}}]\n", "bad.yaml: arms[0].confg: unknown key, did you mean arms[0].config? (known keys here: config, name)"},
 		{"bad arm name", base + "arms: [{name: \"a/b\"}]\n", "arms[0].name"},
 		{"arm name not a string", base + "arms: [{name: [a]}]\n", "arms[0].name: want a string"},
 		{"arm not a mapping", base + "arms: [a]\n", "arms[0]: want a mapping"},

@@ -159,7 +159,7 @@ func ParseSpec(data []byte, name string) (*Spec, error) {
 		p.Check(err == nil, "base", "%v", err)
 		spec.Base = d
 	default:
-		p.Fail("base", "want a config mapping or a file path, got %v (%T)", b, b)
+		p.Fail("base", "want a config mapping or a file path, got %s", core.DescribeValue(b))
 	}
 
 	seeds, ok := top["seeds"].([]any)

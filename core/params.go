@@ -68,7 +68,7 @@ func (p *Params) Float(k string, def float64) float64 {
 	}
 	f, ok := ToFloat(v)
 	if !ok {
-		p.Fail(k, "want a number, got %v (%T)", v, v)
+		p.Fail(k, "want a number, got %s", DescribeValue(v))
 		return def
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
@@ -85,7 +85,7 @@ func (p *Params) Int(k string, def int) int {
 	}
 	f, ok := ToFloat(v)
 	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		p.Fail(k, "want an integer, got %v (%T)", v, v)
+		p.Fail(k, "want an integer, got %s", DescribeValue(v))
 		return def
 	}
 	return int(f)
@@ -108,7 +108,7 @@ func (p *Params) Bool(k string, def bool) bool {
 			return false
 		}
 	}
-	p.Fail(k, "want true or false, got %v (%T)", v, v)
+	p.Fail(k, "want true or false, got %s", DescribeValue(v))
 	return def
 }
 
@@ -120,7 +120,7 @@ func (p *Params) String(k string, def string) string {
 	}
 	s, ok := v.(string)
 	if !ok {
-		p.Fail(k, "want a string, got %v (%T)", v, v)
+		p.Fail(k, "want a string, got %s", DescribeValue(v))
 		return def
 	}
 	return s
@@ -143,7 +143,7 @@ func (p *Params) Duration(k string, def time.Duration) time.Duration {
 	} else if f, isNum := ToFloat(v); isNum {
 		d = time.Duration(f * float64(time.Second))
 	} else {
-		p.Fail(k, "want a duration such as 30s, got %v (%T)", v, v)
+		p.Fail(k, "want a duration such as 30s, got %s", DescribeValue(v))
 		return def
 	}
 	if d <= 0 {
@@ -161,6 +161,10 @@ func (p *Params) OneOf(k, def string, choices ...string) string {
 			return s
 		}
 	}
+	if best := Closest(s, choices); best != "" {
+		p.Fail(k, "unknown value %q, did you mean %q? (known: %s)", s, best, strings.Join(choices, ", "))
+		return def
+	}
 	p.Fail(k, "unknown value %q (known: %s)", s, strings.Join(choices, ", "))
 	return def
 }
@@ -173,7 +177,7 @@ func (p *Params) Map(k string) map[string]any {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		p.Fail(k, "want a mapping, got %v (%T)", v, v)
+		p.Fail(k, "want a mapping, got %s", DescribeValue(v))
 		return nil
 	}
 	return m
@@ -217,6 +221,9 @@ func (p *Params) Finish() error {
 			known = append(known, k)
 		}
 		sort.Strings(known)
+		if best := Closest(unknown[0], known); best != "" {
+			return fmt.Errorf("config: %s: unknown key, did you mean %s? (known keys here: %s)", p.key(unknown[0]), p.key(best), strings.Join(known, ", "))
+		}
 		return fmt.Errorf("config: %s: unknown key (known keys here: %s)", p.key(unknown[0]), strings.Join(known, ", "))
 	}
 	return nil

@@ -419,7 +419,7 @@ func TestPolicyLossParams(t *testing.T) {
 		{LossSAPO, map[string]any{"tau_pos": 0.0099}, pre + "tau_pos: must be in [0.01, 100], got 0.0099"},
 		{LossSAPO, map[string]any{"tau_neg": 100.5}, pre + "tau_neg: must be in [0.01, 100], got 100.5"},
 		{LossSAPO, map[string]any{"tau_neg": -1}, pre + "tau_neg: must be in [0.01, 100], got -1"},
-		{LossSAPO, map[string]any{"tau_neg": "warm"}, pre + "tau_neg: want a number, got warm (string)"},
+		{LossSAPO, map[string]any{"tau_neg": "warm"}, pre + "tau_neg: want a number, got \"warm\" (a string)"},
 		{LossSAPO, map[string]any{"tau_pos": math.Inf(1)}, pre + "tau_pos: must be finite"},
 		{LossSAPO, map[string]any{"tau": 1}, pre + "tau: unknown key (the keys of sapo: tau_neg, tau_pos)"},
 		{LossPPO, map[string]any{"tau_pos": 1}, pre + "tau_pos: not a key of ppo (it belongs to " + lossesDeclaring("tau_pos") + ")"},

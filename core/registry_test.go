@@ -46,7 +46,7 @@ func TestAlgorithmKeys(t *testing.T) {
 		{"unknown key", "x-one", map[string]any{"bogus": true},
 			"config: algorithm.bogus: unknown key (the keys of x-one: alpha, name, shared)"},
 		{"a bad value of an own key", "x-one", map[string]any{"alpha": "many"},
-			"config: algorithm.alpha: want a number, got many (string)"},
+			"config: algorithm.alpha: want a number, got \"many\" (a string)"},
 		{"an undeclared read", "x-sneaky", nil,
 			`core: algorithm x-sneaky reads key "undeclared", which its RegisterAlgorithm call does not declare`},
 	}

@@ -298,7 +298,7 @@ func TestMathJSONLMalformed(t *testing.T) {
 		{`{"answer": "1"}`, `no prompt field (looked for "prompt", "question", "problem"; set the task's prompt_key)`},
 		{`{"question": "Q"}`, `no answer field (looked for "reward_model.ground_truth", "answer", "solution"`},
 		{`{"question": "  ", "answer": "1"}`, `empty "question"`},
-		{`{"question": 5, "answer": "1"}`, `"question": want a string, got json.Number "5", or a list of {role, content} messages`},
+		{`{"question": 5, "answer": "1"}`, `"question": want a string, got the number 5, or a list of {role, content} messages`},
 		{`{"question": "Q", "answer": {"v": 1}}`, `"answer": want a string or number, got an object`},
 		{`{"question": "Q", "answer": "####  "}`, `empty answer ("answer")`},
 		{`{"problem": "Q", "solution": "no box here"}`, `"solution": no final answer found`},

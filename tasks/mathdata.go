@@ -279,12 +279,16 @@ func describe(v any) string {
 		return fmt.Sprintf("a list of %d", len(x))
 	case bool:
 		return "a boolean"
+	case nil:
+		return "null"
+	case json.Number:
+		return "the number " + x.String()
 	}
 	s := fmt.Sprint(v)
 	if len(s) > 40 {
 		s = s[:40] + "..."
 	}
-	return fmt.Sprintf("%T %q", v, s)
+	return fmt.Sprintf("the value %q", s)
 }
 
 // messages reads a prompt: a string is one user message; a list holds

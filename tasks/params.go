@@ -38,7 +38,7 @@ func readInts(p *core.Params, k string, def []int) []int {
 	for i, it := range items {
 		f, ok := core.ToFloat(it)
 		if _, isStr := it.(string); isStr || !ok || f != math.Trunc(f) || math.IsInf(f, 0) {
-			p.Fail(k, "item %d: want an integer, got %v (%T)", i, it, it)
+			p.Fail(k, "item %d: want an integer, got %s", i, core.DescribeValue(it))
 			return def
 		}
 		out = append(out, int(f))
@@ -60,7 +60,7 @@ func readMaps(p *core.Params, k string) ([]*core.Params, bool) {
 				items = append(items, m)
 			}
 		} else {
-			p.Fail(k, "want a list of mappings, got %v (%T)", v, v)
+			p.Fail(k, "want a list of mappings, got %s", core.DescribeValue(v))
 			return nil, true
 		}
 	}
@@ -68,7 +68,7 @@ func readMaps(p *core.Params, k string) ([]*core.Params, bool) {
 	for i, it := range items {
 		m, isMap := it.(map[string]any)
 		if !isMap {
-			p.Fail(k, "item %d: want a mapping, got %v (%T)", i, it, it)
+			p.Fail(k, "item %d: want a mapping, got %s", i, core.DescribeValue(it))
 			return nil, true
 		}
 		out = append(out, core.NewParams(fmt.Sprintf("%s[%d]", keyPath(p, k), i), m))

@@ -239,13 +239,13 @@ func readWordProbTypes(p *core.Params) []string {
 		for i, it := range x {
 			s, isStr := it.(string)
 			if !isStr {
-				p.Fail("types", "item %d: want a type name, got %v (%T)", i, it, it)
+				p.Fail("types", "item %d: want a type name, got %s", i, core.DescribeValue(it))
 				return slices.Clone(WordProbTypes)
 			}
 			names = append(names, strings.TrimSpace(s))
 		}
 	default:
-		p.Fail("types", "want a list of type names or a comma-separated string, got %v (%T)", v, v)
+		p.Fail("types", "want a list of type names or a comma-separated string, got %s", core.DescribeValue(v))
 		return slices.Clone(WordProbTypes)
 	}
 	seen := map[string]bool{}

@@ -72,7 +72,7 @@ func TestConfigPolicyLossParams(t *testing.T) {
 	}{
 		{[]string{"train.policy_loss=sapo", "train.policy_loss_params.tau_pos=0"}, pre + ".tau_pos: must be in [0.01, 100], got 0"},
 		{[]string{"train.policy_loss=sapo", "train.policy_loss_params.tau_neg=1000"}, pre + ".tau_neg: must be in [0.01, 100], got 1000"},
-		{[]string{"train.policy_loss=sapo", "train.policy_loss_params.tau_neg=hot"}, pre + ".tau_neg: want a number, got hot (string)"},
+		{[]string{"train.policy_loss=sapo", "train.policy_loss_params.tau_neg=hot"}, pre + ".tau_neg: want a number, got \"hot\" (a string)"},
 		{[]string{"train.policy_loss=sapo", "train.policy_loss_params.tau=1"}, pre + ".tau: unknown key (the keys of sapo: tau_neg, tau_pos)"},
 		{[]string{"train.policy_loss_params.tau_pos=1"}, pre + ".tau_pos: not a key of ppo (it belongs to " + lossesDeclaring("tau_pos") + ")"},
 		{[]string{"train.policy_loss=gmpo", "train.policy_loss_params.clip=0.4"}, pre + ".clip: unknown key (the keys of gmpo: none)"},

@@ -154,6 +154,12 @@ func buildRun(cfg *trainer.Config, log zerolog.Logger) (_ *Session, _ core.Needs
 		s.Close()
 		return nil, needs, err
 	}
+	// A strategy's least group size (a plugin's too: the protocol carries
+	// it) binds as the algorithm's does.
+	if err = needs.CheckGroupSize(cfg.Rollout.N); err != nil {
+		s.Close()
+		return nil, needs, err
+	}
 	return s, needs, nil
 }
 

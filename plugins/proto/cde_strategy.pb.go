@@ -772,13 +772,16 @@ func (x *ShmBatch) GetAnswer() *ShmRegion {
 
 // StepInfo mirrors core.StepInfo.
 type StepInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Step          int64                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
-	TotalSteps    int64                  `protobuf:"varint,2,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
-	Algorithm     string                 `protobuf:"bytes,3,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
-	Seed          uint64                 `protobuf:"varint,4,opt,name=seed,proto3" json:"seed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Step       int64                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	TotalSteps int64                  `protobuf:"varint,2,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
+	Algorithm  string                 `protobuf:"bytes,3,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
+	Seed       uint64                 `protobuf:"varint,4,opt,name=seed,proto3" json:"seed,omitempty"`
+	// rollout.max_response_tokens (core.StepInfo.MaxResponseTokens); 0 when
+	// unknown, and from a host before this field.
+	MaxResponseTokens int64 `protobuf:"varint,5,opt,name=max_response_tokens,json=maxResponseTokens,proto3" json:"max_response_tokens,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StepInfo) Reset() {
@@ -835,6 +838,13 @@ func (x *StepInfo) GetAlgorithm() string {
 func (x *StepInfo) GetSeed() uint64 {
 	if x != nil {
 		return x.Seed
+	}
+	return 0
+}
+
+func (x *StepInfo) GetMaxResponseTokens() int64 {
+	if x != nil {
+		return x.MaxResponseTokens
 	}
 	return 0
 }
@@ -1641,13 +1651,14 @@ const file_cde_strategy_proto_rawDesc = "" +
 	"\bShmBatch\x120\n" +
 	"\x05input\x18\x01 \x01(\v2\x1a.cde.strategy.v1.ShmRegionR\x05input\x121\n" +
 	"\x06arrays\x18\x02 \x03(\v2\x19.cde.strategy.v1.ShmArrayR\x06arrays\x122\n" +
-	"\x06answer\x18\x03 \x01(\v2\x1a.cde.strategy.v1.ShmRegionR\x06answer\"q\n" +
+	"\x06answer\x18\x03 \x01(\v2\x1a.cde.strategy.v1.ShmRegionR\x06answer\"\xa1\x01\n" +
 	"\bStepInfo\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\x12\x1f\n" +
 	"\vtotal_steps\x18\x02 \x01(\x03R\n" +
 	"totalSteps\x12\x1c\n" +
 	"\talgorithm\x18\x03 \x01(\tR\talgorithm\x12\x12\n" +
-	"\x04seed\x18\x04 \x01(\x04R\x04seed\"\x94\a\n" +
+	"\x04seed\x18\x04 \x01(\x04R\x04seed\x12.\n" +
+	"\x13max_response_tokens\x18\x05 \x01(\x03R\x11maxResponseTokens\"\x94\a\n" +
 	"\x05Batch\x12-\n" +
 	"\x04info\x18\x01 \x01(\v2\x19.cde.strategy.v1.StepInfoR\x04info\x12!\n" +
 	"\frollout_step\x18\x02 \x01(\x03R\vrolloutStep\x12.\n" +

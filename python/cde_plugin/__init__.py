@@ -148,16 +148,19 @@ class LossTerms:
 
 class Info:
     """The step: ``step``, ``total_steps``, ``algorithm``, ``value_heads``
-    (K, 0 without a critic) and the run's ``seed``."""
+    (K, 0 without a critic), the run's ``seed`` and
+    ``max_response_tokens`` (the run's rollout.max_response_tokens, the
+    longest a response can be; 0 when the host does not say)."""
 
-    __slots__ = ("step", "total_steps", "algorithm", "value_heads", "seed")
+    __slots__ = ("step", "total_steps", "algorithm", "value_heads", "seed", "max_response_tokens")
 
-    def __init__(self, step, total_steps, algorithm, value_heads, seed=0):
+    def __init__(self, step, total_steps, algorithm, value_heads, seed=0, max_response_tokens=0):
         self.step = int(step)
         self.total_steps = int(total_steps)
         self.algorithm = algorithm
         self.value_heads = int(value_heads)
         self.seed = int(seed)
+        self.max_response_tokens = int(max_response_tokens)
 
     def __repr__(self):
         return "Info(step=%d, total_steps=%d, algorithm=%r, value_heads=%d)" % (

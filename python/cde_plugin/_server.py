@@ -307,7 +307,7 @@ class _Service:
             return None, (grpc.StatusCode.ABORTED, "%s: %s: %s" % (hook, type(e).__name__, e))
 
     def _info(self, i, value_heads):
-        return Info(i.step, i.total_steps, i.algorithm, value_heads, i.seed)
+        return Info(i.step, i.total_steps, i.algorithm, value_heads, i.seed, i.max_response_tokens)
 
     def _batch(self, msg):
         self.value_heads = int(msg.value_heads)

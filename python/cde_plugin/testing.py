@@ -30,9 +30,9 @@ def _pack(rows, lengths, name):
     return out
 
 
-def make_info(step=0, total_steps=10, algorithm="grpo", value_heads=0, seed=1):
+def make_info(step=0, total_steps=10, algorithm="grpo", value_heads=0, seed=1, max_response_tokens=0):
     """An Info for a hook call."""
-    return Info(step, total_steps, algorithm, value_heads, seed)
+    return Info(step, total_steps, algorithm, value_heads, seed, max_response_tokens)
 
 
 def make_batch(lengths, reward=None, group=None, correct=None, truncated=None, text=None, problem_id=None,

@@ -40,6 +40,15 @@ class BatchTest(unittest.TestCase):
         # Declared but not sent (no critic this step): None, as before.
         self.assertIsNone(make_batch([2], needs=cde_plugin.Needs(entropies=True)).entropies)
 
+    def test_info_max_response_tokens(self):
+        # The host's StepInfo carries rollout.max_response_tokens; an old
+        # host's message lacks it and reads 0.
+        sv = _server._Service.__new__(_server._Service)
+        i = sv._info(pb.StepInfo(step=3, total_steps=9, algorithm="grpo", seed=5, max_response_tokens=512), 0)
+        self.assertEqual((i.step, i.total_steps, i.seed, i.max_response_tokens), (3, 9, 5, 512))
+        self.assertEqual(sv._info(pb.StepInfo(step=1), 0).max_response_tokens, 0)
+        self.assertEqual(make_info(max_response_tokens=64).max_response_tokens, 64)
+
     def test_needs_fields(self):
         n = cde_plugin.Needs(correct=True, min_group=4, min_group_key="k")
         self.assertEqual((n.correct, n.min_group, n.min_group_key), (True, 4, "k"))

@@ -192,14 +192,16 @@ func NeedsFromProto(n *pb.Needs) core.Needs {
 }
 
 func InfoToProto(i core.StepInfo) *pb.StepInfo {
-	return &pb.StepInfo{Step: int64(i.Step), TotalSteps: int64(i.TotalSteps), Algorithm: i.Algorithm, Seed: i.Seed}
+	return &pb.StepInfo{Step: int64(i.Step), TotalSteps: int64(i.TotalSteps), Algorithm: i.Algorithm, Seed: i.Seed,
+		MaxResponseTokens: int64(i.MaxResponseTokens)}
 }
 
 func infoFromProto(i *pb.StepInfo) core.StepInfo {
 	if i == nil {
 		return core.StepInfo{}
 	}
-	return core.StepInfo{Step: int(i.Step), TotalSteps: int(i.TotalSteps), Algorithm: i.Algorithm, Seed: i.Seed}
+	return core.StepInfo{Step: int(i.Step), TotalSteps: int(i.TotalSteps), Algorithm: i.Algorithm, Seed: i.Seed,
+		MaxResponseTokens: int(i.MaxResponseTokens)}
 }
 
 // EncodeBatch packs r for a plugin with the given needs. Optional signals

@@ -42,3 +42,21 @@ func TestBatchKeys(t *testing.T) {
 		t.Errorf("short solution_key: %v", err)
 	}
 }
+
+// The step info reaches a plugin whole, rollout.max_response_tokens
+// included (a length-normalised bonus needs it).
+func TestStepInfoRoundTrip(t *testing.T) {
+	info := core.StepInfo{Step: 3, TotalSteps: 9, Algorithm: "ppo", Seed: 5, MaxResponseTokens: 512}
+	r := &core.Rollout{Seqs: []core.Sequence{{Response: []int32{1}, LogProbs: []float64{-1}}}}
+	b, err := EncodeBatch(info, r, core.Needs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := DecodeBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != info {
+		t.Fatalf("decoded %+v, sent %+v", got, info)
+	}
+}

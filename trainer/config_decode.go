@@ -345,6 +345,8 @@ func decodeEval(e section, c *Config) {
 	c.Eval = EvalConfig{Every: e.Int("every"), K: e.Int("k"), Temperature: e.Float("temperature"), MaxProblems: e.Int("max_problems"),
 		AtStart: e.Bool("at_start"), Details: e.Bool("details")}
 	e.Check(c.Eval.Every >= 0, "every", "must be >= 0, got %d", c.Eval.Every)
+	c.Eval.EveryResponses = e.Int("every_responses")
+	e.Check(c.Eval.EveryResponses >= 0, "every_responses", "must be >= 0 (0 = off), got %d", c.Eval.EveryResponses)
 	e.Check(c.Eval.K >= 1 && c.Eval.K <= MaxEvalK, "k", "must be in [1, %d], got %d", MaxEvalK, c.Eval.K)
 	c.Eval.MaxRows = e.Int("max_rows")
 	e.Check(c.Eval.MaxRows >= 1, "max_rows", "must be >= 1, got %d", c.Eval.MaxRows)

@@ -46,7 +46,7 @@ train: {steps: 200, prompts_per_step: 16, actor_lr: 1.0e-4, critic_lr: 1.0e-3,
         checkpoint_every: 10, keep_checkpoints: 2, logger: [jsonl]}
 algorithm: {name: grpo}
 strategies: []
-eval: {every: 20, k: 4, set_k: {}, final_k: 0, max_rows: 16384, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
+eval: {every: 20, every_responses: 0, k: 4, set_k: {}, final_k: 0, max_rows: 16384, temperature: 1.0, max_problems: 0, sets: [], at_start: true, details: true}
 pretrain: {steps: 3000, batch_size: 64, lr: 1.0e-3, eval_every: 50, stop_acc: 0.35, eval_k: 2,
            eval_max_problems: 64, seed: 0, dir: runs/base}
 `

@@ -192,6 +192,13 @@ func (t *Trainer) openMetrics(start int) error {
 			return err
 		}
 	}
+	t.lastGenerated = 0
+	if start > 0 {
+		t.lastGenerated = int64(batch)
+		if g, ok := perStep[start-1]; ok {
+			t.lastGenerated = int64(g)
+		}
+	}
 	if t.generatedAt != start || start == 0 {
 		t.generated, t.generatedAt = 0, start
 		for s := range start {

@@ -82,6 +82,11 @@ type Trainer struct {
 	// another step (see openMetrics).
 	generated   int64
 	generatedAt int
+	// lastGenerated is the responses step generatedAt-1 generated (its
+	// train/generated_responses; 0 before the first step): with generated
+	// it tells whether that step crossed a multiple of
+	// eval.every_responses (responseEvalDue).
+	lastGenerated int64
 }
 
 // Mix derives a 64-bit seed from a run seed and labels: core.Mix, kept
@@ -167,7 +172,8 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 			return t.interrupted(ctx, step)
 		}
 		m := map[string]float64{}
-		if t.Cfg.Eval.Every > 0 && step%t.Cfg.Eval.Every == 0 && (step > 0 || t.Cfg.Eval.AtStart) || step == 0 && t.Cfg.Eval.AtStart {
+		if t.Cfg.Eval.Every > 0 && step%t.Cfg.Eval.Every == 0 && (step > 0 || t.Cfg.Eval.AtStart) || step == 0 && t.Cfg.Eval.AtStart ||
+			responseEvalDue(t.Cfg.Eval.EveryResponses, t.generated, t.lastGenerated) {
 			if err := t.Evaluate(step, m); err != nil {
 				return err
 			}
@@ -244,7 +250,8 @@ func (t *Trainer) Step(step int, m map[string]float64) error {
 	if err != nil {
 		return err
 	}
-	t.generated += int64(m["train/generated_responses"])
+	t.lastGenerated = int64(m["train/generated_responses"])
+	t.generated += t.lastGenerated
 	t.generatedAt = step + 1
 	m["train/generated_responses_total"] = float64(t.generated)
 	lossTerms, err := t.shapeStep(step, info, r, m)

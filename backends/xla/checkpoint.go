@@ -160,6 +160,29 @@ func (b *Backend) Save(dir string) error {
 	return nil
 }
 
+// SavedVariable is one variable of a saved net: its dimensions and
+// values, row-major.
+type SavedVariable struct {
+	Dims []int
+	Data []float32
+}
+
+// ReadSavedVariables reads a net file Save wrote (DIR/policy.gob,
+// critic.gob, reference.gob), either on-disk layout, and returns every
+// variable by its GoMLX path ("/layer0/wq"; the Adam moments under
+// "/adam..."), so tools outside this package need not know the format.
+func ReadSavedVariables(path string) (map[string]SavedVariable, error) {
+	var ck checkpoint
+	if err := readGob(path, &ck); err != nil {
+		return nil, err
+	}
+	out := make(map[string]SavedVariable, len(ck.Vars))
+	for p, v := range ck.Vars {
+		out[p] = SavedVariable{Dims: v.Dims, Data: v.Data}
+	}
+	return out, nil
+}
+
 // Load restores what Save wrote. A directory holding only a policy (a
 // pretrained base) leaves the critic at its initial weights.
 func (b *Backend) Load(dir string) error {

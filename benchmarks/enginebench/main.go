@@ -13,7 +13,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -456,18 +455,12 @@ func torchImportable(python string) (bool, string) {
 
 // ---------------------------------------------------------------- parameters
 
-// savedVar mirrors a variable in the policy.gob that Backend.Save writes
-// (gob matches struct fields by name). Reading it back is the only way the
-// public API exposes the GoMLX context's variables.
+// savedVar is a variable of the policy.gob that Backend.Save writes, as
+// xla.ReadSavedVariables reads it back (the public API's way to the GoMLX
+// context's variables).
 type savedVar struct {
 	Dims []int
 	Data []float32
-}
-
-type savedNet struct {
-	Config   xla.ModelConfig
-	AdamStep int
-	Vars     map[string]savedVar
 }
 
 // modelVars saves be and returns its model variables (not the Adam moments)
@@ -476,19 +469,14 @@ func modelVars(be *xla.Backend, dir string) (map[string]savedVar, error) {
 	if err := be.Save(dir); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(dir, "policy.gob"))
+	vars, err := xla.ReadSavedVariables(filepath.Join(dir, "policy.gob"))
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var sn savedNet
-	if err := gob.NewDecoder(f).Decode(&sn); err != nil {
 		return nil, fmt.Errorf("reading %s/policy.gob: %w", dir, err)
 	}
 	out := map[string]savedVar{}
-	for name, v := range sn.Vars {
+	for name, v := range vars {
 		if !strings.HasPrefix(name, "/adam") {
-			out[name] = v
+			out[name] = savedVar{v.Dims, v.Data}
 		}
 	}
 	if len(out) == 0 {

@@ -83,6 +83,9 @@ type ClaimVerdict struct {
 	// PerSeed is the effect of each seed, in Seeds order.
 	PerSeed []float64 `json:"per_seed"`
 	Note    string    `json:"note,omitempty"`
+	// SeedCheck is the claim's seed robustness (robust.go): leave one
+	// seed out, and a split of the per-seed effects; absent below 3 seeds.
+	SeedCheck *SeedCheck `json:"seed_check,omitempty"`
 }
 
 // claimValue is a seed's value of a claim's metric with no units: the
@@ -468,6 +471,7 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		return nil
 	}
 	b.WriteString(claimRuleText)
+	b.WriteString(seedCheckText)
 	fmt.Fprintf(b, "The same verdicts, with standard errors, degrees of freedom and p values, are in `%s`.\n\n", VerdictsFile)
 	reg, err := registered(dir)
 	if err != nil {
@@ -496,8 +500,8 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		}
 		power = append(power, row)
 	})
-	b.WriteString("| claim | metric | better arm | than arm | seeds | design | d | 95% interval | p | verdict | family (m) | Holm p | verdict after Holm |\n" +
-		"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| claim | metric | better arm | than arm | seeds | design | d | 95% interval | p | verdict | family (m) | Holm p | verdict after Holm | seed check |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var details strings.Builder
 	for i, c := range spec.Claims {
 		v := out[i]
@@ -525,8 +529,8 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 			ph = fmtP(*v.PHolm)
 			fam += fmt.Sprintf(" (%d)", v.FamilySize)
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | **%s** |\n", c.Name, metric, c.Better, c.Than, len(v.Seeds),
-			designText(v), d, ci, p, v.Verdict, fam, ph, v.VerdictHolm)
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | **%s** | %s |\n", c.Name, metric, c.Better, c.Than, len(v.Seeds),
+			designText(v), d, ci, p, v.Verdict, fam, ph, v.VerdictHolm, seedCheckCell(v.SeedCheck))
 		var per []string
 		for i, s := range v.Seeds {
 			if i < len(v.PerSeed) {
@@ -550,6 +554,7 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		}
 		fmt.Fprintf(&details, " Effect per seed: [%s]; %s = %s; %s = %s.", strings.Join(per, ", "),
 			c.Better, perSeed(runs[c.Better], c.Metric), c.Than, perSeed(runs[c.Than], c.Metric))
+		details.WriteString(seedCheckDetail(v.SeedCheck, v.Seeds))
 		if v.Note != "" {
 			fmt.Fprintf(&details, " Note: %s.", v.Note)
 		}
@@ -574,6 +579,7 @@ func judgeClaims(spec *Spec, dir string, runs map[string][]*armRun, reg *registr
 	out := make([]ClaimVerdict, 0, len(spec.Claims))
 	for _, c := range spec.Claims {
 		v, seeds, design := judgeClaim(c, dir, runs)
+		v.SeedCheck = checkSeeds(c, v, seeds, design)
 		if each != nil {
 			each(c, v, seeds, design)
 		}

@@ -86,6 +86,9 @@ type ClaimVerdict struct {
 	// SeedCheck is the claim's seed robustness (robust.go): leave one
 	// seed out, and a split of the per-seed effects; absent below 3 seeds.
 	SeedCheck *SeedCheck `json:"seed_check,omitempty"`
+	// Sequential is the claim's look on a sequential bench
+	// (sequential.go); absent on a plain one.
+	Sequential *SeqLook `json:"sequential,omitempty"`
 }
 
 // claimValue is a seed's value of a claim's metric with no units: the
@@ -248,6 +251,12 @@ func judgeClaimPaired(c Claim, dir string, runs map[string][]*armRun) ClaimVerdi
 // design, for the power table. The family fields are left for
 // adjustFamilies.
 func judgeClaim(c Claim, dir string, runs map[string][]*armRun) (ClaimVerdict, []PairedSeed, Design) {
+	return judgeClaimAt(c, dir, runs, claimLevel)
+}
+
+// judgeClaimAt is judgeClaim with the interval at two-sided level conf
+// (a sequential bench's look, sequential.go).
+func judgeClaimAt(c Claim, dir string, runs map[string][]*armRun, conf float64) (ClaimVerdict, []PairedSeed, Design) {
 	v := ClaimVerdict{Claim: c.Name, Metric: c.Metric, Arms: []string{c.Better, c.Than}, Family: c.family(), Margin: c.Margin}
 	than := map[uint64]*armRun{}
 	for _, r := range runs[c.Than] {
@@ -352,7 +361,7 @@ func judgeClaim(c Claim, dir string, runs map[string][]*armRun) (ClaimVerdict, [
 		v.DeltaMean, v.PerSeed = &d, []float64{d}
 		return v, seeds, design
 	}
-	iv, err := PairedInterval(seeds, claimLevel, design)
+	iv, err := PairedInterval(seeds, conf, design)
 	if err != nil {
 		v.Verdict, v.Note = "inconclusive", err.Error()
 		return v, seeds, design
@@ -561,6 +570,7 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		details.WriteString("\n")
 	}
 	b.WriteString("\n" + details.String())
+	writeSequentialSection(b, dir, out)
 	writeRankedSection(b, out)
 	writePowerSection(b, power)
 	data, err := json.MarshalIndent(out, "", "  ")
@@ -576,6 +586,9 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 // nil, sees every claim's own verdict with the paired data it judged and
 // its design, before the marking (the power table's input).
 func judgeClaims(spec *Spec, dir string, runs map[string][]*armRun, reg *registration, each func(Claim, ClaimVerdict, []PairedSeed, Design)) []ClaimVerdict {
+	if vs, ok := sequentialVerdicts(spec, dir, runs, reg, each); ok {
+		return vs
+	}
 	out := make([]ClaimVerdict, 0, len(spec.Claims))
 	for _, c := range spec.Claims {
 		v, seeds, design := judgeClaim(c, dir, runs)

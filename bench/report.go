@@ -85,6 +85,12 @@ func readMetricRows(path string) ([]map[string]float64, error) {
 func loadRuns(spec *Spec, dir string) (map[string][]*armRun, []string, error) {
 	out := map[string][]*armRun{}
 	var missing []string
+	// A sequential bench's later seeds too; one of them counts as missing
+	// only once its run directory exists (sequential.go).
+	spec, extra, err := sequentialSeeds(spec, dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	names := spec.Arms
 	if spec.BaseEval {
 		names = append([]Arm{{Name: BaseArm}}, names...)
@@ -94,7 +100,9 @@ func loadRuns(spec *Spec, dir string) (map[string][]*armRun, []string, error) {
 			run := RunDir(dir, arm.Name, seed)
 			data, err := os.ReadFile(filepath.Join(run, DoneFile))
 			if err != nil {
-				missing = append(missing, fmt.Sprintf("%s seed %d", arm.Name, seed))
+				if _, serr := os.Stat(run); !extra[seed] || serr == nil {
+					missing = append(missing, fmt.Sprintf("%s seed %d", arm.Name, seed))
+				}
 				continue
 			}
 			var done doneMark
@@ -322,6 +330,7 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 	}
 	fmt.Fprintf(&b, "Report written by `%s` on %s (%s/%s, %d CPUs). Seeds: %s.\n\n", command,
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), joinSeeds(spec.Seeds))
+	b.WriteString(sequentialHeader(spec, dir))
 	b.WriteString("## Results\n\n")
 	b.WriteString("Accuracies in %, at the final step (the evaluation after the last training step), as mean ± std over seeds ")
 	b.WriteString("(sample std, n-1; ± 0 with one seed). Train acc is `reward/acc` of the last training step; wall time is the training time of one arm-seed.")

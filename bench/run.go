@@ -51,6 +51,15 @@ type Options struct {
 	// Confirm (slurm) asks a yes/no question on Ctrl-C: whether to cancel
 	// the queued and running jobs. nil: leave them.
 	Confirm func(question string) bool
+	// MaxSeeds, when > 0, makes the bench sequential (--until-conclusive,
+	// sequential.go): after the registered seeds, StageSeeds more a stage
+	// (default 2) for the arms of the claims still inconclusive, up to
+	// MaxSeeds per arm, each look at the increment of the Spending
+	// function (SpendPocock, the default, or SpendOBF). A directory that
+	// started sequential stays so without them.
+	MaxSeeds   int
+	StageSeeds int
+	Spending   string
 }
 
 func (o *Options) out() io.Writer {
@@ -111,10 +120,19 @@ func Run(ctx context.Context, spec *Spec, o Options) error {
 		}
 		spec.Executor.Name = o.Executor
 	}
+	seq, err := sequentialPlan(spec, o, true)
+	if err != nil {
+		return err
+	}
 	var runErr error
-	if spec.Executor.Name == "slurm" {
+	switch {
+	case seq != nil && spec.Executor.Name == "slurm":
+		runErr = runSequential(ctx, spec, o, seq, runSlurm)
+	case seq != nil:
+		runErr = runSequential(ctx, spec, o, seq, train)
+	case spec.Executor.Name == "slurm":
 		runErr = runSlurm(ctx, spec, o)
-	} else {
+	default:
 		runErr = train(ctx, spec, o)
 	}
 	if errors.Is(runErr, context.Canceled) || errors.Is(runErr, ErrDetached) {
@@ -130,6 +148,9 @@ func Run(ctx context.Context, spec *Spec, o Options) error {
 // DIR/plots/ from the finished arm-seeds in o.Dir; it trains nothing.
 func Report(spec *Spec, o Options) error {
 	if err := spec.Validate(o.Dir, o.Only...); err != nil {
+		return err
+	}
+	if _, err := sequentialPlan(spec, o, false); err != nil {
 		return err
 	}
 	return writeReport(spec, o.Dir, o.Command, o.Log)

@@ -15,7 +15,7 @@ import (
 
 // cmdBench wires the flags of `cde-run bench` to package bench.
 func cmdBench(args []string) int {
-	fs := cli.NewFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--executor local|slurm [--detach]] [--report-only] [--plan N] [--worker base|N]")
+	fs := cli.NewFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--executor local|slurm [--detach]] [--until-conclusive --max-seeds N [--stage-seeds K] [--spending pocock|obf]] [--report-only] [--plan N] [--worker base|N]")
 	file := fs.String("c", "", "the bench file (arms x seeds over a base config; docs/bench.md), or a shipped preset by name from any directory: "+strings.Join(bench.Presets(), ", "))
 	fs.StringVar(file, "config", "", "same as -c")
 	out := fs.String("out", "", "results directory (default bench-results/<bench file stem>)")
@@ -26,6 +26,11 @@ func cmdBench(args []string) int {
 	executor := fs.String("executor", "", "where the arm-seeds train: local (child processes, --jobs at a time) or slurm (a Slurm job array; docs/bench.md); default: the bench file's executor.name, else local")
 	detach := fs.Bool("detach", false, "with slurm: submit the jobs, record them in DIR and return; the same command again follows them and writes the report")
 	worker := fs.String("worker", "", "internal, what a Slurm job runs: base (the base policies and evaluations) or N (arm-seed number N)")
+	untilConclusive := fs.Bool("until-conclusive", false, "sequential seeds: after the registered seeds, add seeds in stages only to the arms of claims still inconclusive after Holm, "+
+		"each look at its share of the error (alpha spending), until every claim is decided or --max-seeds is reached (docs/bench.md, Sequential seeds)")
+	maxSeeds := fs.Int("max-seeds", 0, "with --until-conclusive: the most seeds an arm runs (required)")
+	stageSeeds := fs.Int("stage-seeds", bench.DefaultStageSeeds, "with --until-conclusive: seeds a stage adds to an arm")
+	spending := fs.String("spending", bench.SpendPocock, "with --until-conclusive: the alpha-spending function over seeds / max-seeds: pocock (spends early) or obf (O'Brien-Fleming-type: keeps most for the last look)")
 	plan := fs.Int("plan", 0, "print a power plan for N seeds from the finished runs in DIR as the pilot (the report's Power table, projected); train nothing")
 	if code, done := cli.Parse(fs, args); done {
 		return code
@@ -38,6 +43,10 @@ func cmdBench(args []string) int {
 	}
 	if *file == "" {
 		fmt.Fprintln(os.Stderr, "cde-run bench: -c BENCH.yaml is required (see --help)")
+		return 2
+	}
+	if *untilConclusive != (*maxSeeds > 0) {
+		fmt.Fprintln(os.Stderr, "cde-run bench: --until-conclusive and --max-seeds N (N > 0) go together")
 		return 2
 	}
 	err := func() error {
@@ -63,6 +72,16 @@ func cmdBench(args []string) int {
 		if *jobs > 1 {
 			o.Command += fmt.Sprintf(" --jobs %d", *jobs)
 		}
+		if *untilConclusive {
+			o.MaxSeeds, o.StageSeeds, o.Spending = *maxSeeds, *stageSeeds, *spending
+			o.Command += fmt.Sprintf(" --until-conclusive --max-seeds %d", *maxSeeds)
+			if *stageSeeds != bench.DefaultStageSeeds {
+				o.Command += fmt.Sprintf(" --stage-seeds %d", *stageSeeds)
+			}
+			if *spending != bench.SpendPocock {
+				o.Command += " --spending " + *spending
+			}
+		}
 		if *plan != 0 {
 			table, err := bench.Plan(spec, o, *plan)
 			if err == nil {
@@ -72,6 +91,10 @@ func cmdBench(args []string) int {
 		}
 		if *worker != "" {
 			if o.Exe, err = os.Executable(); err != nil {
+				return err
+			}
+			// A sequential bench's workers number arm-seeds over all its seeds.
+			if spec, err = bench.SequentialWorkerSpec(spec, o.Dir, *worker); err != nil {
 				return err
 			}
 			ctx, stop := cli.SignalContext()

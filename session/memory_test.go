@@ -1,9 +1,7 @@
 package session
 
 import (
-	"encoding/gob"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,23 +31,12 @@ func TestParamCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.Close()
-		f, err := os.Open(filepath.Join(dir, "policy.gob"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ck struct {
-			Vars map[string]struct {
-				Dims []int
-				Data []float32
-			}
-		}
-		err = gob.NewDecoder(f).Decode(&ck)
-		f.Close()
+		vars, err := xla.ReadSavedVariables(filepath.Join(dir, "policy.gob"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 0
-		for name, v := range ck.Vars {
+		for name, v := range vars {
 			if !strings.HasPrefix(name, "/adam/") {
 				n += len(v.Data)
 			}

@@ -32,7 +32,8 @@ type Agreement struct {
 type AgreeMetric struct {
 	MetricA, MetricB string
 	Rows             []AgreeRow
-	// Signs is the rows whose effects are both nonzero; SignsAgree those
+	// Signs is the rows whose effects are both nonzero (0 up to rounding,
+	// RoundingTol, counts as 0); SignsAgree those
 	// with the same sign; PSign the one-sided exact binomial probability of
 	// at least SignsAgree agreements among Signs by chance (each sign a fair
 	// coin, independent of the other testbed's).
@@ -74,12 +75,9 @@ func (r AgreeRow) Agrees() (agree, signed bool) {
 // PermDraws is how many random pairings estimate PRho above 10 rows.
 const PermDraws = 200000
 
-func effect(v ClaimVerdict) float64 {
-	if v.DeltaMean == nil {
-		return math.NaN()
-	}
-	return *v.DeltaMean
-}
+// effect is v's effect with a rounding residue taken as 0 (effectOf), so
+// an exact rational 0 counts as no sign and ranks with the other zeros.
+func effect(v ClaimVerdict) float64 { return effectOf(v) }
 
 // ReadVerdicts reads and concatenates verdicts.json files. A claim (by its
 // arms and metric) given twice is an error naming both files, unless
@@ -215,7 +213,9 @@ func binomialUpper(n, k int) float64 {
 }
 
 // ranks are the average ranks (1-based) of xs: tied values share the mean
-// of the ranks they span.
+// of the ranks they span. Values equal up to rounding (RoundingTol at
+// their own scale: two effects of 1/1500 computed along different paths)
+// are tied.
 func ranks(xs []float64) []float64 {
 	idx := make([]int, len(xs))
 	for i := range idx {
@@ -225,7 +225,7 @@ func ranks(xs []float64) []float64 {
 	r := make([]float64, len(xs))
 	for i := 0; i < len(idx); {
 		j := i
-		for j+1 < len(idx) && xs[idx[j+1]] == xs[idx[i]] {
+		for j+1 < len(idx) && belowRounding(xs[idx[j+1]]-xs[idx[i]], max(math.Abs(xs[idx[j+1]]), math.Abs(xs[idx[i]]))) {
 			j++
 		}
 		avg := float64(i+j)/2 + 1
@@ -386,9 +386,9 @@ func effectText(v ClaimVerdict) string {
 		return "-"
 	}
 	if v.CILow == nil || v.CIHigh == nil {
-		return fmt.Sprintf("%+.4g", *v.DeltaMean)
+		return fmt.Sprintf("%+.4g", effect(v))
 	}
-	return fmt.Sprintf("%+.4g [%+.4g, %+.4g]", *v.DeltaMean, *v.CILow, *v.CIHigh)
+	return fmt.Sprintf("%+.4g [%+.4g, %+.4g]", effect(v), *v.CILow, *v.CIHigh)
 }
 
 func rhoText(m AgreeMetric) string {

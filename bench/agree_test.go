@@ -21,6 +21,9 @@ func TestSpearman(t *testing.T) {
 		// Ranks 1 2.5 2.5 4 against 1 2 3 4: centred, (-1.5 0 0 1.5) and
 		// (-1.5 -0.5 0.5 1.5); 4.5 / sqrt(4.5 * 5) = 3/sqrt(10).
 		{"a tie", []float64{1, 2, 2, 3}, []float64{1, 2, 3, 4}, 3 / math.Sqrt(10)},
+		// The same tie with one of the equal values a rounding residue
+		// away (0.1 + 0.2 is 0.30000000000000004): still a tie.
+		{"a tie up to rounding", []float64{0.1, 0.1 + 0.2, 0.3, 0.5}, []float64{1, 2, 3, 4}, 3 / math.Sqrt(10)},
 		{"reversed", []float64{3, 2, 1}, []float64{-1, 0, 5}, -1},
 		{"monotone, not linear", []float64{1, 2, 3, 4}, []float64{1, 10, 100, 1000}, 1},
 	} {
@@ -191,5 +194,33 @@ func TestReadVerdicts(t *testing.T) {
 	noArms := write("noarms.json", []map[string]any{{"claim": "x", "metric": "m"}})
 	if _, _, err := ReadVerdicts(false, noArms); err == nil || !strings.Contains(err.Error(), "entry 0") {
 		t.Errorf("no arms: %v, want the entry named", err)
+	}
+}
+
+// An effect that is 0 as a rational but a rounding residue in the file
+// (dapo's distinct@32 on the transfer bench: per-seed -23/200, 7/100,
+// -3/40, 19/200, 1/40, stored as 6.661e-17) has no sign; a small real
+// effect keeps its own.
+func TestAgreeExactZero(t *testing.T) {
+	residue := verdict("dapo", "distinct@32", 6.661338147750939e-17, -0.1162, 0.1162, "inconclusive")
+	residue.PerSeed = []float64{-0.11499999999999999, 0.07, -0.07500000000000001, 0.095, 0.025000000000000022}
+	small := verdict("ppo", "distinct@32", 1e-6, -0.1, 0.1, "inconclusive")
+	for _, c := range []struct {
+		name   string
+		b      ClaimVerdict
+		signed bool
+		text   string
+	}{
+		{"residue", residue, false, "+0 [-0.1162, +0.1162]"},
+		{"small effect", small, true, "+1e-06 [-0.1, +0.1]"},
+	} {
+		a := verdict(c.b.Arms[0], "distinct@32", 0.02, -0.05, 0.09, "inconclusive")
+		m := Agree("a", "b", []ClaimVerdict{a}, []ClaimVerdict{c.b}, nil).Metrics[0]
+		if _, signed := m.Rows[0].Agrees(); signed != c.signed || (m.Signs == 1) != c.signed {
+			t.Errorf("%s: signed %v, signs %d, want %v", c.name, signed, m.Signs, c.signed)
+		}
+		if got := effectText(c.b); got != c.text {
+			t.Errorf("%s: effect %q, want %q", c.name, got, c.text)
+		}
 	}
 }

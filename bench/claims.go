@@ -369,17 +369,18 @@ func judgeClaimAt(c Claim, dir string, runs map[string][]*armRun, conf float64) 
 	pv := Tests(iv, c.Margin)
 	v.DeltaMean, v.CILow, v.CIHigh, v.PerSeed = &iv.Delta, &iv.Low, &iv.High, iv.PerSeed
 	v.SE, v.VarSeeds, v.VarProblems, v.DFSeeds, v.DFProblems = &iv.SE, &iv.VarSeeds, &iv.VarProblems, &iv.DFSeeds, &iv.DFProblems
-	if iv.SE > 0 {
+	if !iv.Degenerate() {
 		v.P = &pv.Two
 		if c.Margin > 0 {
 			v.PEquiv = &pv.Equiv
 		}
 	} else {
 		// Every seed's effect the same and no problem part (identical runs,
-		// or both arms collapsed alike): the interval is the point d, the
-		// verdict follows its sign, and there is no test to correct.
-		notes = append(notes, fmt.Sprintf("every seed's effect is %s with no spread: the interval is a point, so the verdict follows its sign, "+
-			"there is no p value, and the claim takes no part in its family's correction", fmtNum(iv.Delta)))
+		// arms that collapsed alike, or discrete values that coincide):
+		// the interval is the point d, which measures no error, so the
+		// claim is inconclusive (Verdict) and has no test to correct.
+		notes = append(notes, fmt.Sprintf("every seed's effect is %s with no spread (SE 0 up to rounding): the interval is a point, which measures no error, "+
+			"so the claim is inconclusive whatever the effect's sign, has no p value, and takes no part in its family's correction", fmtNum(iv.Delta)))
 	}
 	if len(seeds) < minSeeds {
 		v.Verdict = "inconclusive"
@@ -621,7 +622,8 @@ const claimRuleText = "Each claim is judged on the seeds both arms finished, pai
 	"Why t, not a percentile bootstrap: at 5 seeds a percentile interval uses the plug-in variance and normal-like quantiles, and gives false verdicts " +
 	"at about three times its stated rate; a simulation test checks this rule's rate at 3 to 10 seeds (docs/bench.md).\n\n" +
 	"**held**: the interval lies above 0; **not held**: at or below 0; **equivalent**: neither, and the claim registered a `margin` inside which " +
-	"the whole interval lies (two one-sided tests at 2.5% each); **inconclusive**: otherwise, or fewer than 3 paired seeds. " +
+	"the whole interval lies (two one-sided tests at 2.5% each); **inconclusive**: otherwise, fewer than 3 paired seeds, or no spread " +
+	"(every seed's effect the same and the problems adding none, up to rounding: the interval is a point, which measures no error). " +
 	"Inconclusive says the bench could not tell; it is not evidence that the arms are equal (a claim of no difference registers a margin).\n\n" +
 	"**Multiplicity**: claims form families, one per metric unless a claim names its `family`. Within a family, Holm's step-down procedure adjusts " +
 	"the two-sided p values (and, apart, the equivalence p values of the claims with a margin), and **verdict after Holm** is held or not held " +

@@ -118,12 +118,14 @@ func TestJudgeClaimProblemLevel(t *testing.T) {
 	}
 	check("crossed", []want{{"val/c3/avg@4", 0.25 - 3.176551, 0.25 + 3.176551, "inconclusive"}, {"val/mean/avg@4", 0.25 - 0.760609, 0.25 + 0.760609, "inconclusive"}})
 	write(3, []string{"p3", "p4"})
-	check("nested", []want{{"val/c3/avg@4", 0.25, 0.25, "held"}, {"val/mean/avg@4", 0.25, 0.25, "held"}})
+	// Every seed's effect 0.25 with no spread: a point interval, which is
+	// inconclusive (it read "held" by its sign before issue 61).
+	check("nested", []want{{"val/c3/avg@4", 0.25, 0.25, "inconclusive"}, {"val/mean/avg@4", 0.25, 0.25, "inconclusive"}})
 	// That point interval has no p value and stays out of its family's
-	// correction: held alone, held after Holm, family size 0.
+	// correction: inconclusive alone and after Holm, family size 0.
 	vs := []ClaimVerdict{judgeClaimPaired(Claim{Name: "y", Better: "a", Than: "b", Metric: "val/c3/avg@4"}, dir, seeds3("val/c3/avg@4", 0.5, 0.25))}
 	adjustFamilies(vs)
-	if v := vs[0]; v.P != nil || v.VerdictHolm != "held" || v.FamilySize != 0 || !strings.Contains(v.Note, "no spread") {
+	if v := vs[0]; v.P != nil || v.VerdictHolm != "inconclusive" || v.FamilySize != 0 || !strings.Contains(v.Note, "no spread") {
 		t.Errorf("point interval: %+v", v)
 	}
 	two := fakeRuns("val/c3/avg@4", map[uint64]float64{1: 0.5, 2: 0.5}, map[uint64]float64{1: 0.25, 2: 0.25})
@@ -191,7 +193,9 @@ func TestClaimsSectionPointInterval(t *testing.T) {
 	if err := writeClaimsSection(&b, spec, dir, fakeRuns("m", same, same)); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "| a beats b | m | a | b | 3 | seeds | 0 | [0, 0] | - | not held | m | - | **not held** |") {
+	// Identical runs: the point interval [0, 0] measures no error, so the
+	// claim is inconclusive (it read "not held" before issue 61).
+	if !strings.Contains(b.String(), "| a beats b | m | a | b | 3 | seeds | 0 | [0, 0] | - | inconclusive | m | - | **inconclusive** |") {
 		t.Errorf("section:\n%s", b.String())
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, VerdictsFile))

@@ -153,18 +153,26 @@ func PairedInterval(seeds []PairedSeed, conf float64, design Design) (Interval, 
 		}
 	}
 	out := Interval{Level: conf, DFSeeds: float64(S - 1)}
+	// Rounding residues are 0 (RoundingTol): a per-seed effect, the effect
+	// and the seeds' SE at the scale of the values, the problems' part
+	// relative to the mean squares it is the difference of. An exact
+	// rational 0 is then 0, and no verdict turns on a residue's sign.
+	scale := valueScale(seeds)
 	for _, s := range seeds {
-		d := seedMetric(s.A) - seedMetric(s.B)
+		d := zeroBelowRounding(seedMetric(s.A)-seedMetric(s.B), scale)
 		out.PerSeed = append(out.PerSeed, d)
 		out.Delta += d
 	}
-	out.Delta /= float64(S)
+	out.Delta = zeroBelowRounding(out.Delta/float64(S), scale)
 	ss := 0.0
 	for _, d := range out.PerSeed {
 		ss += (d - out.Delta) * (d - out.Delta)
 	}
 	fS := float64(S)
 	out.VarSeeds = ss / (fS - 1) / fS
+	if belowRounding(math.Sqrt(out.VarSeeds), scale) {
+		out.VarSeeds = 0
+	}
 	if design == Crossed {
 		// The degrees of freedom are Satterthwaite's for the sum of the
 		// sets' problem mean squares sum_j k_j MS_P,j, each on P_j - 1
@@ -176,7 +184,7 @@ func PairedInterval(seeds []PairedSeed, conf float64, design Design) (Interval, 
 		// falls towards 0 as the difference does, which would give a
 		// vanishing part an unbounded quantile.
 		J := float64(len(seeds[0].A))
-		vp, sumP, denom := 0.0, 0.0, 0.0
+		vp, sumP, sumPR, denom := 0.0, 0.0, 0.0, 0.0
 		for j := range seeds[0].A {
 			P := len(seeds[0].A[j])
 			if P < 2 {
@@ -186,7 +194,14 @@ func PairedInterval(seeds []PairedSeed, conf float64, design Design) (Interval, 
 			k := 1 / (J * J * float64(P) * fS)
 			vp += k * (msP - msR)
 			sumP += k * msP
+			sumPR += k * (msP + msR)
 			denom += k * k * msP * msP / float64(P-1)
+		}
+		// A difference of mean squares that are equal as rationals is a
+		// residue of their rounding, as is a part whose root is below
+		// rounding at the values' scale.
+		if vp <= RoundingTol*sumPR || belowRounding(math.Sqrt(max(vp, 0)), scale) {
+			vp = 0
 		}
 		if vp > 0 && denom > 0 {
 			out.VarProblems, out.DFProblems = vp, sumP*sumP/denom
@@ -278,13 +293,12 @@ type PValues struct {
 }
 
 // Tests are iv's p values (Equiv is 1 without a margin). A zero SE (every
-// seed's effect the same, no problem part) makes the interval the point
-// [Delta, Delta], which lies above 0 or at or below it: Two is 0 then, and
-// Equiv is 0 when |Delta| < margin.
+// seed's effect the same, no problem part: Degenerate) gives no test: both
+// are 1, as its verdict is inconclusive.
 func Tests(iv Interval, margin float64) PValues {
 	p := PValues{Two: pReaching(iv, math.Abs(iv.Delta)), Equiv: 1}
-	if iv.SE == 0 {
-		p.Two = 0
+	if iv.Degenerate() {
+		return PValues{Two: 1, Equiv: 1}
 	}
 	if margin > 0 {
 		p.Equiv = pReaching(iv, margin-math.Abs(iv.Delta))
@@ -324,10 +338,14 @@ func pReaching(iv Interval, x float64) float64 {
 // interval is above 0 (the claimed-better arm is better), "not held" when
 // the whole interval is at or below 0, "equivalent" when neither and the
 // interval lies inside (-margin, margin) (margin > 0), "inconclusive"
-// otherwise. The interval is in the claim's direction (for a
-// lower-is-better metric, B - A).
+// otherwise, and for a point interval (low == high: no spread, see
+// Interval.Degenerate), whose sign says nothing about the error. The
+// interval is in the claim's direction (for a lower-is-better metric,
+// B - A).
 func Verdict(low, high, margin float64) string {
 	switch {
+	case low == high:
+		return "inconclusive"
 	case low > 0:
 		return "held"
 	case high <= 0:

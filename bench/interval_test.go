@@ -165,7 +165,9 @@ func TestVerdictRule(t *testing.T) {
 		{0.1, 0.3, 0, "held"},
 		{0.1, 0.3, 1, "held"}, // better, if by less than the margin
 		{-0.3, 0, 0, "not held"},
-		{0, 0, 0, "not held"}, // identical runs: not better
+		{0, 0, 0, "inconclusive"},     // a point interval (no spread) measures no error
+		{0.2, 0.2, 0, "inconclusive"}, // whatever its sign
+		{-0.2, -0.2, 0.5, "inconclusive"},
 		{-0.1, 0.1, 0, "inconclusive"},
 		{-0.1, 0.1, 0.2, "equivalent"},
 		{-0.1, 0.2, 0.2, "inconclusive"}, // an end on the margin

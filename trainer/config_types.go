@@ -216,15 +216,15 @@ type OverlongConfig struct {
 // EvalConfig controls held-out evaluation.
 type EvalConfig struct {
 	Every       int     // eval.every (20 steps; 0 = only at start and end)
+	K           int     // eval.k: samples per problem for avg@k / pass@k (4)
+	Temperature float64 // eval.temperature (1.0)
+	MaxProblems int     // eval.max_problems per set (0 = all)
 	// EveryResponses is eval.every_responses: also evaluate before the
 	// first step at which the responses generated so far
 	// (train/generated_responses_total of the steps before it) reach the
 	// next multiple of it, so arms that generate at different rates are
 	// evaluated at comparable sample counts (0: off).
 	EveryResponses int
-	K           int     // eval.k: samples per problem for avg@k / pass@k (4)
-	Temperature float64 // eval.temperature (1.0)
-	MaxProblems int     // eval.max_problems per set (0 = all)
 	// Sets names the task's eval sets to run (eval.sets, default all).
 	Sets []string
 	// AtStart is eval.at_start: evaluate before the first step (true).

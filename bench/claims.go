@@ -83,6 +83,11 @@ type ClaimVerdict struct {
 	// PerSeed is the effect of each seed, in Seeds order.
 	PerSeed []float64 `json:"per_seed"`
 	Note    string    `json:"note,omitempty"`
+	// At is the axis of a claim judged at equal compute (responses,
+	// tokens, wall) and AtPoints each seed's point on it, in Seeds order;
+	// both absent for a claim at equal steps.
+	At       string    `json:"at,omitempty"`
+	AtPoints []float64 `json:"at_points,omitempty"`
 	// SeedCheck is the claim's seed robustness (robust.go): leave one
 	// seed out, and a split of the per-seed effects; absent below 3 seeds.
 	SeedCheck *SeedCheck `json:"seed_check,omitempty"`
@@ -273,6 +278,7 @@ func judgeClaimAt(c Claim, dir string, runs map[string][]*armRun, conf float64) 
 	// to, in order of first appearance.
 	var seedOnly []string
 	seedOnlySeeds := map[string][]string{}
+	var at atJudge // a claim at equal compute's points (compute.go)
 	why := func(reason string, seed uint64) {
 		if _, ok := seedOnlySeeds[reason]; !ok {
 			seedOnly = append(seedOnly, reason)
@@ -290,6 +296,8 @@ func judgeClaimAt(c Claim, dir string, runs map[string][]*armRun, conf float64) 
 		va, ia, whyA := problemUnits(RunDir(dir, c.Better, ra.Seed), ra, c.Metric)
 		vb, ib, whyB := problemUnits(RunDir(dir, c.Than, ra.Seed), rb, c.Metric)
 		switch {
+		case c.At != "":
+			why("a claim at equal "+atAxes[c.At]+" (per-problem results exist only at the steps each arm evaluated)", ra.Seed)
 		case c.Window > 1:
 			why(fmt.Sprintf("a window of %d values per seed", c.Window), ra.Seed)
 		case whyA != "":
@@ -302,10 +310,9 @@ func judgeClaimAt(c Claim, dir string, runs map[string][]*armRun, conf float64) 
 			ps.A, ps.B, ids = va, vb, ia
 		}
 		if ids == nil {
-			a, okA := claimValue(ra, c)
-			b, okB := claimValue(rb, c)
-			if !okA || !okB {
-				notes = append(notes, fmt.Sprintf("seed %d: metric missing", ra.Seed))
+			a, b, miss := at.values(c, ra, rb, runs)
+			if miss != "" {
+				notes = append(notes, fmt.Sprintf("seed %d: %s", ra.Seed, miss))
 				continue
 			}
 			ps.A, ps.B = [][]float64{{a}}, [][]float64{{b}}
@@ -320,6 +327,10 @@ func judgeClaimAt(c Claim, dir string, runs map[string][]*armRun, conf float64) 
 		seeds = append(seeds, ps)
 		seedIDs = append(seedIDs, ids)
 		v.Seeds = append(v.Seeds, ps.Seed)
+	}
+	if n := at.note(c); n != "" {
+		notes = append(notes, n)
+		v.At, v.AtPoints = c.At, at.points
 	}
 	v.Units, v.Design, v.Method = "problems", Crossed.String(), "crossed t"
 	design := Crossed
@@ -525,6 +536,9 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 		if c.Margin > 0 {
 			metric += " (margin " + fmtNum(c.Margin) + ")"
 		}
+		if c.At != "" {
+			metric += " (at equal " + atAxes[c.At] + ")"
+		}
 		d, ci, p, ph, fam := "missing", "missing", "-", "-", v.Family
 		if v.DeltaMean != nil {
 			d = fmtNum(*v.DeltaMean)
@@ -563,7 +577,7 @@ func writeClaimsSection(b *strings.Builder, spec *Spec, dir string, runs map[str
 			details.WriteString(".")
 		}
 		fmt.Fprintf(&details, " Effect per seed: [%s]; %s = %s; %s = %s.", strings.Join(per, ", "),
-			c.Better, perSeed(runs[c.Better], c.Metric), c.Than, perSeed(runs[c.Than], c.Metric))
+			c.Better, atPerSeed(c, runs, c.Better), c.Than, atPerSeed(c, runs, c.Than))
 		details.WriteString(seedCheckDetail(v.SeedCheck, v.Seeds))
 		if v.Note != "" {
 			fmt.Fprintf(&details, " Note: %s.", v.Note)

@@ -31,11 +31,17 @@ type registration struct {
 // window and, when set, its equivalence margin and its family (not its
 // name, which keys it). A margin or family added after the bench started
 // makes the claim exploratory: both change what the verdict can be.
-// Claims without them hash as they did before the two keys existed.
+// Claims without them hash as they did before the two keys existed; so
+// do claims without at (the axis and point of a claim at equal compute).
 func claimHash(c Claim) string {
 	def := []any{c.Better, c.Than, c.Metric, c.LowerIsBetter, max(c.Window, 1)}
 	if c.Margin > 0 || c.Family != "" {
 		def = append(def, c.Margin, c.Family)
+	}
+	if c.At != "" {
+		// At equal compute: the axis and the point (null: the most both
+		// arms reached). Claims without at hash as before the key existed.
+		def = append(def, "at", c.At, c.AtValue)
 	}
 	b, _ := json.Marshal(def)
 	h := sha256.Sum256(b)

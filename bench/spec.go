@@ -73,6 +73,12 @@ type Claim struct {
 	// (Holm's, over the family's two-sided p values); "" is the
 	// default family, one per metric.
 	Family string
+	// At (at) judges the claim at equal compute instead of equal steps:
+	// AtResponses, AtTokens or AtWall ("": equal steps, the final values).
+	// AtValue (at_value) is the point on that axis; nil: per seed, the
+	// most both arms reached (compute.go).
+	At      string
+	AtValue *float64
 }
 
 // family is the claim's multiplicity family: Family, or its metric.
@@ -250,7 +256,7 @@ func parseClaim(v any, key string, names map[string]bool) (Claim, error) {
 		return Claim{}, fmt.Errorf("config: %s: want a mapping, got %v", key, v)
 	}
 	p := core.NewParams(key, m)
-	if err := finishKnown(p, "name", "better", "than", "metric", "lower_is_better", "window", "paper_effect", "margin", "family"); err != nil {
+	if err := finishKnown(p, "name", "better", "than", "metric", "lower_is_better", "window", "paper_effect", "margin", "family", "at", "at_value"); err != nil {
 		return Claim{}, err
 	}
 	var cl Claim
@@ -279,6 +285,7 @@ func parseClaim(v any, key string, names map[string]bool) (Claim, error) {
 		p.Check(cl.Margin > 0 && !math.IsInf(cl.Margin, 0), "margin", "want a finite margin > 0, in the metric's units, got %v", cl.Margin)
 	}
 	cl.Family = p.String("family", "")
+	parseClaimAt(p, &cl)
 	return cl, p.Finish()
 }
 

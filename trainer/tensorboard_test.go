@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/cde-rl/cde/internal/tensorboard/tbtest"
 )
 
@@ -50,9 +52,29 @@ func TestTensorBoardLogger(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if len(recs) != 1+len(lines) || recs[0]["file_version"] != "brain.Event:2" {
+	if len(recs) != 2+len(lines) || recs[0]["file_version"] != "brain.Event:2" {
 		t.Fatalf("%d records for %d metrics rows (first %v)", len(recs), len(lines), recs[0])
 	}
+	// The second record is the run's config, once (the resume kept it):
+	// as hparams, the same leaves config.yaml holds, and as text.
+	conf, _ := recs[1]["tensors"].(map[string]any)
+	hp, _ := conf["_hparams_/session_start_info"].(map[string]any)
+	text, _ := conf["config"].(map[string]any)
+	if recs[1]["step"] != 0.0 || hp == nil || text == nil {
+		t.Fatalf("record 1 is not the config: %v", recs[1])
+	}
+	params, _ := hp["hparams"].(map[string]any)
+	if params["algorithm.name"] != cfg.Raw["algorithm"].(map[string]any)["name"] || params["train.steps"] != float64(cfg.Train.Steps) || params["rollout.n"] != 2.0 {
+		t.Errorf("hparams %v", params)
+	}
+	// The text is config.yaml's (yaml.Marshal of the resolved tree), each
+	// line indented four spaces.
+	want, _ := yaml.Marshal(cfg.Raw)
+	strs, _ := text["strings"].([]any)
+	if len(strs) != 1 || strs[0] != "    "+strings.ReplaceAll(strings.TrimRight(string(want), "\n"), "\n", "\n    ") {
+		t.Errorf("config text %v", text["strings"])
+	}
+	recs = append(recs[:1], recs[2:]...)
 	checked := 0
 	for i, line := range lines {
 		var row map[string]any

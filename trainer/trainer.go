@@ -161,6 +161,10 @@ func (t *Trainer) Run(ctx context.Context, start int) error {
 			return err
 		}
 		defer func() { t.tb.Close(); t.tb = nil }()
+		// The run's config as hyperparameters and as text (once a run).
+		if err := t.tb.Config(time.Now(), t.Cfg.Raw); err != nil {
+			return fmt.Errorf("train.logger tensorboard: %w", err)
+		}
 	}
 	total := t.Cfg.Train.Steps
 	still := &stillWatch{}

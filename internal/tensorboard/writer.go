@@ -16,6 +16,17 @@
 // Summary values with simple_value (float32, as TensorBoard stores them).
 // metrics.jsonl stays the source of truth: it keeps float64 and writes a
 // non-finite value as null, where the event file keeps NaN and ±Inf.
+//
+// Config adds the run's configuration once, in one event: as the HParams
+// plugin's session start (tag "_hparams_/session_start_info": a Summary
+// value whose metadata names plugin "hparams" with a serialised
+// HParamsPluginData of version 0 holding SessionStartInfo.hparams, one
+// entry per configuration key in dotted form, and whose tensor is the
+// plugin's placeholder, a float scalar 0), so TensorBoard's HParams view
+// (and tools that read it, as a W&B sync) lists each run with its
+// settings and can filter and sort runs by them; and as a text summary
+// (tag "config", plugin "text": a string scalar holding the YAML as a
+// Markdown code block).
 package tensorboard
 
 import (
@@ -56,8 +67,10 @@ func MaskedCRC(b []byte) uint32 {
 
 // Writer appends events to one run's event file.
 type Writer struct {
-	f    *os.File
-	Path string
+	f     *os.File
+	Path  string
+	start int  // the step Open resumed at
+	has   bool // the file holds the config (Config) already
 }
 
 // Open opens the event file of the run directory dir for appending:
@@ -73,6 +86,7 @@ func Open(dir string, start int) (*Writer, error) {
 	sort.Strings(old)
 	var path string
 	var keep bytes.Buffer
+	hasConfig := false
 	if len(old) > 0 {
 		path = old[len(old)-1]
 		events, err := ReadFile(path)
@@ -83,6 +97,9 @@ func Open(dir string, start int) (*Writer, error) {
 			if e.GetFileVersion() != "" || e.Step < int64(start) {
 				if err := appendEvent(&keep, e); err != nil {
 					return nil, err
+				}
+				if isConfig(e) {
+					hasConfig = true
 				}
 			}
 		}
@@ -100,7 +117,7 @@ func Open(dir string, start int) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{f: f, Path: path}, nil
+	return &Writer{f: f, Path: path, start: start, has: hasConfig}, nil
 }
 
 func wallTime(t time.Time) float64 { return float64(t.Unix()) + float64(t.Nanosecond())/1e9 }

@@ -28,6 +28,106 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DataClass is tensorflow's DataClass (the values cde writes).
+type DataClass int32
+
+const (
+	DataClass_DATA_CLASS_UNKNOWN DataClass = 0
+	DataClass_DATA_CLASS_SCALAR  DataClass = 1
+	DataClass_DATA_CLASS_TENSOR  DataClass = 2
+)
+
+// Enum value maps for DataClass.
+var (
+	DataClass_name = map[int32]string{
+		0: "DATA_CLASS_UNKNOWN",
+		1: "DATA_CLASS_SCALAR",
+		2: "DATA_CLASS_TENSOR",
+	}
+	DataClass_value = map[string]int32{
+		"DATA_CLASS_UNKNOWN": 0,
+		"DATA_CLASS_SCALAR":  1,
+		"DATA_CLASS_TENSOR":  2,
+	}
+)
+
+func (x DataClass) Enum() *DataClass {
+	p := new(DataClass)
+	*p = x
+	return p
+}
+
+func (x DataClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DataClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_event_proto_enumTypes[0].Descriptor()
+}
+
+func (DataClass) Type() protoreflect.EnumType {
+	return &file_event_proto_enumTypes[0]
+}
+
+func (x DataClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DataClass.Descriptor instead.
+func (DataClass) EnumDescriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{0}
+}
+
+// DataType is tensorflow's DataType (the values cde writes).
+type DataType int32
+
+const (
+	DataType_DT_INVALID DataType = 0
+	DataType_DT_FLOAT   DataType = 1
+	DataType_DT_STRING  DataType = 7
+)
+
+// Enum value maps for DataType.
+var (
+	DataType_name = map[int32]string{
+		0: "DT_INVALID",
+		1: "DT_FLOAT",
+		7: "DT_STRING",
+	}
+	DataType_value = map[string]int32{
+		"DT_INVALID": 0,
+		"DT_FLOAT":   1,
+		"DT_STRING":  7,
+	}
+)
+
+func (x DataType) Enum() *DataType {
+	p := new(DataType)
+	*p = x
+	return p
+}
+
+func (x DataType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DataType) Descriptor() protoreflect.EnumDescriptor {
+	return file_event_proto_enumTypes[1].Descriptor()
+}
+
+func (DataType) Type() protoreflect.EnumType {
+	return &file_event_proto_enumTypes[1]
+}
+
+func (x DataType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DataType.Descriptor instead.
+func (DataType) EnumDescriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{1}
+}
+
 // Event is one record of an event file.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -129,7 +229,8 @@ func (*Event_FileVersion) isEvent_What() {}
 
 func (*Event_Summary) isEvent_What() {}
 
-// Summary holds one step's scalars.
+// Summary holds one step's values: scalars, or a tensor with the metadata
+// naming the TensorBoard plugin that reads it (text, hparams).
 type Summary struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Value         []*Summary_Value       `protobuf:"bytes,1,rep,name=value,proto3" json:"value,omitempty"`
@@ -174,12 +275,466 @@ func (x *Summary) GetValue() []*Summary_Value {
 	return nil
 }
 
-type Summary_Value struct {
+// SummaryMetadata is tensorflow.SummaryMetadata's plugin data and data
+// class.
+type SummaryMetadata struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	PluginData    *SummaryMetadata_PluginData `protobuf:"bytes,1,opt,name=plugin_data,json=pluginData,proto3" json:"plugin_data,omitempty"`
+	DataClass     DataClass                   `protobuf:"varint,4,opt,name=data_class,json=dataClass,proto3,enum=cde.tensorboard.DataClass" json:"data_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummaryMetadata) Reset() {
+	*x = SummaryMetadata{}
+	mi := &file_event_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummaryMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummaryMetadata) ProtoMessage() {}
+
+func (x *SummaryMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_event_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummaryMetadata.ProtoReflect.Descriptor instead.
+func (*SummaryMetadata) Descriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SummaryMetadata) GetPluginData() *SummaryMetadata_PluginData {
+	if x != nil {
+		return x.PluginData
+	}
+	return nil
+}
+
+func (x *SummaryMetadata) GetDataClass() DataClass {
+	if x != nil {
+		return x.DataClass
+	}
+	return DataClass_DATA_CLASS_UNKNOWN
+}
+
+// TensorProto is the subset of tensorflow.TensorProto a scalar string or
+// float tensor uses.
+type TensorProto struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dtype         DataType               `protobuf:"varint,1,opt,name=dtype,proto3,enum=cde.tensorboard.DataType" json:"dtype,omitempty"`
+	TensorShape   *TensorShapeProto      `protobuf:"bytes,2,opt,name=tensor_shape,json=tensorShape,proto3" json:"tensor_shape,omitempty"`
+	FloatVal      []float32              `protobuf:"fixed32,5,rep,packed,name=float_val,json=floatVal,proto3" json:"float_val,omitempty"`
+	StringVal     [][]byte               `protobuf:"bytes,8,rep,name=string_val,json=stringVal,proto3" json:"string_val,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TensorProto) Reset() {
+	*x = TensorProto{}
+	mi := &file_event_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TensorProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TensorProto) ProtoMessage() {}
+
+func (x *TensorProto) ProtoReflect() protoreflect.Message {
+	mi := &file_event_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TensorProto.ProtoReflect.Descriptor instead.
+func (*TensorProto) Descriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TensorProto) GetDtype() DataType {
+	if x != nil {
+		return x.Dtype
+	}
+	return DataType_DT_INVALID
+}
+
+func (x *TensorProto) GetTensorShape() *TensorShapeProto {
+	if x != nil {
+		return x.TensorShape
+	}
+	return nil
+}
+
+func (x *TensorProto) GetFloatVal() []float32 {
+	if x != nil {
+		return x.FloatVal
+	}
+	return nil
+}
+
+func (x *TensorProto) GetStringVal() [][]byte {
+	if x != nil {
+		return x.StringVal
+	}
+	return nil
+}
+
+// TensorShapeProto is tensorflow.TensorShapeProto; no dim is a scalar.
+type TensorShapeProto struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Dim           []*TensorShapeProto_Dim `protobuf:"bytes,2,rep,name=dim,proto3" json:"dim,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TensorShapeProto) Reset() {
+	*x = TensorShapeProto{}
+	mi := &file_event_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TensorShapeProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TensorShapeProto) ProtoMessage() {}
+
+func (x *TensorShapeProto) ProtoReflect() protoreflect.Message {
+	mi := &file_event_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TensorShapeProto.ProtoReflect.Descriptor instead.
+func (*TensorShapeProto) Descriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TensorShapeProto) GetDim() []*TensorShapeProto_Dim {
+	if x != nil {
+		return x.Dim
+	}
+	return nil
+}
+
+// TextPluginData is the text plugin's content (version 0).
+type TextPluginData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TextPluginData) Reset() {
+	*x = TextPluginData{}
+	mi := &file_event_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TextPluginData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TextPluginData) ProtoMessage() {}
+
+func (x *TextPluginData) ProtoReflect() protoreflect.Message {
+	mi := &file_event_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TextPluginData.ProtoReflect.Descriptor instead.
+func (*TextPluginData) Descriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TextPluginData) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// HParamsPluginData is the hparams plugin's content (tensorboard
+// plugins/hparams/plugin_data.proto, version 0): here, a session's
+// start with its hyperparameters.
+type HParamsPluginData struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Types that are valid to be assigned to Data:
+	//
+	//	*HParamsPluginData_SessionStartInfo
+	Data          isHParamsPluginData_Data `protobuf_oneof:"data"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HParamsPluginData) Reset() {
+	*x = HParamsPluginData{}
+	mi := &file_event_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HParamsPluginData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HParamsPluginData) ProtoMessage() {}
+
+func (x *HParamsPluginData) ProtoReflect() protoreflect.Message {
+	mi := &file_event_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HParamsPluginData.ProtoReflect.Descriptor instead.
+func (*HParamsPluginData) Descriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HParamsPluginData) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *HParamsPluginData) GetData() isHParamsPluginData_Data {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *HParamsPluginData) GetSessionStartInfo() *SessionStartInfo {
+	if x != nil {
+		if x, ok := x.Data.(*HParamsPluginData_SessionStartInfo); ok {
+			return x.SessionStartInfo
+		}
+	}
+	return nil
+}
+
+type isHParamsPluginData_Data interface {
+	isHParamsPluginData_Data()
+}
+
+type HParamsPluginData_SessionStartInfo struct {
+	SessionStartInfo *SessionStartInfo `protobuf:"bytes,3,opt,name=session_start_info,json=sessionStartInfo,proto3,oneof"`
+}
+
+func (*HParamsPluginData_SessionStartInfo) isHParamsPluginData_Data() {}
+
+// SessionStartInfo is one run's hyperparameters.
+type SessionStartInfo struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Hparams       map[string]*HParamValue `protobuf:"bytes,1,rep,name=hparams,proto3" json:"hparams,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	GroupName     string                  `protobuf:"bytes,4,opt,name=group_name,json=groupName,proto3" json:"group_name,omitempty"`
+	StartTimeSecs float64                 `protobuf:"fixed64,5,opt,name=start_time_secs,json=startTimeSecs,proto3" json:"start_time_secs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionStartInfo) Reset() {
+	*x = SessionStartInfo{}
+	mi := &file_event_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionStartInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionStartInfo) ProtoMessage() {}
+
+func (x *SessionStartInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_event_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionStartInfo.ProtoReflect.Descriptor instead.
+func (*SessionStartInfo) Descriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SessionStartInfo) GetHparams() map[string]*HParamValue {
+	if x != nil {
+		return x.Hparams
+	}
+	return nil
+}
+
+func (x *SessionStartInfo) GetGroupName() string {
+	if x != nil {
+		return x.GroupName
+	}
+	return ""
+}
+
+func (x *SessionStartInfo) GetStartTimeSecs() float64 {
+	if x != nil {
+		return x.StartTimeSecs
+	}
+	return 0
+}
+
+// HParamValue has google.protobuf.Value's field numbers for the kinds
+// cde writes.
+type HParamValue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*HParamValue_NumberValue
+	//	*HParamValue_StringValue
+	//	*HParamValue_BoolValue
+	Kind          isHParamValue_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HParamValue) Reset() {
+	*x = HParamValue{}
+	mi := &file_event_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HParamValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HParamValue) ProtoMessage() {}
+
+func (x *HParamValue) ProtoReflect() protoreflect.Message {
+	mi := &file_event_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HParamValue.ProtoReflect.Descriptor instead.
+func (*HParamValue) Descriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *HParamValue) GetKind() isHParamValue_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *HParamValue) GetNumberValue() float64 {
+	if x != nil {
+		if x, ok := x.Kind.(*HParamValue_NumberValue); ok {
+			return x.NumberValue
+		}
+	}
+	return 0
+}
+
+func (x *HParamValue) GetStringValue() string {
+	if x != nil {
+		if x, ok := x.Kind.(*HParamValue_StringValue); ok {
+			return x.StringValue
+		}
+	}
+	return ""
+}
+
+func (x *HParamValue) GetBoolValue() bool {
+	if x != nil {
+		if x, ok := x.Kind.(*HParamValue_BoolValue); ok {
+			return x.BoolValue
+		}
+	}
+	return false
+}
+
+type isHParamValue_Kind interface {
+	isHParamValue_Kind()
+}
+
+type HParamValue_NumberValue struct {
+	NumberValue float64 `protobuf:"fixed64,2,opt,name=number_value,json=numberValue,proto3,oneof"`
+}
+
+type HParamValue_StringValue struct {
+	StringValue string `protobuf:"bytes,3,opt,name=string_value,json=stringValue,proto3,oneof"`
+}
+
+type HParamValue_BoolValue struct {
+	BoolValue bool `protobuf:"varint,4,opt,name=bool_value,json=boolValue,proto3,oneof"`
+}
+
+func (*HParamValue_NumberValue) isHParamValue_Kind() {}
+
+func (*HParamValue_StringValue) isHParamValue_Kind() {}
+
+func (*HParamValue_BoolValue) isHParamValue_Kind() {}
+
+type Summary_Value struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tag      string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	Metadata *SummaryMetadata       `protobuf:"bytes,9,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Types that are valid to be assigned to Value:
 	//
 	//	*Summary_Value_SimpleValue
+	//	*Summary_Value_Tensor
 	Value         isSummary_Value_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -187,7 +742,7 @@ type Summary_Value struct {
 
 func (x *Summary_Value) Reset() {
 	*x = Summary_Value{}
-	mi := &file_event_proto_msgTypes[2]
+	mi := &file_event_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +754,7 @@ func (x *Summary_Value) String() string {
 func (*Summary_Value) ProtoMessage() {}
 
 func (x *Summary_Value) ProtoReflect() protoreflect.Message {
-	mi := &file_event_proto_msgTypes[2]
+	mi := &file_event_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -222,6 +777,13 @@ func (x *Summary_Value) GetTag() string {
 	return ""
 }
 
+func (x *Summary_Value) GetMetadata() *SummaryMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 func (x *Summary_Value) GetValue() isSummary_Value_Value {
 	if x != nil {
 		return x.Value
@@ -238,6 +800,15 @@ func (x *Summary_Value) GetSimpleValue() float32 {
 	return 0
 }
 
+func (x *Summary_Value) GetTensor() *TensorProto {
+	if x != nil {
+		if x, ok := x.Value.(*Summary_Value_Tensor); ok {
+			return x.Tensor
+		}
+	}
+	return nil
+}
+
 type isSummary_Value_Value interface {
 	isSummary_Value_Value()
 }
@@ -246,7 +817,112 @@ type Summary_Value_SimpleValue struct {
 	SimpleValue float32 `protobuf:"fixed32,2,opt,name=simple_value,json=simpleValue,proto3,oneof"`
 }
 
+type Summary_Value_Tensor struct {
+	Tensor *TensorProto `protobuf:"bytes,8,opt,name=tensor,proto3,oneof"`
+}
+
 func (*Summary_Value_SimpleValue) isSummary_Value_Value() {}
+
+func (*Summary_Value_Tensor) isSummary_Value_Value() {}
+
+type SummaryMetadata_PluginData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "text" or "hparams".
+	PluginName string `protobuf:"bytes,1,opt,name=plugin_name,json=pluginName,proto3" json:"plugin_name,omitempty"`
+	// The plugin's own message, serialised (TextPluginData,
+	// HParamsPluginData).
+	Content       []byte `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummaryMetadata_PluginData) Reset() {
+	*x = SummaryMetadata_PluginData{}
+	mi := &file_event_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummaryMetadata_PluginData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummaryMetadata_PluginData) ProtoMessage() {}
+
+func (x *SummaryMetadata_PluginData) ProtoReflect() protoreflect.Message {
+	mi := &file_event_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummaryMetadata_PluginData.ProtoReflect.Descriptor instead.
+func (*SummaryMetadata_PluginData) Descriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{2, 0}
+}
+
+func (x *SummaryMetadata_PluginData) GetPluginName() string {
+	if x != nil {
+		return x.PluginName
+	}
+	return ""
+}
+
+func (x *SummaryMetadata_PluginData) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type TensorShapeProto_Dim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Size          int64                  `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TensorShapeProto_Dim) Reset() {
+	*x = TensorShapeProto_Dim{}
+	mi := &file_event_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TensorShapeProto_Dim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TensorShapeProto_Dim) ProtoMessage() {}
+
+func (x *TensorShapeProto_Dim) ProtoReflect() protoreflect.Message {
+	mi := &file_event_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TensorShapeProto_Dim.ProtoReflect.Descriptor instead.
+func (*TensorShapeProto_Dim) Descriptor() ([]byte, []int) {
+	return file_event_proto_rawDescGZIP(), []int{4, 0}
+}
+
+func (x *TensorShapeProto_Dim) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
 
 var File_event_proto protoreflect.FileDescriptor
 
@@ -258,13 +934,64 @@ const file_event_proto_rawDesc = "" +
 	"\x04step\x18\x02 \x01(\x03R\x04step\x12#\n" +
 	"\ffile_version\x18\x03 \x01(\tH\x00R\vfileVersion\x124\n" +
 	"\asummary\x18\x05 \x01(\v2\x18.cde.tensorboard.SummaryH\x00R\asummaryB\x06\n" +
-	"\x04what\"\x88\x01\n" +
+	"\x04what\"\xff\x01\n" +
 	"\aSummary\x124\n" +
-	"\x05value\x18\x01 \x03(\v2\x1e.cde.tensorboard.Summary.ValueR\x05value\x1aG\n" +
+	"\x05value\x18\x01 \x03(\v2\x1e.cde.tensorboard.Summary.ValueR\x05value\x1a\xbd\x01\n" +
 	"\x05Value\x12\x10\n" +
-	"\x03tag\x18\x01 \x01(\tR\x03tag\x12#\n" +
-	"\fsimple_value\x18\x02 \x01(\x02H\x00R\vsimpleValueB\a\n" +
-	"\x05valueB<Z:github.com/cde-rl/cde/internal/tensorboard/eventpb;eventpbb\x06proto3"
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12<\n" +
+	"\bmetadata\x18\t \x01(\v2 .cde.tensorboard.SummaryMetadataR\bmetadata\x12#\n" +
+	"\fsimple_value\x18\x02 \x01(\x02H\x00R\vsimpleValue\x126\n" +
+	"\x06tensor\x18\b \x01(\v2\x1c.cde.tensorboard.TensorProtoH\x00R\x06tensorB\a\n" +
+	"\x05value\"\xe3\x01\n" +
+	"\x0fSummaryMetadata\x12L\n" +
+	"\vplugin_data\x18\x01 \x01(\v2+.cde.tensorboard.SummaryMetadata.PluginDataR\n" +
+	"pluginData\x129\n" +
+	"\n" +
+	"data_class\x18\x04 \x01(\x0e2\x1a.cde.tensorboard.DataClassR\tdataClass\x1aG\n" +
+	"\n" +
+	"PluginData\x12\x1f\n" +
+	"\vplugin_name\x18\x01 \x01(\tR\n" +
+	"pluginName\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\fR\acontent\"\xc4\x01\n" +
+	"\vTensorProto\x12/\n" +
+	"\x05dtype\x18\x01 \x01(\x0e2\x19.cde.tensorboard.DataTypeR\x05dtype\x12D\n" +
+	"\ftensor_shape\x18\x02 \x01(\v2!.cde.tensorboard.TensorShapeProtoR\vtensorShape\x12\x1f\n" +
+	"\tfloat_val\x18\x05 \x03(\x02B\x02\x10\x01R\bfloatVal\x12\x1d\n" +
+	"\n" +
+	"string_val\x18\b \x03(\fR\tstringVal\"f\n" +
+	"\x10TensorShapeProto\x127\n" +
+	"\x03dim\x18\x02 \x03(\v2%.cde.tensorboard.TensorShapeProto.DimR\x03dim\x1a\x19\n" +
+	"\x03Dim\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x03R\x04size\"*\n" +
+	"\x0eTextPluginData\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x05R\aversion\"\x88\x01\n" +
+	"\x11HParamsPluginData\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x05R\aversion\x12Q\n" +
+	"\x12session_start_info\x18\x03 \x01(\v2!.cde.tensorboard.SessionStartInfoH\x00R\x10sessionStartInfoB\x06\n" +
+	"\x04data\"\xfd\x01\n" +
+	"\x10SessionStartInfo\x12H\n" +
+	"\ahparams\x18\x01 \x03(\v2..cde.tensorboard.SessionStartInfo.HparamsEntryR\ahparams\x12\x1d\n" +
+	"\n" +
+	"group_name\x18\x04 \x01(\tR\tgroupName\x12&\n" +
+	"\x0fstart_time_secs\x18\x05 \x01(\x01R\rstartTimeSecs\x1aX\n" +
+	"\fHparamsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x122\n" +
+	"\x05value\x18\x02 \x01(\v2\x1c.cde.tensorboard.HParamValueR\x05value:\x028\x01\"\x80\x01\n" +
+	"\vHParamValue\x12#\n" +
+	"\fnumber_value\x18\x02 \x01(\x01H\x00R\vnumberValue\x12#\n" +
+	"\fstring_value\x18\x03 \x01(\tH\x00R\vstringValue\x12\x1f\n" +
+	"\n" +
+	"bool_value\x18\x04 \x01(\bH\x00R\tboolValueB\x06\n" +
+	"\x04kind*Q\n" +
+	"\tDataClass\x12\x16\n" +
+	"\x12DATA_CLASS_UNKNOWN\x10\x00\x12\x15\n" +
+	"\x11DATA_CLASS_SCALAR\x10\x01\x12\x15\n" +
+	"\x11DATA_CLASS_TENSOR\x10\x02*7\n" +
+	"\bDataType\x12\x0e\n" +
+	"\n" +
+	"DT_INVALID\x10\x00\x12\f\n" +
+	"\bDT_FLOAT\x10\x01\x12\r\n" +
+	"\tDT_STRING\x10\aB<Z:github.com/cde-rl/cde/internal/tensorboard/eventpb;eventpbb\x06proto3"
 
 var (
 	file_event_proto_rawDescOnce sync.Once
@@ -278,20 +1005,43 @@ func file_event_proto_rawDescGZIP() []byte {
 	return file_event_proto_rawDescData
 }
 
-var file_event_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_event_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_event_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_event_proto_goTypes = []any{
-	(*Event)(nil),         // 0: cde.tensorboard.Event
-	(*Summary)(nil),       // 1: cde.tensorboard.Summary
-	(*Summary_Value)(nil), // 2: cde.tensorboard.Summary.Value
+	(DataClass)(0),                     // 0: cde.tensorboard.DataClass
+	(DataType)(0),                      // 1: cde.tensorboard.DataType
+	(*Event)(nil),                      // 2: cde.tensorboard.Event
+	(*Summary)(nil),                    // 3: cde.tensorboard.Summary
+	(*SummaryMetadata)(nil),            // 4: cde.tensorboard.SummaryMetadata
+	(*TensorProto)(nil),                // 5: cde.tensorboard.TensorProto
+	(*TensorShapeProto)(nil),           // 6: cde.tensorboard.TensorShapeProto
+	(*TextPluginData)(nil),             // 7: cde.tensorboard.TextPluginData
+	(*HParamsPluginData)(nil),          // 8: cde.tensorboard.HParamsPluginData
+	(*SessionStartInfo)(nil),           // 9: cde.tensorboard.SessionStartInfo
+	(*HParamValue)(nil),                // 10: cde.tensorboard.HParamValue
+	(*Summary_Value)(nil),              // 11: cde.tensorboard.Summary.Value
+	(*SummaryMetadata_PluginData)(nil), // 12: cde.tensorboard.SummaryMetadata.PluginData
+	(*TensorShapeProto_Dim)(nil),       // 13: cde.tensorboard.TensorShapeProto.Dim
+	nil,                                // 14: cde.tensorboard.SessionStartInfo.HparamsEntry
 }
 var file_event_proto_depIdxs = []int32{
-	1, // 0: cde.tensorboard.Event.summary:type_name -> cde.tensorboard.Summary
-	2, // 1: cde.tensorboard.Summary.value:type_name -> cde.tensorboard.Summary.Value
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3,  // 0: cde.tensorboard.Event.summary:type_name -> cde.tensorboard.Summary
+	11, // 1: cde.tensorboard.Summary.value:type_name -> cde.tensorboard.Summary.Value
+	12, // 2: cde.tensorboard.SummaryMetadata.plugin_data:type_name -> cde.tensorboard.SummaryMetadata.PluginData
+	0,  // 3: cde.tensorboard.SummaryMetadata.data_class:type_name -> cde.tensorboard.DataClass
+	1,  // 4: cde.tensorboard.TensorProto.dtype:type_name -> cde.tensorboard.DataType
+	6,  // 5: cde.tensorboard.TensorProto.tensor_shape:type_name -> cde.tensorboard.TensorShapeProto
+	13, // 6: cde.tensorboard.TensorShapeProto.dim:type_name -> cde.tensorboard.TensorShapeProto.Dim
+	9,  // 7: cde.tensorboard.HParamsPluginData.session_start_info:type_name -> cde.tensorboard.SessionStartInfo
+	14, // 8: cde.tensorboard.SessionStartInfo.hparams:type_name -> cde.tensorboard.SessionStartInfo.HparamsEntry
+	4,  // 9: cde.tensorboard.Summary.Value.metadata:type_name -> cde.tensorboard.SummaryMetadata
+	5,  // 10: cde.tensorboard.Summary.Value.tensor:type_name -> cde.tensorboard.TensorProto
+	10, // 11: cde.tensorboard.SessionStartInfo.HparamsEntry.value:type_name -> cde.tensorboard.HParamValue
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_event_proto_init() }
@@ -303,21 +1053,31 @@ func file_event_proto_init() {
 		(*Event_FileVersion)(nil),
 		(*Event_Summary)(nil),
 	}
-	file_event_proto_msgTypes[2].OneofWrappers = []any{
+	file_event_proto_msgTypes[6].OneofWrappers = []any{
+		(*HParamsPluginData_SessionStartInfo)(nil),
+	}
+	file_event_proto_msgTypes[8].OneofWrappers = []any{
+		(*HParamValue_NumberValue)(nil),
+		(*HParamValue_StringValue)(nil),
+		(*HParamValue_BoolValue)(nil),
+	}
+	file_event_proto_msgTypes[9].OneofWrappers = []any{
 		(*Summary_Value_SimpleValue)(nil),
+		(*Summary_Value_Tensor)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_event_proto_rawDesc), len(file_event_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   3,
+			NumEnums:      2,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_event_proto_goTypes,
 		DependencyIndexes: file_event_proto_depIdxs,
+		EnumInfos:         file_event_proto_enumTypes,
 		MessageInfos:      file_event_proto_msgTypes,
 	}.Build()
 	File_event_proto = out.File

@@ -2,13 +2,21 @@
 """An independent reader of TensorBoard event files, for cde's tests: the
 TFRecord framing (with its masked CRC-32C, computed here from the
 polynomial) and the few protobuf fields of tensorflow.Event and
-tensorflow.Summary that scalars use, decoded from the wire format by hand.
-It shares no code with cde's Go writer (internal/tensorboard).
+tensorflow.Summary that scalars use, decoded from the wire format by hand,
+and the tensors with plugin metadata of the text and hparams plugins
+(tensorflow.SummaryMetadata, TensorProto, and the hparams plugin's
+HParamsPluginData with its SessionStartInfo, whose hparams map holds
+google.protobuf.Value entries). It shares no code with cde's Go writer
+(internal/tensorboard).
 
 Usage: read_events.py FILE. Prints one JSON object per record:
 {"offset": BYTE, "wall_time": W, "step": S, "file_version": V} or with
-"scalars": {TAG: VALUE}; a float that is not finite is the string "nan",
-"inf" or "-inf". Exits 1 with a message on any damage.
+"scalars": {TAG: VALUE} and, for tensor values, "tensors": {TAG: {"plugin":
+NAME, "data_class": N, "dtype": N, "shape": [DIMS], "strings": [TEXT],
+"floats": [F], and for plugin hparams "hparams_version": N,
+"hparams": {KEY: VALUE}, "start_time_secs": T, "group_name": G}}; a float
+that is not finite is the string "nan", "inf" or "-inf". Exits 1 with a
+message on any damage.
 """
 import json
 import math
@@ -83,6 +91,93 @@ def jsonable(x):
     return x
 
 
+def packed_floats(v, wt):
+    if wt == 5:
+        return [struct.unpack("<f", v)[0]]
+    return [struct.unpack("<f", v[i:i + 4])[0] for i in range(0, len(v), 4)]
+
+
+def pb_value(buf):
+    """google.protobuf.Value: the kinds as JSON values."""
+    out = None
+    for num, wt, v in fields(buf):
+        if num == 1 and wt == 0:
+            out = None
+        elif num == 2 and wt == 1:
+            out = jsonable(struct.unpack("<d", v)[0])
+        elif num == 3 and wt == 2:
+            out = v.decode()
+        elif num == 4 and wt == 0:
+            out = bool(v)
+        else:
+            raise ValueError("google.protobuf.Value field %d" % num)
+    return out
+
+
+def hparams_content(buf, out):
+    out["hparams_version"] = 0
+    for num, wt, v in fields(buf):
+        if num == 1 and wt == 0:
+            out["hparams_version"] = v
+        elif num == 3 and wt == 2:  # session_start_info
+            hp = {}
+            for snum, swt, sv in fields(v):
+                if snum == 1 and swt == 2:  # map entry: key 1, value 2
+                    key, val = None, None
+                    for enum_, ewt, ev in fields(sv):
+                        if enum_ == 1 and ewt == 2:
+                            key = ev.decode()
+                        elif enum_ == 2 and ewt == 2:
+                            val = pb_value(ev)
+                    if key in hp:
+                        raise ValueError("hparam %r twice" % key)
+                    hp[key] = val
+                elif snum == 4 and swt == 2:
+                    out["group_name"] = sv.decode()
+                elif snum == 5 and swt == 1:
+                    out["start_time_secs"] = struct.unpack("<d", sv)[0]
+            out["hparams"] = hp
+        elif num in (2, 4):
+            out["hparams_other"] = num
+
+
+def tensor_value(meta, tensor):
+    out = {"plugin": None, "data_class": 0, "dtype": 0, "shape": [], "strings": [], "floats": []}
+    content = b""
+    for num, wt, v in fields(meta or b""):
+        if num == 1 and wt == 2:
+            for pnum, pwt, pv in fields(v):
+                if pnum == 1 and pwt == 2:
+                    out["plugin"] = pv.decode()
+                elif pnum == 2 and pwt == 2:
+                    content = pv
+        elif num == 4 and wt == 0:
+            out["data_class"] = v
+    for num, wt, v in fields(tensor or b""):
+        if num == 1 and wt == 0:
+            out["dtype"] = v
+        elif num == 2 and wt == 2:
+            for dnum, dwt, dv in fields(v):
+                if dnum == 2 and dwt == 2:
+                    size = 0
+                    for znum, zwt, zv in fields(dv):
+                        if znum == 1 and zwt == 0:
+                            size = zv
+                    out["shape"].append(size)
+        elif num == 5:
+            out["floats"] += [jsonable(f) for f in packed_floats(v, wt)]
+        elif num == 8 and wt == 2:
+            out["strings"].append(v.decode())
+    if out["plugin"] == "hparams":
+        hparams_content(content, out)
+    elif out["plugin"] == "text":
+        out["text_version"] = 0
+        for num, wt, v in fields(content):
+            if num == 1 and wt == 0:
+                out["text_version"] = v
+    return out
+
+
 def event(buf):
     out = {"wall_time": 0.0, "step": 0}
     for num, wt, v in fields(buf):
@@ -93,20 +188,30 @@ def event(buf):
         elif num == 3 and wt == 2:
             out["file_version"] = v.decode()
         elif num == 5 and wt == 2:
-            scalars = {}
+            scalars, tensors = {}, {}
             for snum, swt, sv in fields(v):
                 if snum != 1 or swt != 2:
                     continue
-                tag, value = None, None
+                tag, value, meta, tensor = None, None, None, None
                 for vnum, vwt, vv in fields(sv):
                     if vnum == 1 and vwt == 2:
                         tag = vv.decode()
                     elif vnum == 2 and vwt == 5:
                         value = struct.unpack("<f", vv)[0]
-                if tag is None or value is None:
-                    raise ValueError("a summary value without tag or simple_value")
-                scalars[tag] = jsonable(value)
-            out["scalars"] = scalars
+                    elif vnum == 9 and vwt == 2:
+                        meta = vv
+                    elif vnum == 8 and vwt == 2:
+                        tensor = vv
+                if tag is None or (value is None) == (tensor is None):
+                    raise ValueError("a summary value without tag, or not one of simple_value and tensor")
+                if tensor is not None:
+                    tensors[tag] = tensor_value(meta, tensor)
+                else:
+                    scalars[tag] = jsonable(value)
+            if scalars or not tensors:
+                out["scalars"] = scalars
+            if tensors:
+                out["tensors"] = tensors
     return out
 
 

@@ -43,6 +43,10 @@ type Options struct {
 	TTY    bool
 	// Log receives structured messages (failures, the report's path).
 	Log zerolog.Logger
+	// LogFormat is how the arm-seeds' log lines reach Output: LogText
+	// (the default, "") as text lines, LogJSON as the JSON they wrote
+	// (progress.go).
+	LogFormat string
 	// Executor, when set, overrides the bench file's executor.name
 	// (local or slurm).
 	Executor string
@@ -88,6 +92,12 @@ const (
 	HeadStdFile  = "head_std.json"    // the Figure 7b measurement
 	commandsFile = "commands.txt"     // the bench commands that trained into DIR
 )
+
+// FailedFile is written into an arm-seed's directory when its attempt
+// fails or is interrupted: {"failed": time, "error": why, "command": the
+// bench command, which resumes it}; removed when it starts again.
+// cde-run board shows it (docs/board.md).
+const FailedFile = "bench-failed.json"
 
 // Run validates spec (Validate), trains every arm-seed not yet DONE in
 // o.Dir (resuming unfinished ones from their last checkpoint), then writes
@@ -276,7 +286,7 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 	start := time.Now()
 	var mu sync.Mutex // guards the counters below and output lines
 	var durations []time.Duration
-	var failed []string
+	var failed []FailedSeed
 	started := 0
 	eta := func() string {
 		if len(durations) == 0 {
@@ -314,8 +324,21 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 				if jobs > 1 {
 					out = &prefixWriter{mu: &mu, w: stderr, prefix: fmt.Sprintf("[%s seed %d] ", j.arm.Name, j.seed)}
 				}
+				co := newChildOutput(out, o.LogFormat)
 				t0 := time.Now()
-				err := runArmSeed(ctx, o.Exe, spec, dir, j, run, env, out, o.Log)
+				os.Remove(filepath.Join(run, FailedFile))
+				err := runArmSeed(ctx, o.Exe, spec, dir, j, run, env, co, o.Log)
+				co.Flush()
+				if err != nil {
+					why := err.Error()
+					if ctx.Err() != nil {
+						why = "interrupted: the bench was stopped"
+					}
+					if _, serr := os.Stat(run); serr == nil {
+						data, _ := json.Marshal(map[string]string{"failed": time.Now().UTC().Format(time.RFC3339), "error": why, "command": o.Command})
+						os.WriteFile(filepath.Join(run, FailedFile), append(data, '\n'), 0o644)
+					}
+				}
 				if pw, ok := out.(*prefixWriter); ok {
 					pw.Flush()
 				}
@@ -324,8 +347,15 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 				case ctx.Err() != nil:
 					fmt.Fprintf(stderr, "%s: interrupted; rerun the same command to continue\n", label)
 				case err != nil:
-					o.Log.Error().Err(err).Str("arm", j.arm.Name).Uint64("seed", j.seed).Msg("arm-seed failed")
-					failed = append(failed, fmt.Sprintf("%s seed %d", j.arm.Name, j.seed))
+					reason := co.LastError()
+					if reason == "" {
+						reason = err.Error()
+					}
+					failed = append(failed, FailedSeed{Arm: j.arm.Name, Seed: j.seed, Reason: reason})
+					if o.LogFormat == LogJSON {
+						o.Log.Error().Err(err).Str("arm", j.arm.Name).Uint64("seed", j.seed).Msg("arm-seed failed")
+					}
+					fmt.Fprint(stderr, failedLine(label, time.Since(t0), reason, o.Command))
 				default:
 					durations = append(durations, time.Since(t0))
 					fmt.Fprintf(stderr, "%s: finished in %s (%d/%d arm-seeds done, ETA %s)\n", label,
@@ -347,7 +377,7 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 		return context.Canceled
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("bench: %d arm-seed(s) failed: %s (rerun to retry them)", len(failed), strings.Join(failed, ", "))
+		return &SeedsFailedError{Failed: failed, Command: o.Command}
 	}
 	return nil
 }

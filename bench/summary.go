@@ -41,16 +41,46 @@ func DisplayPath(p string) string {
 // Summary ends a bench with a table a person reads: where the report
 // is, the wall time, and per arm the seeds and the mean ± std over seeds
 // of the main metrics of DIR/results.csv (the val/mean/* columns, else
-// the first four evaluation columns; then train/acc and wall_s).
-func Summary(w io.Writer, dir string, took time.Duration) {
+// the first four evaluation columns; then train/acc and wall_s). failed,
+// when not nil, is the arm-seeds that failed: the title says how many,
+// and each gets a line with its reason, then the command that retries
+// them and the exit status. Without a results.csv only those are written.
+func Summary(w io.Writer, dir string, took time.Duration, failed *SeedsFailedError) {
+	title := "bench finished"
+	facts := []Fact{{Label: "report", Value: filepath.Join(dir, "results.md")},
+		{Label: "runs", Value: filepath.Join(dir, "runs")}, {Label: "wall time", Value: fmt.Sprintf("%.1f s", took.Seconds())}}
+	if failed != nil {
+		title = fmt.Sprintf("bench finished: %d arm-seed(s) FAILED, not in the report", len(failed.Failed))
+		for _, f := range failed.Failed {
+			facts = append(facts, Fact{Label: fmt.Sprintf("failed: %s seed %d", f.Arm, f.Seed), Value: oneLine(f.Reason)})
+		}
+		if failed.Command != "" {
+			facts = append(facts, Fact{Label: "retry them", Value: failed.Command + " (the finished arm-seeds are kept)"})
+		}
+		facts = append(facts, Fact{Label: "exit status", Value: fmt.Sprintf("%d (arm-seeds failed; the report covers the others)", ExitSeedsFailed)})
+	}
+	header, rows := summaryRows(dir)
+	if header == nil {
+		summary.Rows(w, title, facts, nil, nil)
+		return
+	}
+	facts = append(facts, Fact{Label: "columns", Value: "mean ± std over seeds of the final values (all columns: results.csv)"})
+	summary.Rows(w, title, facts, header, rows)
+}
+
+// Fact is a summary's labelled line.
+type Fact = summary.Fact
+
+// summaryRows are the per-arm rows of DIR/results.csv (nil without one).
+func summaryRows(dir string) ([]string, [][]string) {
 	f, err := os.Open(filepath.Join(dir, "results.csv"))
 	if err != nil {
-		return
+		return nil, nil
 	}
 	defer f.Close()
 	recs, err := csv.NewReader(f).ReadAll()
 	if err != nil || len(recs) < 1 {
-		return
+		return nil, nil
 	}
 	head := recs[0]
 	var cols, rest []int // indices of the _mean columns shown
@@ -87,9 +117,7 @@ func Summary(w io.Writer, dir string, took time.Duration) {
 		}
 		rows = append(rows, row)
 	}
-	summary.Rows(w, "bench finished", []summary.Fact{{Label: "report", Value: filepath.Join(dir, "results.md")},
-		{Label: "runs", Value: filepath.Join(dir, "runs")}, {Label: "wall time", Value: fmt.Sprintf("%.1f s", took.Seconds())},
-		{Label: "columns", Value: "mean ± std over seeds of the final values (all columns: results.csv)"}}, header, rows)
+	return header, rows
 }
 
 // meanStdCell writes a results.csv mean and std as "m ± s" ("-" when empty).

@@ -9,13 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/cde-rl/cde/bench"
 	"github.com/cde-rl/cde/internal/cli"
 )
 
 // cmdBench wires the flags of `cde-run bench` to package bench.
 func cmdBench(args []string) int {
-	fs := cli.NewFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--executor local|slurm [--detach]] [--until-conclusive --max-seeds N [--stage-seeds K] [--spending pocock|obf]] [--report-only] [--plan N] [--worker base|N]")
+	fs := cli.NewFlagSet("bench", "bench -c|--config BENCH.yaml [--out DIR] [--jobs N] [--only ARM]... [--executor local|slurm [--detach]] [--until-conclusive --max-seeds N [--stage-seeds K] [--spending pocock|obf]] [--report-only] [--plan N] [--log-format text|json] [--worker base|N]")
 	file := fs.String("c", "", "the bench file (arms x seeds over a base config; docs/bench.md), or a shipped preset by name from any directory: "+strings.Join(bench.Presets(), ", "))
 	fs.StringVar(file, "config", "", "same as -c")
 	out := fs.String("out", "", "results directory (default bench-results/<bench file stem>)")
@@ -31,12 +33,25 @@ func cmdBench(args []string) int {
 	maxSeeds := fs.Int("max-seeds", 0, "with --until-conclusive: the most seeds an arm runs (required)")
 	stageSeeds := fs.Int("stage-seeds", bench.DefaultStageSeeds, "with --until-conclusive: seeds a stage adds to an arm")
 	spending := fs.String("spending", bench.SpendPocock, "with --until-conclusive: the alpha-spending function over seeds / max-seeds: pocock (spends early) or obf (O'Brien-Fleming-type: keeps most for the last look)")
+	logFormat := fs.String("log-format", bench.LogText, "text: the bench's log and its arm-seeds' log lines as readable lines (an info line cut at 200 characters), on a terminal or not; "+
+		"json: JSON log lines, as the arm-seeds write them off a terminal (for a program reading the output)")
 	plan := fs.Int("plan", 0, "print a power plan for N seeds from the finished runs in DIR as the pilot (the report's Power table, projected); train nothing")
 	if code, done := cli.Parse(fs, args); done {
 		return code
 	}
 	tty := cli.StderrIsTTY()
-	log := cli.NewLogger(os.Stderr, tty)
+	var log zerolog.Logger
+	switch *logFormat {
+	case bench.LogText:
+		log = bench.TextLogger(os.Stderr, tty, cli.LogLevel)
+	case bench.LogJSON:
+		log = cli.NewLogger(os.Stderr, false)
+	default:
+		fmt.Fprintf(os.Stderr, "cde-run bench: --log-format %q: want %s\n", *logFormat, strings.Join(bench.LogFormats, " or "))
+		return 2
+	}
+	// LogFailure adds a plain last line only where the log is JSON.
+	plain := *logFormat == bench.LogText
 	if *jobs < 1 {
 		fmt.Fprintln(os.Stderr, "cde-run bench: --jobs must be >= 1")
 		return 2
@@ -54,7 +69,7 @@ func cmdBench(args []string) int {
 		if err != nil {
 			return err
 		}
-		o := bench.Options{Dir: *out, Only: only, Jobs: *jobs, Output: os.Stderr, TTY: tty, Log: log}
+		o := bench.Options{Dir: *out, Only: only, Jobs: *jobs, Output: os.Stderr, TTY: tty, Log: log, LogFormat: *logFormat}
 		if o.Dir == "" {
 			o.Dir = filepath.Join("bench-results", spec.Stem)
 		}
@@ -120,16 +135,26 @@ func cmdBench(args []string) int {
 			defer stop()
 			err = bench.Run(ctx, spec, o)
 		}
-		if err == nil {
-			bench.Summary(os.Stderr, o.Dir, time.Since(began))
+		// The closing summary also when arm-seeds failed (the report
+		// covers the others), naming them.
+		if failed := bench.SeedsFailed(err); err == nil || failed != nil && !*reportOnly {
+			bench.Summary(os.Stderr, o.Dir, time.Since(began), failed)
 		}
 		if errors.Is(err, bench.ErrDetached) {
 			return nil
 		}
 		return err
 	}()
+	if bench.SeedsFailed(err) != nil && !errors.Is(err, context.Canceled) {
+		// The summary named them; a report error joined to it is logged.
+		if _, alone := err.(*bench.SeedsFailedError); alone {
+			return bench.ExitSeedsFailed
+		}
+		cli.LogFailure(log, os.Stderr, tty || plain, "bench", "bench failed", err)
+		return bench.ExitSeedsFailed
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		cli.LogFailure(log, os.Stderr, tty, "bench", "bench failed", err)
+		cli.LogFailure(log, os.Stderr, tty || plain, "bench", "bench failed", err)
 	}
 	return cli.ExitCode(err)
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -87,6 +88,12 @@ func TestArmSeedInUseKept(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err != nil {
 		t.Errorf("the held arm-seed's files were removed: %v", err)
+	}
+	// Why it failed is recorded beside it, for cde-run board.
+	var rec map[string]string
+	data, _ := os.ReadFile(filepath.Join(run, FailedFile))
+	if err := json.Unmarshal(data, &rec); err != nil || !strings.Contains(rec["error"], "is used by another cde-run") || rec["failed"] == "" {
+		t.Errorf("%s: %s (%v)", FailedFile, data, err)
 	}
 }
 

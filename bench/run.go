@@ -331,6 +331,9 @@ func train(ctx context.Context, spec *Spec, o Options) error {
 				co.Flush()
 				if err != nil {
 					why := err.Error()
+					if le := co.LastError(); le != "" {
+						why = le + " (" + why + ")" // the child's own last error first
+					}
 					if ctx.Err() != nil {
 						why = "interrupted: the bench was stopped"
 					}

@@ -27,6 +27,10 @@ type runView struct {
 	Name    string   `json:"name"`
 	Rows    int      `json:"rows"`
 	Metrics []string `json:"metrics"`
+	// Corrupt is how many lines of metrics.jsonl are not metrics rows
+	// (skipped), CorruptLines the first of their line numbers.
+	Corrupt      int   `json:"corrupt"`
+	CorruptLines []int `json:"corrupt_lines,omitempty"`
 	runState
 }
 
@@ -59,7 +63,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		idError(w, err)
 		return
 	}
-	v.Rows, v.Metrics = rc.rows, rc.names()
+	v.Rows, v.Metrics, v.Corrupt, v.CorruptLines = rc.rows, rc.names(), rc.bad, slices.Clone(rc.badLines)
 	rc.mu.Unlock()
 	writeJSON(w, v)
 }
@@ -105,9 +109,9 @@ func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
 		x, y := decimate(ser.x, ser.y, limit)
 		out[m] = &seriesOut{X: slices.Clone(x), Y: slices.Clone(y), N: len(ser.x), LastX: ser.x[len(ser.x)-1], LastY: ser.y[len(ser.y)-1]}
 	}
-	rows, last := rc.rows, rc.last
+	rows, last, bad := rc.rows, rc.last, rc.bad
 	rc.mu.Unlock()
-	writeJSON(w, map[string]any{"id": id, "rows": rows, "last_step": last, "series": out})
+	writeJSON(w, map[string]any{"id": id, "rows": rows, "last_step": last, "corrupt": bad, "series": out})
 }
 
 func (s *Server) handleBench(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +130,9 @@ func (s *Server) handleBench(w http.ResponseWriter, r *http.Request) {
 }
 
 // bandOut is one arm's curve of a metric: per step, the mean, lowest and
-// highest value over the seeds that logged that step, and how many did.
+// highest value over the seeds that logged that step, and how many did;
+// failed arm-seeds are left out, as the report leaves them out (running
+// ones count as far as they have got).
 type bandOut struct {
 	Arm  string    `json:"arm"`
 	X    []float64 `json:"x"`
@@ -153,6 +159,8 @@ func (s *Server) handleBenchSeries(w http.ResponseWriter, r *http.Request) {
 		sum, lo, hi float64
 		n           int
 	}
+	perSeed := q.Get("seeds") == "1"
+	seedsOut := map[string][]seedOut{}
 	out := map[string][]bandOut{}
 	per := make([]map[string]map[float64]*acc, len(metrics))
 	for i := range per {
@@ -170,6 +178,13 @@ func (s *Server) handleBenchSeries(w http.ResponseWriter, r *http.Request) {
 			ser := rc.metrics[m]
 			if ser == nil {
 				continue
+			}
+			if perSeed {
+				x, y := decimate(ser.x, ser.y, limit)
+				seedsOut[m] = append(seedsOut[m], seedOut{Arm: c.Arm, Seed: c.Seed, State: c.State, X: slices.Clone(x), Y: slices.Clone(y)})
+			}
+			if c.State == stateFailed {
+				continue // as in the report: a failed arm-seed is no seed of its arm
 			}
 			byStep := per[i][c.Arm]
 			if byStep == nil {
@@ -213,7 +228,20 @@ func (s *Server) handleBenchSeries(w http.ResponseWriter, r *http.Request) {
 			out[m] = append(out[m], thinBand(b, limit))
 		}
 	}
-	writeJSON(w, map[string]any{"id": id, "version": g.Version, "series": out})
+	res := map[string]any{"id": id, "version": g.Version, "series": out}
+	if perSeed {
+		res["seeds"] = seedsOut
+	}
+	writeJSON(w, res)
+}
+
+// seedOut is one arm-seed's values of a metric (seeds=1), failed ones too.
+type seedOut struct {
+	Arm   string    `json:"arm"`
+	Seed  uint64    `json:"seed"`
+	State string    `json:"state"`
+	X     []float64 `json:"x"`
+	Y     []float64 `json:"y"`
 }
 
 // thinBand merges consecutive steps into at most limit points: x and

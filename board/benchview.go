@@ -37,6 +37,8 @@ type cell struct {
 	Seed uint64 `json:"seed"`
 	ID   string `json:"id"` // its run's ID
 	runState
+	// Corrupt is how many lines of its metrics.jsonl are not metrics rows.
+	Corrupt int `json:"corrupt,omitempty"`
 }
 
 // gridView is a bench's arm x seed grid and its state.
@@ -52,6 +54,10 @@ type gridView struct {
 	Claims []map[string]any `json:"claims,omitempty"`
 
 	Version string `json:"version"`
+	// Exited: the bench process is known to have exited (its lock seen
+	// released, or there is none) and no arm-seed runs: what its files
+	// say now is final until it is run again.
+	Exited bool `json:"exited"`
 
 	spec *bench.Spec
 	dir  string // absolute
@@ -135,12 +141,12 @@ func (s *Server) grid(rt *root, rel string, n int, locks lockTable, now time.Tim
 			c := cell{Arm: arm, Seed: seed, ID: cid, runState: s.runInfo(rt, crel, cid, total, true, locks, now)}
 			g.Cells = append(g.Cells, c)
 			g.Counts[c.State]++
-			versions = append(versions, c.Version)
+			versions = append(versions, c.Version, c.State) // a state changes without a file: a lock released
 		}
 	}
-	if fi, err := rt.r.Stat(join(rel, ".lock")); err == nil {
-		g.Locked = locks.heldOn(fi)
-	}
+	var released bool
+	g.Locked, released = s.lockState(rt, join(rel, ".lock"), id, locks)
+	g.Exited = !g.Locked && g.Counts[stateRunning] == 0 && (released || !exists(rt.r, join(rel, ".lock")))
 	for _, f := range []string{"results.csv", bench.VerdictsFile, bench.ClaimsFile, "commands.txt"} {
 		if fi, err := rt.r.Stat(join(rel, f)); err == nil {
 			versions = append(versions, fmt.Sprint(fi.ModTime().UnixNano()))
@@ -367,7 +373,10 @@ func (s *Server) benchView(rt *root, rel string, n int) (*benchView, error) {
 	now := s.o.Now()
 	g := s.grid(rt, rel, n, s.lockTable(now), now)
 	v := &benchView{ID: makeID(n, rel), Name: displayName(rt, rel), gridView: g}
+	// final: nothing more will be written until the bench is run again
+	// (every arm-seed done, or the bench exited with some failed).
 	done := g.State == stateDone
+	final := done || g.Exited
 	var newestDone time.Time
 	for _, c := range g.Cells {
 		if c.State == stateDone {
@@ -384,15 +393,17 @@ func (s *Server) benchView(rt *root, rel string, n int) (*benchView, error) {
 				switch {
 				case fi.ModTime().Before(newestDone):
 					r.Provisional, r.Note = true, "written before the last arm-seed finished: it lacks the newest runs"
-				case !done:
+				case !final:
 					r.Provisional, r.Note = true, "written by an earlier report; the bench is not done"
+				case !done:
+					r.Note = exitedNote(g)
 				}
 				v.Results = r
 			}
 		}
 	}
 	// verdicts
-	v.Verdicts, v.VerdictsNote = s.benchVerdicts(rt, rel, g, done, newestDone)
+	v.Verdicts, v.VerdictsNote = s.benchVerdicts(rt, rel, g, final, newestDone)
 	// pass@k and the metric names, from the runs' metrics
 	names := map[string]bool{}
 	perArm := map[string]map[string]map[int][]float64{} // arm -> set -> k -> per seed
@@ -407,6 +418,11 @@ func (s *Server) benchView(rt *root, rel string, n int) (*benchView, error) {
 		}
 		for k := range rc.metrics {
 			names[k] = true
+		}
+		for i := range v.Cells {
+			if v.Cells[i].ID == c.ID {
+				v.Cells[i].Corrupt = rc.bad
+			}
 		}
 		if c.State == stateDone {
 			seedsDone[c.Arm]++
@@ -481,11 +497,19 @@ func (c cell) relIn(benchRel string) string {
 	return join(benchRel, "runs", c.Arm, fmt.Sprintf("seed-%d", c.Seed))
 }
 
+// exitedNote says what a final report of a bench that exited with
+// arm-seeds not done covers.
+func exitedNote(g gridView) string {
+	return fmt.Sprintf("the bench exited with %d of %d arm-seeds done (%d failed, %d not started): the report covers the finished ones only; rerun the bench to resume the rest",
+		g.Counts[stateDone], len(g.Cells), g.Counts[stateFailed], g.Counts[statePending])
+}
+
 // benchVerdicts is the verdict table: the bench's verdicts.json once it
-// is done (and written after its last arm-seed), else the claims judged
+// is done or has exited (and written after its last arm-seed), else the claims judged
 // now on the arm-seeds finished (bench.Verdicts, given the bench file),
 // else an older verdicts.json marked provisional.
-func (s *Server) benchVerdicts(rt *root, rel string, g gridView, done bool, newestDone time.Time) (*verdictsView, string) {
+func (s *Server) benchVerdicts(rt *root, rel string, g gridView, final bool, newestDone time.Time) (*verdictsView, string) {
+	done := g.State == stateDone
 	var file []bench.ClaimVerdict
 	fileOK := false
 	var fileTime time.Time
@@ -494,17 +518,24 @@ func (s *Server) benchVerdicts(rt *root, rel string, g gridView, done bool, newe
 			fileOK, fileTime = true, fi.ModTime()
 		}
 	}
-	if done && fileOK && !fileTime.Before(newestDone) {
-		return &verdictsView{Source: bench.VerdictsFile, Rows: file}, ""
+	if final && fileOK && !fileTime.Before(newestDone) {
+		vv := &verdictsView{Source: bench.VerdictsFile, Rows: file}
+		if !done {
+			vv.Note = exitedNote(g)
+		}
+		return vv, ""
 	}
 	if g.spec != nil && len(g.spec.Claims) > 0 {
 		rows, err := s.liveVerdicts(rt, rel, g)
 		if err == nil {
-			vv := &verdictsView{Source: "live", Provisional: !done, Rows: rows}
-			if !done {
+			vv := &verdictsView{Source: "live", Provisional: !final, Rows: rows}
+			switch {
+			case !final:
 				vv.Note = fmt.Sprintf("judged now on the %d of %d arm-seeds finished; verdicts change as more finish", g.Counts[stateDone], len(g.Cells))
-			} else {
+			case done:
 				vv.Note = "judged now: every arm-seed is done, but no verdicts.json was written after the last one (run the bench's --report-only)"
+			default:
+				vv.Note = "judged now on the finished arm-seeds: " + exitedNote(g) + "; no verdicts.json was written after the last one"
 			}
 			return vv, ""
 		}
@@ -514,7 +545,7 @@ func (s *Server) benchVerdicts(rt *root, rel string, g gridView, done bool, newe
 	}
 	if fileOK {
 		note := "written by an earlier report; the bench is not done"
-		if done {
+		if final {
 			note = "written before the last arm-seed finished"
 		}
 		return &verdictsView{Source: bench.VerdictsFile, Provisional: true, Rows: file, Note: note}, ""

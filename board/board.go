@@ -88,6 +88,7 @@ type Server struct {
 	tails     map[string]tailInfo    // by ID
 	configs   map[string]configInfo  // by root and path
 	locks     lockTable
+	heldSeen  map[string]bool // lock files seen held, by ID
 	locksAt   time.Time
 	locksRead bool
 
@@ -111,7 +112,7 @@ func New(o Options) (*Server, error) {
 		o.Now = time.Now
 	}
 	s := &Server{o: o, runs: map[string]*runCache{}, benches: map[string]*benchCache{}, seen: map[string][]sample{},
-		tails: map[string]tailInfo{}, configs: map[string]configInfo{}}
+		tails: map[string]tailInfo{}, configs: map[string]configInfo{}, heldSeen: map[string]bool{}}
 	for _, d := range o.Dirs {
 		abs, err := filepath.Abs(d)
 		if err != nil {

@@ -13,11 +13,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/cde-rl/cde/bench"
+	"github.com/cde-rl/cde/trainer"
 )
 
 func newServer(t testing.TB, o Options) *httptest.Server {
@@ -602,5 +606,225 @@ func TestConcurrentPolls(t *testing.T) {
 	get(t, ts, "/api/series?id=0/live/runs/grpo/seed-2&m=reward/acc", &r)
 	if r.LastStep != testSteps {
 		t.Errorf("last step %v after the run finished", r.LastStep)
+	}
+}
+
+// fastFloat gives strconv.ParseFloat's value wherever it takes a number,
+// and leaves the rest to it.
+func TestFastFloat(t *testing.T) {
+	cases := []string{"0", "-0", "1", "-1", "0.5", "12.345", "-0.8414709848078965", "1e10", "1.5e-7", "2.5E+3", "123456789012345",
+		"0.1", "0.2", "0.30000000000000004", "9007199254740993", "1e23", "1e-30", "5e-324", "1.7976931348623157e308", "0.000001234",
+		"100000000000000000000000", "3.141592653589793", "+7", "00012", "1.", ".5"}
+	for i := range 20000 {
+		v := math.Sin(float64(i)*0.37) * math.Pow(10, float64(i%40-20))
+		cases = append(cases, strconv.FormatFloat(v, 'g', -1, 64), strconv.FormatFloat(v, 'f', -1, 64), strconv.FormatFloat(v, 'e', 6, 64))
+	}
+	fast := 0
+	for _, c := range cases {
+		want, err := strconv.ParseFloat(c, 64)
+		got, ok := fastFloat([]byte(c))
+		if !ok {
+			continue
+		}
+		fast++
+		if err != nil || got != want || math.Signbit(got) != math.Signbit(want) {
+			t.Errorf("fastFloat(%q) = %v, ParseFloat %v (%v)", c, got, want, err)
+		}
+	}
+	for _, bad := range []string{"", "-", ".", "e5", "1e", "1..2", "1-2", "--1", "0x10", "1e5e5"} {
+		if v, ok := fastFloat([]byte(bad)); ok {
+			t.Errorf("fastFloat(%q) = %v, want not ok", bad, v)
+		}
+	}
+	if fast < len(cases)/2 {
+		t.Errorf("only %d of %d numbers took the fast path", fast, len(cases))
+	}
+}
+
+// A run whose trainer dies is failed as soon as its lock is released, not
+// when its metrics.jsonl goes stale; an arm-seed shows the reason the
+// bench recorded (bench.FailedFile) and the command that resumes it.
+func TestKilledRunFailsAtOnce(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "b")
+	spec := testSpec(t, "b.yaml")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "commands.txt"), []byte("cde-run bench -c b.yaml --out b\ncde-run bench -c b.yaml --out b --report-only\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	killed := newArmSeed(t, dir, "grpo", 1)
+	killed.hold(t)
+	killed.writeTo(t, 19)
+	recorded := newArmSeed(t, dir, "ppo", 1)
+	recorded.hold(t)
+	recorded.writeTo(t, 5)
+	run := newRun(t, filepath.Join(tmp, "runs", "r"), "grpo", 1)
+	run.hold(t)
+	run.writeTo(t, 9)
+	os.MkdirAll(filepath.Join(run.dir, "checkpoints"), 0o755)
+	ts := newServer(t, Options{Dirs: []string{tmp}, Specs: []*bench.Spec{spec}})
+	cells := func() map[string]cell {
+		var b benchView
+		get(t, ts, "/api/bench?id=0/b", &b)
+		out := map[string]cell{}
+		for _, c := range b.Cells {
+			out[fmt.Sprintf("%s/%d", c.Arm, c.Seed)] = c
+		}
+		return out
+	}
+	var r runView
+	get(t, ts, "/api/run?id=0/runs/r", &r)
+	if c := cells(); c["grpo/1"].State != stateRunning || c["ppo/1"].State != stateRunning || r.State != stateRunning {
+		t.Fatalf("while the locks are held: %+v %+v %+v", c["grpo/1"], c["ppo/1"], r.runState)
+	}
+	// All three die now, their metrics.jsonl fresh; the bench recorded
+	// why ppo seed 1 stopped.
+	killed.unlock()
+	run.unlock()
+	recorded.unlock()
+	rec := `{"failed":"2026-11-28T10:00:00Z","error":"exit status 1: the loss is NaN at step 5","command":"cde-run bench -c b.yaml --out b --jobs 2"}`
+	if err := os.WriteFile(filepath.Join(recorded.dir, bench.FailedFile), []byte(rec+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // /proc/locks is read at most once a second
+	c := cells()
+	if k := c["grpo/1"]; k.State != stateFailed || k.ETA != nil || k.Failure == nil || !k.Failure.Released || k.Failure.Reason != "" || k.Failure.Resume != "cde-run bench -c b.yaml --out b" {
+		t.Errorf("killed arm-seed: %+v %+v", k, k.Failure)
+	}
+	if k := c["ppo/1"]; k.State != stateFailed || k.Failure == nil || k.Failure.Reason != "exit status 1: the loss is NaN at step 5" || k.Failure.Resume != "cde-run bench -c b.yaml --out b --jobs 2" || k.Failure.At != "2026-11-28T10:00:00Z" {
+		t.Errorf("arm-seed with its reason recorded: %+v %+v", k, k.Failure)
+	}
+	get(t, ts, "/api/run?id=0/runs/r", &r)
+	if r.State != stateFailed || r.Failure == nil || r.Failure.Resume != "cde-run train --resume "+filepath.Join(tmp, "runs", "r") {
+		t.Errorf("killed run: %+v %+v", r.runState, r.Failure)
+	}
+}
+
+// Lines of metrics.jsonl that are not metrics rows are counted, with
+// their line numbers, whether the file is read at once in parallel or as
+// it grows; the rows around them are kept.
+func TestCorruptLinesCounted(t *testing.T) {
+	tmp := t.TempDir()
+	run := filepath.Join(tmp, "r")
+	writeBigRun(t, run, 0, 3000, 60) // over parallelMin: read in parts
+	f, _ := os.OpenFile(filepath.Join(run, "metrics.jsonl"), os.O_APPEND|os.O_WRONLY, 0o644)
+	f.WriteString("{\"step\":3000,\"a\":1{\"step\":3001\n\n[1,2]\n{\"a\":2}\n{\"step\":3002,\"a\":3}\n")
+	f.Close()
+	fi, _ := os.Stat(filepath.Join(run, "metrics.jsonl"))
+	if fi.Size() < parallelMin {
+		t.Fatalf("%d bytes: under parallelMin", fi.Size())
+	}
+	ts := newServer(t, Options{Dirs: []string{tmp}})
+	var r runView
+	get(t, ts, "/api/run?id=0/r", &r)
+	if r.Rows != 3001 || r.Corrupt != 3 || !reflect.DeepEqual(r.CorruptLines, []int{3001, 3003, 3004}) {
+		t.Errorf("parallel read: %d rows, %d corrupt at %v", r.Rows, r.Corrupt, r.CorruptLines)
+	}
+	// The same from a file read as it grows, line by line.
+	seq := &runCache{}
+	root, _ := os.OpenRoot(tmp)
+	defer root.Close()
+	data, _ := os.ReadFile(filepath.Join(run, "metrics.jsonl"))
+	os.MkdirAll(filepath.Join(tmp, "s"), 0o755)
+	for i, chunk := range [][]byte{data[:len(data)/3], data[len(data)/3 : len(data)*2/3], data[len(data)*2/3:]} {
+		fl, _ := os.OpenFile(filepath.Join(tmp, "s", "metrics.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		fl.Write(chunk)
+		fl.Close()
+		if i == 0 {
+			// a small first read: line by line
+			if err := seq.update(root, filepath.Join("s", "metrics.jsonl")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := seq.update(root, filepath.Join("s", "metrics.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	par := &runCache{}
+	if err := par.update(root, filepath.Join("r", "metrics.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if seq.rows != par.rows || seq.bad != par.bad || !reflect.DeepEqual(seq.badLines, par.badLines) || len(seq.metrics) != len(par.metrics) || seq.last != par.last {
+		t.Errorf("sequential: %d rows %d bad %v; parallel: %d rows %d bad %v", seq.rows, seq.bad, seq.badLines, par.rows, par.bad, par.badLines)
+	}
+	for k, s := range par.metrics {
+		if q := seq.metrics[k]; q == nil || !slices.Equal(q.x, s.x) || !slices.Equal(q.y, s.y) {
+			t.Errorf("%s differs between the parallel and the sequential read", k)
+		}
+	}
+	if a := par.metrics["a"]; a == nil || !slices.Equal(a.x, []float64{3002}) {
+		t.Errorf("the row after the corrupt lines: %+v", a)
+	}
+}
+
+// Once a bench has exited (its lock released) with arm-seeds failed, its
+// report is final, not provisional, and its curves, like its report, leave
+// the failed arm-seeds out (a per-seed view shows them).
+func TestExitedBenchFinal(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "x")
+	spec := testSpec(t, "x.yaml")
+	lock, err := trainer.LockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	os.WriteFile(filepath.Join(dir, "commands.txt"), []byte("cde-run bench -c x.yaml --out x\n"), 0o644)
+	for _, seed := range spec.Seeds {
+		for _, arm := range spec.Arms {
+			a := newArmSeed(t, dir, arm.Name, seed)
+			if arm.Name == "grpo_ppl" && seed == 3 {
+				a.writeTo(t, 7)
+				a.age(t, time.Hour)
+				continue
+			}
+			a.finish(t)
+		}
+	}
+	if err := bench.Report(spec, bench.Options{Dir: dir, Command: "cde-run bench -c x.yaml --out x", Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	ts := newServer(t, Options{Dirs: []string{tmp}, Specs: []*bench.Spec{spec}})
+	var b benchView
+	get(t, ts, "/api/bench?id=0/x", &b)
+	if b.State != stateRunning || b.Exited || b.Results == nil || !b.Results.Provisional || b.Verdicts == nil || !b.Verdicts.Provisional {
+		t.Errorf("while the bench holds its lock: %s exited %v, %+v %+v", b.State, b.Exited, b.Results, b.Verdicts)
+	}
+	lock.Close()
+	time.Sleep(1100 * time.Millisecond)
+	get(t, ts, "/api/bench?id=0/x", &b)
+	if b.State != stateFailed || !b.Exited || b.Results == nil || b.Results.Provisional || !strings.Contains(b.Results.Note, "1 failed") {
+		t.Errorf("after the bench exited: %s exited %v, results %+v", b.State, b.Exited, b.Results)
+	}
+	if b.Verdicts == nil || b.Verdicts.Provisional || b.Verdicts.Source != bench.VerdictsFile || !strings.Contains(b.Verdicts.Note, "finished ones only") {
+		t.Errorf("verdicts after the bench exited: %+v", b.Verdicts)
+	}
+	var out struct {
+		Series map[string][]bandOut `json:"series"`
+		Seeds  map[string][]seedOut `json:"seeds"`
+	}
+	get(t, ts, "/api/bench/series?id=0/x&m=reward/acc&seeds=1", &out)
+	for _, band := range out.Series["reward/acc"] {
+		want := 3
+		if band.Arm == "grpo_ppl" {
+			want = 2 // the failed seed is left out, at its steps too
+		}
+		if band.N[3] != want {
+			t.Errorf("%s at step 3: %d seeds, want %d", band.Arm, band.N[3], want)
+		}
+	}
+	failed := 0
+	for _, s := range out.Seeds["reward/acc"] {
+		if s.State == stateFailed {
+			failed++
+			if s.Arm != "grpo_ppl" || s.Seed != 3 || len(s.X) != 8 {
+				t.Errorf("failed seed's series: %+v", s)
+			}
+		}
+	}
+	if len(out.Seeds["reward/acc"]) != 9 || failed != 1 {
+		t.Errorf("per seed: %d series, %d failed", len(out.Seeds["reward/acc"]), failed)
 	}
 }

@@ -209,7 +209,7 @@ func finishedBench(t testing.TB, dir string) *bench.Spec {
 
 // liveBench makes a bench in dir as one is while it trains: seed 1 and
 // ppo seed 2 done, grpo seed 2 running (its lock held, at step 15),
-// grpo_ppl seed 2 failed an hour ago, seed 3 not started; the bench's own
+// grpo_ppl seed 2 failed an hour ago (its reason recorded), seed 3 not started; the bench's own
 // lock held. It returns the running arm-seed.
 func liveBench(t testing.TB, dir string) (*bench.Spec, *armSeed) {
 	t.Helper()
@@ -235,6 +235,10 @@ func liveBench(t testing.TB, dir string) (*bench.Spec, *armSeed) {
 	failed := newArmSeed(t, dir, "grpo_ppl", 2)
 	failed.writeTo(t, 7)
 	if err := os.WriteFile(filepath.Join(failed.dir, "bench-time.json"), []byte(`{"finished":"","seconds":3}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := `{"failed":"2026-11-28T09:12:40Z","error":"cde-run train --resume runs/grpo_ppl/seed-2: exit status 1 (step 7: non-finite loss)","command":"cde-run bench -c live.yaml --out live --jobs 2"}`
+	if err := os.WriteFile(filepath.Join(failed.dir, bench.FailedFile), []byte(rec+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	failed.age(t, time.Hour)

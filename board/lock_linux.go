@@ -57,3 +57,33 @@ func (t lockTable) heldOn(fi os.FileInfo) bool {
 	dev := uint64(st.Dev) //nolint:unconvert // its type differs between architectures
 	return t.held[[3]uint64{uint64(unix.Major(dev)), uint64(unix.Minor(dev)), st.Ino}]
 }
+
+// networkFS are the file systems whose locks other machines may hold
+// unseen by /proc/locks here (statfs f_type).
+var networkFS = map[int64]bool{
+	0x6969:     true, // NFS
+	0xff534d42: true, // CIFS
+	0xfe534d42: true, // SMB2
+	0x517b:     true, // SMB
+	0x0bd00bd0: true, // Lustre
+	0x47504653: true, // GPFS
+	0x00c36400: true, // Ceph
+	0x19830326: true, // BeeGFS
+	0x65735546: true, // FUSE (sshfs, s3fs, ...)
+	0x013111a8: true, // IBRIX
+	0x73757245: true, // Coda
+	0x6b414653: true, // AFS
+	0x5346414f: true, // OpenAFS
+	0x564c:     true, // NCP
+	0x01021997: true, // 9P
+}
+
+// localLock reports whether the file f is on a local file system, where
+// /proc/locks lists every lock held on it: one not listed is released.
+func localLock(f *os.File) bool {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return false
+	}
+	return !networkFS[int64(st.Type)] //nolint:unconvert // its type differs between architectures
+}

@@ -1,6 +1,7 @@
 package board
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -127,6 +128,50 @@ type runState struct {
 	Updated string   `json:"updated,omitempty"`
 	// Locked says its lock is held (a cde-run has it).
 	Locked bool `json:"locked,omitempty"`
+	// Failure says why a failed run stopped and how to resume it.
+	Failure *failure `json:"failure,omitempty"`
+}
+
+// failure is what is known of a failed run: the reason the bench
+// recorded (bench.FailedFile; "" when none was), when, and the command
+// that resumes it.
+type failure struct {
+	Reason string `json:"reason,omitempty"`
+	At     string `json:"at,omitempty"`
+	Resume string `json:"resume,omitempty"`
+	// Released: its lock was let go (seen here, not inferred from an old
+	// metrics.jsonl).
+	Released bool `json:"released,omitempty"`
+}
+
+// lockState is whether the lock file name under rt is held, and whether it
+// is known released: it exists, /proc/locks is readable, and the file is
+// on a local file system (so no other machine can hold it unseen), or
+// this server saw it held before.
+func (s *Server) lockState(rt *root, name, id string, locks lockTable) (held, released bool) {
+	fi, err := rt.r.Stat(name)
+	if err != nil {
+		return false, false
+	}
+	held = locks.heldOn(fi)
+	s.mu.Lock()
+	seen := s.heldSeen[id]
+	if held {
+		s.heldSeen[id] = true
+	}
+	s.mu.Unlock()
+	if held || !locks.known {
+		return held, false
+	}
+	if seen {
+		return false, true
+	}
+	f, err := rt.r.Open(name)
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	return false, localLock(f)
 }
 
 // sample is a step seen at a time, for the ETA.
@@ -150,8 +195,8 @@ func (s *Server) runInfo(rt *root, rel, id string, totalHint int, inBench bool, 
 	doneFI, doneErr := rt.r.Stat(join(rel, bench.DoneFile))
 	done := doneErr == nil
 	mfi, merr := rt.r.Stat(join(rel, "metrics.jsonl"))
-	lockFI, lerr := rt.r.Stat(join(rel, ".lock"))
-	st.Locked = lerr == nil && locks.heldOn(lockFI)
+	var released bool
+	st.Locked, released = s.lockState(rt, join(rel, ".lock"), id, locks)
 	st.Total = s.configSteps(rt, rel)
 	if st.Total == 0 {
 		st.Total = totalHint
@@ -166,14 +211,16 @@ func (s *Server) runInfo(rt *root, rel, id string, totalHint int, inBench bool, 
 	if done {
 		st.Version += fmt.Sprintf("+%d", doneFI.ModTime().UnixNano())
 	}
-	fresh := merr == nil && now.Sub(mfi.ModTime()) < s.o.StaleAfter
+	// A fresh metrics.jsonl counts as running only while the lock cannot
+	// be seen released: a killed trainer is failed at once.
+	fresh := merr == nil && now.Sub(mfi.ModTime()) < s.o.StaleAfter && !released
 	switch {
 	case done:
 		st.State = stateDone
 	case st.Locked || fresh:
 		st.State = stateRunning
 	case merr != nil:
-		if _, err := rt.r.Stat(rel); err == nil && exists(rt.r, join(rel, "bench-time.json")) {
+		if _, err := rt.r.Stat(rel); err == nil && (exists(rt.r, join(rel, "bench-time.json")) || exists(rt.r, join(rel, bench.FailedFile))) {
 			st.State = stateFailed // an attempt that ended before its first row
 		} else {
 			st.State = statePending
@@ -183,12 +230,53 @@ func (s *Server) runInfo(rt *root, rel, id string, totalHint int, inBench bool, 
 	default:
 		st.State = stateFailed
 	}
+	if st.State == stateFailed {
+		st.Failure = s.failureOf(rt, rel, inBench, released)
+	}
 	if st.State == stateRunning && st.Step != nil {
 		if eta, ok := s.eta(id, *st.Step, st.Total, stepS, now); ok {
 			st.ETA = &eta
 		}
 	}
 	return st
+}
+
+// failureOf reads why a failed run stopped: an arm-seed's
+// bench.FailedFile, and the command that resumes it (the bench command
+// that ran it, or the last in the bench's commands.txt; for a run, cde-run
+// train --resume when it has a checkpoint).
+func (s *Server) failureOf(rt *root, rel string, inBench, released bool) *failure {
+	f := &failure{Released: released}
+	if !inBench {
+		if exists(rt.r, join(rel, "checkpoints")) {
+			f.Resume = "cde-run train --resume " + shellQuote(displayName(rt, rel))
+		}
+		return f
+	}
+	if data, err := rt.r.ReadFile(join(rel, bench.FailedFile)); err == nil {
+		var rec struct{ Failed, Error, Command string }
+		if json.Unmarshal(data, &rec) == nil {
+			f.Reason, f.At, f.Resume = rec.Error, rec.Failed, rec.Command
+		}
+	}
+	if f.Resume == "" {
+		// …/runs/ARM/seed-N: the bench directory is three levels up.
+		data, _ := rt.r.ReadFile(join(filepath.Dir(filepath.Dir(filepath.Dir(rel))), "commands.txt"))
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if line = strings.TrimSpace(line); strings.HasPrefix(line, "cde-run bench") && !strings.Contains(line, "--report-only") {
+				f.Resume = line
+			}
+		}
+	}
+	return f
+}
+
+// shellQuote quotes p for a POSIX shell when it needs it.
+func shellQuote(p string) string {
+	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./@:+,=") == "" {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }
 
 // tail is the last row's step and perf/step_s, read again only when the
@@ -327,7 +415,7 @@ func (s *Server) listAll() *listing {
 		return s.list
 	}
 	locks := s.lockTable(now)
-	l := &listing{Time: now.UTC().Format(time.RFC3339), Locks: locks.known}
+	l := &listing{Time: now.UTC().Format(time.RFC3339), Locks: locks.known, Items: []item{}}
 	for _, rt := range s.roots {
 		l.Dirs = append(l.Dirs, filepath.ToSlash(rt.name))
 	}

@@ -11,6 +11,8 @@ const DEFAULT_BENCH_METRICS = [/^val\/mean\/avg@\d+$/, /^reward\/acc$/, /^rollou
 const state = {
   list: null,       // /api/list
   route: null,      // {view, ids, metrics}
+  chartOpts: { log: false, smooth: 0, perSeed: false }, // from the address
+  zoom: {},         // the x range zoomed to, by chart group
   view: null,       // the current view's state
   checked: new Set(),
   failures: 0,
@@ -82,6 +84,8 @@ function parseRoute() {
   const [path, query] = h.split("?");
   const params = new URLSearchParams(query || "");
   const metrics = params.get("m") ? params.get("m").split(",").filter(Boolean) : null;
+  const sm = Number(params.get("smooth") || 0);
+  state.chartOpts = { log: params.get("log") === "1", smooth: sm >= 0 && sm < 1 ? sm : 0, perSeed: params.get("seeds") === "1" };
   const parts = path.split("/");
   if (parts[0] === "bench" && parts[1]) return { view: "bench", ids: [decodeURIComponent(parts.slice(1).join("/"))], metrics };
   if (parts[0] === "runs" && parts[1]) return { view: "runs", ids: parts.slice(1).join("/").split(",").map(decodeURIComponent), metrics };
@@ -94,6 +98,8 @@ function runsHref(ids) { return "#/runs/" + ids.map(encodeURIComponent).join(","
 function routeChanged() {
   state.route = parseRoute();
   state.view = null;
+  state.zoom = {};
+  dropCharts(el("main"));
   el("main").innerHTML = '<p class="muted">Loading…</p>';
   document.body.dataset.ready = "";
   renderSide();
@@ -127,98 +133,263 @@ function renderSide() {
 }
 
 // ---------- charts ----------
+//
+// uPlot (board/assets/uplot, vendored from npm: board/vendor/README.md)
+// draws them. Each chart has its own read-out under it; the cursor is
+// synced by step across the charts of a view, and so is the zoom (drag
+// across a chart; double-click or "reset zoom" to undo). Log y, smoothing
+// and, on a bench, one line per seed are set in the tool bar and kept in
+// the address. CSV and PNG export each chart as drawn.
 
-function niceTicks(lo, hi, n) {
-  if (!(hi > lo)) return [lo];
-  const span = hi - lo, raw = span / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 2.5, 5, 10].map(m => m * mag).find(s => span / s <= n) || 10 * mag;
-  const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+const charts = [];         // the charts on the page: {box, spec, u, main, csv(), png()}
+window.board = { charts }; // for scripts (and the browser test)
+
+// ema is TensorBoard's debiased exponential moving average with weight w.
+function ema(y, w) {
+  if (!w) return y;
+  const out = new Array(y.length);
+  let acc = 0, n = 0;
+  for (let i = 0; i < y.length; i++) {
+    const v = y[i];
+    if (v === null || !Number.isFinite(v)) { out[i] = v; continue; }
+    acc = acc * w + (1 - w) * v;
+    n++;
+    out[i] = acc / (1 - Math.pow(w, n));
+  }
   return out;
 }
 
-// lineChart draws series [{label, color, dash, x, y, lo, hi}] into box as
-// an SVG: lines, bands (lo..hi) where given, axes with ticks, a hover
-// read-out. opts: {logx, points, xlabel}.
-function lineChart(box, list, opts) {
-  opts = opts || {};
-  const W = Math.max(320, box.clientWidth || 480), H = 230;
-  const m = { l: 54, r: 12, t: 8, b: 30 };
-  const fx = opts.logx ? (x => Math.log2(x)) : (x => x);
-  let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-  for (const s of list) {
-    for (let i = 0; i < s.x.length; i++) {
-      const x = fx(s.x[i]);
-      x0 = Math.min(x0, x); x1 = Math.max(x1, x);
-      const lo = s.lo ? s.lo[i] : s.y[i], hi = s.hi ? s.hi[i] : s.y[i];
-      y0 = Math.min(y0, lo, s.y[i]); y1 = Math.max(y1, hi, s.y[i]);
-    }
+// nearest is the index of s.x's point nearest x, or -1 when x is outside
+// the series' steps (a run that stopped at step 19 has no value at 99).
+function nearest(xs, x) {
+  const n = xs.length;
+  if (!n) return -1;
+  const slack = n > 1 ? (xs[n - 1] - xs[0]) / (n - 1) / 2 : 0.5;
+  if (x < xs[0] - slack || x > xs[n - 1] + slack) return -1;
+  let lo = 0, hi = n - 1;
+  while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (xs[mid] <= x) lo = mid; else hi = mid; }
+  return Math.abs(xs[hi] - x) < Math.abs(xs[lo] - x) ? hi : lo;
+}
+
+function alpha(hex, a) { return hex + Math.round(a * 255).toString(16).padStart(2, "0"); }
+
+function chartBox(parent, title, attrs) {
+  const box = document.createElement("div");
+  box.className = "chart";
+  for (const [k, v] of Object.entries(attrs || {})) box.dataset[k] = v;
+  box.innerHTML = `<div class="title"><span>${esc(title)}</span><span class="exports"><button type="button" data-export="csv" title="the points drawn, as CSV">CSV</button>` +
+    `<button type="button" data-export="png" title="the chart as a PNG image">PNG</button></span></div><div class="plot"></div><div class="readout muted"></div>`;
+  parent.appendChild(box);
+  return box;
+}
+
+// dropCharts forgets the charts under parent (about to be redrawn).
+function dropCharts(parent) {
+  for (let i = charts.length - 1; i >= 0; i--) {
+    if (parent.contains(charts[i].box)) { charts[i].u && charts[i].u.destroy(); charts.splice(i, 1); }
   }
-  if (!Number.isFinite(x0)) { box.innerHTML = '<p class="muted">no data</p>'; return; }
-  if (x1 === x0) { x0 -= 1; x1 += 1; }
-  if (y1 === y0) { const d = Math.abs(y0) * 0.1 || 1; y0 -= d; y1 += d; }
-  const pad = (y1 - y0) * 0.05; y0 -= pad; y1 += pad;
-  const X = x => m.l + (fx(x) - x0) / (x1 - x0) * (W - m.l - m.r);
-  const Y = y => m.t + (1 - (y - y0) / (y1 - y0)) * (H - m.t - m.b);
-  const parts = [];
-  const yt = niceTicks(y0, y1, 5);
-  parts.push('<g class="grid">');
-  for (const t of yt) parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${Y(t).toFixed(1)}" y2="${Y(t).toFixed(1)}"/>`);
-  parts.push("</g>");
-  for (const t of yt) parts.push(`<text x="${m.l - 5}" y="${(Y(t) + 3).toFixed(1)}" text-anchor="end">${esc(fmt(t, 4))}</text>`);
-  let xt;
-  if (opts.logx) {
-    xt = [...new Set(list.flatMap(s => s.x))].sort((a, b) => a - b);
-    if (xt.length > 10) xt = xt.filter((_, i) => i % Math.ceil(xt.length / 10) === 0);
-    xt = xt.map(k => ({ v: k, at: X(k) }));
-  } else {
-    xt = niceTicks(x0, x1, Math.max(3, Math.floor(W / 90))).map(v => ({ v, at: X(v) }));
-  }
-  for (const t of xt) parts.push(`<text x="${t.at.toFixed(1)}" y="${H - m.b + 14}" text-anchor="middle">${esc(fmt(t.v, 6))}</text>`);
-  parts.push(`<line class="axis" x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}"/><line class="axis" x1="${m.l}" x2="${m.l}" y1="${m.t}" y2="${H - m.b}"/>`);
-  if (opts.xlabel) parts.push(`<text x="${W - m.r}" y="${H - 3}" text-anchor="end">${esc(opts.xlabel)}</text>`);
+}
+
+// lineChart draws series [{label, color, dash, x, y, lo, hi}] into the
+// chart box: lines, bands (lo..hi) where given. spec: {title, sync (the
+// group the cursor and zoom are shared in), xlabel, logx, points}.
+function lineChart(box, list, spec) {
+  spec = Object.assign({ xlabel: "step" }, spec);
+  const plot = box.querySelector(".plot");
+  const o = state.chartOpts;
+  const logy = o.log && !spec.logx;
+  const smooth = spec.logx ? 0 : o.smooth;
+  const pos = v => (v === null || v === undefined ? null : (logy && !(v > 0) ? null : v));
+  const xs = [...new Set(list.flatMap(s => s.x))].sort((a, b) => a - b);
+  if (!xs.length) { plot.innerHTML = '<p class="muted">no data</p>'; return null; }
+  const at = new Map(xs.map((x, i) => [x, i]));
+  const col = (s, ys) => { const out = new Array(xs.length).fill(null); s.x.forEach((x, i) => { out[at.get(x)] = pos(ys[i]); }); return out; };
+  const data = [xs], series = [{ label: spec.xlabel }], bands = [], main = [];
   for (const s of list) {
+    const drawn = { y: ema(s.y, smooth), lo: s.lo && ema(s.lo, smooth), hi: s.hi && ema(s.hi, smooth) };
+    const m = { s, drawn, idx: series.length };
+    data.push(col(s, drawn.y));
+    series.push({ label: s.label, stroke: s.color, width: s.faint ? 1 : 1.6, dash: s.dash ? [5, 3] : undefined, spanGaps: true,
+      points: { show: !!(spec.points || s.x.length <= 12), size: 5, fill: s.color } });
     if (s.lo && s.hi && s.x.length > 1) {
-      let d = "";
-      for (let i = 0; i < s.x.length; i++) d += (i ? "L" : "M") + X(s.x[i]).toFixed(1) + " " + Y(s.hi[i]).toFixed(1);
-      for (let i = s.x.length - 1; i >= 0; i--) d += "L" + X(s.x[i]).toFixed(1) + " " + Y(s.lo[i]).toFixed(1);
-      parts.push(`<path d="${d}Z" fill="${s.color}" fill-opacity="0.16" stroke="none"/>`);
+      data.push(col(s, drawn.hi), col(s, drawn.lo));
+      series.push({ label: s.label + " hi", stroke: s.color, width: 0, spanGaps: true, points: { show: false } },
+        { label: s.label + " lo", stroke: s.color, width: 0, spanGaps: true, points: { show: false } });
+      bands.push({ series: [series.length - 2, series.length - 1], fill: alpha(s.color, 0.16) });
+      m.band = true;
     }
+    main.push(m);
   }
-  for (const s of list) {
-    let d = "";
-    for (let i = 0; i < s.x.length; i++) d += (i ? "L" : "M") + X(s.x[i]).toFixed(1) + " " + Y(s.y[i]).toFixed(1);
-    parts.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="1.6"${s.dash ? ` stroke-dasharray="${s.dash}"` : ""}/>`);
-    if (opts.points || s.x.length <= 12) {
-      for (let i = 0; i < s.x.length; i++) parts.push(`<circle cx="${X(s.x[i]).toFixed(1)}" cy="${Y(s.y[i]).toFixed(1)}" r="2.5" fill="${s.color}"/>`);
-    }
+  const W = Math.max(320, plot.clientWidth || 480);
+  const c = { box, spec, main, u: null, logy, smooth };
+  const u = new uPlot({
+    width: W, height: 230,
+    padding: [8, 22, 0, 2], // room for the last x label
+    legend: { show: false },
+    cursor: { sync: { key: spec.sync, scales: ["x", null] }, drag: { x: true, y: false, setScale: false }, points: { size: 6 } },
+    select: { show: true },
+    scales: { x: spec.logx ? { time: false, distr: 3, log: 2 } : { time: false }, y: logy ? { distr: 3, log: 10 } : {} },
+    axes: [
+      { stroke: "#66707c", grid: { stroke: "#eceff3", width: 1 }, ticks: { stroke: "#d9dee4", width: 1 }, space: 70, font: "10px system-ui, sans-serif",
+        values: (uu, ts) => ts.map(t => (t === null ? "" : fmt(t, 6))) },
+      { stroke: "#66707c", grid: { stroke: "#eceff3", width: 1 }, ticks: { stroke: "#d9dee4", width: 1 }, size: 56, font: "10px system-ui, sans-serif",
+        values: (uu, ts) => ts.map(t => (t === null ? "" : fmt(t, 4))) },
+    ],
+    series, bands,
+    hooks: {
+      setCursor: [() => readout(c)],
+      setSelect: [uu => {
+        if (uu.select.width < 3) return;
+        const min = uu.posToVal(uu.select.left, "x"), max = uu.posToVal(uu.select.left + uu.select.width, "x");
+        uu.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
+        zoomTo(spec.sync, { min, max });
+      }],
+    },
+  }, data, plot);
+  c.u = u;
+  u.over.addEventListener("dblclick", () => zoomTo(spec.sync, null));
+  c.csv = () => chartCSV(c);
+  c.png = () => chartPNG(c);
+  box.querySelector(".exports").onclick = ev => {
+    const what = ev.target.dataset && ev.target.dataset.export;
+    if (!what) return;
+    const name = (spec.title || "chart").replace(/[^A-Za-z0-9@._-]+/g, "_") + "." + what;
+    if (what === "csv") {
+      const url = URL.createObjectURL(new Blob([c.csv()], { type: "text/csv" }));
+      download(name, url);
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } else download(name, c.png());
+  };
+  charts.push(c);
+  const z = state.zoom[spec.sync];
+  if (z && !spec.logx) u.setScale("x", z);
+  readout(c);
+  return c;
+}
+
+// zoomTo sets the x range of every chart of the group (null: all steps).
+function zoomTo(group, range) {
+  if (range) state.zoom[group] = range; else delete state.zoom[group];
+  for (const c of charts) {
+    if (c.spec.sync !== group || c.spec.logx) continue;
+    const xs = c.u.data[0];
+    c.u.setScale("x", range || { min: xs[0], max: xs[xs.length - 1] });
   }
-  parts.push(`<line class="hover" x1="0" x2="0" y1="${m.t}" y2="${H - m.b}" visibility="hidden"/>`);
-  parts.push(`<rect class="overlay" x="${m.l}" y="${m.t}" width="${W - m.l - m.r}" height="${H - m.t - m.b}" fill="transparent"/>`);
-  box.innerHTML = `<svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}">${parts.join("")}</svg>`;
-  const svg = box.querySelector("svg"), hover = svg.querySelector(".hover"), tip = el("tip");
-  svg.querySelector(".overlay").addEventListener("mousemove", ev => {
-    const r = svg.getBoundingClientRect();
-    const px = (ev.clientX - r.left) * W / r.width;
-    const xv = x0 + (px - m.l) / (W - m.l - m.r) * (x1 - x0);
-    const rows = [];
-    let at = null;
-    for (const s of list) {
-      let best = -1, bd = Infinity;
-      for (let i = 0; i < s.x.length; i++) { const dd = Math.abs(fx(s.x[i]) - xv); if (dd < bd) { bd = dd; best = i; } }
-      if (best < 0) continue;
-      at = s.x[best];
-      const band = s.lo ? ` [${fmt(s.lo[best], 4)}, ${fmt(s.hi[best], 4)}]` : "";
-      rows.push(`<div><svg width="10" height="10"><rect width="10" height="10" fill="${s.color}"/></svg>${esc(s.label)}: ${esc(fmt(s.y[best]))}${band}</div>`);
+  const b = document.querySelector(".toolbar .reset-zoom");
+  if (b) b.disabled = !Object.keys(state.zoom).length;
+}
+
+// readout shows, under the chart, each series' value at the cursor's step:
+// its nearest point, with its own step when that differs, or – when the
+// series has no point near there.
+function readout(c) {
+  const u = c.u, box = c.box.querySelector(".readout");
+  if (!u) return;
+  const idx = u.cursor.idx;
+  if (idx === null || idx === undefined || u.cursor.left < 0) {
+    box.innerHTML = `<span class="hint">drag to zoom, double-click to reset${c.smooth ? ` · smoothed ${c.smooth}` : ""}${c.logy ? " · log y" : ""}</span>`;
+    box.dataset.step = "";
+    return;
+  }
+  const x = u.data[0][idx];
+  const parts = [];
+  for (const m of c.main) {
+    const i = nearest(m.s.x, x);
+    const v = i < 0 ? null : m.drawn.y[i];
+    let t = "–";
+    if (i >= 0) {
+      t = esc(fmt(v));
+      if (m.band) t += esc(` [${fmt(m.drawn.lo[i], 4)}, ${fmt(m.drawn.hi[i], 4)}]`);
+      if (m.s.x[i] !== x) t += ` <span class="at">at ${esc(fmt(m.s.x[i]))}</span>`;
     }
-    if (at === null) return;
-    hover.setAttribute("x1", X(at)); hover.setAttribute("x2", X(at)); hover.setAttribute("visibility", "visible");
-    tip.innerHTML = `<div>${esc(opts.xlabel || "step")} ${esc(fmt(at))}</div>` + rows.join("");
-    tip.hidden = false;
-    tip.style.left = (ev.clientX + 14) + "px";
-    tip.style.top = (ev.clientY + 10) + "px";
+    parts.push(`<span class="rv" data-label="${esc(m.s.label)}" data-value="${i < 0 ? "" : v}" data-step="${i < 0 ? "" : m.s.x[i]}">` +
+      `<svg width="10" height="10"><rect width="10" height="10" fill="${esc(m.s.color)}"/></svg>${esc(m.s.label)} ${t}</span>`);
+  }
+  box.dataset.step = String(x);
+  box.innerHTML = `<b>${esc(c.spec.xlabel)} ${esc(fmt(x))}</b> ` + parts.join("");
+}
+
+// chartCSV is the chart's points: the step, then per series its values
+// as logged (empty where it has none at that step), its band, and the
+// smoothed values when smoothing is on.
+function chartCSV(c) {
+  const q = s => /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  const head = [c.spec.xlabel];
+  for (const m of c.main) {
+    head.push(m.s.label);
+    if (m.s.lo) head.push(m.s.label + " lo", m.s.label + " hi");
+    if (c.smooth) head.push(m.s.label + " smoothed");
+  }
+  const xs = c.u.data[0];
+  const at = c.main.map(m => new Map(m.s.x.map((x, i) => [x, i])));
+  const lines = [head.map(q).join(",")];
+  const num = v => (v === null || v === undefined ? "" : String(v));
+  for (const x of xs) {
+    const row = [String(x)];
+    c.main.forEach((m, j) => {
+      const i = at[j].get(x);
+      const has = i !== undefined;
+      row.push(has ? num(m.s.y[i]) : "");
+      if (m.s.lo) row.push(has ? num(m.s.lo[i]) : "", has ? num(m.s.hi[i]) : "");
+      if (c.smooth) row.push(has ? num(m.drawn.y[i]) : "");
+    });
+    lines.push(row.join(","));
+  }
+  return lines.join("\n") + "\n";
+}
+
+// chartPNG is the chart with its title and legend on white, as a data URL.
+function chartPNG(c) {
+  const src = c.u.ctx.canvas, dpr = src.width / c.u.width;
+  const head = Math.round(24 * dpr), rowH = Math.round(16 * dpr);
+  const out = document.createElement("canvas");
+  out.width = src.width;
+  out.height = head + src.height + rowH * Math.ceil(c.main.length / 3) + Math.round(6 * dpr);
+  const g = out.getContext("2d");
+  g.fillStyle = "#fff";
+  g.fillRect(0, 0, out.width, out.height);
+  g.fillStyle = "#1d232b";
+  g.font = `600 ${Math.round(13 * dpr)}px system-ui, sans-serif`;
+  g.fillText((c.spec.title || "") + (c.smooth ? `  (smoothed ${c.smooth})` : "") + (c.logy ? "  (log y)" : ""), 6 * dpr, 16 * dpr);
+  g.drawImage(src, 0, head);
+  g.font = `${Math.round(11 * dpr)}px system-ui, sans-serif`;
+  c.main.forEach((m, i) => {
+    const x = (6 + (i % 3) * (c.u.width / 3)) * dpr, y = head + src.height + Math.floor(i / 3) * rowH + 12 * dpr;
+    g.fillStyle = m.s.color;
+    g.fillRect(x, y - 8 * dpr, 12 * dpr, 3 * dpr);
+    g.fillStyle = "#1d232b";
+    g.fillText(m.s.label, x + 16 * dpr, y - 3 * dpr);
   });
-  svg.querySelector(".overlay").addEventListener("mouseleave", () => { hover.setAttribute("visibility", "hidden"); tip.hidden = true; });
+  return out.toDataURL("image/png");
+}
+
+function download(name, href) {
+  const a = document.createElement("a");
+  a.href = href;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  document.body.dataset.lastExport = name;
+}
+
+// toolbar is the chart options: log y, smoothing, per seed (a bench),
+// reset zoom. onChange(refetch) after a change.
+function toolbar(withSeeds, onChange) {
+  const o = state.chartOpts;
+  const box = document.createElement("div");
+  box.className = "toolbar";
+  box.innerHTML = `<label><input type="checkbox" class="opt-log"${o.log ? " checked" : ""}> log y</label>` +
+    `<label>smoothing <input type="range" class="opt-smooth" min="0" max="0.99" step="0.01" value="${o.smooth}"> <span class="smooth-value">${o.smooth}</span></label>` +
+    (withSeeds ? `<label><input type="checkbox" class="opt-seeds"${o.perSeed ? " checked" : ""}> per seed</label>` : "") +
+    `<button type="button" class="reset-zoom"${Object.keys(state.zoom).length ? "" : " disabled"}>reset zoom</button>`;
+  box.querySelector(".opt-log").onchange = ev => { o.log = ev.target.checked; writeHash(); onChange(false); };
+  const sm = box.querySelector(".opt-smooth");
+  sm.oninput = () => { box.querySelector(".smooth-value").textContent = sm.value; };
+  sm.onchange = () => { o.smooth = Number(sm.value); writeHash(); onChange(false); };
+  if (withSeeds) box.querySelector(".opt-seeds").onchange = ev => { o.perSeed = ev.target.checked; writeHash(); onChange(true); };
+  box.querySelector(".reset-zoom").onclick = () => { for (const g of Object.keys(state.zoom)) zoomTo(g, null); };
+  return box;
 }
 
 function legend(items) {
@@ -245,9 +416,15 @@ function picker(names, chosen, onChange) {
   return box;
 }
 
-function setMetricsInHash(metrics) {
-  const h = location.hash.split("?")[0];
-  history.replaceState(null, "", h + "?m=" + metrics.map(encodeURIComponent).join(","));
+// writeHash puts the view's metrics and chart options in the address.
+function writeHash() {
+  const h = location.hash.split("?")[0], v = state.view, o = state.chartOpts;
+  const q = [];
+  if (v && v.metrics) q.push("m=" + v.metrics.map(encodeURIComponent).join(","));
+  if (o.log) q.push("log=1");
+  if (o.smooth) q.push("smooth=" + o.smooth);
+  if (o.perSeed) q.push("seeds=1");
+  history.replaceState(null, "", h + (q.length ? "?" + q.join("&") : ""));
 }
 
 // ---------- home ----------
@@ -339,9 +516,27 @@ function renderRunsHeader(v) {
     return `<tr data-run="${esc(id)}" data-state="${esc(r.state)}" data-step="${r.step !== undefined ? r.step : ""}">` +
       `<td title="${esc(runName(v, id))}"><svg width="14" height="8"><line x1="0" x2="14" y1="4" y2="4" stroke="${color(i)}" stroke-width="2"/></svg> ${esc(runLabel(v, id))}</td>` +
       `<td>${badge(r.state || "?")}</td><td class="num step">${r.step !== undefined ? esc(fmt(r.step)) : "–"}</td><td class="num">${r.total || ""}</td>` +
-      `<td class="num">${esc(fmtDur(r.eta_s))}</td><td class="num">${r.rows || 0}</td></tr>`;
+      `<td class="num">${esc(fmtDur(r.eta_s))}</td><td class="num">${r.rows || 0}</td><td class="num corrupt">${r.corrupt ? esc(r.corrupt) : ""}</td></tr>`;
   }).join("");
-  el("runs-head").innerHTML = `<table><tr><th>run</th><th>state</th><th class="num">step</th><th class="num">steps</th><th class="num">ETA</th><th class="num">rows</th></tr>${rows}</table>`;
+  let notes = "";
+  ids.forEach(id => {
+    const r = v.runs[id] || {};
+    if (r.state === "failed") notes += failureHTML(runLabel(v, id), r.failure, `data-run="${esc(id)}"`);
+    if (r.corrupt) {
+      notes += `<p class="warn corrupt-note" data-run="${esc(id)}">${esc(runLabel(v, id))}: ${r.corrupt} line${r.corrupt === 1 ? "" : "s"} of metrics.jsonl skipped, not metrics rows ` +
+        `(line${r.corrupt_lines.length === 1 ? "" : "s"} ${esc(r.corrupt_lines.join(", "))}${r.corrupt > r.corrupt_lines.length ? ", …" : ""})</p>`;
+    }
+  });
+  el("runs-head").innerHTML = `<table><tr><th>run</th><th>state</th><th class="num">step</th><th class="num">steps</th><th class="num">ETA</th><th class="num">rows</th>` +
+    `<th class="num">corrupt lines</th></tr>${rows}</table>${notes}`;
+}
+
+// failureHTML says why a run failed and how to resume it.
+function failureHTML(label, f, attrs) {
+  f = f || {};
+  const why = f.reason ? esc(f.reason) : '<span class="muted">no exit reason recorded (the process was killed, or the bench that ran it was)</span>';
+  return `<div class="failure" ${attrs}><b>${esc(label)}</b> failed${f.at ? ` at ${esc(f.at)}` : ""}${f.released ? " (its lock was released)" : ""}: ` +
+    `<span class="reason">${why}</span>${f.resume ? `<div>resume: <code class="resume">${esc(f.resume)}</code></div>` : ""}</div>`;
 }
 
 function renderRuns(v) {
@@ -350,38 +545,48 @@ function renderRuns(v) {
   if (!v.built) {
     const prefix = sharedPrefix(v);
     main.innerHTML = `<h1>${ids.length > 1 ? ids.length + " runs overlaid" + (prefix ? " <span class=\"muted\">in " + esc(prefix) + "</span>" : "") : esc(runName(v, ids[0]))}</h1><div id="runs-head"></div>` +
-      `<h2>Curves</h2><div id="runs-picker"></div><div class="charts" id="runs-charts"></div><h2>Last values</h2><div class="scroll" id="runs-last"></div>`;
+      `<h2>Curves</h2><div id="runs-picker"></div><div id="runs-tools"></div><div class="charts" id="runs-charts"></div><h2>Last values</h2><div class="scroll" id="runs-last"></div>`;
     v.built = true;
   }
   renderRunsHeader(v);
   const pk = el("runs-picker");
   pk.innerHTML = "";
-  pk.appendChild(picker(v.names, v.metrics, ms => { v.metrics = ms; v.versions = {}; setMetricsInHash(ms); refresh(); }));
-  const charts = el("runs-charts");
-  charts.innerHTML = "";
+  pk.appendChild(picker(v.names, v.metrics, ms => { v.metrics = ms; v.versions = {}; writeHash(); refresh(); }));
+  const tools = el("runs-tools");
+  tools.innerHTML = "";
+  tools.appendChild(toolbar(false, () => renderRunCharts(v)));
+  renderRunCharts(v);
   let last = '<table class="last"><tr><th>metric</th><th>run</th><th class="num">step</th><th class="num">value</th><th class="num">logged</th></tr>';
   for (const m of v.metrics) {
-    const box = document.createElement("div");
-    box.className = "chart";
-    box.dataset.metric = m;
-    box.innerHTML = `<div class="title">${esc(m)}</div><div class="plot"></div>`;
-    charts.appendChild(box);
+    ids.forEach(id => {
+      const s = v.data[id] && v.data[id][m];
+      if (s) {
+        last += `<tr data-run="${esc(id)}" data-metric="${esc(m)}"><td>${esc(m)}</td><td>${esc(runLabel(v, id))}</td><td class="num last-step" data-value="${s.last_x}">${esc(fmt(s.last_x))}</td>` +
+          `<td class="num last-value" data-value="${s.last_y}">${esc(fmt(s.last_y))}</td><td class="num">${s.n}</td></tr>`;
+      }
+    });
+  }
+  el("runs-last").innerHTML = last + "</table>";
+  document.body.dataset.ready = "runs " + ids.join(",") + " " + Object.values(v.versions).join(";");
+}
+
+function renderRunCharts(v) {
+  const ids = state.route.ids;
+  const box = el("runs-charts");
+  dropCharts(box);
+  box.innerHTML = "";
+  for (const m of v.metrics) {
+    const c = chartBox(box, m, { metric: m });
     const list = [], leg = [];
     ids.forEach((id, i) => {
       const s = v.data[id] && v.data[id][m];
       const label = runLabel(v, id);
-      if (s) {
-        list.push({ label, color: color(i), dash: dash(i), x: s.x, y: s.y });
-        last += `<tr data-run="${esc(id)}" data-metric="${esc(m)}"><td>${esc(m)}</td><td>${esc(label)}</td><td class="num last-step" data-value="${s.last_x}">${esc(fmt(s.last_x))}</td>` +
-          `<td class="num last-value" data-value="${s.last_y}">${esc(fmt(s.last_y))}</td><td class="num">${s.n}</td></tr>`;
-      }
+      if (s) list.push({ label, color: color(i), dash: dash(i), x: s.x, y: s.y });
       leg.push({ label, color: color(i), dash: dash(i) });
     });
-    lineChart(box.querySelector(".plot"), list, { xlabel: "step" });
-    if (ids.length > 1) box.insertAdjacentHTML("beforeend", legend(leg));
+    lineChart(c, list, { title: m, sync: "runs" });
+    if (ids.length > 1) c.insertAdjacentHTML("beforeend", legend(leg));
   }
-  el("runs-last").innerHTML = last + "</table>";
-  document.body.dataset.ready = "runs " + ids.join(",") + " " + Object.values(v.versions).join(";");
 }
 
 // ---------- a bench ----------
@@ -395,12 +600,14 @@ async function refreshBench() {
   const first = !v.bench;
   v.bench = b;
   if (!v.metrics) v.metrics = pickDefaults(b.metrics || [], DEFAULT_BENCH_METRICS);
-  const key = b.version + "|" + v.metrics.join(",");
+  const perSeed = state.chartOpts.perSeed;
+  const key = b.version + "|" + v.metrics.join(",") + "|" + perSeed;
   let seriesChanged = false;
   if (v.seriesKey !== key) {
-    const s = await api("bench/series", { id, m: v.metrics });
+    const s = await api("bench/series", perSeed ? { id, m: v.metrics, seeds: "1" } : { id, m: v.metrics });
     if (state.view !== v) return;
     v.series = s.series;
+    v.seeds = s.seeds || null;
     v.seriesKey = key;
     seriesChanged = true;
   }
@@ -420,6 +627,8 @@ function armDash(b, arm) {
   return dash(arms.indexOf(arm));
 }
 
+function shorten(t, n) { t = String(t); return t.length > n ? t.slice(0, n - 1) + "…" : t; }
+
 function cellHTML(c) {
   let body = `<div class="st">${esc(c.state)}</div>`;
   if (c.state === "running") {
@@ -427,9 +636,12 @@ function cellHTML(c) {
     body += `<div><span class="step">${c.step !== undefined ? esc(fmt(c.step)) : "–"}</span>${c.total ? "/" + c.total : ""}${c.eta_s !== undefined ? " · ETA " + esc(fmtDur(c.eta_s)) : ""}</div>`;
   } else if (c.state === "failed") {
     body += `<div>at <span class="step">${c.step !== undefined ? esc(fmt(c.step)) : "–"}</span>${c.total ? "/" + c.total : ""}</div>`;
+    const why = c.failure && c.failure.reason;
+    body += `<div class="why" title="${esc(why || "no exit reason recorded")}">${esc(why ? shorten(why, 40) : "no reason recorded")}</div>`;
   } else if (c.state === "done" && c.total) {
     body += `<div><span class="step">${c.step !== undefined ? esc(fmt(c.step)) : ""}</span>/${c.total}</div>`;
   }
+  if (c.corrupt) body += `<div class="warn corrupt" data-corrupt="${c.corrupt}">${c.corrupt} corrupt line${c.corrupt === 1 ? "" : "s"}</div>`;
   return `<td class="cell ${esc(c.state)}" data-arm="${esc(c.arm)}" data-seed="${c.seed}" data-state="${esc(c.state)}" data-step="${c.step !== undefined ? c.step : ""}" data-total="${c.total || ""}">` +
     (c.version ? `<a class="box" href="${runsHref([c.id])}" title="${esc(c.arm)} seed ${c.seed}: open the run">${body}</a>` : `<div class="box">${body}</div>`) + "</td>";
 }
@@ -495,24 +707,21 @@ function renderVerdicts(b) {
 
 function renderPassK(b) {
   const box = el("bench-passk");
+  dropCharts(box);
   box.innerHTML = "";
   el("passk-legend").innerHTML = "";
   if (!b.passk || !b.passk.length) { box.innerHTML = '<p class="muted">No pass@k yet: it is read from the finished arm-seeds\' last evaluation.</p>'; return; }
   const leg = b.passk.map(a => ({ label: `${a.arm} (${a.seeds} seed${a.seeds === 1 ? "" : "s"})`, color: armColor(b, a.arm), dash: armDash(b, a.arm) }));
   el("passk-legend").innerHTML = legend(leg);
   for (const set of b.pass_sets) {
-    const c = document.createElement("div");
-    c.className = "chart";
-    c.dataset.set = set;
-    c.innerHTML = `<div class="title">val/${esc(set)}/pass@k</div><div class="plot"></div>`;
-    box.appendChild(c);
+    const c = chartBox(box, `val/${set}/pass@k`, { set });
     const list = [];
     for (const a of b.passk) {
       const pc = a.sets[set];
       if (!pc) continue;
       list.push({ label: a.arm, color: armColor(b, a.arm), dash: armDash(b, a.arm), x: pc.k, y: pc.mean, lo: pc.lo, hi: pc.hi });
     }
-    lineChart(c.querySelector(".plot"), list, { logx: true, points: true, xlabel: "k" });
+    lineChart(c, list, { title: `val/${set}/pass@k`, logx: true, points: true, xlabel: "k", sync: "passk" });
   }
 }
 
@@ -520,24 +729,47 @@ function renderBenchCharts(v) {
   const b = v.bench;
   const pk = el("bench-picker");
   pk.innerHTML = "";
-  pk.appendChild(picker(b.metrics || [], v.metrics, ms => { v.metrics = ms; v.seriesKey = null; setMetricsInHash(ms); refresh(); }));
+  pk.appendChild(picker(b.metrics || [], v.metrics, ms => { v.metrics = ms; v.seriesKey = null; writeHash(); refresh(); }));
+  const tools = el("bench-tools");
+  tools.innerHTML = "";
+  tools.appendChild(toolbar(true, refetch => { if (refetch) { v.seriesKey = null; refresh(); } else renderBenchCurves(v); }));
+  renderBenchCurves(v);
+}
+
+// renderBenchCurves draws per arm the mean over seeds with its band, or
+// with "per seed" one line per arm-seed (failed ones dashed).
+function renderBenchCurves(v) {
+  const b = v.bench;
   const charts = el("bench-charts");
+  dropCharts(charts);
   charts.innerHTML = "";
   const armsWith = new Set();
+  const perSeed = state.chartOpts.perSeed && v.seeds;
+  el("curves-what").textContent = perSeed ? "one line per arm-seed, failed ones dashed" : "per arm: the mean over the seeds not failed, band: lowest to highest";
   for (const m of v.metrics) {
-    const box = document.createElement("div");
-    box.className = "chart";
-    box.dataset.metric = m;
-    box.innerHTML = `<div class="title">${esc(m)}</div><div class="plot"></div>`;
-    charts.appendChild(box);
+    const box = chartBox(charts, m, { metric: m });
     const list = [];
-    for (const band of (v.series && v.series[m]) || []) {
-      armsWith.add(band.arm);
-      list.push({ label: band.arm, color: armColor(b, band.arm), dash: armDash(b, band.arm), x: band.x, y: band.mean, lo: band.lo, hi: band.hi });
+    if (perSeed) {
+      for (const s of v.seeds[m] || []) {
+        armsWith.add(s.arm);
+        list.push({ label: `${s.arm} seed ${s.seed}${s.state === "failed" ? " (failed)" : ""}`, color: armColor(b, s.arm), dash: s.state === "failed", faint: true, x: s.x, y: s.y });
+      }
+    } else {
+      for (const band of (v.series && v.series[m]) || []) {
+        armsWith.add(band.arm);
+        list.push({ label: band.arm, color: armColor(b, band.arm), dash: armDash(b, band.arm), x: band.x, y: band.mean, lo: band.lo, hi: band.hi });
+      }
     }
-    lineChart(box.querySelector(".plot"), list, { xlabel: "step" });
+    lineChart(box, list, { title: m, sync: "bench" });
   }
   el("bench-legend").innerHTML = legend(b.arms.filter(a => armsWith.has(a)).map(a => ({ label: a, color: armColor(b, a), dash: armDash(b, a) })));
+}
+
+// renderFailures lists the failed arm-seeds with why and how to resume.
+function renderFailures(b) {
+  const failed = b.cells.filter(c => c.state === "failed");
+  if (!failed.length) return "";
+  return '<div id="failures">' + failed.map(c => failureHTML(`${c.arm} seed ${c.seed}`, c.failure, `data-arm="${esc(c.arm)}" data-seed="${c.seed}"`)).join("") + "</div>";
 }
 
 function renderBench(v, chartsToo) {
@@ -545,7 +777,7 @@ function renderBench(v, chartsToo) {
   const main = el("main");
   if (!v.built) {
     main.innerHTML = `<div id="bench-head"></div><h2>Arm-seeds</h2><div class="scroll" id="bench-grid"></div>` +
-      `<h2>Curves <span class="muted">per arm: the mean over seeds, band: lowest to highest</span></h2><div id="bench-picker"></div><div id="bench-legend"></div><div class="charts" id="bench-charts"></div>` +
+      `<h2>Curves <span class="muted" id="curves-what"></span></h2><div id="bench-picker"></div><div id="bench-tools"></div><div id="bench-legend"></div><div class="charts" id="bench-charts"></div>` +
       `<h2 id="results-h">Results <span id="results-badge"></span></h2><div id="results-note" class="note"></div><div class="scroll" id="bench-results"></div>` +
       `<h2 id="verdicts-h">Claims <span id="verdicts-badge"></span></h2><div class="scroll" id="bench-verdicts"></div>` +
       `<h2>pass@k <span class="muted">at the final evaluation, mean over the finished seeds, band: lowest to highest</span></h2><div id="passk-legend"></div><div class="charts" id="bench-passk"></div>`;
@@ -555,7 +787,7 @@ function renderBench(v, chartsToo) {
   const c = b.counts || {};
   el("bench-head").innerHTML = `<h1>${esc(b.name)} ${badge(b.state)}</h1><p class="muted">${c.done || 0} done, ${c.running || 0} running, ${c.failed || 0} failed, ` +
     `${c.pending || 0} pending of ${b.cells.length} arm-seeds. Grid from ${esc(b.spec)}.</p>${b.spec_note ? `<p class="note">${esc(b.spec_note)}</p>` : ""}`;
-  el("bench-grid").innerHTML = renderGrid(b);
+  el("bench-grid").innerHTML = renderGrid(b) + renderFailures(b);
   const r = b.results;
   el("results-badge").innerHTML = r ? badge(r.provisional ? "provisional" : "final") : "";
   el("results-note").textContent = r ? `results.csv, written ${r.updated}${r.note ? ": " + r.note : ""}` : "";

@@ -351,11 +351,14 @@ func TestMeanStd(t *testing.T) {
 	if m, s := meanStd(nil); !math.IsNaN(m) || !math.IsNaN(s) {
 		t.Errorf("meanStd(nil) = %v, %v; want NaN", m, s)
 	}
-	if got := fmtPM([]float64{0.5}, 100, 1); got != "50.0 ± 0" {
+	if got := fmtPM([]float64{0.5}, 1, 3); got != "0.500 (1 seed)" {
 		t.Errorf("fmtPM one seed = %q", got)
 	}
-	if got := fmtPM([]float64{0.2, 0.4}, 100, 1); got != "30.0 ± 14.1" {
+	if got := fmtPM([]float64{0.2, 0.4}, 1, 3); got != "0.300 ± 0.141" { // sqrt(0.02) = 0.1414
 		t.Errorf("fmtPM = %q", got)
+	}
+	if got := fmtPM([]float64{0.25, 0.25}, 1, 3); got != "0.250 ± 0" {
+		t.Errorf("fmtPM, two equal seeds = %q", got)
 	}
 }
 

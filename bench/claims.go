@@ -661,7 +661,7 @@ func fmtP(p float64) string {
 }
 
 // writePassCurveSection is the pass@k curve table: val/mean/pass@j at each
-// arm's final evaluation (the base row: its step-0 evaluation), in %, as
+// arm's final evaluation (the base row: its step-0 evaluation), as fractions, as
 // mean ± std over seeds, for every j all its runs report; nothing when no
 // run reports two or more j.
 func writePassCurveSection(b *strings.Builder, runs map[string][]*armRun, arms []string) {
@@ -682,7 +682,7 @@ func writePassCurveSection(b *strings.Builder, runs map[string][]*armRun, arms [
 		return
 	}
 	order := slices.Sorted(maps.Keys(ks))
-	b.WriteString("\n## pass@k curves\n\nval/mean/pass@k in % (unbiased from each problem's n samples, mean over eval sets) at the final evaluation, mean ± std over seeds; `base` is the base policy before training.\n\n| arm |")
+	b.WriteString("\n## pass@k curves\n\nval/mean/pass@k as a fraction (unbiased from each problem's n samples, mean over eval sets) at the final evaluation, mean ± std over seeds; `base` is the base policy before training.\n\n| arm |")
 	for _, k := range order {
 		fmt.Fprintf(b, " pass@%d |", k)
 	}
@@ -698,7 +698,7 @@ func writePassCurveSection(b *strings.Builder, runs map[string][]*armRun, arms [
 					}
 				}
 			}
-			fmt.Fprintf(b, " %s |", fmtPM(xs, 100, 1))
+			fmt.Fprintf(b, " %s |", fmtPM(xs, 1, 3))
 		}
 		b.WriteString("\n")
 	}

@@ -9,165 +9,98 @@ import (
 // maxPlanSeeds bounds the seeds a plan searches.
 const maxPlanSeeds = 10000
 
-// powerModel is the variance of a claim's effect estimate as a function of
-// the seeds S and problems P, from a pilot's paired differences:
+// powerModel is the variance of a claim's effect estimate as a function
+// of the seeds S, at the pilot's problems: the claim rule's own interval
+// (PairedInterval) with its seeds' part scaled to S,
 //
-//	Var(d) = Seed/S + Problem/P + Resid/(S P)
+//	Var(d) = Seed/S + Problems
 //
-// Seed, Problem and Resid are variance components of the per-seed,
-// per-problem differences d[s][p] (a two-way random model when every seed
-// saw the same problems; Problem is 0 for nested or seed-level data, and
-// for seed-level data Seed is the variance of the per-seed effects and
-// Resid 0).
+// Seed is the per-seed effects' sample variance (the claim's VarSeeds
+// times the pilot's S: the seed component plus the interaction's share
+// at these problems) on S-1 degrees of freedom; Problems is the claim's
+// shared-problems part VarProblems on its DFProblems, which more seeds
+// do not shrink (it estimates the problems' component over P, whatever
+// S). At the pilot's S the SE is the claim's SE, the same numbers from
+// the same function, rounding included.
 type powerModel struct {
-	Seed, Problem, Resid float64
-	Seeds, Problems      int  // the pilot's
-	Crossed              bool // Problem is estimated
+	Seed       float64 // per-seed effects' variance
+	Problems   float64 // the shared problems' part of Var(d)
+	DFProblems float64 // its degrees of freedom
+	Seeds      int     // the pilot's
+	Units      int     // the pilot's problems per seed over all sets (0: one value per seed)
+	Crossed    bool    // the problems' part is estimated
 }
 
-func (m powerModel) se(seeds, problems int) float64 {
-	v := m.Seed / float64(seeds)
-	if problems > 0 {
-		v += m.Problem/float64(problems) + m.Resid/float64(seeds*problems)
-	}
-	return math.Sqrt(v)
-}
+func (m powerModel) se(seeds int) float64 { return m.interval(seeds).SE }
 
-// interval is the claim rule's interval shape at seeds and problems, with
-// the model's variances in place of their estimates: the seeds' part
-// (Seed + Resid/P)/S on S-1 degrees of freedom and the shared problems'
-// part Problem/P on P-1.
-func (m powerModel) interval(seeds, problems int) Interval {
+// interval is the claim rule's interval at seeds: the seeds' part Seed/S
+// on S-1 degrees of freedom and the problems' part as the pilot's.
+func (m powerModel) interval(seeds int) Interval {
 	S := float64(seeds)
 	iv := Interval{VarSeeds: m.Seed / S, DFSeeds: S - 1}
-	if problems > 0 {
-		iv.VarSeeds += m.Resid / (S * float64(problems))
-		if problems > 1 && m.Problem > 0 {
-			iv.VarProblems, iv.DFProblems = m.Problem/float64(problems), float64(problems-1)
-		}
+	if m.Problems > 0 {
+		iv.VarProblems, iv.DFProblems = m.Problems, m.DFProblems
 	}
 	iv.SE = math.Sqrt(iv.VarSeeds + iv.VarProblems)
 	return iv
 }
 
 // mde is the smallest effect detected with 80% power by the claim rule's
-// two-sided 0.05 test with seeds and problems: the interval's half-width
-// at 95% plus its half-width at 60% (one-sided 0.80), each part with its
-// own t quantiles as the rule has them (the usual approximation of the
+// two-sided 0.05 test with seeds: the interval's half-width at 95% plus
+// its half-width at 60% (one-sided 0.80), each part with its own t
+// quantiles as the rule has them (the usual approximation of the
 // noncentral t's power; (t(0.975, S-1) + t(0.80, S-1)) SE for a
 // seed-level claim).
-func (m powerModel) mde(seeds, problems int) float64 {
-	iv := m.interval(seeds, problems)
+func (m powerModel) mde(seeds int) float64 {
+	iv := m.interval(seeds)
 	return iv.HalfWidth(0.95) + iv.HalfWidth(0.60)
 }
 
 // seedsFor is the fewest seeds (up to maxPlanSeeds, at least the claim
-// rule's minimum for a verdict) whose mde, with problems, is at most
-// delta; ok is false when none is (the problems' share of the variance
-// alone is too large, or delta <= 0).
-func (m powerModel) seedsFor(delta float64, problems int) (int, bool) {
+// rule's minimum for a verdict) whose mde is at most delta; ok is false
+// when none is (the problems' part alone is too large, or delta <= 0).
+func (m powerModel) seedsFor(delta float64) (int, bool) {
 	if !(delta > 0) {
 		return 0, false
 	}
 	for s := minSeeds; s <= maxPlanSeeds; s++ {
-		if m.mde(s, problems) <= delta {
+		if m.mde(s) <= delta {
 			return s, true
 		}
 	}
 	return 0, false
 }
 
-// fitPower estimates the model from paired seeds (the claim's units, sign
-// already in the claim's direction). Per-problem data of all sets are
-// concatenated (the effect is their plain mean when the sets are the same
-// size, as in every shipped bench). crossed says every seed saw the same
-// problems. ok is false with fewer than 2 seeds.
+// fitPower is the model of a claim's paired seeds (sign already in the
+// claim's direction): PairedInterval's parts, as the claim's verdict has
+// them. crossed says every seed saw the same problems (the claim's
+// design). ok is false with fewer than 2 seeds or data PairedInterval
+// refuses.
 func fitPower(seeds []PairedSeed, crossed bool) (powerModel, bool) {
-	S := len(seeds)
-	if S < 2 {
-		return powerModel{}, false
+	design := Nested
+	if crossed {
+		design = Crossed
 	}
-	d := make([][]float64, S)
-	for s, ps := range seeds {
-		for j := range ps.A {
-			for i := range ps.A[j] {
-				d[s] = append(d[s], ps.A[j][i]-ps.B[j][i])
-			}
-		}
+	iv, err := PairedInterval(seeds, claimLevel, design)
+	if err != nil {
+		return powerModel{Seeds: len(seeds)}, false
 	}
-	P := len(d[0])
-	m := powerModel{Seeds: S}
-	if P == 1 { // seed-level: one value per seed
-		mean := 0.0
-		for s := range d {
-			mean += d[s][0]
-		}
-		mean /= float64(S)
-		for s := range d {
-			m.Seed += (d[s][0] - mean) * (d[s][0] - mean)
-		}
-		m.Seed /= float64(S - 1)
-		return m, true
+	m := powerModel{Seed: iv.VarSeeds * float64(len(seeds)), Seeds: len(seeds), Crossed: crossed}
+	if iv.VarProblems > 0 {
+		m.Problems, m.DFProblems = iv.VarProblems, iv.DFProblems
 	}
-	m.Problems = P
-	rows := make([]float64, S)
-	grand := 0.0
-	for s := range d {
-		for _, x := range d[s] {
-			rows[s] += x
-		}
-		grand += rows[s]
-		rows[s] /= float64(len(d[s]))
+	for _, set := range seeds[0].A {
+		m.Units += len(set)
 	}
-	if !crossed {
-		// Nested: seeds, and problems within seeds (one-way model).
-		n := 0
-		for s := range d {
-			n += len(d[s])
-		}
-		grand /= float64(n)
-		var ssB, ssW float64
-		for s := range d {
-			ssB += float64(len(d[s])) * (rows[s] - grand) * (rows[s] - grand)
-			for _, x := range d[s] {
-				ssW += (x - rows[s]) * (x - rows[s])
-			}
-		}
-		msB, msW := ssB/float64(S-1), ssW/float64(n-S)
-		m.Resid = msW
-		m.Seed = max(0, (msB-msW)/float64(P))
-		return m, true
+	if m.Units == len(seeds[0].A) { // one value per set: seed level
+		m.Units = 0
 	}
-	grand /= float64(S * P)
-	cols := make([]float64, P)
-	for s := range d {
-		for p, x := range d[s] {
-			cols[p] += x / float64(S)
-		}
-	}
-	var ssS, ssP, ssR float64
-	for s := range d {
-		ssS += (rows[s] - grand) * (rows[s] - grand)
-		for p, x := range d[s] {
-			r := x - rows[s] - cols[p] + grand
-			ssR += r * r
-		}
-	}
-	for p := range cols {
-		ssP += (cols[p] - grand) * (cols[p] - grand)
-	}
-	msS, msP := float64(P)*ssS/float64(S-1), float64(S)*ssP/float64(P-1)
-	msR := ssR / float64((S-1)*(P-1))
-	m.Crossed = true
-	m.Resid = msR
-	m.Seed = max(0, (msS-msR)/float64(P))
-	m.Problem = max(0, (msP-msR)/float64(S))
 	return m, true
 }
 
 // seedsText is seedsFor(|delta|) at the pilot's problems as a table cell.
 func (m powerModel) seedsText(delta float64) string {
-	n, ok := m.seedsFor(math.Abs(delta), m.Problems)
+	n, ok := m.seedsFor(math.Abs(delta))
 	if !ok {
 		return "not reachable"
 	}
@@ -188,12 +121,12 @@ func writePowerSection(b *strings.Builder, rows []powerRow) {
 		return
 	}
 	b.WriteString("\n## Power\n\n" +
-		"What each claim's design could detect, with this bench as the pilot. The effect's variance is split into components of seeds, " +
-		"problems and their interaction (a two-way random model of the per-seed, per-problem differences when every seed saw the same problems; " +
-		"seeds and problems within seeds otherwise; the per-seed effects alone for seed-level claims): Var(d) = seed/S + problem/P + interaction/(S P). " +
-		"The minimum detectable effect (MDE) is the effect the claim rule's two-sided 0.05 t test finds with 80% power at these seeds S and problems P: " +
+		"What each claim's design could detect, with this bench as the pilot. The effect's variance is the claim's own (its SE is the claim's), " +
+		"in its two parts: the seeds' part, the per-seed effects' variance over S, and the shared problems' part (crossed designs), which more seeds do not shrink: " +
+		"Var(d) = seed/S + problems, at these problems P (the units per seed over all eval sets). " +
+		"The minimum detectable effect (MDE) is the effect the claim rule's two-sided 0.05 t test finds with 80% power at S seeds: " +
 		"the interval's half-width plus its one-sided 80% counterpart, each part with its own t quantiles as the interval has them ((t(0.975, S-1) + t(0.80, S-1)) SE for seeds alone: 3.7 SE at 5 seeds, 2.8 with many). A claim with `paper_effect` says whether this bench could detect " +
-		"the effect the paper reports, and how many seeds would (at these problems, and at least the 3 seeds a verdict needs; \"not reachable\" when the problems' share alone is too large). " +
+		"the effect the paper reports, and how many seeds would (at these problems, and at least the 3 seeds a verdict needs; \"not reachable\" when the problems' part alone is too large). " +
 		"Estimated from the data judged, so it describes this run; for planning, run a pilot first.\n\n" +
 		"| claim | resampled | S | P | SE | MDE | observed d | paper's effect | powered for it | seeds for it | seeds for the observed d |\n" +
 		"|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -203,17 +136,17 @@ func writePowerSection(b *strings.Builder, rows []powerRow) {
 			continue
 		}
 		P := "-"
-		if r.m.Problems > 0 {
-			P = fmt.Sprint(r.m.Problems)
+		if r.m.Units > 0 {
+			P = fmt.Sprint(r.m.Units)
 		}
 		paper, powered, forPaper := "-", "-", "-"
 		if r.paper != nil {
 			paper = fmtNum(*r.paper)
-			powered = map[bool]string{true: "yes", false: "**no**"}[r.m.mde(r.m.Seeds, r.m.Problems) <= math.Abs(*r.paper)]
+			powered = map[bool]string{true: "yes", false: "**no**"}[r.m.mde(r.m.Seeds) <= math.Abs(*r.paper)]
 			forPaper = r.m.seedsText(*r.paper)
 		}
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.claim, r.units, r.m.Seeds, P,
-			fmtNum(r.m.se(r.m.Seeds, r.m.Problems)), fmtNum(r.m.mde(r.m.Seeds, r.m.Problems)), fmtNum(r.observed), paper, powered, forPaper, r.m.seedsText(r.observed))
+			fmtNum(r.m.se(r.m.Seeds)), fmtNum(r.m.mde(r.m.Seeds)), fmtNum(r.observed), paper, powered, forPaper, r.m.seedsText(r.observed))
 	}
 }
 
@@ -244,8 +177,8 @@ func Plan(spec *Spec, o Options, seeds int) (string, error) {
 			continue
 		}
 		P, paper, forPaper, obs, forObs := "-", "-", "-", "-", "-"
-		if m.Problems > 0 {
-			P = fmt.Sprint(m.Problems)
+		if m.Units > 0 {
+			P = fmt.Sprint(m.Units)
 		}
 		if c.PaperEffect != nil {
 			paper, forPaper = fmtNum(*c.PaperEffect), m.seedsText(*c.PaperEffect)
@@ -254,7 +187,7 @@ func Plan(spec *Spec, o Options, seeds int) (string, error) {
 			obs, forObs = fmtNum(*v.DeltaMean), m.seedsText(*v.DeltaMean)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, m.Seeds, P,
-			fmtNum(m.mde(m.Seeds, m.Problems)), fmtNum(m.mde(seeds, m.Problems)), paper, forPaper, obs, forObs)
+			fmtNum(m.mde(m.Seeds)), fmtNum(m.mde(seeds)), paper, forPaper, obs, forObs)
 	}
 	return b.String(), nil
 }

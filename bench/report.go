@@ -209,12 +209,16 @@ func finals(rs []*armRun, metric string) []float64 {
 	return xs
 }
 
-// fmtPM formats mean ± std with scale (100 for percentages) and decimals.
+// fmtPM formats mean ± std with scale and decimals; a single value is
+// "v (1 seed)", which has no spread to show.
 func fmtPM(xs []float64, scale float64, decimals int) string {
 	if len(xs) == 0 {
 		return "-"
 	}
 	m, s := meanStd(xs)
+	if len(xs) == 1 {
+		return fmt.Sprintf("%.*f (1 seed)", decimals, m*scale)
+	}
 	if s == 0 {
 		return fmt.Sprintf("%.*f ± 0", decimals, m*scale)
 	}
@@ -332,8 +336,8 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), joinSeeds(spec.Seeds))
 	b.WriteString(sequentialHeader(spec, dir))
 	b.WriteString("## Results\n\n")
-	b.WriteString("Accuracies in %, at the final step (the evaluation after the last training step), as mean ± std over seeds ")
-	b.WriteString("(sample std, n-1; ± 0 with one seed). Train acc is `reward/acc` of the last training step; wall time is the training time of one arm-seed.")
+	b.WriteString("Accuracies as fractions (0 to 1, the unit of the claims' effects), at the final step (the evaluation after the last training step), as mean ± std over seeds ")
+	b.WriteString("(sample std, n-1; \"1 seed\" where an arm has one). Train acc is `reward/acc` of the last training step; wall time is the training time of one arm-seed.")
 	if generated {
 		fmt.Fprintf(&b, " Responses generated is `%s` at the last step: every response sampled in training, the groups dynamic sampling dropped included "+
 			"(arms compared at equal steps are at equal samples only where these agree; the `_samples` plots put them on one axis).", GeneratedTotalMetric)
@@ -353,13 +357,13 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		rs := runs[arm]
 		fmt.Fprintf(&b, "| %s | %d |", arm, len(rs))
 		for _, c := range cols {
-			fmt.Fprintf(&b, " %s |", fmtPM(finals(rs, c), 100, 1))
+			fmt.Fprintf(&b, " %s |", fmtPM(finals(rs, c), 1, 3))
 		}
 		var secs []float64
 		for _, r := range rs {
 			secs = append(secs, r.Seconds)
 		}
-		fmt.Fprintf(&b, " %s | %s |", fmtPM(finals(rs, "reward/acc"), 100, 1), fmtPM(secs, 1, 0))
+		fmt.Fprintf(&b, " %s | %s |", fmtPM(finals(rs, "reward/acc"), 1, 3), fmtPM(secs, 1, 0))
 		if generated {
 			fmt.Fprintf(&b, " %s |", fmtPM(finals(rs, GeneratedTotalMetric), 1, 0))
 		}
@@ -373,7 +377,12 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 	}
 
 	b.WriteString("\n## Plots\n\nOne line per arm, the mean over its finished seeds, with the range over seeds (min to max) shaded; critic-free and critic-based arms in separate panels; a y axis turns logarithmic when its values span more than a factor of 30. Each plot is also in SVG next to the PNG.\n\n")
-	for _, n := range plotNotes {
+	for i, n := range plotNotes {
+		// A caption after a list item needs a blank line, or Markdown
+		// reads it as the item's continuation.
+		if i > 0 && strings.HasPrefix(plotNotes[i-1], "- ") && !strings.HasPrefix(n, "- ") {
+			b.WriteString("\n")
+		}
 		b.WriteString(n + "\n")
 	}
 
@@ -384,7 +393,12 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		return err
 	}
 
-	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(b.String()), 0o644); err != nil {
+	// The forest plot joins the Verdicts section once the plots draw it.
+	md, err := withVerdicts(b.String(), spec, dir, nil)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
 	log.Info().Str("report", filepath.Join(dir, "results.md")).Int("arms", len(arms)).Msg("bench report written")
@@ -527,13 +541,13 @@ func writePPLCapSection(b *strings.Builder, runs map[string][]*armRun, arms []st
 		"The bonus is `w_t * min(|r|/kappa, alpha * B_actor)`. When the cap `|r|/kappa` is the smaller, the bonus is a constant with no perplexity signal. " +
 		"`explore/ppl/clip_frac` is the fraction of a step's responses where that happens. Below, per seed, its mean over the steps where the bonus is on " +
 		"(`explore/ppl/weight` > 0) and over steps 1-100; then the mean ± std over seeds, with the range.\n\n" +
-		"| arm | seeds | steps with w_t > 0 | binding fraction, bonus on (%) | range over seeds (%) | binding fraction, steps 1-100 (%) |\n|---|---|---|---|---|---|\n")
+		"| arm | seeds | steps with w_t > 0 | binding fraction, bonus on | range over seeds | binding fraction, steps 1-100 |\n|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		rng := "missing"
 		if len(r.on) > 0 {
-			rng = fmt.Sprintf("%.1f-%.1f", 100*slices.Min(r.on), 100*slices.Max(r.on))
+			rng = fmt.Sprintf("%.3f-%.3f", slices.Min(r.on), slices.Max(r.on))
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", r.arm, max(len(r.on), len(r.first)), fmtPM(r.steps, 1, 0), fmtPM(r.on, 100, 1), rng, fmtPM(r.first, 100, 1))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", r.arm, max(len(r.on), len(r.first)), fmtPM(r.steps, 1, 0), fmtPM(r.on, 1, 3), rng, fmtPM(r.first, 1, 3))
 	}
 }
 

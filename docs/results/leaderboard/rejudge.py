@@ -12,11 +12,16 @@ there from the repository root, and writes back into the part's directory:
 
   - verdicts.json, whole;
   - in results.md, the sections from "## Claims" to the end (Claims, Ranked,
-    Power), with a line saying when and by which code they were written.
+    Power), with a line saying when and by which code they were written;
+  - in results.md, the Verdicts section at the top (the forest plot and the
+    claims' table, which come from the claims alone), replacing the
+    committed one (or a section "## Effects of the claims", its name
+    before 2026-11-28) or, when there is none, put before "## Results";
+    and plots/forest.png, which it shows.
 
-Everything before "## Claims" in results.md (Results, Plots, pass@k curves,
-Critic head std, PPL bonus) stays as committed, and results.csv and plots/
-are left alone: the restored directory has no wall times (restore.py writes 0)
+Everything else before "## Claims" in results.md (Results, Plots, pass@k
+curves, Critic head std, PPL bonus) stays as committed, and results.csv and
+the other plots are left alone: the restored directory has no wall times (restore.py writes 0)
 and no critic head std measurement (head_std.json was never committed), so
 a report from it cannot reproduce those; the claims need neither.
 
@@ -48,8 +53,31 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-PARTS = {"main": "bench/leaderboard.yaml", "extra": "bench/leaderboard-extra.yaml"}
+PARTS = {"main": "bench/leaderboard.yaml", "extra": "bench/leaderboard-extra.yaml", "rerun": "bench/leaderboard-rerun.yaml"}
 CLAIMS = "\n## Claims\n"
+VERDICTS = ("\n## Verdicts\n", "\n## Effects of the claims\n")
+RESULTS = "\n## Results\n"
+
+
+def section_at(md, i):
+    """The section of md that starts at index i (a "\n## " heading), up to
+    the next "\n## " heading."""
+    j = md.find("\n## ", i + 1)
+    return md[i:] if j < 0 else md[i:j]
+
+
+def with_verdicts(kept, report):
+    """kept with the Verdicts section of report in place of its own."""
+    i = report.find(VERDICTS[0])
+    if i < 0:
+        return kept
+    new = section_at(report, i)
+    for h in VERDICTS:
+        k = kept.find(h)
+        if 0 <= k < kept.index(CLAIMS):
+            return kept[:k] + new + kept[k + len(section_at(kept, k)):]
+    k = kept.index(RESULTS)
+    return kept[:k] + new + kept[k:]
 
 
 def load_restore():
@@ -150,7 +178,7 @@ def main():
         for p in parts:
             part = os.path.join(HERE, p)
             out = os.path.join(tmp, p)
-            restore.main(part, out, os.path.join(HERE, "main") if p != "main" else None)
+            restore.main(part, out, os.path.join(HERE, "main") if p == "extra" else None)
             cmd = [binary, "bench", "-c", PARTS[p], "--out", out, "--report-only"]
             log = os.path.join(tmp, p + ".log")
             with open(log, "w") as f:
@@ -186,11 +214,18 @@ def main():
                     + ", from the committed `records.csv.xz` and `metrics.tar.xz` (`restore.py`);"
                     " the sections above are the original report's.\n\n")
             section = head + note + section[len(head):]
+            kept = with_verdicts(kept, report)
+            if tmp in kept or out in kept:
+                sys.exit(f"{p}: the new Verdicts section names the temporary directory")
             if not a.dry_run:
                 with open(os.path.join(part, "verdicts.json"), "w") as f:
                     f.write(new_verdicts)
                 with open(os.path.join(part, "results.md"), "w") as f:
                     f.write(kept[:kept.index(CLAIMS)] + section)
+                forest = os.path.join(out, "plots", "forest.png")
+                if os.path.exists(forest):
+                    os.makedirs(os.path.join(part, "plots"), exist_ok=True)
+                    shutil.copyfile(forest, os.path.join(part, "plots", "forest.png"))
         print()
         for s in summary:
             print(s)

@@ -376,7 +376,7 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		fmt.Fprintf(&b, "\nNot finished (not in the table): %s.\n", strings.Join(missing, ", "))
 	}
 
-	b.WriteString("\n## Plots\n\nOne line per arm, the mean over its finished seeds, with the range over seeds (min to max) shaded; critic-free and critic-based arms in separate panels; a y axis turns logarithmic when its values span more than a factor of 30. Each plot is also in SVG next to the PNG.\n\n")
+	b.WriteString("\n## Plots\n\n" + plotsIntro + "\n\n")
 	for i, n := range plotNotes {
 		// A caption after a list item needs a blank line, or Markdown
 		// reads it as the item's continuation.
@@ -393,8 +393,7 @@ func writeReport(spec *Spec, dir, command string, log zerolog.Logger) error {
 		return err
 	}
 
-	// The forest plot joins the Verdicts section once the plots draw it.
-	md, err := withVerdicts(b.String(), spec, dir, nil)
+	md, err := withVerdicts(b.String(), spec, dir, WriteForest)
 	if err != nil {
 		return err
 	}

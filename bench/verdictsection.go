@@ -45,6 +45,14 @@ func withVerdicts(md string, spec *Spec, dir string, forest func(plotsDir string
 	b.WriteString("Each claim's effect d (the claimed-better arm minus the other, in the metric's own unit: accuracies as fractions, as everywhere in this report), " +
 		"its 95% interval and its verdict after Holm's correction in its family, the one to quote. " +
 		"How they are judged, the claims' own verdicts, p values, standard errors and per-seed effects: [Claims](#claims).\n\n")
+	for _, v := range vs {
+		if v.Sequential != nil {
+			// A sequential bench's intervals are at their look's level.
+			b.WriteString("This bench ran sequentially: each interval (and bar) is at the level of the look its claim was judged at, " +
+				"wider than 95% (the level of each look: [Sequential looks](#sequential-looks)).\n\n")
+			break
+		}
+	}
 	if plot != "" {
 		b.WriteString(plot + "\n")
 	}

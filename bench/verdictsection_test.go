@@ -47,3 +47,30 @@ func TestWithVerdicts(t *testing.T) {
 		t.Errorf("without claims: %v\n%s", err, got)
 	}
 }
+
+// A sequential bench's Verdicts section says that its intervals are at
+// their looks' levels, not 95%; a plain bench's says nothing of it.
+func TestWithVerdictsSequentialLevel(t *testing.T) {
+	for _, seq := range []bool{false, true} {
+		dir := t.TempDir()
+		extra := ""
+		if seq {
+			extra = `, "sequential": {"look": 2, "decided": true, "level": 0.98978}`
+		}
+		data := `[{"claim": "A beats B", "metric": "m", "arms": ["a", "b"], "seeds": [1, 2, 3, 4, 5], "delta_mean": 0.2, "ci_low": 0.07, "ci_high": 0.31, ` +
+			`"verdict": "held", "verdict_holm": "held", "units": "none", "per_seed": [0.1, 0.2, 0.2, 0.2, 0.3]` + extra + `}]`
+		if err := os.WriteFile(filepath.Join(dir, VerdictsFile), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := withVerdicts("# Bench: x\n\n## Results\n\nthe table\n", &Spec{Claims: []Claim{{Name: "A beats B"}}}, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(got, "## Verdicts\n") {
+			t.Fatalf("no Verdicts section:\n%s", got)
+		}
+		if says := strings.Contains(got, "at the level of the look"); says != seq {
+			t.Errorf("sequential %v: the section says the look's level: %v\n%s", seq, says, got)
+		}
+	}
+}

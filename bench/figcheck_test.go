@@ -1,0 +1,302 @@
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cde-rl/cde/internal/resultstest"
+)
+
+// goodFig is a figure the check passes, written by hand: two arms, two
+// seeds each, over steps 0-2, ticks at 0, 1, 2 and 0, 0.5, 1.
+func goodFig() figSpec {
+	line := func(arm string, lk look, off float64) lineSpec {
+		s1 := []xy{{0, 0.1 + off}, {1, 0.3 + off}, {2, 0.5 + off}}
+		s2 := []xy{{0, 0.3 + off}, {1, 0.5 + off}, {2, 0.7 + off}}
+		return lineSpec{Arm: arm, Look: lk, Mean: []xy{{0, 0.2 + off}, {1, 0.4 + off}, {2, 0.6 + off}}, Seeds: [][]xy{s1, s2}}
+	}
+	return figSpec{Name: "good", XLabel: "training step", XTicks: []float64{0, 1, 2}, YTicks: []float64{0, 0.5, 1},
+		Panels: []panelFig{{YLabel: "held-out accuracy (avg@4)", Lines: []lineSpec{line("a", look{0, 0}, 0), line("b", look{1, 0}, 0.1)}}},
+		Note:   "Thick line: the mean over seeds; thin lines: each seed (N = 2 seeds per arm); not smoothed."}
+}
+
+// Each thing the issue forbids, put into an otherwise good figure, is
+// caught, and only it.
+func TestFigureCheckCatches(t *testing.T) {
+	if bad := checkFigures([]figSpec{goodFig()}, nil); len(bad) > 0 {
+		t.Fatalf("a good figure fails: %v", bad)
+	}
+	cases := map[string]func(f *figSpec, g *figSpec){
+		"x value(s)": func(f, _ *figSpec) {
+			for i := range f.Panels[0].Lines {
+				l := &f.Panels[0].Lines[i]
+				l.Mean = l.Mean[2:]
+				for j := range l.Seeds {
+					l.Seeds[j] = l.Seeds[j][2:]
+				}
+			}
+		},
+		"constant series": func(f, _ *figSpec) {
+			l := &f.Panels[0].Lines[1]
+			l.Mean = []xy{{0, 0}, {1, 0}, {2, 0}}
+			l.Seeds = [][]xy{{{0, 0}, {1, 0}, {2, 0}}}
+		},
+		"y label \"val/mean/avg@4\" is not words":  func(f, _ *figSpec) { f.Panels[0].YLabel = "val/mean/avg@4" },
+		"x label \"critic/head_std\" is not words": func(f, _ *figSpec) { f.XLabel = "critic/head_std" },
+		"share the look":                  func(f, _ *figSpec) { f.Panels[0].Lines[1].Look = look{0, 0} },
+		"elsewhere as":                    func(_, g *figSpec) { g.Panels[0].Lines[0].Look = look{5, 1} },
+		"does not say what the lines are": func(f, _ *figSpec) { f.Note = "Lines: the mean over seeds." },
+		"are not at round steps":          func(f, _ *figSpec) { f.XTicks = []float64{0, 90, 180} },
+		"no per-seed lines":               func(f, _ *figSpec) { f.Panels[0].Lines[0].Seeds = nil },
+	}
+	for want, spoil := range cases {
+		f, g := goodFig(), goodFig()
+		g.Name = "second"
+		spoil(&f, &g)
+		bad := checkFigures([]figSpec{f, g}, nil)
+		if len(bad) == 0 || !strings.Contains(strings.Join(bad, "\n"), want) {
+			t.Errorf("spoiled by %q: check says %v", want, bad)
+		}
+	}
+	fs := forestSpec{Note: "bar: its 95% interval; marker: the verdict after Holm's correction", Groups: []forestGroup{{
+		Title: "pass@1 (mean over eval sets)", XLabel: "effect d on pass@1", XMin: -0.1, XMax: 0.1, XTicks: []float64{-0.1, -0.05, 0, 0.05, 0.1},
+		Rows: []forestRow{{Label: "a vs b", D: 0.02, Lo: -0.01, Hi: 0.05, Verdict: "inconclusive"}}}}}
+	if bad := checkFigures(nil, &fs); len(bad) > 0 {
+		t.Errorf("a good forest fails: %v", bad)
+	}
+	fs.Groups[0].Rows[0].D = 0.09
+	fs.Groups[0].Title = "val/mean/pass@1"
+	if bad := checkFigures(nil, &fs); len(bad) != 2 {
+		t.Errorf("a forest with a raw title and an effect outside its interval: %v, want 2 problems", bad)
+	}
+}
+
+// Round ticks, worked by hand: 0-199 steps by 50; 0.089-0.166 by 0.02;
+// 0-25,600 responses by 5,000; spacing 90 is not round, 25 is.
+func TestRoundTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   []float64
+	}{
+		{0, 199, []float64{0, 50, 100, 150}},
+		{0.089, 0.166, []float64{0.1, 0.12, 0.14, 0.16}},
+		{0, 25600, []float64{0, 5000, 10000, 15000, 20000, 25000}},
+		{0, 1, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
+	} {
+		got := roundTicks(c.lo, c.hi, 6)
+		if len(got) != len(c.want) {
+			t.Errorf("roundTicks(%v, %v) = %v, want %v", c.lo, c.hi, got, c.want)
+			continue
+		}
+		for i := range got {
+			if d := got[i] - c.want[i]; d > 1e-12 || d < -1e-12 {
+				t.Errorf("roundTicks(%v, %v) = %v, want %v", c.lo, c.hi, got, c.want)
+				break
+			}
+		}
+	}
+	if roundTickSet([]float64{0, 90, 180}) || !roundTickSet([]float64{0, 25, 50}) || !roundTickSet([]float64{-0.05, 0, 0.05}) {
+		t.Error("roundTickSet: want 0/90/180 not round, 0/25/50 and -0.05/0/0.05 round")
+	}
+	for v, want := range map[float64]string{25000: "25k", 2500: "2.5k", 1.5e6: "1.5M", 0.12: "0.12", 150: "150"} {
+		if got := tickLabel(v); got != want {
+			t.Errorf("tickLabel(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// The responses axis of a run without the total counts prompts_per_step
+// x rollout.n per batch, (1 + extra_batches) batches a step: batch 8,
+// steps 0-2 with 0, 1, 0 extra batches: before step 0 nothing, before
+// step 1 8, before step 2 24, after the last step (the evaluation at 3)
+// 32. The wall axis is the cumulative perf/step_s before the step.
+func TestResponsesAndWallX(t *testing.T) {
+	r := &armRun{Arm: "a", Rows: []map[string]float64{
+		{"step": 0, "reward/mean": 1, "perf/step_s": 2},
+		{"step": 1, "reward/mean": 1, "train/extra_batches": 1, "perf/step_s": 3},
+		{"step": 2, "reward/mean": 1, "perf/step_s": 4},
+		{"step": 3, "val/mean/avg@4": 0.5},
+	}}
+	d := &plotData{batch: map[string]float64{"a": 8}}
+	if got := d.responsesX(r); !slices.Equal(got, []float64{0, 8, 24, 32}) {
+		t.Errorf("responsesX = %v, want [0 8 24 32]", got)
+	}
+	if got := wallX(r); !slices.Equal(got, []float64{0, 2, 5, 9}) {
+		t.Errorf("wallX = %v, want [0 2 5 9]", got)
+	}
+	if got := (&plotData{}).responsesX(r); got != nil {
+		t.Errorf("no total and no batch size: %v, want nil", got)
+	}
+}
+
+// One arm's spike does not set the y range: nine flat lines at 0.1-0.2
+// over 100 points and one that is 1.6 at two of its points (under 5%); the range is
+// the flat lines' and the spiking arm is named.
+func TestRobustRangeClipsSpike(t *testing.T) {
+	var p panelFig
+	for i := range 10 {
+		var pts []xy
+		for x := range 100 {
+			y := 0.1 + 0.01*float64(i)
+			if i == 9 && (x == 40 || x == 41) {
+				y = 1.6
+			}
+			pts = append(pts, xy{float64(x), y})
+		}
+		p.Lines = append(p.Lines, lineSpec{Arm: string(rune('a' + i)), Mean: pts})
+	}
+	lo, hi, clipped := robustRange([]panelFig{p})
+	if lo != 0.1 || hi > 0.2 || len(clipped) != 1 || !strings.HasPrefix(clipped[0], "j ") {
+		t.Errorf("robustRange = %v, %v, %v; want 0.1, 0.19, [j ...]", lo, hi, clipped)
+	}
+}
+
+// A metric measured at one step and a constant one are lines of text, not
+// figures; a collapsed arm is named in every figure that draws it.
+func TestFiguresSingleStepConstantCollapsed(t *testing.T) {
+	runs := map[string][]*armRun{}
+	for i, a := range []string{"grpo", "dead"} {
+		for seed := uint64(1); seed <= 2; seed++ {
+			var rows []map[string]float64
+			for step := range 10 {
+				rows = append(rows, map[string]float64{"step": float64(step), "reward/mean": float64(step*(1-i)) + float64(seed),
+					"rollout/entropy": 0.5 - 0.01*float64(step) + 0.1*float64(i), "critic/head_std": 0})
+			}
+			acc := 0.3 * float64(1-i)
+			rows = append(rows, map[string]float64{"step": 10, "val/mean/avg@4": acc + 0.01*float64(seed)*float64(1-i)})
+			runs[a] = append(runs[a], &armRun{Arm: a, Seed: seed, Rows: rows})
+		}
+	}
+	rf := buildReportFigs(&plotData{spec: &Spec{}, runs: runs, arms: []string{"grpo", "dead"}, families: []family{{Name: "f", Arms: []string{"grpo", "dead"}}}})
+	notes := strings.Join(rf.Notes, "\n")
+	if !strings.Contains(notes, "Held-out accuracy: measured at one step only (step 10)") {
+		t.Errorf("no table line for the one-step held-out accuracy:\n%s", notes)
+	}
+	if !strings.Contains(notes, "constant in every arm that logs it, so not plotted: grpo (0), dead (0)") {
+		t.Errorf("no line for the constant critic head std:\n%s", notes)
+	}
+	var names []string
+	for _, f := range rf.Figs {
+		names = append(names, f.Name)
+	}
+	if !slices.Equal(names, []string{"train_reward", "entropy"}) {
+		t.Errorf("figures %v, want train_reward and entropy", names)
+	}
+	if bad := checkFigures(rf.Figs, nil); len(bad) > 0 {
+		t.Errorf("figure check: %v", bad)
+	}
+	// dead's held-out accuracy is 0 after step 0: collapsed, and said so.
+	for _, f := range rf.Figs {
+		if f.Name == "train_reward" {
+			continue // dead's reward is constant per seed but not across seeds
+		}
+		if !strings.Contains(f.Note, "Collapsed (held-out accuracy 0 after step 0): dead.") {
+			t.Errorf("%s: note %q does not name the collapsed arm", f.Name, f.Note)
+		}
+	}
+}
+
+// Every committed report's figures pass the figure check, built from its
+// runs as the report builds them (the packed runs unpacked, the
+// leaderboard's parts and transfer restored), with the forest plot from
+// its committed verdicts.json.
+func TestCommittedFiguresPass(t *testing.T) {
+	root := filepath.Join("..")
+	results := filepath.Join(root, "docs", "results")
+	type rep struct{ name, cfg, part, main string }
+	var reps []rep
+	packed, _ := filepath.Glob(filepath.Join(results, "*", "runs.tar.xz"))
+	for _, p := range packed {
+		n := filepath.Base(filepath.Dir(p))
+		reps = append(reps, rep{name: n, cfg: filepath.Join(root, "bench", n+".yaml"), part: filepath.Dir(p)})
+	}
+	lb := filepath.Join(results, "leaderboard")
+	reps = append(reps,
+		rep{"leaderboard/main", filepath.Join(root, "bench", "leaderboard.yaml"), filepath.Join(lb, "main"), ""},
+		rep{"leaderboard/extra", filepath.Join(root, "bench", "leaderboard-extra.yaml"), filepath.Join(lb, "extra"), filepath.Join(lb, "main")},
+		rep{"leaderboard/rerun", filepath.Join(root, "bench", "leaderboard-rerun.yaml"), filepath.Join(lb, "rerun"), ""},
+		rep{"transfer", filepath.Join(root, "bench", "transfer.yaml"), filepath.Join(results, "transfer"), ""})
+	if len(reps) < 8 {
+		t.Fatalf("%d committed reports, want the 4 packed and 4 restored", len(reps))
+	}
+	python := "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		python = "python3"
+	}
+	for _, r := range reps {
+		t.Run(strings.ReplaceAll(r.name, "/", "-"), func(t *testing.T) {
+			var dir string
+			if _, err := os.Stat(filepath.Join(r.part, "runs.tar.xz")); err == nil {
+				dir = resultstest.Unpack(t, r.part)
+			} else {
+				dir = t.TempDir()
+				args := []string{filepath.Join(lb, "restore.py"), r.part, dir}
+				if r.main != "" {
+					args = append(args, "--main", r.main)
+				}
+				if out, err := exec.Command(python, args...).CombinedOutput(); err != nil {
+					t.Fatalf("restore.py: %v\n%s", err, out)
+				}
+			}
+			spec, err := Load(r.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs, _, err := loadRuns(spec, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var arms []string
+			for _, a := range spec.Arms {
+				if len(runs[a.Name]) > 0 {
+					arms = append(arms, a.Name)
+				}
+			}
+			wd, _ := os.Getwd()
+			if err := os.Chdir(root); err != nil { // the transfer bench's paths are relative to the repository root
+				t.Fatal(err)
+			}
+			fams, ferr := armFamilies(spec, dir, arms)
+			batch := armBatches(spec, dir, arms)
+			os.Chdir(wd)
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			rf := buildReportFigs(&plotData{spec: spec, runs: runs, arms: arms, families: fams, batch: batch})
+			var forest *forestSpec
+			if data, err := os.ReadFile(filepath.Join(r.part, VerdictsFile)); err == nil {
+				var vs []ClaimVerdict
+				if err := json.Unmarshal(data, &vs); err != nil {
+					t.Fatal(err)
+				}
+				if f, ok := buildForest(vs); ok {
+					forest = &f
+				}
+			}
+			for _, b := range checkFigures(rf.Figs, forest) {
+				t.Error(b)
+			}
+			// The committed plots are the figures the code draws, no more.
+			want := []string{}
+			for _, f := range rf.Figs {
+				want = append(want, f.Name+".png")
+			}
+			if forest != nil {
+				want = append(want, ForestFile)
+			}
+			got, _ := filepath.Glob(filepath.Join(r.part, "plots", "*"))
+			for i := range got {
+				got[i] = filepath.Base(got[i])
+			}
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("docs/results/%s/plots holds %v, the report draws %v", r.name, got, want)
+			}
+		})
+	}
+}

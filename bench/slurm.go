@@ -33,6 +33,9 @@ type slurmState struct {
 type slurmJob struct {
 	ID       string `json:"id"`
 	Attempts int    `json:"attempts"`
+	// Work is what the job was submitted to make (baseWork): once all of
+	// it is there, the next base job is new work with its own retries.
+	Work []string `json:"work,omitempty"`
 }
 
 // slurmTask is one arm-seed's latest job: ID is the array task

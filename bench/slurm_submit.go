@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,10 +37,19 @@ func sbatch(ctx context.Context, args []string) (string, error) {
 // needsBaseJob reports whether an unfinished arm-seed among todo still
 // needs a base policy made, or a base evaluation is missing.
 func needsBaseJob(spec *Spec, dir string, todo []job) (bool, error) {
+	work, err := baseWork(spec, dir, todo)
+	return len(work) > 0, err
+}
+
+// baseWork is what the base job has to make for todo: "eval/seed-N" for
+// each base evaluation not finished, and "policy/DIR" for each base
+// policy an arm-seed of todo needs and that is not there yet.
+func baseWork(spec *Spec, dir string, todo []job) ([]string, error) {
+	var work []string
 	if spec.BaseEval {
 		for _, seed := range spec.Seeds {
 			if _, err := os.Stat(filepath.Join(RunDir(dir, BaseArm, seed), DoneFile)); err != nil {
-				return true, nil
+				work = append(work, fmt.Sprintf("eval/seed-%d", seed))
 			}
 		}
 	}
@@ -49,21 +59,50 @@ func needsBaseJob(spec *Spec, dir string, todo []job) (bool, error) {
 		}
 		cfg, err := spec.ArmConfig(dir, j.arm, j.seed)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if cfg.Model.Checkpoint != "auto" || cfg.Model.HF != "" {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(cfg.Pretrain.Dir, session.BaseKey(cfg), "policy.gob")); err != nil {
-			return true, nil
+		base := filepath.Join(cfg.Pretrain.Dir, session.BaseKey(cfg))
+		if _, err := os.Stat(filepath.Join(base, "policy.gob")); err != nil && !slices.Contains(work, "policy/"+base) {
+			work = append(work, "policy/"+base)
 		}
 	}
-	return false, nil
+	return work, nil
+}
+
+// baseWorkDone reports whether everything of a base job's work (baseWork)
+// is there now.
+func baseWorkDone(dir string, work []string) bool {
+	for _, w := range work {
+		var path string
+		switch {
+		case strings.HasPrefix(w, "eval/seed-"):
+			seed, err := strconv.ParseUint(strings.TrimPrefix(w, "eval/seed-"), 10, 64)
+			if err != nil {
+				return false
+			}
+			path = filepath.Join(RunDir(dir, BaseArm, seed), DoneFile)
+		case strings.HasPrefix(w, "policy/"):
+			path = filepath.Join(strings.TrimPrefix(w, "policy/"), "policy.gob")
+		default:
+			return false
+		}
+		if _, err := os.Stat(path); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // submitBase submits the base job (base policies and evaluations) and
 // returns its id.
 func (s *slurmRun) submitBase() (string, error) {
+	work, err := baseWork(s.spec, s.dir, s.todo)
+	if err != nil {
+		return "", err
+	}
 	args, err := s.baseArgs()
 	if err != nil {
 		return "", err
@@ -75,8 +114,14 @@ func (s *slurmRun) submitBase() (string, error) {
 	if s.st.Base == nil {
 		s.st.Base = &slurmJob{}
 	}
+	if len(s.st.Base.Work) > 0 && baseWorkDone(s.dir, s.st.Base.Work) {
+		// The last base job did all it was submitted for: this one is new
+		// work (a sequential bench's next stage), not a retry of it.
+		s.st.Base.Attempts = 0
+	}
 	s.st.Base.ID = id
 	s.st.Base.Attempts++
+	s.st.Base.Work = work
 	fmt.Fprintf(s.out, "bench: slurm: submitted the base job %s (base policies and evaluations)\n", id)
 	return id, s.st.save(s.dir)
 }

@@ -132,8 +132,11 @@ func TestBenchSlurmSequential(t *testing.T) {
 	}
 	if rec.Base == nil {
 		t.Errorf("no base job recorded")
-	} else {
-		t.Logf("base job %s, %d submission(s)", rec.Base.ID, rec.Base.Attempts)
+	} else if rec.Base.Attempts != 1 {
+		// Stage 2's base job (evaluations of seeds 4 and 5) is new work,
+		// not a retry of stage 1's, which finished: counting it as one
+		// would spend the retries of a bench whose base job never failed.
+		t.Errorf("base job %s: %d submission(s) counted, want 1 (a new stage's base job has its own retries)", rec.Base.ID, rec.Base.Attempts)
 	}
 	for _, r := range []struct {
 		run  string

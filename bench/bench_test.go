@@ -109,13 +109,15 @@ func TestSmoke(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// No smoke run answers anything correctly (a tiny random model), so
-	// there is no calibration gap to draw: the report says so.
-	for _, p := range []string{"heldout_accuracy", "entropy", "critic_head_std", "simhash_cells"} {
-		for _, ext := range []string{".png", ".svg"} {
-			if st, err := os.Stat(filepath.Join(out, "plots", p+ext)); err != nil || st.Size() == 0 {
-				t.Errorf("plot %s%s: %v", p, ext, err)
-			}
+	// No smoke run answers anything correctly (a tiny random model): its
+	// accuracy and reward curves are constant, which the report says in a
+	// line instead of drawing; every figure it does draw is non-empty and
+	// shown in results.md.
+	mdText, _ := os.ReadFile(filepath.Join(out, "results.md"))
+	entries, _ := os.ReadDir(filepath.Join(out, "plots"))
+	for _, e := range entries {
+		if st, err := e.Info(); err != nil || st.Size() == 0 || !strings.Contains(string(mdText), "plots/"+e.Name()) {
+			t.Errorf("plot %s: empty, unreadable or not in results.md (%v)", e.Name(), err)
 		}
 	}
 	f, err := os.Open(filepath.Join(out, "results.csv"))
@@ -142,8 +144,8 @@ func TestSmoke(t *testing.T) {
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "results.md"))
 	for _, want := range []string{"| grpo_simhash | 1 |", "ood Pass@2", "## Claims", "PPO + multi-head + PPL beats GRPO + SimHash",
-		"## Critic head std by prompt set", "| ppo_mh_ppl | 2 |", "plots/heldout_accuracy.png", "Runs made by `smoke --jobs 2`",
-		"l1 (held-out) | l2 (held-out) | ood (OOD) |", "no finished arm reports calib/ppl_incorrect / calib/ppl_correct in one step; not plotted",
+		"## Critic head std by prompt set", "| ppo_mh_ppl | 2 |", "Held-out accuracy: constant in every arm that logs it, so not plotted", "Runs made by `smoke --jobs 2`",
+		"l1 (held-out) | l2 (held-out) | ood (OOD) |", "Calibration gap (the paper's Figure 6): the batch's mean perplexity of incorrect rollouts over that of correct ones; above 1 (dotted), confidence tracks correctness: no finished arm logs it; not plotted",
 		"wall time (s) | responses generated |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q:\n%s", want, md)

@@ -46,7 +46,10 @@ func TestPPLCapSection(t *testing.T) {
 		"grpo": {{Seed: 1, Rows: []map[string]float64{{"step": 1, "reward/acc": 0.5}}}}}
 	var b strings.Builder
 	writePPLCapSection(&b, runs, []string{"grpo", "ppl"})
-	want := "| ppl | 2 | 2 ± 0 | 60.0 ± 14.1 | 50.0-70.0 | 60.0 ± 14.1 |"
+	// Seed 1: (0.6 + 0.8)/2 = 0.7 on its two steps with the bonus on, seed
+	// 2: (0.4 + 0.6)/2 = 0.5; over seeds 0.6 ± 0.1414 (n-1), range
+	// 0.5-0.7; steps 1-100 are the same two steps.
+	want := "| ppl | 2 | 2 ± 0 | 0.600 ± 0.141 | 0.500-0.700 | 0.600 ± 0.141 |"
 	if !strings.Contains(b.String(), want) || strings.Contains(b.String(), "| grpo |") {
 		t.Errorf("section lacks %q or has a grpo row:\n%s", want, b.String())
 	}

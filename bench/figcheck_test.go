@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,9 +135,15 @@ func TestResponsesAndWallX(t *testing.T) {
 	}
 }
 
-// One arm's spike does not set the y range: nine flat lines at 0.1-0.2
-// over 100 points and one that is 1.6 at two of its points (under 5%); the range is
-// the flat lines' and the spiking arm is named.
+// One arm's spike does not set the y range: nine flat lines at 0.1-0.18
+// over 100 points; j at 0.19 is 1.6 at two of its points and a dips to
+// -0.5 at three (each under 5% of a line's points). Worked by hand: a's
+// sorted values are -0.5 x3 then 0.1 x97, its 5th percentile at index
+// 0.05 x 99 = 4.95, between two 0.1s: 0.1; j's 95th at index 94.05, two
+// 0.19s: 0.19. So the range is 0.1 to 0.19, padded 4% of 0.09 (0.0036)
+// to the axis 0.0964 to 0.1936, and the note names only the side each arm
+// passes: a below it (down to -0.5), j above it (up to 1.6); b-i, inside
+// the axis, are not named.
 func TestRobustRangeClipsSpike(t *testing.T) {
 	var p panelFig
 	for i := range 10 {
@@ -146,13 +153,31 @@ func TestRobustRangeClipsSpike(t *testing.T) {
 			if i == 9 && (x == 40 || x == 41) {
 				y = 1.6
 			}
+			if i == 0 && x >= 10 && x <= 12 {
+				y = -0.5
+			}
 			pts = append(pts, xy{float64(x), y})
 		}
 		p.Lines = append(p.Lines, lineSpec{Arm: string(rune('a' + i)), Mean: pts})
 	}
-	lo, hi, clipped := robustRange([]panelFig{p})
-	if lo != 0.1 || hi > 0.2 || len(clipped) != 1 || !strings.HasPrefix(clipped[0], "j ") {
-		t.Errorf("robustRange = %v, %v, %v; want 0.1, 0.19, [j ...]", lo, hi, clipped)
+	lo, hi, exts := robustRange([]panelFig{p})
+	if math.Abs(lo-0.1) > 1e-12 || math.Abs(hi-0.19) > 1e-12 || len(exts) != 10 {
+		t.Fatalf("robustRange = %v, %v, %v; want 0.1, 0.19 and the 10 arms' extents", lo, hi, exts)
+	}
+	pad := 0.04 * (hi - lo)
+	got := clipNote(exts, lo-pad, hi+pad)
+	want := []string{"a below 0.0964 (down to -0.5)", "j above 0.194 (up to 1.6)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("clipNote = %q, want %q", got, want)
+	}
+	// Both sides: an arm from -1 to 2 on the axis 0 to 1.
+	if got := clipNote([]clipExt{{"k", -1, 2}}, 0, 1); !slices.Equal(got, []string{"k below 0 (down to -1) and above 1 (up to 2)"}) {
+		t.Errorf("clipNote both sides = %q", got)
+	}
+	// No spike: the whole range, nothing clipped.
+	p.Lines = p.Lines[1:9]
+	if lo, hi, exts := robustRange([]panelFig{p}); math.Abs(lo-0.11) > 1e-12 || math.Abs(hi-0.18) > 1e-12 || exts != nil {
+		t.Errorf("robustRange without a spike = %v, %v, %v; want 0.11, 0.18, nil", lo, hi, exts)
 	}
 }
 

@@ -326,18 +326,22 @@ func quantile(sorted []float64, q float64) float64 {
 	return sorted[i] + (h-float64(i))*(sorted[i+1]-sorted[i])
 }
 
+// clipExt is a line's whole y extent, for saying what an axis cut of it.
+type clipExt struct {
+	Arm    string
+	Lo, Hi float64
+}
+
 // robustRange is the y range of a figure's lines that one arm's spike
 // does not set: the union over lines of each line's 5th to 95th
 // percentile of its points (all of them below 50 points), with the
-// reference line. clipped names the lines with points outside it by more
-// than 5% of the range, and how far they go.
-func robustRange(panels []panelFig) (lo, hi float64, clipped []string) {
+// reference line, where a line has points outside it by more than 5% of
+// the range; else the lines' whole range. clipped, only when the range is
+// cut, is every arm's whole extent (its lines' union, in line order):
+// clipNote says what the drawn axis cuts of them.
+func robustRange(panels []panelFig) (lo, hi float64, clipped []clipExt) {
 	lo, hi = math.Inf(1), math.Inf(-1)
-	type ext struct {
-		arm    string
-		lo, hi float64
-	}
-	var exts []ext
+	var exts []clipExt
 	for _, p := range panels {
 		if p.Ref != nil {
 			lo, hi = min(lo, *p.Ref), max(hi, *p.Ref)
@@ -361,7 +365,7 @@ func robustRange(panels []panelFig) (lo, hi float64, clipped []string) {
 				a, b = quantile(ys, 0.05), quantile(ys, 0.95)
 			}
 			lo, hi = min(lo, a), max(hi, b)
-			exts = append(exts, ext{l.Arm, ys[0], ys[len(ys)-1]})
+			exts = append(exts, clipExt{l.Arm, ys[0], ys[len(ys)-1]})
 		}
 	}
 	if math.IsInf(lo, 0) {
@@ -372,20 +376,43 @@ func robustRange(panels []panelFig) (lo, hi float64, clipped []string) {
 		span = math.Max(math.Abs(hi), 1)
 	}
 	var clo, chi float64 = lo, hi
-	seen := map[string]bool{}
+	cut := false
+	at := map[string]int{}
 	for _, e := range exts {
-		if e.hi > hi+0.05*span || e.lo < lo-0.05*span {
-			if !seen[e.arm] {
-				seen[e.arm] = true
-				clipped = append(clipped, fmt.Sprintf("%s (%.3g to %.3g)", e.arm, e.lo, e.hi))
-			}
+		cut = cut || e.Hi > hi+0.05*span || e.Lo < lo-0.05*span
+		if i, ok := at[e.Arm]; ok {
+			clipped[i].Lo, clipped[i].Hi = min(clipped[i].Lo, e.Lo), max(clipped[i].Hi, e.Hi)
+		} else {
+			at[e.Arm] = len(clipped)
+			clipped = append(clipped, e)
 		}
-		chi, clo = max(chi, e.hi), min(clo, e.lo)
+		chi, clo = max(chi, e.Hi), min(clo, e.Lo)
 	}
-	if len(clipped) == 0 {
+	if !cut {
 		return clo, chi, nil
 	}
 	return lo, hi, clipped
+}
+
+// clipNote says, for each clipped arm, which side of the drawn y axis
+// [ymin, ymax] its points pass and how far: "a above 0.42 (up to 1.6)",
+// "b below 0.1 (down to -0.3)", both joined by "and"; only the sides
+// actually beyond the axis.
+func clipNote(clipped []clipExt, ymin, ymax float64) []string {
+	var out []string
+	for _, c := range clipped {
+		var sides []string
+		if c.Lo < ymin {
+			sides = append(sides, fmt.Sprintf("below %.3g (down to %.3g)", ymin, c.Lo))
+		}
+		if c.Hi > ymax {
+			sides = append(sides, fmt.Sprintf("above %.3g (up to %.3g)", ymax, c.Hi))
+		}
+		if len(sides) > 0 {
+			out = append(out, c.Arm+" "+strings.Join(sides, " and "))
+		}
+	}
+	return out
 }
 
 // niceStep is the tick spacing for [lo, hi]: 1, 2, 2.5 or 5 times a power
@@ -532,19 +559,25 @@ func buildReportFigs(d *plotData) reportFigs {
 				continue
 			}
 			out.Figs = append(out.Figs, f)
-			out.Notes = append(out.Notes, fmt.Sprintf("**%s.**\n\n![%s](plots/%s.png)\n", f.Caption, f.Name, f.Name))
+			out.Notes = append(out.Notes, figureLines(f))
 		}
 	}
-	f, why := d.passKFigure(sets, len(ks), collapsed)
+	f, why := d.passKFigure(sets, slices.Sorted(maps.Keys(ks)), collapsed)
 	if why != "" {
 		if why != "-" {
 			out.Notes = append(out.Notes, why)
 		}
 	} else {
 		out.Figs = append(out.Figs, f)
-		out.Notes = append(out.Notes, fmt.Sprintf("**%s.**\n\n![%s](plots/%s.png)\n", f.Caption, f.Name, f.Name))
+		out.Notes = append(out.Notes, figureLines(f))
 	}
 	return out
+}
+
+// figureLines are the results.md lines that show a drawn figure: its
+// caption in bold (one full stop at its end) and the image.
+func figureLines(f figSpec) string {
+	return fmt.Sprintf("**%s.**\n\n![%s](plots/%s.png)\n", strings.TrimRight(f.Caption, ". "), f.Name, f.Name)
 }
 
 var axisWords = map[xAxis]string{onSteps: "training step", onResponses: "responses generated", onWall: "wall-clock training time"}
@@ -687,8 +720,7 @@ func (d *plotData) metricFigure(mf metricFig, ax xAxis, collapsed []string) (fig
 		f.XMax = math.Ceil(f.XMax/s-1e-9) * s
 	}
 	f.XTicks = roundTicks(f.XMin, f.XMax, 6)
-	lo, hi, clipped := robustRange(f.Panels)
-	f.Clipped = len(clipped) > 0
+	lo, hi, exts := robustRange(f.Panels)
 	pad := 0.04 * (hi - lo)
 	if pad == 0 {
 		pad = 0.05 * math.Max(math.Abs(hi), 1)
@@ -697,6 +729,8 @@ func (d *plotData) metricFigure(mf metricFig, ax xAxis, collapsed []string) (fig
 	if isAccuracy(mf.metric) {
 		f.YMin, f.YMax = math.Max(f.YMin, 0), math.Min(f.YMax, 1)
 	}
+	clipped := clipNote(exts, f.YMin, f.YMax)
+	f.Clipped = len(clipped) > 0
 	f.YTicks = roundTicks(f.YMin, f.YMax, 6)
 	// The legend and the note.
 	drawn := map[string]bool{}
@@ -726,7 +760,7 @@ func (d *plotData) metricFigure(mf metricFig, ax xAxis, collapsed []string) (fig
 		note = append(note, "Responses: every batch drawn, dynamic sampling's dropped groups included.")
 	}
 	if len(clipped) > 0 {
-		note = append(note, "y axis clipped, beyond it: "+strings.Join(clipped, ", ")+".")
+		note = append(note, "y axis clipped: "+strings.Join(clipped, "; ")+".")
 	}
 	var coll []string
 	for _, a := range collapsed {
@@ -772,15 +806,23 @@ func (d *plotData) anyCounted() bool {
 
 // passKFigure is pass@k against k at the final evaluation, one panel per
 // eval set (the mean over sets first), every arm and the base policy in
-// each; only with 4 or more k, else the pass@k table says it.
-func (d *plotData) passKFigure(sets map[string]bool, nk int, collapsed []string) (figSpec, string) {
+// each; only with 4 or more k (ks, sorted), else a line saying where
+// the values are: the pass@k curves table (2 or 3 k), the Results table
+// (one k).
+func (d *plotData) passKFigure(sets map[string]bool, ks []int, collapsed []string) (figSpec, string) {
 	f := figSpec{Name: "passk", XLabel: "k (log scale)", LogX: true}
 	var constant []string
-	if nk < 4 {
-		if nk > 0 {
-			return f, fmt.Sprintf("- pass@k against k: %d values of k only, so not plotted: the pass@k table gives them.", nk)
-		}
+	switch len(ks) {
+	case 0:
 		return f, "-"
+	case 1:
+		return f, fmt.Sprintf("- pass@k against k: the runs evaluate one value of k only (pass@%d), so there is no curve to draw: the Results table gives it.", ks[0])
+	case 2, 3:
+		var names []string
+		for _, k := range ks {
+			names = append(names, fmt.Sprintf("pass@%d", k))
+		}
+		return f, fmt.Sprintf("- pass@k against k: %d values of k only (%s), so not plotted: the pass@k curves table gives them.", len(ks), strings.Join(names, ", "))
 	}
 	for _, set := range append([]string{"mean"}, slices.Sorted(maps.Keys(sets))...) {
 		p := panelFig{Title: "eval set " + strings.ReplaceAll(set, "_", " "), YLabel: "pass@k"}
@@ -849,10 +891,11 @@ func (d *plotData) passKFigure(sets map[string]bool, nk int, collapsed []string)
 			f.XTicks = append(f.XTicks, k)
 		}
 	}
-	lo, hi, clipped := robustRange(f.Panels)
+	lo, hi, exts := robustRange(f.Panels)
 	pad := 0.04 * (hi - lo)
 	f.YMin, f.YMax = math.Max(0, lo-pad), math.Min(1, hi+pad)
 	f.YTicks = roundTicks(f.YMin, f.YMax, 6)
+	clipped := clipNote(exts, f.YMin, f.YMax)
 	f.Clipped = len(clipped) > 0
 	drawn := map[string]bool{}
 	for _, p := range f.Panels {
@@ -873,7 +916,7 @@ func (d *plotData) passKFigure(sets map[string]bool, nk int, collapsed []string)
 	}
 	note := "Thick line: the mean over seeds; thin lines: each seed (" + seedsText(f.Panels) + "); not smoothed; at the final evaluation, unbiased from its n samples per problem. Panels share the y axis."
 	if len(clipped) > 0 {
-		note += " y axis clipped, beyond it: " + strings.Join(clipped, ", ") + "."
+		note += " y axis clipped: " + strings.Join(clipped, "; ") + "."
 	}
 	if len(constant) > 0 {
 		note += " Constant, not drawn: " + strings.Join(constant, ", ") + "."

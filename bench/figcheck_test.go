@@ -143,7 +143,8 @@ func TestResponsesAndWallX(t *testing.T) {
 // 0.19s: 0.19. So the range is 0.1 to 0.19, padded 4% of 0.09 (0.0036)
 // to the axis 0.0964 to 0.1936, and the note names only the side each arm
 // passes: a below it (down to -0.5), j above it (up to 1.6); b-i, inside
-// the axis, are not named.
+// the axis, are not named. The cut needs a spike: the whole range over
+// 1.5 times the robust one and at most a third of the arms past it.
 func TestRobustRangeClipsSpike(t *testing.T) {
 	var p panelFig
 	for i := range 10 {
@@ -173,6 +174,14 @@ func TestRobustRangeClipsSpike(t *testing.T) {
 	// Both sides: an arm from -1 to 2 on the axis 0 to 1.
 	if got := clipNote([]clipExt{{"k", -1, 2}}, 0, 1); !slices.Equal(got, []string{"k below 0 (down to -1) and above 1 (up to 2)"}) {
 		t.Errorf("clipNote both sides = %q", got)
+	}
+	// Every arm past the range is noise, not a spike: with a and j, four
+	// arms of six pass it (over a third), so the whole range, -0.5 to 1.6.
+	q := panelFig{Lines: append(append([]lineSpec{}, p.Lines[:3]...), p.Lines[7:]...)}
+	q.Lines[1].Mean = append(slices.Clone(q.Lines[1].Mean), xy{100, 0.5})
+	q.Lines[3].Mean = append(slices.Clone(q.Lines[3].Mean), xy{100, -0.2})
+	if lo, hi, exts := robustRange([]panelFig{q}); lo != -0.5 || hi != 1.6 || exts != nil {
+		t.Errorf("robustRange with four arms of six past it = %v, %v, %v; want -0.5, 1.6, nil", lo, hi, exts)
 	}
 	// No spike: the whole range, nothing clipped.
 	p.Lines = p.Lines[1:9]

@@ -335,8 +335,8 @@ type clipExt struct {
 // robustRange is the y range of a figure's lines that one arm's spike
 // does not set: the union over lines of each line's 5th to 95th
 // percentile of its points (all of them below 50 points), with the
-// reference line, where a line has points outside it by more than 5% of
-// the range; else the lines' whole range. clipped, only when the range is
+// reference line, where a few arms' spikes make the lines' whole range
+// more than spikeRatio times it; else the whole range. clipped, only when the range is
 // cut, is every arm's whole extent (its lines' union, in line order):
 // clipNote says what the drawn axis cuts of them.
 func robustRange(panels []panelFig) (lo, hi float64, clipped []clipExt) {
@@ -376,10 +376,8 @@ func robustRange(panels []panelFig) (lo, hi float64, clipped []clipExt) {
 		span = math.Max(math.Abs(hi), 1)
 	}
 	var clo, chi float64 = lo, hi
-	cut := false
 	at := map[string]int{}
 	for _, e := range exts {
-		cut = cut || e.Hi > hi+0.05*span || e.Lo < lo-0.05*span
 		if i, ok := at[e.Arm]; ok {
 			clipped[i].Lo, clipped[i].Hi = min(clipped[i].Lo, e.Lo), max(clipped[i].Hi, e.Hi)
 		} else {
@@ -388,11 +386,25 @@ func robustRange(panels []panelFig) (lo, hi float64, clipped []clipExt) {
 		}
 		chi, clo = max(chi, e.Hi), min(clo, e.Lo)
 	}
-	if !cut {
+	spiking := 0
+	for _, c := range clipped {
+		if c.Hi > hi+0.05*span || c.Lo < lo-0.05*span {
+			spiking++
+		}
+	}
+	if chi-clo <= spikeRatio*span || 3*spiking > len(clipped) {
 		return clo, chi, nil
 	}
 	return lo, hi, clipped
 }
+
+// spikeRatio: the y axis is cut to the robust range only when the lines'
+// whole range is more than this many times it (the points past it would
+// take over a third of the axis), and only for a spike: at most a third
+// of the arms pass the robust range by more than 5% of it. A noisy
+// metric's every arm passes its own 5th-95th percentiles by a little;
+// cutting those gained little room and named every arm.
+const spikeRatio = 1.5
 
 // clipNote says, for each clipped arm, which side of the drawn y axis
 // [ymin, ymax] its points pass and how far: "a above 0.42 (up to 1.6)",
@@ -403,16 +415,29 @@ func clipNote(clipped []clipExt, ymin, ymax float64) []string {
 	for _, c := range clipped {
 		var sides []string
 		if c.Lo < ymin {
-			sides = append(sides, fmt.Sprintf("below %.3g (down to %.3g)", ymin, c.Lo))
+			a, b := apart(ymin, c.Lo)
+			sides = append(sides, "below "+a+" (down to "+b+")")
 		}
 		if c.Hi > ymax {
-			sides = append(sides, fmt.Sprintf("above %.3g (up to %.3g)", ymax, c.Hi))
+			a, b := apart(ymax, c.Hi)
+			sides = append(sides, "above "+a+" (up to "+b+")")
 		}
 		if len(sides) > 0 {
 			out = append(out, c.Arm+" "+strings.Join(sides, " and "))
 		}
 	}
 	return out
+}
+
+// apart writes a and b in 3 significant digits, or as many more as tell
+// them apart.
+func apart(a, b float64) (string, string) {
+	for d := 3; ; d++ {
+		sa, sb := strconv.FormatFloat(a, 'g', d, 64), strconv.FormatFloat(b, 'g', d, 64)
+		if sa != sb || d >= 17 {
+			return sa, sb
+		}
+	}
 }
 
 // niceStep is the tick spacing for [lo, hi]: 1, 2, 2.5 or 5 times a power

@@ -3,6 +3,7 @@ package bench
 import (
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,10 +57,46 @@ func (l look) line() draw.LineStyle {
 	return draw.LineStyle{Color: l.colour(), Width: vg.Points(1.8), Dashes: lineDashes[l.Style%len(lineDashes)]}
 }
 
+// seedLine is a seed's thin line: opaque, in a lighter shade of the
+// arm's colour (seedShade). Translucent lines of several arms that cross
+// or coincide (every arm's seed s starts at the same base evaluation)
+// blended their hues into grey, and at 0.6 points with alpha 0.38 a
+// light or dull colour (sand, cyan, olive) washed out to near white or
+// grey; an opaque line keeps the arm's hue where it is drawn.
 func (l look) seedLine() draw.LineStyle {
-	c := l.colour()
-	return draw.LineStyle{Color: color.NRGBA{R: c.R, G: c.G, B: c.B, A: 0x60}, Width: vg.Points(0.6)}
+	return draw.LineStyle{Color: seedShade(l.colour()), Width: vg.Points(0.9)}
 }
+
+// seedShade lightens c to HSL lightness seedLightness (a colour already
+// lighter is kept), its hue and saturation unchanged: a tint that stays
+// the colour, where mixing with white would also grey it.
+func seedShade(c color.RGBA) color.RGBA {
+	r, g, b := float64(c.R)/255, float64(c.G)/255, float64(c.B)/255
+	mx, mn := max(r, g, b), min(r, g, b)
+	light := (mx + mn) / 2
+	if light >= seedLightness {
+		return c
+	}
+	sat := 0.0
+	if mx > mn {
+		sat = (mx - mn) / (1 - math.Abs(2*light-1))
+	}
+	// Each channel's place between the min and max is the hue; rescale
+	// the chroma to the new lightness at the same saturation.
+	chroma := (1 - math.Abs(2*seedLightness-1)) * sat
+	lo := seedLightness - chroma/2
+	ch := func(v float64) uint8 {
+		t := 0.0
+		if mx > mn {
+			t = (v - mn) / (mx - mn)
+		}
+		return uint8(math.Round(255 * (lo + t*chroma)))
+	}
+	return color.RGBA{R: ch(r), G: ch(g), B: ch(b), A: 0xFF}
+}
+
+// seedLightness is the HSL lightness of the seeds' lines.
+const seedLightness = 0.68
 
 func (l look) glyph() draw.GlyphStyle {
 	return draw.GlyphStyle{Color: l.colour(), Shape: markers[l.Style%len(markers)], Radius: vg.Points(2.6)}

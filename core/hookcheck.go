@@ -50,9 +50,10 @@ func CheckAdvantageBonus(lens []int, rows [][]float64) error {
 
 // CheckHeadMasks checks a HeadMasker's answer for sequences of lens[i]
 // response tokens and k value heads: one mask per sequence, each nil (every
-// head sees every token) or one row per token of k entries, every entry a
-// finite weight >= 0.
-func CheckHeadMasks(lens []int, masks [][][]float64, k int) error {
+// head sees every token) or lens[i]*k entries, flat with the head axis
+// last (token t's weights at [t*k, (t+1)*k)), every entry a finite weight
+// >= 0.
+func CheckHeadMasks(lens []int, masks [][]float64, k int) error {
 	if len(masks) != len(lens) {
 		return fmt.Errorf("%d masks for %d sequences", len(masks), len(lens))
 	}
@@ -60,17 +61,12 @@ func CheckHeadMasks(lens []int, masks [][][]float64, k int) error {
 		if m == nil {
 			continue
 		}
-		if len(m) != lens[i] {
-			return fmt.Errorf("sequence %d: %d rows for %d tokens", i, len(m), lens[i])
+		if len(m) != lens[i]*k {
+			return fmt.Errorf("sequence %d: %d entries for %d tokens x K = %d heads", i, len(m), lens[i], k)
 		}
-		for t, row := range m {
-			if len(row) != k {
-				return fmt.Errorf("sequence %d token %d: %d entries for K = %d heads", i, t, len(row), k)
-			}
-			for j, x := range row {
-				if !finite(x) || x < 0 {
-					return fmt.Errorf("sequence %d token %d head %d: %v is not a finite weight >= 0", i, t, j, x)
-				}
+		for j, x := range m {
+			if !finite(x) || x < 0 {
+				return fmt.Errorf("sequence %d token %d head %d: %v is not a finite weight >= 0", i, j/k, j%k, x)
 			}
 		}
 	}

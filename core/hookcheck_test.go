@@ -62,20 +62,21 @@ func TestCheckHeadMasks(t *testing.T) {
 	lens := []int{2, 1}
 	tests := []struct {
 		name  string
-		masks [][][]float64
+		masks [][]float64
 		k     int
 		want  string
 	}{
-		{"ok", [][][]float64{{{1, 0}, {0, 1}}, {{0.5, 2}}}, 2, ""},
-		{"nil mask: every head", [][][]float64{nil, {{1, 1}}}, 2, ""},
-		{"one mask missing", [][][]float64{{{1, 0}, {0, 1}}}, 2, "1 masks for 2 sequences"},
-		{"short mask", [][][]float64{{{1, 0}}, {{1, 1}}}, 2, "sequence 0: 1 rows for 2 tokens"},
-		{"row of K-1", [][][]float64{{{1, 0}, {0, 1}}, {{1}}}, 2, "sequence 1 token 0: 1 entries for K = 2 heads"},
-		{"row of K+1", [][][]float64{{{1, 0}, {0, 1, 1}}, nil}, 2, "sequence 0 token 1: 3 entries for K = 2 heads"},
-		{"negative", [][][]float64{{{1, 0}, {0, -1}}, nil}, 2, "sequence 0 token 1 head 1: -1 is not a finite weight >= 0"},
-		{"nan", [][][]float64{nil, {{1, math.NaN()}}}, 2, "sequence 1 token 0 head 1: NaN is not a finite weight >= 0"},
-		{"inf", [][][]float64{nil, {{math.Inf(1), 0}}}, 2, "sequence 1 token 0 head 0: +Inf is not a finite weight >= 0"},
-		{"negative zero is a weight", [][][]float64{nil, {{math.Copysign(0, -1), 0}}}, 2, ""},
+		{"ok", [][]float64{{1, 0, 0, 1}, {0.5, 2}}, 2, ""},
+		{"nil mask: every head", [][]float64{nil, {1, 1}}, 2, ""},
+		{"one mask missing", [][]float64{{1, 0, 0, 1}}, 2, "1 masks for 2 sequences"},
+		{"short mask", [][]float64{{1, 0}, {1, 1}}, 2, "sequence 0: 2 entries for 2 tokens x K = 2 heads"},
+		{"K-1 for the last token", [][]float64{{1, 0, 0, 1}, {1}}, 2, "sequence 1: 1 entries for 1 tokens x K = 2 heads"},
+		{"one entry too many", [][]float64{{1, 0, 0, 1, 1}, nil}, 2, "sequence 0: 5 entries for 2 tokens x K = 2 heads"},
+		{"negative", [][]float64{{1, 0, 0, -1}, nil}, 2, "sequence 0 token 1 head 1: -1 is not a finite weight >= 0"},
+		{"nan", [][]float64{nil, {1, math.NaN()}}, 2, "sequence 1 token 0 head 1: NaN is not a finite weight >= 0"},
+		{"inf", [][]float64{nil, {math.Inf(1), 0}}, 2, "sequence 1 token 0 head 0: +Inf is not a finite weight >= 0"},
+		{"negative zero is a weight", [][]float64{nil, {math.Copysign(0, -1), 0}}, 2, ""},
+		{"token 1 head 0 of K = 3", [][]float64{{1, 1, 1, -2, 1, 1}, nil}, 3, "sequence 0 token 1 head 0: -2 is not a finite weight >= 0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { wantCheck(t, CheckHeadMasks(lens, tc.masks, tc.k), tc.want) })

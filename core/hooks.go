@@ -24,7 +24,7 @@ type Hooks struct {
 	// TokenLoss is TokenLossHook.TokenLoss.
 	TokenLoss func(info StepInfo, r *Rollout) (TokenLoss, error)
 	// HeadMasks is HeadMasker.HeadMasks.
-	HeadMasks func(info StepInfo, r *Rollout) ([][][]float64, error)
+	HeadMasks func(info StepInfo, r *Rollout) ([][]float64, error)
 	// Observe is Observer.Observe.
 	Observe func(info StepInfo, r *Rollout) (map[string]float64, error)
 	// SaveState and LoadState are Stateful's; both or neither.

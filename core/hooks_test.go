@@ -22,7 +22,7 @@ func (allHooks) LossTerms(StepInfo) (LossTerms, error) { return LossTerms{Entrop
 func (allHooks) TokenLoss(StepInfo, *Rollout) (TokenLoss, error) {
 	return TokenLoss{EntropyCoef: 4}, nil
 }
-func (allHooks) HeadMasks(StepInfo, *Rollout) ([][][]float64, error) { return nil, nil }
+func (allHooks) HeadMasks(StepInfo, *Rollout) ([][]float64, error) { return nil, nil }
 func (allHooks) Observe(StepInfo, *Rollout) (map[string]float64, error) {
 	return map[string]float64{"x": 5}, nil
 }

@@ -41,8 +41,10 @@ type Sequence struct {
 	LogProbs []float64
 	// Entropies[t] = entropy of the sampling distribution at token t.
 	Entropies []float64
-	// Values[t][k] = head k's value of the state in which token t is chosen.
-	Values [][]float64
+	// Values holds the critic's K head values per token, flat with the head
+	// axis last: Values[t*K+k] = head k's value of the state in which token
+	// t is chosen (ValueRow(t) is token t's K values; K = Heads()).
+	Values []float64
 	// Embedding is the pooled last-layer hidden state (see Needs.Pooling).
 	Embedding []float64
 	// RefLogProbs[t] = log pi_ref(o_t | q, o_<t) under the frozen reference
@@ -55,9 +57,11 @@ type Sequence struct {
 	// none (a stop token it stripped and the client put back). nil with
 	// in-process generation.
 	RolloutLogProbs []float64
-	// HeadMask[t][k] = 1 when the (state, return) pair of token t is in head
-	// k's bootstrap subset for this update; nil means every head sees every pair.
-	HeadMask [][]float64
+	// HeadMask, flat like Values: HeadMask[t*K+k] = 1 when the (state,
+	// return) pair of token t is in head k's bootstrap subset for this
+	// update (MaskRow(t) is token t's K weights); nil means every head sees
+	// every pair.
+	HeadMask []float64
 
 	// RewardBonus is the sum of the strategies' reward bonuses;
 	// RewardPenalty the trainer's own reward terms (DAPO's overlong
@@ -95,6 +99,9 @@ type Rollout struct {
 	// ValueHeads is K, the number of critic value heads (0 without a critic).
 	ValueHeads int
 	Seqs       []Sequence
+	// Alloc makes the blocks of the batch's per-token columns (NewColumn,
+	// TokenRows; see columns.go); nil is the Go heap.
+	Alloc Allocator
 	// File is what a rollout file said beyond these fields (ReadRollout
 	// sets it; nil for a batch the trainer sampled). Only `cde-run shape`
 	// reads it.

@@ -75,7 +75,7 @@ func MarshalRollout(r *Rollout) ([]byte, error) {
 		s := &r.Seqs[i]
 		c := s.Correct
 		seq := RolloutSeq{Group: s.Group, Reward: s.Reward, LogProbs: s.LogProbs,
-			Entropies: s.Entropies, Values: s.Values, Embedding: s.Embedding, RefLogProbs: s.RefLogProbs,
+			Entropies: s.Entropies, Values: fileRows(s), Embedding: s.Embedding, RefLogProbs: s.RefLogProbs,
 			RolloutLogProbs: nullNaN(s.RolloutLogProbs), Correct: &c, Text: s.Text, ProblemID: s.ProblemID, AnswerKey: s.AnswerKey, SolutionKey: s.SolutionKey}
 		if r.File != nil { // a batch read from a file: write back what it said
 			if i < len(r.File.HasCorrect) && !r.File.HasCorrect[i] {
@@ -270,7 +270,7 @@ func decodeSeq(raw json.RawMessage, k, dim *int) (Sequence, []float64, bool, err
 		if len(s.Values) != T {
 			return Sequence{}, nil, false, fieldError{"values", fmt.Sprintf("%d rows for %d tokens", len(s.Values), T)}
 		}
-		seq.Values = make([][]float64, T)
+		var flat []float64
 		for t, row := range s.Values {
 			if row == nil {
 				return Sequence{}, nil, false, fieldError{fmt.Sprintf("values[%d]", t), "null (want a list of the K head values)"}
@@ -281,10 +281,17 @@ func decodeSeq(raw json.RawMessage, k, dim *int) (Sequence, []float64, bool, err
 			if len(row) != *k || len(row) == 0 {
 				return Sequence{}, nil, false, fieldError{fmt.Sprintf("values[%d]", t), fmt.Sprintf("%d heads, want %d", len(row), max(*k, 1))}
 			}
-			if seq.Values[t], err = numbers(fmt.Sprintf("values[%d]", t), row); err != nil {
-				return Sequence{}, nil, false, err
+			if flat == nil {
+				flat = make([]float64, 0, T**k)
+			}
+			for j, x := range row {
+				if x == nil {
+					return Sequence{}, nil, false, fieldError{fmt.Sprintf("values[%d][%d]", t, j), "null (want a number)"}
+				}
+				flat = append(flat, *x)
 			}
 		}
+		seq.Values = flat
 	}
 	if s.Embedding != nil {
 		e := *s.Embedding
@@ -363,6 +370,20 @@ func nullNaN(xs []float64) []*float64 {
 }
 
 // numbers converts a decoded list, refusing null entries.
+// fileRows is s.Values as the rollout file writes them, one row of K
+// head values per token (windows of Values); nil without values.
+func fileRows(s *Sequence) [][]float64 {
+	k := s.Heads()
+	if k == 0 {
+		return nil
+	}
+	rows := make([][]float64, s.Len())
+	for t := range rows {
+		rows[t] = s.ValueRow(t)
+	}
+	return rows
+}
+
 func numbers(field string, xs []*float64) ([]float64, error) {
 	out := make([]float64, len(xs))
 	for i, x := range xs {

@@ -55,13 +55,11 @@ func checkWellFormed(t *testing.T, r *Rollout) {
 	dim := -1
 	for i, s := range r.Seqs {
 		T := len(s.LogProbs)
-		if T == 0 || len(s.Response) != T || (s.Entropies != nil && len(s.Entropies) != T) || (s.Values != nil && len(s.Values) != T) {
+		if T == 0 || len(s.Response) != T || (s.Entropies != nil && len(s.Entropies) != T) || (s.Values != nil && len(s.Values) != T*r.ValueHeads) {
 			t.Fatalf("sequence %d: lengths %d/%d/%d/%d", i, T, len(s.Response), len(s.Entropies), len(s.Values))
 		}
-		for _, row := range s.Values {
-			if len(row) != r.ValueHeads || r.ValueHeads == 0 {
-				t.Fatalf("sequence %d: a value row of %d heads, ValueHeads %d", i, len(row), r.ValueHeads)
-			}
+		if s.Values != nil && (r.ValueHeads == 0 || s.Heads() != r.ValueHeads) {
+			t.Fatalf("sequence %d: %d heads, ValueHeads %d", i, s.Heads(), r.ValueHeads)
 		}
 		if s.Embedding != nil {
 			if dim == -1 {

@@ -94,7 +94,7 @@ func TestReadRolloutGood(t *testing.T) {
 			  {"group": -7, "reward": 0.5, "logprobs": [0], "entropies": null, "values": null, "embedding": null, "correct": true}]}`,
 			&Rollout{Step: 12, TotalSteps: 300, ValueHeads: 2, Seqs: []Sequence{
 				{Group: 3, Reward: -1, LogProbs: []float64{-0.5, -0.25}, Entropies: []float64{0.5, 1.5},
-					Values: [][]float64{{0.1, 0.2}, {0.3, 0.4}}, Embedding: []float64{1, -2, 3}, Text: "Answer: 2", Response: []int32{0, 0}},
+					Values: []float64{0.1, 0.2, 0.3, 0.4}, Embedding: []float64{1, -2, 3}, Text: "Answer: 2", Response: []int32{0, 0}},
 				{Group: -7, Reward: 0.5, LogProbs: []float64{0}, Correct: true, Response: []int32{0}},
 			}, File: &RolloutFileExtras{HasCorrect: []bool{true, true}}}},
 		{"reference and new log-probs; correct given for one sequence only",

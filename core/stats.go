@@ -57,11 +57,12 @@ func sumSquaredDev(xs []float64) float64 {
 func HeadStd(r *Rollout) (std float64, ok bool) {
 	sum, n := 0.0, 0
 	for i := range r.Seqs {
-		for _, v := range r.Seqs[i].Values {
-			if len(v) == 0 {
-				continue
-			}
-			sum += PopStd(v)
+		s := &r.Seqs[i]
+		if s.Heads() == 0 {
+			continue
+		}
+		for t := range s.Len() {
+			sum += PopStd(s.ValueRow(t))
 			n++
 		}
 	}
@@ -81,13 +82,11 @@ func ExplainedVariance(r *Rollout) (ev float64, ok bool) {
 	var res, ret []float64
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
-		if len(s.Values) != len(s.Returns) {
+		if s.Heads() == 0 || len(s.Returns) != s.Len() {
 			continue
 		}
-		for t, v := range s.Values {
-			if len(v) == 0 {
-				continue
-			}
+		for t := range s.Len() {
+			v := s.ValueRow(t)
 			res = append(res, s.Returns[t]-Mean(v))
 			ret = append(ret, s.Returns[t])
 		}

@@ -53,7 +53,11 @@ func closeTo(a, b float64) bool {
 
 func TestHeadStd(t *testing.T) {
 	seq := func(values ...[]float64) Sequence {
-		return Sequence{Response: make([]int32, len(values)), Values: values}
+		var flat []float64
+		for _, v := range values {
+			flat = append(flat, v...)
+		}
+		return Sequence{Response: make([]int32, len(values)), Values: flat}
 	}
 	tests := []struct {
 		name string
@@ -67,8 +71,8 @@ func TestHeadStd(t *testing.T) {
 		// [1,2,3,6] -> sqrt(3.5) (see TestStats); [0,0,0,2] -> mean 0.5,
 		// squares 0.25*3 + 2.25 = 3, sqrt(3/4); mean of the two rows.
 		{"four heads", &Rollout{ValueHeads: 4, Seqs: []Sequence{seq([]float64{1, 2, 3, 6}, []float64{0, 0, 0, 2})}}, (math.Sqrt(3.5) + math.Sqrt(0.75)) / 2, true},
-		// A row without heads is not a row of the critic: skipped.
-		{"empty row skipped", &Rollout{ValueHeads: 2, Seqs: []Sequence{seq([]float64{1, 3}, []float64{})}}, 1, true},
+		// A sequence without values is not scored by the critic: skipped.
+		{"sequence without values skipped", &Rollout{ValueHeads: 2, Seqs: []Sequence{seq([]float64{1, 3}), {Response: []int32{4, 5}}}}, 1, true},
 		{"one head", &Rollout{ValueHeads: 1, Seqs: []Sequence{seq([]float64{7}, []float64{-3})}}, 0, true},
 		{"no values", &Rollout{Seqs: []Sequence{{Response: []int32{1, 2}}}}, 0, false},
 		{"no sequences", &Rollout{}, 0, false},
@@ -88,8 +92,8 @@ func TestHeadStd(t *testing.T) {
 // Var(R) = 8/3; EV = 1 - (2/3)/(8/3) = 0.75. Constant returns: none.
 func TestExplainedVariance(t *testing.T) {
 	r := &Rollout{ValueHeads: 2, Seqs: []Sequence{
-		{Response: []int32{1, 2}, Values: [][]float64{{0, 2}, {2, 2}}, Returns: []float64{1, 3}},
-		{Response: []int32{1}, Values: [][]float64{{3, 3}}, Returns: []float64{5}},
+		{Response: []int32{1, 2}, Values: []float64{0, 2, 2, 2}, Returns: []float64{1, 3}},
+		{Response: []int32{1}, Values: []float64{3, 3}, Returns: []float64{5}},
 	}}
 	if ev, ok := ExplainedVariance(r); !ok || math.Abs(ev-0.75) > 1e-15 {
 		t.Errorf("EV %v %v, want 0.75", ev, ok)

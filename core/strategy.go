@@ -134,9 +134,11 @@ type TokenLossHook interface {
 }
 
 // HeadMasker draws the per-head bootstrap masks (Sequence.HeadMask) used by
-// the critic update of this step.
+// the critic update of this step: one per sequence, nil or T*K weights flat
+// with the head axis last (token t's K weights at [t*K, (t+1)*K); see
+// CheckHeadMasks). r.TokenRows(K) makes them as one column.
 type HeadMasker interface {
-	HeadMasks(info StepInfo, r *Rollout) ([][][]float64, error)
+	HeadMasks(info StepInfo, r *Rollout) ([][]float64, error)
 }
 
 // Unweighted is implemented by a strategy that takes no `weight:` because

@@ -21,14 +21,12 @@ func benchRollout(n, t, k int, seed uint64) *core.Rollout {
 		s.Group, s.Reward, s.Text = i/8, float64(rng.IntN(2)*2-1), "Answer: 42"
 		s.Response = make([]int32, t)
 		s.LogProbs, s.Entropies, s.Advantages = make([]float64, t), make([]float64, t), make([]float64, t)
-		s.Values = make([][]float64, t)
-		vals := make([]float64, t*k)
+		s.Values = make([]float64, t*k)
 		for j := range t {
 			s.Response[j] = int32(3 + rng.IntN(60))
 			s.LogProbs[j], s.Entropies[j], s.Advantages[j] = -rng.ExpFloat64(), rng.ExpFloat64(), rng.NormFloat64()
-			s.Values[j] = vals[j*k : (j+1)*k : (j+1)*k]
 			for h := range k {
-				s.Values[j][h] = rng.NormFloat64()
+				s.Values[j*k+h] = rng.NormFloat64()
 			}
 		}
 		s.ShapedReward = s.Reward

@@ -70,13 +70,13 @@ func checkAdvantageBonus(lengths []int32, bonus []float64, seqLens []int, w floa
 	if len(bonus) != total {
 		return nil, fmt.Errorf("%d bonuses for rows of %d in all", len(bonus), total)
 	}
+	if copyRows { // one block, windows onto it
+		bonus = slices.Clone(bonus)
+	}
 	out := make([][]float64, len(lengths))
 	off := 0
 	for i, l := range lengths {
 		out[i] = bonus[off : off+int(l) : off+int(l)]
-		if copyRows {
-			out[i] = slices.Clone(out[i])
-		}
 		off += int(l)
 	}
 	if err := core.CheckAdvantageBonus(seqLens, out); err != nil {
@@ -113,7 +113,7 @@ func checkLossTerms(coef, w float64) (float64, error) {
 // tokens and k value heads: per sequence 0 rows (no mask) or one row per
 // token, k entries per row, every entry a finite weight >= 0. The weight
 // w_t does not apply to masks.
-func checkHeadMasks(rows []int32, masks []float64, seqLens []int, k int) ([][][]float64, error) {
+func checkHeadMasks(rows []int32, masks []float64, seqLens []int, k int) ([][]float64, error) {
 	// The wire form first: row counts >= 0, k entries per row in all.
 	total := 0
 	for i, n := range rows {
@@ -125,18 +125,15 @@ func checkHeadMasks(rows []int32, masks []float64, seqLens []int, k int) ([][][]
 	if len(masks) != total*k {
 		return nil, fmt.Errorf("%d mask entries for %d rows of K = %d heads", len(masks), total, k)
 	}
-	out := make([][][]float64, len(rows))
+	out := make([][]float64, len(rows))
 	off := 0
 	for i, n := range rows {
 		if n == 0 {
 			continue
 		}
-		m := make([][]float64, n)
-		for t := range m {
-			m[t] = masks[off : off+k : off+k]
-			off += k
-		}
-		out[i] = m
+		end := off + int(n)*k
+		out[i] = masks[off:end:end]
+		off = end
 	}
 	if err := core.CheckHeadMasks(seqLens, out, k); err != nil {
 		return nil, err

@@ -885,7 +885,7 @@ func (p *Plugin) tokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss,
 	return out, nil
 }
 
-func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
+func (p *Plugin) headMasks(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
 	b, err := p.batch("HeadMasks", info, r, r.NumTokens()*r.ValueHeads)
 	if err != nil {
 		return nil, err

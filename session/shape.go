@@ -235,8 +235,8 @@ func checkNeeds(r *core.Rollout, n core.Needs, path string) error {
 		if n.ValueHeads > 0 && s.Values == nil {
 			return fmt.Errorf("%s: sequences[%d].values: required (the algorithm or a strategy reads critic values)", path, i)
 		}
-		if n.ValueHeads > 1 && len(s.Values) > 0 && len(s.Values[0]) < n.ValueHeads {
-			return fmt.Errorf("%s: sequences[%d].values: %d heads, the config asks for %d", path, i, len(s.Values[0]), n.ValueHeads)
+		if n.ValueHeads > 1 && len(s.Values) > 0 && s.Heads() < n.ValueHeads {
+			return fmt.Errorf("%s: sequences[%d].values: %d heads, the config asks for %d", path, i, s.Heads(), n.ValueHeads)
 		}
 		if n.Pooling != "" && s.Embedding == nil {
 			return fmt.Errorf("%s: sequences[%d].embedding: required by a strategy with pooling %q", path, i, n.Pooling)

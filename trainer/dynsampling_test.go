@@ -216,9 +216,9 @@ func (b *partBackend) ScoreValues(r *core.Rollout) error {
 	b.valueSizes = append(b.valueSizes, len(r.Seqs))
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
-		s.Values = make([][]float64, s.Len())
-		for t := range s.Values {
-			s.Values[t] = []float64{float64(s.Response[0]), float64(r.ValueHeads)}
+		s.Values = make([]float64, 2*s.Len())
+		for t := range s.Len() {
+			s.Values[2*t], s.Values[2*t+1] = float64(s.Response[0]), float64(r.ValueHeads)
 		}
 	}
 	return nil
@@ -254,8 +254,8 @@ func TestStepScoresInParts(t *testing.T) {
 		}
 		for i, s := range be.r.Seqs {
 			for tk := range s.Len() {
-				if s.RefLogProbs[tk] != -float64(s.Response[0])/1000 || s.Values[tk][0] != float64(s.Response[0]) || s.Values[tk][1] != 2 {
-					t.Fatalf("%v: sequence %d token %d: reference %v, values %v: not its own rows", c.sets, i, tk, s.RefLogProbs[tk], s.Values[tk])
+				if s.RefLogProbs[tk] != -float64(s.Response[0])/1000 || s.Values[2*tk] != float64(s.Response[0]) || s.Values[2*tk+1] != 2 {
+					t.Fatalf("%v: sequence %d token %d: reference %v, values %v: not its own rows", c.sets, i, tk, s.RefLogProbs[tk], s.ValueRow(tk))
 				}
 			}
 		}

@@ -94,10 +94,7 @@ func (b *fakeBackend) Generate(req core.GenerateRequest) ([]core.Generation, err
 func (b *fakeBackend) ScoreValues(r *core.Rollout) error {
 	b.calls = append(b.calls, "values")
 	for i := range r.Seqs {
-		r.Seqs[i].Values = make([][]float64, r.Seqs[i].Len())
-		for t := range r.Seqs[i].Values {
-			r.Seqs[i].Values[t] = make([]float64, max(r.ValueHeads, 1))
-		}
+		r.Seqs[i].Values = make([]float64, r.Seqs[i].Len()*max(r.ValueHeads, 1))
 	}
 	return nil
 }

@@ -61,9 +61,7 @@ func (t *Trainer) Shape(info core.StepInfo, r *core.Rollout, m map[string]float6
 	if err := t.Algo.Advantages(r); err != nil {
 		return err
 	}
-	for i := range r.Seqs {
-		r.Seqs[i].AdvantageBonus = make([]float64, r.Seqs[i].Len())
-	}
+	r.NewColumn(1, func(s *core.Sequence) *[]float64 { return &s.AdvantageBonus })
 	if err := t.addAdvantageBonuses(info, r, m, false); err != nil {
 		return err
 	}
@@ -142,9 +140,8 @@ func (t *Trainer) ApplyTokenLoss(info core.StepInfo, r *core.Rollout, m map[stri
 			// The weight scales the KL-Cov coefficients and the entropy
 			// coefficient; PGWeight is a mask and stays.
 			if tl.AbsKLCoef != nil {
-				scaled := make([][]float64, len(tl.AbsKLCoef))
+				_, scaled := r.TokenRows(1)
 				for j, row := range tl.AbsKLCoef {
-					scaled[j] = make([]float64, len(row))
 					for k, x := range row {
 						if scaled[j][k] = w * x; !finite(scaled[j][k]) {
 							return 0, fmt.Errorf("strategies[%d] (%s): token loss: abs_kl_coef at sequence %d token %d times the weight w_t = %v is not finite", i, s.Name(), j, k, w)
@@ -159,35 +156,33 @@ func (t *Trainer) ApplyTokenLoss(info core.StepInfo, r *core.Rollout, m map[stri
 		}
 		prefix := "explore/" + s.Name() + "/"
 		if tl.PGWeight != nil {
+			if len(r.Seqs) > 0 && r.Seqs[0].PGWeight == nil { // the first hook to set them: a column of 1
+				block := r.NewColumn(1, func(s *core.Sequence) *[]float64 { return &s.PGWeight })
+				for k := range block {
+					block[k] = 1
+				}
+			}
 			sum := 0.0
 			for j, row := range tl.PGWeight {
 				w := r.Seqs[j].PGWeight
-				if w == nil {
-					w = make([]float64, len(row))
-					for k := range w {
-						w[k] = 1
-					}
-				}
 				for k, x := range row {
 					w[k] *= x
 					sum += x
 				}
-				r.Seqs[j].PGWeight = w
 			}
 			m[prefix+"pg_weight_mean"] = sum / float64(max(r.NumTokens(), 1))
 		}
 		if tl.AbsKLCoef != nil {
+			if len(r.Seqs) > 0 && r.Seqs[0].AbsKLCoef == nil { // the first hook to set them: a column of 0
+				r.NewColumn(1, func(s *core.Sequence) *[]float64 { return &s.AbsKLCoef })
+			}
 			sum := 0.0
 			for j, row := range tl.AbsKLCoef {
 				c := r.Seqs[j].AbsKLCoef
-				if c == nil {
-					c = make([]float64, len(row))
-				}
 				for k, x := range row {
 					c[k] += x
 					sum += x
 				}
-				r.Seqs[j].AbsKLCoef = c
 			}
 			m[prefix+"abs_kl_coef_mean"] = sum / float64(max(r.NumTokens(), 1))
 		}

@@ -34,11 +34,10 @@ func checkRolloutFinite(r *core.Rollout) error {
 				return &core.NonFiniteError{Quantity: "rollout entropy", Value: v, Where: fmt.Sprintf("sequence %d token %d", i, t)}
 			}
 		}
-		for t, vs := range s.Values {
-			for k, v := range vs {
-				if !finite(v) {
-					return &core.NonFiniteError{Quantity: "critic value", Value: v, Where: fmt.Sprintf("sequence %d token %d head %d", i, t, k)}
-				}
+		for j, v := range s.Values {
+			if !finite(v) {
+				k := s.Heads()
+				return &core.NonFiniteError{Quantity: "critic value", Value: v, Where: fmt.Sprintf("sequence %d token %d head %d", i, j/k, j%k)}
 			}
 		}
 	}

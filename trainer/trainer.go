@@ -52,6 +52,10 @@ type Trainer struct {
 	// DumpRollouts, when set, receives each step's batch as
 	// rollout-<step>.json (docs/rollout-format.md).
 	DumpRollouts string
+	// Alloc, when set, holds every step's per-token columns (core.Allocator):
+	// the plugin host's shared memory, so that plugins read them in place.
+	// nil is the Go heap.
+	Alloc core.Allocator
 	// Gen generates the training batches; nil is the Backend (in-process).
 	// With another Generator (remote servers, package rollout) the trainer
 	// recomputes old log-probs and entropies with the Backend (Rescorer),
@@ -322,6 +326,9 @@ func (t *Trainer) sample(step int, m map[string]float64) (r *core.Rollout, gener
 			return nil, nil, 0, 0, err
 		}
 	}
+	// Every per-token signal one column from here to the loss (core/columns.go).
+	r.Alloc = t.Alloc
+	r.Pack()
 	if err := checkRolloutFinite(r); err != nil {
 		return nil, nil, 0, 0, err
 	}
@@ -431,6 +438,7 @@ func (t *Trainer) updateCritic(step int, info core.StepInfo, r *core.Rollout, m 
 			for j := range r.Seqs {
 				r.Seqs[j].HeadMask = masks[j]
 			}
+			r.Pack() // one column, unless the strategy's answer was one already
 		}
 	}
 	cm, err := t.Backend.UpdateCritic(r, core.CriticUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches, MicroBatchSize: c.Train.MicroBatchSize,

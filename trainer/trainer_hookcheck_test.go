@@ -43,13 +43,13 @@ func (s *faultyStrategy) LossTerms(info core.StepInfo) (core.LossTerms, error) {
 	return lt, err
 }
 
-func (s *faultyStrategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
+func (s *faultyStrategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
 	out, err := s.recStrategy.HeadMasks(info, r)
 	switch s.fault {
 	case "masks-wide":
-		out[0][1] = []float64{1, 1}
+		out[0] = append(out[0], 1) // one entry more than T x K
 	case "masks-negative":
-		out[1][0][0] = -0.5
+		out[1][0] = -0.5
 	}
 	return out, err
 }
@@ -72,7 +72,7 @@ func TestStepRejectsBadHookOutputs(t *testing.T) {
 		{"adv-inf", "strategies[1] (bad): advantage bonus: non-finite bonus +Inf at sequence 2 token 1"},
 		{"adv-row", "strategies[1] (bad): advantage bonus: sequence 3: 3 bonuses for 2 tokens"},
 		{"loss-nan", "strategies[1] (bad): loss terms: non-finite entropy coefficient NaN"},
-		{"masks-wide", "strategies[1] (bad): head masks: sequence 0 token 1: 2 entries for K = 1 heads"},
+		{"masks-wide", "strategies[1] (bad): head masks: sequence 0: 3 entries for 2 tokens x K = 1 heads"},
 		{"masks-negative", "strategies[1] (bad): head masks: sequence 1 token 0 head 0: -0.5 is not a finite weight >= 0"},
 		{"observe-inf", "strategies[1] (bad): observe: metric bad/x = -Inf is not finite"},
 	}

@@ -47,14 +47,12 @@ func (s *recStrategy) LossTerms(info core.StepInfo) (core.LossTerms, error) {
 	*s.log = append(*s.log, s.name+".loss")
 	return core.LossTerms{EntropyCoef: s.ent}, nil
 }
-func (s *recStrategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
+func (s *recStrategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
 	*s.log = append(*s.log, s.name+".masks")
-	out := make([][][]float64, len(r.Seqs))
+	_, out := r.TokenRows(r.ValueHeads) // T x K entries (core.CheckHeadMasks)
 	for i := range out {
-		out[i] = make([][]float64, r.Seqs[i].Len())
-		for t := range out[i] {
-			out[i][t] = make([]float64, r.ValueHeads) // K entries (core.CheckHeadMasks)
-			out[i][t][0] = 1
+		for t := range r.Seqs[i].Len() {
+			out[i][t*r.ValueHeads] = 1
 		}
 	}
 	return out, nil
@@ -119,7 +117,7 @@ func (b *recBackend) UpdateActor(r *core.Rollout, u core.ActorUpdate) (map[strin
 func (b *recBackend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string]float64, error) {
 	*b.log = append(*b.log, "backend.critic")
 	for _, s := range r.Seqs {
-		if len(s.HeadMask) != s.Len() {
+		if len(s.HeadMask) != s.Len()*r.ValueHeads {
 			return nil, fmt.Errorf("head masks not set before the critic update")
 		}
 	}

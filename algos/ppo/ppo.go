@@ -70,7 +70,13 @@ func (a *PPO) Advantages(r *core.Rollout) error {
 		if math.IsNaN(s.ShapedReward) || math.IsInf(s.ShapedReward, 0) {
 			return fmt.Errorf("ppo: sequence %d: shaped reward %v is not finite", i, s.ShapedReward)
 		}
-		s.Advantages, s.Returns = GAE(s.ShapedReward, s.Values, a.Gamma, a.Lambda)
+	}
+	// One column each for the advantages and the returns (core/columns.go).
+	r.NewColumn(1, func(s *core.Sequence) *[]float64 { return &s.Advantages })
+	r.NewColumn(1, func(s *core.Sequence) *[]float64 { return &s.Returns })
+	for i := range r.Seqs {
+		s := &r.Seqs[i]
+		GAEInto(s.Advantages, s.Returns, s.ShapedReward, s.Values, s.Heads(), a.Gamma, a.Lambda)
 	}
 	return nil
 }
@@ -78,29 +84,27 @@ func (a *PPO) Advantages(r *core.Rollout) error {
 func checkValues(s *core.Sequence, heads int) error {
 	T := s.Len()
 	if T > 0 && s.Values == nil {
-		return fmt.Errorf("missing critic values (Values is nil, want %d rows)", T)
-	}
-	if len(s.Values) != T {
-		return fmt.Errorf("Values has %d rows, want one per token (%d)", len(s.Values), T)
+		return fmt.Errorf("missing critic values (Values is nil, want %d tokens x K heads)", T)
 	}
 	if T == 0 {
+		if len(s.Values) != 0 {
+			return fmt.Errorf("Values has %d entries for a response of no tokens", len(s.Values))
+		}
 		return nil
 	}
 	k := heads
 	if k <= 0 {
-		k = len(s.Values[0])
+		k = len(s.Values) / T
 	}
 	if k == 0 {
-		return fmt.Errorf("Values[0] is empty, want at least one head")
+		return fmt.Errorf("Values has %d entries for %d tokens, want at least one head", len(s.Values), T)
 	}
-	for t, row := range s.Values {
-		if len(row) != k {
-			return fmt.Errorf("Values[%d] has %d heads, want %d", t, len(row), k)
-		}
-		for j, v := range row {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("Values[%d][%d] = %v is not finite", t, j, v)
-			}
+	if len(s.Values) != T*k {
+		return fmt.Errorf("Values has %d entries, want %d tokens x %d heads = %d", len(s.Values), T, k, T*k)
+	}
+	for j, v := range s.Values {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("Values[%d][%d] = %v is not finite", j/k, j%k, v)
 		}
 	}
 	return nil
@@ -124,20 +128,28 @@ func (a *PPO) Finalize(r *core.Rollout) error {
 }
 
 // GAE returns the per-token advantages and returns of one response (see the
-// package doc). values has one row per token; each row holds the K head
-// values and must be non-empty. gamma and lambda are not range-checked here.
-func GAE(rewardLast float64, values [][]float64, gamma, lambda float64) (adv, returns []float64) {
-	T := len(values)
-	adv = make([]float64, T)
-	returns = make([]float64, T)
+// package doc). values holds k head values per token, flat (token t's are
+// values[t*k : (t+1)*k]); k must be at least 1. gamma and lambda are not
+// range-checked here.
+func GAE(rewardLast float64, values []float64, k int, gamma, lambda float64) (adv, returns []float64) {
+	T := len(values) / k
+	adv, returns = make([]float64, T), make([]float64, T)
+	GAEInto(adv, returns, rewardLast, values, k, gamma, lambda)
+	return adv, returns
+}
+
+// GAEInto is GAE writing into adv and returns (each of T = len(values)/k
+// entries).
+func GAEInto(adv, returns []float64, rewardLast float64, values []float64, k int, gamma, lambda float64) {
+	T := len(adv)
 	next := 0.0  // Vbar[t+1]; Vbar[T] = 0
 	nextA := 0.0 // A_{t+1}; A_T = 0
 	for t := T - 1; t >= 0; t-- {
 		vbar := 0.0
-		for _, v := range values[t] {
+		for _, v := range values[t*k : (t+1)*k] {
 			vbar += v
 		}
-		vbar /= float64(len(values[t]))
+		vbar /= float64(k)
 		rt := 0.0
 		if t == T-1 {
 			rt = rewardLast
@@ -147,5 +159,4 @@ func GAE(rewardLast float64, values [][]float64, gamma, lambda float64) (adv, re
 		returns[t] = adv[t] + vbar
 		next, nextA = vbar, adv[t]
 	}
-	return adv, returns
 }

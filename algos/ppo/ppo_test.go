@@ -27,7 +27,8 @@ func eqs(t *testing.T, what string, got, want []float64) {
 
 // T = 3, K = 2: values [[1,3],[0,2],[2,2]] -> Vbar = [2, 1, 2], Vbar[3] = 0;
 // r = [0, 0, 1].
-var vals = [][]float64{{1, 3}, {0, 2}, {2, 2}}
+// vals holds 3 tokens x 2 heads, flat: rows [1 3], [0 2], [2 2].
+var vals = []float64{1, 3, 0, 2, 2, 2}
 
 func TestGAE(t *testing.T) {
 	tests := []struct {
@@ -67,12 +68,12 @@ func TestGAE(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			adv, ret := GAE(1, vals, tc.gamma, tc.lambda)
+			adv, ret := GAE(1, vals, 2, tc.gamma, tc.lambda)
 			eqs(t, "adv", adv, tc.adv)
 			eqs(t, "ret", ret, tc.ret)
 		})
 	}
-	if adv, ret := GAE(1, nil, 1, 1); len(adv) != 0 || len(ret) != 0 {
+	if adv, ret := GAE(1, nil, 2, 1, 1); len(adv) != 0 || len(ret) != 0 {
 		t.Fatalf("T=0: %v %v", adv, ret)
 	}
 }
@@ -96,7 +97,7 @@ func TestRollout(t *testing.T) {
 	// seq 1: T=1, values [[0.5, 1.5]] -> Vbar 1, r~ = -1: A = -1 + 0 - 1 = -2, ret -1.
 	r := &core.Rollout{ValueHeads: 2, Seqs: []core.Sequence{
 		{Response: []int32{1, 2, 3}, Reward: 7, ShapedReward: 1, Values: vals},
-		{Response: []int32{4}, ShapedReward: -1, Values: [][]float64{{0.5, 1.5}}},
+		{Response: []int32{4}, ShapedReward: -1, Values: []float64{0.5, 1.5}},
 		{Response: nil, ShapedReward: 1}, // T = 0: no values needed
 	}}
 	if err := a.Advantages(r); err != nil {
@@ -140,13 +141,12 @@ func TestValuesErrors(t *testing.T) {
 		want  string
 	}{
 		{"missing", 0, core.Sequence{Response: []int32{1, 2}}, "missing"},
-		{"too few rows", 0, core.Sequence{Response: []int32{1, 2}, Values: [][]float64{{1}}}, "1 rows"},
-		{"too many rows", 0, core.Sequence{Response: []int32{1}, Values: [][]float64{{1}, {2}}}, "2 rows"},
-		{"ragged", 0, core.Sequence{Response: []int32{1, 2}, Values: [][]float64{{1, 2}, {1}}}, "Values[1] has 1 heads, want 2"},
-		{"heads mismatch", 3, core.Sequence{Response: []int32{1}, Values: [][]float64{{1, 2}}}, "want 3"},
-		{"zero heads", 0, core.Sequence{Response: []int32{1}, Values: [][]float64{{}}}, "at least one head"},
-		{"nan", 0, core.Sequence{Response: []int32{1}, Values: [][]float64{{math.NaN()}}}, "not finite"},
-		{"reward inf", 0, core.Sequence{Response: []int32{1}, Values: [][]float64{{1}}, ShapedReward: math.Inf(1)}, "not finite"},
+		{"too few values", 0, core.Sequence{Response: []int32{1, 2}, Values: []float64{1}}, "1 entries for 2 tokens, want at least one head"},
+		{"not a multiple of T", 0, core.Sequence{Response: []int32{1, 2}, Values: []float64{1, 2, 3}}, "3 entries, want 2 tokens x 1 heads = 2"},
+		{"heads mismatch", 3, core.Sequence{Response: []int32{1}, Values: []float64{1, 2}}, "2 entries, want 1 tokens x 3 heads = 3"},
+		{"values without tokens", 0, core.Sequence{Values: []float64{1}}, "1 entries for a response of no tokens"},
+		{"nan at token 1 head 0", 2, core.Sequence{Response: []int32{1, 2}, Values: []float64{1, 2, math.NaN(), 3}}, "Values[1][0] = NaN is not finite"},
+		{"reward inf", 0, core.Sequence{Response: []int32{1}, Values: []float64{1}, ShapedReward: math.Inf(1)}, "not finite"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -584,8 +584,8 @@ func checkForward(t *testing.T, cpuB, goB *Backend) {
 	}
 	var vc, vg []float64
 	for i := range seqs {
-		vc = append(vc, flat(rc.Seqs[i].Values)...)
-		vg = append(vg, flat(rg.Seqs[i].Values)...)
+		vc = append(vc, rc.Seqs[i].Values...)
+		vg = append(vg, rg.Seqs[i].Values...)
 	}
 	checkSlices(t, "ScoreValues", vc, vg, fwd)
 }
@@ -607,15 +607,14 @@ func confRollout(t *testing.T, b *Backend, n int) *core.Rollout {
 		s.LogProbs = make([]float64, len(s.Response))
 		s.Advantages = make([]float64, len(s.Response))
 		s.Returns = make([]float64, len(s.Response))
-		s.HeadMask = make([][]float64, len(s.Response))
+		s.HeadMask = make([]float64, len(s.Response)*confHeads)
 		adv := rng.NormFloat64()
 		for j := range s.Response {
 			s.LogProbs[j] = lps[i][j] + 0.3*rng.NormFloat64()
 			s.Advantages[j] = adv
 			s.Returns[j] = 2*rng.Float64() - 1
-			s.HeadMask[j] = make([]float64, confHeads)
 			for k := range confHeads {
-				s.HeadMask[j][k] = float64(rng.IntN(2))
+				s.HeadMask[j*confHeads+k] = float64(rng.IntN(2))
 			}
 		}
 	}

@@ -331,7 +331,7 @@ func TestHFBackend(t *testing.T) {
 	if err := b.ScoreValues(r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Seqs[0].Values) != len(r.Seqs[0].Response) || len(r.Seqs[0].Values[0]) != 2 {
+	if len(r.Seqs[0].Values) != 2*len(r.Seqs[0].Response) || r.Seqs[0].Heads() != 2 {
 		t.Fatalf("values %v", r.Seqs[0].Values)
 	}
 	m, err := b.UpdateActor(r, core.ActorUpdate{Epochs: 1, Minibatches: 1, ClipLow: 0.2, ClipHigh: 0.2, Temperature: 0.8})

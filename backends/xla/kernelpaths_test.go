@@ -432,7 +432,7 @@ func kernelCaseOutputs(t *testing.T, h *kernelHasher, c kernelCase) string {
 	}
 	var values [][]float64
 	for _, s := range vr.Seqs {
-		values = append(values, flat(s.Values))
+		values = append(values, s.Values)
 	}
 	h.f64(c.name+"/forward/score/values", values)
 	// Seeded sampling with the KV cache: every prompt at once, and one
@@ -471,11 +471,9 @@ func kernelCaseOutputs(t *testing.T, h *kernelHasher, c kernelCase) string {
 			s.LogProbs = append(s.LogProbs, math.Round(lp1[i][j]*64)/64+0.2*rng.NormFloat64())
 			s.Advantages = append(s.Advantages, adv)
 			s.Returns = append(s.Returns, 2*rng.Float64()-1)
-			hm := make([]float64, K)
-			for k := range hm {
-				hm[k] = float64(rng.IntN(2))
+			for range K {
+				s.HeadMask = append(s.HeadMask, float64(rng.IntN(2)))
 			}
-			s.HeadMask = append(s.HeadMask, hm)
 		}
 	}
 	r := &core.Rollout{Seqs: seqs, ValueHeads: K}

@@ -242,10 +242,9 @@ func loraRollout(c *hf.Config, k int) *core.Rollout {
 	for i := range 3 {
 		p, resp := randTokens(rng, 1, 4, c.Vocab)[0], randTokens(rng, 1, 5, c.Vocab)[0]
 		lp, adv := make([]float64, 5), make([]float64, 5)
-		mask := make([][]float64, 5)
+		mask := slices.Repeat([]float64{1}, 5*max(k, 1))
 		for j := range lp {
 			lp[j], adv[j] = -4+rng.NormFloat64(), float64(i-1)
-			mask[j] = slices.Repeat([]float64{1}, max(k, 1))
 		}
 		r.Seqs = append(r.Seqs, core.Sequence{Prompt: p, Response: resp, LogProbs: lp, Advantages: adv, Returns: adv, HeadMask: mask})
 	}
@@ -451,7 +450,7 @@ func TestLoRACritic(t *testing.T) {
 	if err := b.ScoreValues(r); err != nil {
 		t.Fatal(err)
 	}
-	v0 := r.Seqs[0].Values[0][0]
+	v0 := r.Seqs[0].Values[0]
 	for range 3 {
 		if _, err := b.UpdateCritic(r, core.CriticUpdate{Epochs: 1, Minibatches: 1}); err != nil {
 			t.Fatal(err)
@@ -460,7 +459,7 @@ func TestLoRACritic(t *testing.T) {
 	if err := b.ScoreValues(r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Seqs[0].Values[0][0] == v0 {
+	if r.Seqs[0].Values[0] == v0 {
 		t.Fatal("critic updates left its values unchanged")
 	}
 	lp1, _, _ := b.ScoreLogProbs(seqs, 1)
@@ -542,7 +541,7 @@ func TestLoRABF16Base(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, s := range r.Seqs {
-				res.values = append(res.values, s.Values[0])
+				res.values = append(res.values, s.ValueRow(0))
 			}
 			ts, err := b.hfTensors(safetensors.F32)
 			if err != nil {

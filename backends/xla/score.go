@@ -76,14 +76,13 @@ func (b *Backend) ScoreValues(r *core.Rollout) error {
 	vals := tensors.MustCopyFlatData[float32](out[0])
 	out[0].FinalizeAll()
 	K := b.critic.cfg.ValueK
+	// One column of T x K values for the batch (core/columns.go).
+	r.NewColumn(K, func(s *core.Sequence) *[]float64 { return &s.Values })
 	for i, s := range seqs {
-		s.Values = make([][]float64, len(s.Response))
 		for t, p := range bt.at[i] {
-			v := make([]float64, K)
 			for k := range K {
-				v[k] = float64(vals[p*K+k])
+				s.Values[t*K+k] = float64(vals[p*K+k])
 			}
-			s.Values[t] = v
 		}
 	}
 	return nil
@@ -113,13 +112,21 @@ func scoreLP(n *net, be *Backend, seqs []*core.Sequence, temp float64) (lps, ent
 	for _, t := range out {
 		t.FinalizeAll()
 	}
-	lps = make([][]float64, len(seqs))
-	ents = make([][]float64, len(seqs))
+	// Each answer is one block with a window per sequence.
+	total := 0
 	for i := range seqs {
-		for _, p := range bt.at[i] {
-			lps[i] = append(lps[i], float64(lp[p]))
-			ents[i] = append(ents[i], float64(en[p]))
+		total += len(bt.at[i])
+	}
+	lpBlock, entBlock := make([]float64, total), make([]float64, total)
+	lps, ents = make([][]float64, len(seqs)), make([][]float64, len(seqs))
+	off := 0
+	for i := range seqs {
+		end := off + len(bt.at[i])
+		lps[i], ents[i] = lpBlock[off:end:end], entBlock[off:end:end]
+		for t, p := range bt.at[i] {
+			lps[i][t], ents[i][t] = float64(lp[p]), float64(en[p])
 		}
+		off = end
 	}
 	return lps, ents, nil
 }

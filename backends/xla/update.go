@@ -288,13 +288,8 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 			if len(s.Returns) != len(s.Response) {
 				return nil, fmt.Errorf("update critic: sequence %d has %d returns for %d tokens", idx[j], len(s.Returns), len(s.Response))
 			}
-			if s.HeadMask != nil && len(s.HeadMask) != len(s.Response) {
-				return nil, fmt.Errorf("update critic: sequence %d has %d head-mask rows for %d tokens", idx[j], len(s.HeadMask), len(s.Response))
-			}
-			for t := range s.HeadMask {
-				if len(s.HeadMask[t]) != K {
-					return nil, fmt.Errorf("update critic: sequence %d token %d has %d head-mask entries, want %d", idx[j], t, len(s.HeadMask[t]), K)
-				}
+			if s.HeadMask != nil && len(s.HeadMask) != len(s.Response)*K {
+				return nil, fmt.Errorf("update critic: sequence %d has %d head-mask entries for %d tokens x %d heads", idx[j], len(s.HeadMask), len(s.Response), K)
 			}
 		}
 		hyper := make([]float32, hNum)
@@ -310,7 +305,7 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 					for k := range K {
 						w := float32(1)
 						if s.HeadMask != nil {
-							w = float32(s.HeadMask[t][k])
+							w = float32(s.HeadMask[t*K+k])
 						}
 						den += w
 					}
@@ -329,7 +324,7 @@ func (b *Backend) UpdateCritic(r *core.Rollout, u core.CriticUpdate) (map[string
 						for k := range K {
 							w := float32(1)
 							if s.HeadMask != nil {
-								w = float32(s.HeadMask[t][k])
+								w = float32(s.HeadMask[t*K+k])
 							}
 							hm[p*K+k] = w
 						}

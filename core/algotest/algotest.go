@@ -313,7 +313,7 @@ func CheckNonFinite(newAlgorithm Factory, opts Options) error {
 				}
 				what := fmt.Sprintf("sequence %d's reward %v", i, v)
 				if value {
-					s.Values[s.Len()-1][0] = v
+					s.Values[(s.Len()-1)*s.Heads()] = v
 					what = fmt.Sprintf("sequence %d's value at token %d head 0 %v", i, s.Len()-1, v)
 				} else {
 					s.Reward, s.RewardBonus, s.ShapedReward, s.Correct = v, 0, v, false
@@ -706,12 +706,9 @@ func (g *gen) seq(group, T int, truncated bool) core.Sequence {
 		s.Entropies[t] = 2 * g.rng.Float64()
 	}
 	if g.critic {
-		s.Values = make([][]float64, T)
-		for t := range T {
-			s.Values[t] = make([]float64, g.o.ValueHeads)
-			for k := range s.Values[t] {
-				s.Values[t][k] = g.rng.NormFloat64()
-			}
+		s.Values = make([]float64, T*g.o.ValueHeads)
+		for j := range s.Values {
+			s.Values[j] = g.rng.NormFloat64()
 		}
 	}
 	return s
@@ -799,11 +796,11 @@ func clone(r *core.Rollout) *core.Rollout {
 		s.Response = slices.Clone(s.Response)
 		s.LogProbs = slices.Clone(s.LogProbs)
 		s.Entropies = slices.Clone(s.Entropies)
-		s.Values = clone2(s.Values)
+		s.Values = slices.Clone(s.Values)
 		s.Embedding = slices.Clone(s.Embedding)
 		s.RefLogProbs = slices.Clone(s.RefLogProbs)
 		s.RolloutLogProbs = slices.Clone(s.RolloutLogProbs)
-		s.HeadMask = clone2(s.HeadMask)
+		s.HeadMask = slices.Clone(s.HeadMask)
 		s.Advantages = slices.Clone(s.Advantages)
 		s.AdvantageBonus = slices.Clone(s.AdvantageBonus)
 		s.Returns = slices.Clone(s.Returns)
@@ -812,17 +809,6 @@ func clone(r *core.Rollout) *core.Rollout {
 		c.Seqs[i] = s
 	}
 	return &c
-}
-
-func clone2(s [][]float64) [][]float64 {
-	if s == nil {
-		return nil
-	}
-	out := make([][]float64, len(s))
-	for i := range s {
-		out[i] = slices.Clone(s[i])
-	}
-	return out
 }
 
 // firstDiff names the first field, other than those allowed, in which two

@@ -341,17 +341,15 @@ func (c *critic) Advantages(r *core.Rollout) error {
 	c.heads = r.ValueHeads
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
-		if len(s.Values) != s.Len() {
-			return fmt.Errorf("critic: sequence %d: %d value rows for %d tokens", i, len(s.Values), s.Len())
+		if len(s.Values) != s.Len()*r.ValueHeads {
+			return fmt.Errorf("critic: sequence %d: %d values for %d tokens x %d heads", i, len(s.Values), s.Len(), r.ValueHeads)
 		}
 		if math.IsNaN(s.ShapedReward) || math.IsInf(s.ShapedReward, 0) {
 			return fmt.Errorf("critic: sequence %d: shaped reward %v", i, s.ShapedReward)
 		}
 		s.Advantages, s.Returns = make([]float64, s.Len()), make([]float64, s.Len())
-		for t, row := range s.Values {
-			if len(row) != r.ValueHeads {
-				return fmt.Errorf("critic: sequence %d token %d: %d heads, want %d", i, t, len(row), r.ValueHeads)
-			}
+		for t := range s.Len() {
+			row := s.ValueRow(t)
 			v := 0.0
 			for _, x := range row {
 				v += x

@@ -191,17 +191,15 @@ func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
 			s.Response = make([]int32, T)
 			s.LogProbs = make([]float64, T)
 			s.Entropies = make([]float64, T)
-			s.Values = make([][]float64, T)
-			s.HeadMask = make([][]float64, T)
+			s.Values = make([]float64, T*K)
+			s.HeadMask = make([]float64, T*K)
 			for t := range T {
 				s.Response[t] = int32(3 + rng.IntN(60))
 				s.LogProbs[t] = -rng.ExpFloat64()
 				s.Entropies[t] = rng.ExpFloat64()
-				s.Values[t] = make([]float64, K)
-				s.HeadMask[t] = make([]float64, K)
 				for k := range K {
-					s.Values[t][k] = rng.NormFloat64() * 0.5
-					s.HeadMask[t][k] = float64(rng.IntN(2))
+					s.Values[t*K+k] = rng.NormFloat64() * 0.5
+					s.HeadMask[t*K+k] = float64(rng.IntN(2))
 				}
 			}
 			s.Truncated = T == o.MaxLen
@@ -229,6 +227,8 @@ func RandomRollout(rng *rand.Rand, opts Options) *core.Rollout {
 		}
 	}
 	fillAdvantages(r, o.AlgorithmParams)
+	// The batch as the trainer hands it over: one column per signal.
+	r.Pack()
 	return r
 }
 
@@ -247,7 +247,7 @@ func fillAdvantages(r *core.Rollout, params map[string]any) {
 	case registered && algo.NeedsCritic() || !registered && r.Algorithm == "ppo":
 		for i := range r.Seqs {
 			s := &r.Seqs[i]
-			s.Advantages, s.Returns = gae1(s.ShapedReward, s.Values)
+			s.Advantages, s.Returns = gae1(s.ShapedReward, s.Values, s.Len(), s.Heads())
 		}
 	case registered:
 		if err := algo.Advantages(r); err != nil {
@@ -300,9 +300,9 @@ func Clone(r *core.Rollout) *core.Rollout {
 		s.Response = clone1(s.Response)
 		s.LogProbs = clone1(s.LogProbs)
 		s.Entropies = clone1(s.Entropies)
-		s.Values = clone2(s.Values)
+		s.Values = clone1(s.Values)
 		s.Embedding = clone1(s.Embedding)
-		s.HeadMask = clone2(s.HeadMask)
+		s.HeadMask = clone1(s.HeadMask)
 		s.Advantages = clone1(s.Advantages)
 		s.AdvantageBonus = clone1(s.AdvantageBonus)
 		s.Returns = clone1(s.Returns)
@@ -320,17 +320,6 @@ func clone1[T any](s []T) []T {
 	return append(make([]T, 0, len(s)), s...)
 }
 
-func clone2(s [][]float64) [][]float64 {
-	if s == nil {
-		return nil
-	}
-	out := make([][]float64, len(s))
-	for i := range s {
-		out[i] = clone1(s[i])
-	}
-	return out
-}
-
 // StepOutputs are everything a strategy's hooks returned for one step; a
 // nil field means the strategy does not implement that hook (or, for
 // HeadMasks, that the rollout had no critic).
@@ -339,7 +328,7 @@ type StepOutputs struct {
 	AdvantageBonus [][]float64
 	LossTerms      *core.LossTerms
 	TokenLoss      *core.TokenLoss
-	HeadMasks      [][][]float64
+	HeadMasks      [][]float64
 	Metrics        map[string]float64
 }
 
@@ -729,13 +718,8 @@ func compare(a, b StepOutputs) error {
 		return fmt.Errorf("HeadMasks: %d vs %d sequences", len(a.HeadMasks), len(b.HeadMasks))
 	}
 	for i := range a.HeadMasks {
-		if len(a.HeadMasks[i]) != len(b.HeadMasks[i]) {
-			return fmt.Errorf("HeadMasks[%d]: %d vs %d rows", i, len(a.HeadMasks[i]), len(b.HeadMasks[i]))
-		}
-		for t := range a.HeadMasks[i] {
-			if err := eq1(fmt.Sprintf("HeadMasks[%d][%d]", i, t), a.HeadMasks[i][t], b.HeadMasks[i][t]); err != nil {
-				return err
-			}
+		if err := eq1(fmt.Sprintf("HeadMasks[%d]", i), a.HeadMasks[i], b.HeadMasks[i]); err != nil {
+			return err
 		}
 	}
 	ka, kb := slices.Sorted(maps.Keys(a.Metrics)), slices.Sorted(maps.Keys(b.Metrics))
@@ -787,15 +771,15 @@ func firstDiff(a, b *core.Rollout) string {
 // gae1 is GAE with gamma = lambda = 1 on the mean head value, the reward
 // at the last token: the advantage at t is R - mean_k V[t][k] and the
 // return R at every token.
-func gae1(reward float64, values [][]float64) (adv, ret []float64) {
-	adv, ret = make([]float64, len(values)), make([]float64, len(values))
-	for t, v := range values {
+func gae1(reward float64, values []float64, T, k int) (adv, ret []float64) {
+	adv, ret = make([]float64, T), make([]float64, T)
+	for t := range T {
 		mean := 0.0
-		for _, x := range v {
-			mean += x
-		}
-		if len(v) > 0 {
-			mean /= float64(len(v))
+		if k > 0 && len(values) == T*k {
+			for _, x := range values[t*k : (t+1)*k] {
+				mean += x
+			}
+			mean /= float64(k)
 		}
 		adv[t], ret[t] = reward-mean, reward
 	}

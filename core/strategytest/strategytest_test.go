@@ -77,16 +77,12 @@ type masker struct{}
 
 func (masker) Name() string      { return "masker" }
 func (masker) Needs() core.Needs { return core.Needs{ValueHeads: 2, HeadMasks: true} }
-func (masker) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
+func (masker) HeadMasks(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
 	rng := rand.New(rand.NewPCG(info.Seed, uint64(info.Step)))
-	out := make([][][]float64, len(r.Seqs))
-	for i := range r.Seqs {
-		out[i] = make([][]float64, r.Seqs[i].Len())
-		for t := range out[i] {
-			out[i][t] = make([]float64, r.ValueHeads)
-			for k := range out[i][t] {
-				out[i][t][k] = float64(rng.IntN(2))
-			}
+	_, out := r.TokenRows(r.ValueHeads)
+	for i := range out {
+		for j := range out[i] {
+			out[i][j] = float64(rng.IntN(2))
 		}
 	}
 	return out, nil
@@ -275,8 +271,8 @@ func TestRandomRolloutIsValid(t *testing.T) {
 			}
 			for i, s := range r.Seqs {
 				T := s.Len()
-				if empty := i == last[0]; empty != (T == 0) || T > 12 || len(s.LogProbs) != T || len(s.Entropies) != T || len(s.Values) != T ||
-					len(s.HeadMask) != T || len(s.Advantages) != T || len(s.Returns) != T || len(s.AdvantageBonus) != T {
+				if empty := i == last[0]; empty != (T == 0) || T > 12 || len(s.LogProbs) != T || len(s.Entropies) != T || len(s.Values) != 3*T ||
+					len(s.HeadMask) != 3*T || len(s.Advantages) != T || len(s.Returns) != T || len(s.AdvantageBonus) != T {
 					t.Fatalf("seq %d: inconsistent lengths (T = %d)", i, T)
 				}
 				if s.Reward != 1 && s.Reward != -1 || s.Correct != (s.Reward == 1) || s.ShapedReward != s.Reward+s.RewardBonus {
@@ -286,12 +282,12 @@ func TestRandomRolloutIsValid(t *testing.T) {
 					t.Fatalf("seq %d: embedding dim %d", i, len(s.Embedding))
 				}
 				for t2 := range T {
-					if s.LogProbs[t2] > 0 || s.Entropies[t2] < 0 || len(s.Values[t2]) != 3 || len(s.HeadMask[t2]) != 3 {
+					if s.LogProbs[t2] > 0 || s.Entropies[t2] < 0 || len(s.ValueRow(t2)) != 3 || len(s.MaskRow(t2)) != 3 {
 						t.Fatalf("seq %d token %d: bad signals", i, t2)
 					}
 					if algo == "ppo" {
 						// gamma = lambda = 1: A_t + Vbar[t] = r~.
-						vbar := (s.Values[t2][0] + s.Values[t2][1] + s.Values[t2][2]) / 3
+						vbar := (s.Values[3*t2] + s.Values[3*t2+1] + s.Values[3*t2+2]) / 3
 						if math.Abs(s.Advantages[t2]+vbar-s.ShapedReward) > 1e-12 {
 							t.Fatalf("seq %d token %d: GAE advantage %v", i, t2, s.Advantages[t2])
 						}
@@ -351,7 +347,7 @@ func TestFillAdvantagesUsesAlgos(t *testing.T) {
 		}
 	}
 	p := &core.Rollout{Algorithm: "ppo", ValueHeads: 2, Seqs: []core.Sequence{
-		{Response: []int32{5, 6}, ShapedReward: 1, Values: [][]float64{{0.2, 0.4}, {0.6, 0}}},
+		{Response: []int32{5, 6}, ShapedReward: 1, Values: []float64{0.2, 0.4, 0.6, 0}},
 	}}
 	fillAdvantages(p, nil)
 	s := p.Seqs[0]
@@ -386,9 +382,9 @@ func TestFillAdvantages(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := &core.Rollout{Algorithm: c.name, Seqs: []core.Sequence{
-			{Group: 0, Response: []int32{5, 6}, ShapedReward: 1, Values: [][]float64{{0.5, 1.5}, {1, 1}}},
-			{Group: 0, Response: []int32{7}, ShapedReward: -1, Values: [][]float64{{-1, 1}}},
-			{Group: 0, Response: []int32{8}, ShapedReward: 0.5, Values: [][]float64{{0.5, 0.5}}},
+			{Group: 0, Response: []int32{5, 6}, ShapedReward: 1, Values: []float64{0.5, 1.5, 1, 1}},
+			{Group: 0, Response: []int32{7}, ShapedReward: -1, Values: []float64{-1, 1}},
+			{Group: 0, Response: []int32{8}, ShapedReward: 0.5, Values: []float64{0.5, 0.5}},
 		}}
 		fillAdvantages(r, nil)
 		for i, s := range r.Seqs {

@@ -158,45 +158,42 @@ func (s *Strategy) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]floa
 	if _, err := s.headCount(r); err != nil {
 		return nil, err
 	}
-	out := make([][]float64, len(r.Seqs))
+	for i := range r.Seqs {
+		if seq := &r.Seqs[i]; len(seq.Advantages) != seq.Len() {
+			return nil, fmt.Errorf("multihead: sequence %d: %d advantages for %d tokens", i, len(seq.Advantages), seq.Len())
+		}
+	}
+	_, out := r.TokenRows(1) // one column for the batch (core/columns.go)
 	for i := range r.Seqs {
 		seq := &r.Seqs[i]
 		T := seq.Len()
-		if len(seq.Advantages) != T {
-			return nil, fmt.Errorf("multihead: sequence %d: %d advantages for %d tokens", i, len(seq.Advantages), T)
-		}
-		row := make([]float64, T)
+		row := out[i]
 		for t := 0; t+1 < T; t++ { // row[T-1] stays 0: terminal next state
 			a := seq.Advantages[t]
 			if math.IsNaN(a) || math.IsInf(a, 0) {
 				return nil, fmt.Errorf("multihead: sequence %d: advantage %v at token %d is not finite", i, a, t)
 			}
-			row[t] = math.Min(math.Abs(a)/s.Kappa, s.Alpha*core.PopStd(seq.Values[t+1]))
+			row[t] = math.Min(math.Abs(a)/s.Kappa, s.Alpha*core.PopStd(seq.ValueRow(t+1)))
 		}
-		out[i] = row
 	}
 	return out, nil
 }
 
 // HeadMasks draws the bootstrap masks of this step's critic update:
-// masks[i][t][j] = 1 when token t of sequence i is in head j's subset D_j.
-func (s *Strategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64, error) {
+// masks[i][t*K+j] = 1 when token t of sequence i is in head j's subset D_j.
+// The masks are one column of the batch (pair d of D, the d-th token of the
+// batch, has its K weights at block[d*K : (d+1)*K]); a response without
+// tokens gets nil, as a plugin's answer of no rows decodes.
+func (s *Strategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
 	k, err := s.headCount(r)
 	if err != nil {
 		return nil, err
 	}
 	n := r.NumTokens()
-	masks := make([][][]float64, len(r.Seqs))
-	flat := make([][]float64, 0, n) // flat[d] is the mask row of pair d of D
-	for i := range r.Seqs {
-		T := r.Seqs[i].Len()
-		if T == 0 {
-			continue // no tokens, no mask: nil, what a plugin's 0 rows decode to
-		}
-		masks[i] = make([][]float64, T)
-		for t := range T {
-			masks[i][t] = make([]float64, k)
-			flat = append(flat, masks[i][t])
+	block, masks := r.TokenRows(k)
+	for i := range masks {
+		if r.Seqs[i].Len() == 0 {
+			masks[i] = nil
 		}
 	}
 	if n == 0 {
@@ -204,10 +201,8 @@ func (s *Strategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64
 	}
 	m := SubsetSize(s.Zeta, n)
 	if m == n {
-		for _, row := range flat {
-			for j := range row {
-				row[j] = 1
-			}
+		for j := range block {
+			block[j] = 1
 		}
 		return masks, nil
 	}
@@ -221,7 +216,7 @@ func (s *Strategy) HeadMasks(info core.StepInfo, r *core.Rollout) ([][][]float64
 		for a := range m {
 			b := a + rng.IntN(n-a)
 			perm[a], perm[b] = perm[b], perm[a]
-			flat[perm[a]][j] = 1
+			block[perm[a]*k+j] = 1
 		}
 	}
 	return masks, nil
@@ -243,38 +238,36 @@ func (s *Strategy) Observe(info core.StepInfo, r *core.Rollout) (map[string]floa
 	return m, nil
 }
 
-// headCount checks that every sequence has one Values row per token, all of
-// the same width (at least Heads, and r.ValueHeads when set), and returns that
-// width (Heads when the batch has no tokens).
+// headCount checks that every sequence has K values per token (Values
+// flat, T*K entries), K the same for all (at least Heads, and r.ValueHeads
+// when set), every value finite, and returns K (Heads when the batch has no
+// tokens).
 func (s *Strategy) headCount(r *core.Rollout) (int, error) {
-	k := 0
+	k := r.ValueHeads
 	for i := range r.Seqs {
-		seq := &r.Seqs[i]
-		if len(seq.Values) != seq.Len() {
-			return 0, fmt.Errorf("multihead: sequence %d: Values has %d rows, want one per token (%d)", i, len(seq.Values), seq.Len())
-		}
-		for t, row := range seq.Values {
+		if seq := &r.Seqs[i]; k == 0 && seq.Len() > 0 {
+			k = len(seq.Values) / seq.Len()
 			if k == 0 {
-				k = len(row)
-				if k < s.Heads {
-					return 0, fmt.Errorf("multihead: sequence %d: Values[%d] has %d heads, want at least heads = %d", i, t, k, s.Heads)
-				}
-				if r.ValueHeads > 0 && k != r.ValueHeads {
-					return 0, fmt.Errorf("multihead: sequence %d: Values[%d] has %d heads, the rollout says %d", i, t, k, r.ValueHeads)
-				}
-			}
-			if len(row) != k {
-				return 0, fmt.Errorf("multihead: sequence %d: Values[%d] has %d heads, want %d", i, t, len(row), k)
-			}
-			for j, v := range row {
-				if math.IsNaN(v) || math.IsInf(v, 0) {
-					return 0, fmt.Errorf("multihead: sequence %d: Values[%d][%d] = %v is not finite", i, t, j, v)
-				}
+				return 0, fmt.Errorf("multihead: sequence %d: Values has %d entries for %d tokens, want K >= %d per token", i, len(seq.Values), seq.Len(), s.Heads)
 			}
 		}
 	}
 	if k == 0 {
-		k = max(s.Heads, r.ValueHeads)
+		return s.Heads, nil
+	}
+	if k < s.Heads {
+		return 0, fmt.Errorf("multihead: the rollout has %d value heads, want at least heads = %d", k, s.Heads)
+	}
+	for i := range r.Seqs {
+		seq := &r.Seqs[i]
+		if len(seq.Values) != seq.Len()*k {
+			return 0, fmt.Errorf("multihead: sequence %d: Values has %d entries, want %d tokens x %d heads", i, len(seq.Values), seq.Len(), k)
+		}
+		for j, v := range seq.Values {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return 0, fmt.Errorf("multihead: sequence %d: Values[%d][%d] = %v is not finite", i, j/k, j%k, v)
+			}
+		}
 	}
 	return k, nil
 }

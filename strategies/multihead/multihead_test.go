@@ -56,7 +56,7 @@ func handSeq() core.Sequence {
 		Group:    0,
 		Response: []int32{5, 6, 7},
 		Reward:   1,
-		Values:   [][]float64{{0.2, 0.4}, {1.0, 0.0}, {0.3, 0.7}},
+		Values:   []float64{0.2, 0.4, 1.0, 0.0, 0.3, 0.7},
 	}
 }
 
@@ -153,10 +153,10 @@ func TestBonusErrors(t *testing.T) {
 	good.Advantages = []float64{1, 1, 1}
 	few := handSeq()
 	few.Advantages = []float64{1, 1, 1}
-	few.Values = [][]float64{{1}, {1}, {1}}
+	few.Values = []float64{1, 1, 1}
 	short := handSeq()
 	short.Advantages = []float64{1, 1, 1}
-	short.Values = short.Values[:2]
+	short.Values = short.Values[:4]
 	for name, bad := range map[string]core.Sequence{"few heads": few, "short values": short} {
 		r := &core.Rollout{Seqs: []core.Sequence{good, bad}}
 		if _, err := s.AdvantageBonus(core.StepInfo{}, r); err == nil || !strings.Contains(err.Error(), "sequence 1") {
@@ -172,10 +172,7 @@ func TestBonusErrors(t *testing.T) {
 func maskRollout() *core.Rollout {
 	r := &core.Rollout{ValueHeads: 4}
 	for _, T := range []int{7, 0, 13} {
-		seq := core.Sequence{Response: make([]int32, T), Values: make([][]float64, T)}
-		for t := range T {
-			seq.Values[t] = []float64{0, 0, 0, 0}
-		}
+		seq := core.Sequence{Response: make([]int32, T), Values: make([]float64, 4*T)}
 		r.Seqs = append(r.Seqs, seq)
 	}
 	return r
@@ -183,21 +180,18 @@ func maskRollout() *core.Rollout {
 
 // headSets returns, per head, the set of (seq, t) pairs in its subset, as a
 // 0/1 vector over the flattened batch, checking every entry is 0 or 1.
-func headSets(t *testing.T, r *core.Rollout, masks [][][]float64, k int) [][]float64 {
+func headSets(t *testing.T, r *core.Rollout, masks [][]float64, k int) [][]float64 {
 	t.Helper()
 	if len(masks) != len(r.Seqs) {
 		t.Fatalf("%d mask rows for %d sequences", len(masks), len(r.Seqs))
 	}
 	sets := make([][]float64, k)
 	for i := range r.Seqs {
-		if len(masks[i]) != r.Seqs[i].Len() {
-			t.Fatalf("sequence %d: %d mask rows for %d tokens", i, len(masks[i]), r.Seqs[i].Len())
+		if len(masks[i]) != r.Seqs[i].Len()*k {
+			t.Fatalf("sequence %d: %d mask entries for %d tokens x %d heads", i, len(masks[i]), r.Seqs[i].Len(), k)
 		}
-		for tt, row := range masks[i] {
-			if len(row) != k {
-				t.Fatalf("sequence %d token %d: %d entries, want %d", i, tt, len(row), k)
-			}
-			for j, v := range row {
+		for tt := range r.Seqs[i].Len() {
+			for j, v := range masks[i][tt*k : (tt+1)*k] {
 				if v != 0 && v != 1 {
 					t.Fatalf("mask entry %v", v)
 				}
@@ -310,9 +304,7 @@ func TestHeadMasksWiderCritic(t *testing.T) {
 	r := maskRollout()
 	r.ValueHeads = 6
 	for i := range r.Seqs {
-		for tt := range r.Seqs[i].Values {
-			r.Seqs[i].Values[tt] = make([]float64, 6)
-		}
+		r.Seqs[i].Values = make([]float64, 6*r.Seqs[i].Len())
 	}
 	masks, err := s.HeadMasks(core.StepInfo{}, r)
 	if err != nil {

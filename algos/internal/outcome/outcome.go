@@ -35,16 +35,15 @@ func ShapedRewards(algo string, r *core.Rollout) ([]float64, error) {
 }
 
 // Broadcast sets, for every sequence i, Advantages[t] = adv[i] and
-// Returns[t] = returns[i] on each of its T valid tokens (fresh slices of
-// length T; a sequence of no tokens gets empty ones). adv and returns hold
-// one number per sequence.
+// Returns[t] = returns[i] on each of its T valid tokens (fresh columns,
+// core.Rollout.NewColumn; a sequence of no tokens gets empty windows). adv
+// and returns hold one number per sequence.
 func Broadcast(r *core.Rollout, adv, returns []float64) {
+	r.NewColumn(1, func(s *core.Sequence) *[]float64 { return &s.Advantages })
+	r.NewColumn(1, func(s *core.Sequence) *[]float64 { return &s.Returns })
 	for i := range r.Seqs {
 		s := &r.Seqs[i]
-		T := s.Len()
-		s.Advantages = make([]float64, T)
-		s.Returns = make([]float64, T)
-		for t := range T {
+		for t := range s.Len() {
 			s.Advantages[t] = adv[i]
 			s.Returns[t] = returns[i]
 		}

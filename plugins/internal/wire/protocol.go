@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -216,6 +214,10 @@ func EncodeBatch(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Bat
 		return nil, err
 	}
 	for _, a := range arrays {
+		if a.block != nil { // a column: the message shares it
+			a.setFloats(b, a.block)
+			continue
+		}
 		if a.ints != nil {
 			out := make([]int32, a.count)
 			for i := range a.parts() {
@@ -237,15 +239,16 @@ func EncodeBatch(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Bat
 // message (EncodeBatch) or in shared memory (ShmHost.Encode): its Batch
 // field number, its element count, and its content in parts (one a
 // sequence), part i starting at element start[i] (start has one entry
-// more than there are parts, the count). A part is ints(i) or floats(i),
-// or, for the values, rows(i), the sequence's per-token rows.
+// more than there are parts, the count). A part is ints(i) or floats(i).
+// block, when not nil, is the whole float array as one column of the
+// rollout (core.Rollout.Column): it is handed over as it is.
 type batchArray struct {
 	field     int32
 	count     int
 	start     []int
 	ints      func(i int) []int32
 	floats    func(i int) []float64
-	rows      func(i int) [][]float64
+	block     []float64
 	setInts   func(b *pb.Batch, v []int32)
 	setFloats func(b *pb.Batch, v []float64)
 }
@@ -254,30 +257,13 @@ func (a *batchArray) parts() int { return len(a.start) - 1 }
 
 // writePart copies float part i into dst at its start.
 func (a *batchArray) writePart(dst []float64, i int) {
-	pos := a.start[i]
-	if a.rows == nil {
-		copy(dst[pos:], a.floats(i))
-		return
-	}
-	for _, row := range a.rows(i) {
-		pos += copy(dst[pos:pos+len(row)], row)
-	}
+	copy(dst[a.start[i]:], a.floats(i))
 }
 
 // partEqual reports whether dst already holds float part i.
 func (a *batchArray) partEqual(dst []float64, i int) bool {
-	pos := a.start[i]
-	if a.rows == nil {
-		v := a.floats(i)
-		return bytes.Equal(bytesOf(v), bytesOf(dst[pos:pos+len(v)]))
-	}
-	for _, row := range a.rows(i) {
-		if !bytes.Equal(bytesOf(row), bytesOf(dst[pos:pos+len(row)])) {
-			return false
-		}
-		pos += len(row)
-	}
-	return true
+	v := a.floats(i)
+	return bytes.Equal(bytesOf(v), bytesOf(dst[a.start[i]:a.start[i]+len(v)]))
 }
 
 // prefix returns the running sums of f(i) over n parts, times scale: the
@@ -356,7 +342,8 @@ func encodeParts(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Bat
 				return
 			}
 		}
-		arrays = append(arrays, batchArray{field: field, count: total, start: tokens, setFloats: set,
+		block, _ := r.Column(1, get)
+		arrays = append(arrays, batchArray{field: field, count: total, start: tokens, setFloats: set, block: block,
 			floats: func(i int) []float64 { return get(&r.Seqs[i]) }})
 	}
 	perToken(30, "log-probs", func(s *core.Sequence) []float64 { return s.LogProbs }, func(b *pb.Batch, v []float64) { b.Logprobs = v })
@@ -379,18 +366,15 @@ func encodeParts(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Bat
 		if present && k > 0 {
 			for i := range r.Seqs {
 				s := &r.Seqs[i]
-				if len(s.Values) != s.Len() {
-					return nil, nil, fmt.Errorf("sequence %d has %d value rows for %d tokens", i, len(s.Values), s.Len())
-				}
-				for t, row := range s.Values {
-					if len(row) != k {
-						return nil, nil, fmt.Errorf("sequence %d token %d has %d head values, rollout has K = %d", i, t, len(row), k)
-					}
+				if len(s.Values) != s.Len()*k {
+					return nil, nil, fmt.Errorf("sequence %d has %d values for %d tokens x K = %d heads", i, len(s.Values), s.Len(), k)
 				}
 			}
+			get := func(s *core.Sequence) []float64 { return s.Values }
+			block, _ := r.Column(k, get)
 			arrays = append(arrays, batchArray{field: 32, count: total * k, start: prefix(n, k, func(i int) int { return r.Seqs[i].Len() }),
-				setFloats: func(b *pb.Batch, v []float64) { b.Values = v },
-				rows:      func(i int) [][]float64 { return r.Seqs[i].Values }})
+				setFloats: func(b *pb.Batch, v []float64) { b.Values = v }, block: block,
+				floats: func(i int) []float64 { return r.Seqs[i].Values }})
 		}
 	}
 	if needs.Pooling != "" {
@@ -417,15 +401,14 @@ func encodeParts(info core.StepInfo, r *core.Rollout, needs core.Needs) (*pb.Bat
 }
 
 // DecodeBatch unpacks a Batch into a Rollout (plugin side). Slices share
-// the message's arrays (capacity-limited, so appends copy).
+// the message's arrays (capacity-limited, so appends copy): every
+// per-token signal is one column of the rollout (core/columns.go), the
+// values flat with their head axis.
 func DecodeBatch(b *pb.Batch) (core.StepInfo, *core.Rollout, error) {
-	return decodeBatch(b, nil)
+	return decodeBatch(b)
 }
 
-// decodeBatch is DecodeBatch; rows, when not nil, supplies the per-token
-// value rows of every sequence (a cache of them), given the function that
-// builds them.
-func decodeBatch(b *pb.Batch, rows func(build func() [][][]float64) [][][]float64) (core.StepInfo, *core.Rollout, error) {
+func decodeBatch(b *pb.Batch) (core.StepInfo, *core.Rollout, error) {
 	n := len(b.Lengths)
 	for name, l := range map[string]int{"group": len(b.Group), "problem_id": len(b.ProblemId), "reward": len(b.Reward),
 		"correct": len(b.Correct), "truncated": len(b.Truncated), "text": len(b.Text), "prompt_lengths": len(b.PromptLengths),
@@ -498,49 +481,12 @@ func decodeBatch(b *pb.Batch, rows func(build func() [][][]float64) [][][]float6
 		s.Advantages = cut(b.Advantages, off, off+T)
 		s.AdvantageBonus = cut(b.AdvantageBonus, off, off+T)
 		s.Returns = cut(b.Returns, off, off+T)
+		s.Values = cut(b.Values, off*k, (off+T)*k)
 		if len(b.Embedding) > 0 {
 			s.Embedding = b.Embedding[i*d : (i+1)*d : (i+1)*d]
 		}
 		off += T
 		poff += P
-	}
-	if len(b.Values) > 0 {
-		build := func() [][][]float64 {
-			// One row header per token: at the paper scale 6.3 M of
-			// them, built by up to GOMAXPROCS goroutines.
-			starts := prefix(n, 1, func(i int) int { return int(b.Lengths[i]) })
-			out := make([][][]float64, n)
-			workers := min(runtime.GOMAXPROCS(0), 8)
-			if total < 1<<16 {
-				workers = 1
-			}
-			var wg sync.WaitGroup
-			for w := range workers {
-				lo, hi := n*w/workers, n*(w+1)/workers
-				wg.Go(func() {
-					for i := lo; i < hi; i++ {
-						off, T := starts[i], int(b.Lengths[i])
-						rows := make([][]float64, T)
-						for t := range T {
-							from := (off + t) * k
-							rows[t] = b.Values[from : from+k : from+k]
-						}
-						out[i] = rows
-					}
-				})
-			}
-			wg.Wait()
-			return out
-		}
-		var vals [][][]float64
-		if rows != nil {
-			vals = rows(build)
-		} else {
-			vals = build()
-		}
-		for i := range r.Seqs {
-			r.Seqs[i].Values = vals[i]
-		}
 	}
 	return infoFromProto(b.Info), r, nil
 }

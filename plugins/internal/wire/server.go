@@ -217,7 +217,7 @@ func (sv *server) batchCall(hook string, b *pb.Batch, f func(h core.Hooks, info 
 			return status.Error(codes.InvalidArgument, "batch: "+err.Error())
 		}
 	}
-	info, r, err := decodeBatch(b, sv.shm.valueRows(b))
+	info, r, err := decodeBatch(b)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -370,8 +370,10 @@ func (sv *server) HeadMasks(_ context.Context, b *pb.Batch) (*pb.HeadMasksRespon
 		out.Rows = make([]int32, len(masks))
 		n := 0
 		for i, m := range masks {
-			out.Rows[i] = int32(len(m))
-			n += len(m) * r.ValueHeads
+			if r.ValueHeads > 0 {
+				out.Rows[i] = int32(len(m) / r.ValueHeads)
+			}
+			n += len(m)
 		}
 		dst, err := sv.shm.answer(b, n)
 		if err != nil {
@@ -380,9 +382,7 @@ func (sv *server) HeadMasks(_ context.Context, b *pb.Batch) (*pb.HeadMasksRespon
 		out.InShm = dst != nil
 		dst = dst[:0]
 		for _, m := range masks {
-			for _, row := range m {
-				dst = append(dst, row...)
-			}
+			dst = append(dst, m...)
 		}
 		if !out.InShm {
 			out.Masks = dst

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
-	"slices"
 	"sort"
 	"sync"
 	"unsafe"
@@ -275,19 +274,9 @@ func (h *ShmHost) InputID() uint64 {
 
 // --- the plugin side ---------------------------------------------------------
 
-// shmClient is the plugin's side: its mappings of the host's regions and
-// the per-token value rows it built, reused while the values' generation
-// is unchanged.
+// shmClient is the plugin's side: its mappings of the host's regions.
 type shmClient struct {
 	in, ans *PluginRegion
-	rows    rowsCache
-}
-
-type rowsCache struct {
-	region, offset, count, gen uint64
-	k                          int
-	lengths                    []int32
-	rows                       [][][]float64
 }
 
 func (c *shmClient) close() {
@@ -400,32 +389,6 @@ func (c *shmClient) resolve(b *pb.Batch) error {
 		}
 	}
 	return nil
-}
-
-// valueRows returns the per-token rows of b's values for DecodeBatch,
-// from the cache when the values' region, place, generation and the
-// sequence lengths are those it was built for (nil: build them).
-func (c *shmClient) valueRows(b *pb.Batch) func(build func() [][][]float64) [][][]float64 {
-	var arr *pb.ShmArray
-	for _, a := range b.GetShm().GetArrays() {
-		if a.Field == 32 {
-			arr = a
-		}
-	}
-	if c == nil || arr == nil {
-		return nil
-	}
-	return func(build func() [][][]float64) [][][]float64 {
-		rc := &c.rows
-		if rc.rows != nil && rc.region == b.Shm.Input.Id && rc.offset == arr.Offset && rc.count == arr.Count &&
-			rc.gen == arr.Generation && rc.k == int(b.ValueHeads) && slices.Equal(rc.lengths, b.Lengths) {
-			return rc.rows
-		}
-		rows := build()
-		*rc = rowsCache{region: b.Shm.Input.Id, offset: arr.Offset, count: arr.Count, gen: arr.Generation,
-			k: int(b.ValueHeads), lengths: slices.Clone(b.Lengths), rows: rows}
-		return rows
-	}
 }
 
 // answer returns a float64 view of n values of the answer region b names,

@@ -37,11 +37,10 @@ func bigRollout(n, t, k int, seed float64) *core.Rollout {
 		s := &r.Seqs[i]
 		s.Response = make([]int32, t)
 		s.LogProbs, s.Advantages = make([]float64, t), make([]float64, t)
-		s.Values = make([][]float64, t)
+		s.Values = make([]float64, t*k)
 		for j := range t {
 			s.LogProbs[j], s.Advantages[j] = seed, seed
-			s.Values[j] = make([]float64, k)
-			s.Values[j][0] = seed
+			s.Values[j*k] = seed
 		}
 	}
 	return r

@@ -44,12 +44,9 @@ func shmRollout(seed uint64, n, k int) *core.Rollout {
 			return v
 		}
 		s.LogProbs, s.Entropies, s.Advantages, s.AdvantageBonus, s.Returns = f(), f(), f(), f(), f()
-		s.Values = make([][]float64, T)
-		for t := range s.Values {
-			s.Values[t] = make([]float64, k)
-			for h := range s.Values[t] {
-				s.Values[t][h] = rng.NormFloat64()
-			}
+		s.Values = make([]float64, T*k)
+		for j := range s.Values {
+			s.Values[j] = rng.NormFloat64()
 		}
 		s.Embedding = []float64{rng.NormFloat64(), math.Copysign(0, -1), float64(i)}
 	}
@@ -79,7 +76,7 @@ func viaShm(t *testing.T, h *ShmHost, c *shmClient, r *core.Rollout) (*pb.Batch,
 	if err := c.resolve(got); err != nil {
 		t.Fatal(err)
 	}
-	_, out, err := decodeBatch(got, c.valueRows(got))
+	_, out, err := decodeBatch(got)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +117,8 @@ func fmtRollout(r *core.Rollout) string {
 		sb.WriteByte('|')
 	}
 	for _, s := range r.Seqs {
-		for _, v := range [][]float64{s.LogProbs, s.Entropies, s.Advantages, s.AdvantageBonus, s.Returns, s.Embedding} {
+		for _, v := range [][]float64{s.LogProbs, s.Entropies, s.Advantages, s.AdvantageBonus, s.Returns, s.Embedding, s.Values} {
 			bits(v)
-		}
-		for _, row := range s.Values {
-			bits(row)
 		}
 		fmt.Fprintln(&sb, s.Prompt, s.Response)
 	}
@@ -173,7 +167,7 @@ func TestShmSameAsMessages(t *testing.T) {
 		}
 	}
 	if &got.Seqs[2].Values[0] != &got2.Seqs[2].Values[0] {
-		t.Fatal("value rows were rebuilt although their generation did not change")
+		t.Fatal("the values are not read in place")
 	}
 	// The trainer fills in the advantages: only they are rewritten.
 	r.Seqs[4].Advantages[0]++
@@ -291,7 +285,7 @@ func TestShmLyingHeaders(t *testing.T) {
 			tc.mod(b)
 			err := c.resolve(b)
 			if err == nil {
-				_, _, err = decodeBatch(b, nil)
+				_, _, err = decodeBatch(b)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v; want one containing %q", err, tc.want)
@@ -302,7 +296,7 @@ func TestShmLyingHeaders(t *testing.T) {
 	if err := c.resolve(b); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := decodeBatch(b, nil); err != nil {
+	if _, _, err := decodeBatch(b); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -337,14 +331,12 @@ func FuzzShmHeader(f *testing.F) {
 				t.Fatalf("a view outside the region")
 			}
 		}
-		if _, r, err := decodeBatch(b, c.valueRows(b)); err == nil {
+		if _, r, err := decodeBatch(b); err == nil {
 			// Every value the plugin may read lies in the mapping.
 			sum := 0.0
 			for _, s := range r.Seqs {
-				for _, row := range s.Values {
-					for _, x := range row {
-						sum += x
-					}
+				for _, x := range s.Values {
+					sum += x
 				}
 				for _, x := range s.LogProbs {
 					sum += x

@@ -196,7 +196,6 @@ func panelPlot(f figSpec, p panelFig) (*plot.Plot, error) {
 	pl.Title.Text = p.Title
 	pl.X.Label.Text, pl.Y.Label.Text = f.XLabel, p.YLabel
 	pl.Add(plotter.NewGrid())
-	pl.X.Min, pl.X.Max, pl.Y.Min, pl.Y.Max = f.XMin, f.XMax, f.YMin, f.YMax
 	pl.X.Tick.Marker, pl.Y.Tick.Marker = fixedTicks(f.XTicks), fixedTicks(f.YTicks)
 	if f.LogX {
 		pl.X.Scale = plot.LogScale{}
@@ -253,6 +252,9 @@ func panelPlot(f figSpec, p panelFig) (*plot.Plot, error) {
 			pl.Add(sc)
 		}
 	}
+	// After the lines: Add widens the axes to each plotter's data, which
+	// undid a clipped range (the lines ran past a y axis cut for a spike).
+	pl.X.Min, pl.X.Max, pl.Y.Min, pl.Y.Max = f.XMin, f.XMax, f.YMin, f.YMax
 	return pl, nil
 }
 

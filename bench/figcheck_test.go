@@ -137,29 +137,37 @@ func TestResponsesAndWallX(t *testing.T) {
 
 // One arm's spike does not set the y range: nine flat lines at 0.1-0.18
 // over 100 points; j at 0.19 is 1.6 at two of its points and a dips to
-// -0.5 at three (each under 5% of a line's points). Worked by hand: a's
-// sorted values are -0.5 x3 then 0.1 x97, its 5th percentile at index
-// 0.05 x 99 = 4.95, between two 0.1s: 0.1; j's 95th at index 94.05, two
-// 0.19s: 0.19. So the range is 0.1 to 0.19, padded 4% of 0.09 (0.0036)
-// to the axis 0.0964 to 0.1936, and the note names only the side each arm
-// passes: a below it (down to -0.5), j above it (up to 1.6); b-i, inside
-// the axis, are not named. The cut needs a spike: the whole range over
-// 1.5 times the robust one and at most a third of the arms past it.
+// -0.5 at three. Worked by hand: the whole range is -0.5 to 1.6 (2.1);
+// without j it is -0.5 to 0.18 (0.68, under half), and j has 98 points
+// near it, so j is left out; then without a 0.11 to 0.18 (0.07, under
+// half of 0.68), a's 97 points at 0.1 near it (within 0.0175), so a is
+// left out; leaving out a third (b: 0.12 to 0.18) does not halve 0.07. The
+// range is 0.11 to 0.18 widened to the left-out arms' points near it (a's
+// 0.1, j's 0.19): 0.1 to 0.19, padded 4% of 0.09 (0.0036) to the axis
+// 0.0964 to 0.1936. The note names only the side each arm passes: a below
+// it (down to -0.5), j above it (up to 1.6); b-i, inside, are not named.
 func TestRobustRangeClipsSpike(t *testing.T) {
-	var p panelFig
-	for i := range 10 {
+	flat := func(arm string, y float64, spikes map[int]float64) lineSpec {
 		var pts []xy
 		for x := range 100 {
-			y := 0.1 + 0.01*float64(i)
-			if i == 9 && (x == 40 || x == 41) {
-				y = 1.6
+			v := y
+			if s, ok := spikes[x]; ok {
+				v = s
 			}
-			if i == 0 && x >= 10 && x <= 12 {
-				y = -0.5
-			}
-			pts = append(pts, xy{float64(x), y})
+			pts = append(pts, xy{float64(x), v})
 		}
-		p.Lines = append(p.Lines, lineSpec{Arm: string(rune('a' + i)), Mean: pts})
+		return lineSpec{Arm: arm, Mean: pts}
+	}
+	var p panelFig
+	for i := range 10 {
+		spikes := map[int]float64{}
+		if i == 9 {
+			spikes = map[int]float64{40: 1.6, 41: 1.6}
+		}
+		if i == 0 {
+			spikes = map[int]float64{10: -0.5, 11: -0.5, 12: -0.5}
+		}
+		p.Lines = append(p.Lines, flat(string(rune('a'+i)), 0.1+0.01*float64(i), spikes))
 	}
 	lo, hi, exts := robustRange([]panelFig{p})
 	if math.Abs(lo-0.1) > 1e-12 || math.Abs(hi-0.19) > 1e-12 || len(exts) != 10 {
@@ -175,18 +183,25 @@ func TestRobustRangeClipsSpike(t *testing.T) {
 	if got := clipNote([]clipExt{{"k", -1, 2}}, 0, 1); !slices.Equal(got, []string{"k below 0 (down to -1) and above 1 (up to 2)"}) {
 		t.Errorf("clipNote both sides = %q", got)
 	}
-	// Every arm past the range is noise, not a spike: with a and j, four
-	// arms of six pass it (over a third), so the whole range, -0.5 to 1.6.
-	q := panelFig{Lines: append(append([]lineSpec{}, p.Lines[:3]...), p.Lines[7:]...)}
-	q.Lines[1].Mean = append(slices.Clone(q.Lines[1].Mean), xy{100, 0.5})
-	q.Lines[3].Mean = append(slices.Clone(q.Lines[3].Mean), xy{100, -0.2})
-	if lo, hi, exts := robustRange([]panelFig{q}); lo != -0.5 || hi != 1.6 || exts != nil {
-		t.Errorf("robustRange with four arms of six past it = %v, %v, %v; want -0.5, 1.6, nil", lo, hi, exts)
+	// Noise, not a spike: every arm of four spikes once, so leaving one
+	// out never halves the range; the whole range is drawn.
+	var q panelFig
+	for i := range 4 {
+		q.Lines = append(q.Lines, flat(string(rune('a'+i)), 0.1+0.01*float64(i), map[int]float64{10 * i: 0.6 + 0.1*float64(i)}))
 	}
-	// No spike: the whole range, nothing clipped.
-	p.Lines = p.Lines[1:9]
-	if lo, hi, exts := robustRange([]panelFig{p}); math.Abs(lo-0.11) > 1e-12 || math.Abs(hi-0.18) > 1e-12 || exts != nil {
-		t.Errorf("robustRange without a spike = %v, %v, %v; want 0.11, 0.18, nil", lo, hi, exts)
+	if lo, hi, exts := robustRange([]panelFig{q}); math.Abs(lo-0.1) > 1e-12 || math.Abs(hi-0.9) > 1e-12 || exts != nil {
+		t.Errorf("robustRange with every arm spiking = %v, %v, %v; want 0.1, 0.9, nil", lo, hi, exts)
+	}
+	// An arm that sits elsewhere throughout (collapsed at 0, eight arms at
+	// 0.4-0.47) is no spike: none of its points is near the others'
+	// range, so it sets the range with them.
+	var c panelFig
+	for i := range 8 {
+		c.Lines = append(c.Lines, flat(string(rune('a'+i)), 0.4+0.01*float64(i), nil))
+	}
+	c.Lines = append(c.Lines, flat("dead", 0, nil))
+	if lo, hi, exts := robustRange([]panelFig{c}); lo != 0 || math.Abs(hi-0.47) > 1e-12 || exts != nil {
+		t.Errorf("robustRange with a collapsed arm = %v, %v, %v; want 0, 0.47, nil", lo, hi, exts)
 	}
 }
 
@@ -332,5 +347,21 @@ func TestCommittedFiguresPass(t *testing.T) {
 				t.Errorf("docs/results/%s/plots holds %v, the report draws %v", r.name, got, want)
 			}
 		})
+	}
+}
+
+// A panel is drawn on the figure's own ranges: lines past a y axis cut for
+// a spike do not widen it again (plot.Add widens the axes to each
+// plotter's data, so the ranges are set after the lines).
+func TestPanelKeepsClippedRange(t *testing.T) {
+	f := goodFig()
+	f.YMin, f.YMax, f.XMin, f.XMax = 0, 0.5, 0, 2
+	f.Panels[0].Lines[1].Mean[2].Y = 3
+	pl, err := panelPlot(f, f.Panels[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Y.Min != 0 || pl.Y.Max != 0.5 || pl.X.Min != 0 || pl.X.Max != 2 {
+		t.Errorf("panel drawn on x %v-%v, y %v-%v; want the figure's 0-2, 0-0.5", pl.X.Min, pl.X.Max, pl.Y.Min, pl.Y.Max)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -313,98 +312,112 @@ func constantLine(l lineSpec) (float64, bool) {
 	return v, true
 }
 
-// quantile is the q-quantile of sorted xs (linear between order statistics).
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 1 {
-		return sorted[0]
-	}
-	h := q * float64(len(sorted)-1)
-	i := int(math.Floor(h))
-	if i >= len(sorted)-1 {
-		return sorted[len(sorted)-1]
-	}
-	return sorted[i] + (h-float64(i))*(sorted[i+1]-sorted[i])
-}
-
 // clipExt is a line's whole y extent, for saying what an axis cut of it.
 type clipExt struct {
 	Arm    string
 	Lo, Hi float64
 }
 
-// robustRange is the y range of a figure's lines that one arm's spike
-// does not set: the union over lines of each line's 5th to 95th
-// percentile of its points (all of them below 50 points), with the
-// reference line, where a few arms' spikes make the lines' whole range
-// more than spikeRatio times it; else the whole range. clipped, only when the range is
-// cut, is every arm's whole extent (its lines' union, in line order):
-// clipNote says what the drawn axis cuts of them.
+// robustRange is the y range of a figure's lines that a few arms' spikes
+// do not set. Arms are left out of it one at a time while leaving one out
+// more than halves the range (the others' whole range, with the reference
+// line), at most a third of the arms, and only an arm with at least a
+// tenth of its points near the others' range (within a quarter of it on
+// either side): a spike or an excursion, not an arm that sits elsewhere
+// throughout (a collapsed arm at 0 is drawn). The range is then the kept
+// arms' whole range, widened to the left-out arms' points near it. With
+// no arm left out it is every line's whole range and clipped is nil;
+// else clipped is every arm's whole extent (its lines' union, in line
+// order), and clipNote says what the drawn axis cuts of them. No line is
+// cut for noise: a metric whose every arm is noisy keeps its whole range.
 func robustRange(panels []panelFig) (lo, hi float64, clipped []clipExt) {
-	lo, hi = math.Inf(1), math.Inf(-1)
-	var exts []clipExt
+	type armYs struct {
+		ext clipExt
+		ys  []float64
+	}
+	var arms []*armYs
+	at := map[string]*armYs{}
+	refLo, refHi := math.Inf(1), math.Inf(-1)
 	for _, p := range panels {
 		if p.Ref != nil {
-			lo, hi = min(lo, *p.Ref), max(hi, *p.Ref)
+			refLo, refHi = min(refLo, *p.Ref), max(refHi, *p.Ref)
 		}
 		for _, l := range p.Lines {
-			var ys []float64
-			for _, pt := range l.Mean {
-				ys = append(ys, pt.Y)
-			}
-			for _, s := range l.Seeds {
+			a := at[l.Arm]
+			for _, s := range append([][]xy{l.Mean}, l.Seeds...) {
 				for _, pt := range s {
-					ys = append(ys, pt.Y)
+					if a == nil {
+						a = &armYs{ext: clipExt{l.Arm, pt.Y, pt.Y}}
+						at[l.Arm] = a
+						arms = append(arms, a)
+					}
+					a.ys = append(a.ys, pt.Y)
+					a.ext.Lo, a.ext.Hi = min(a.ext.Lo, pt.Y), max(a.ext.Hi, pt.Y)
 				}
 			}
-			if len(ys) == 0 {
+		}
+	}
+	if len(arms) == 0 {
+		if math.IsInf(refLo, 0) {
+			return 0, 1, nil
+		}
+		return refLo, refHi, nil
+	}
+	rangeOf := func(skip map[*armYs]bool, not *armYs) (float64, float64) {
+		lo, hi := refLo, refHi
+		for _, a := range arms {
+			if !skip[a] && a != not {
+				lo, hi = min(lo, a.ext.Lo), max(hi, a.ext.Hi)
+			}
+		}
+		return lo, hi
+	}
+	near := func(a *armYs, lo, hi float64) (n int) {
+		w := 0.25 * (hi - lo)
+		for _, y := range a.ys {
+			if y >= lo-w && y <= hi+w {
+				n++
+			}
+		}
+		return n
+	}
+	out := map[*armYs]bool{}
+	for 3*(len(out)+1) <= len(arms) {
+		lo, hi := rangeOf(out, nil)
+		var best *armYs
+		bestSpan := (hi - lo) / 2
+		for _, a := range arms {
+			if out[a] {
 				continue
 			}
-			sort.Float64s(ys)
-			a, b := ys[0], ys[len(ys)-1]
-			if len(ys) >= 50 {
-				a, b = quantile(ys, 0.05), quantile(ys, 0.95)
+			l, h := rangeOf(out, a)
+			if h-l < bestSpan && h > l && 10*near(a, l, h) >= len(a.ys) {
+				best, bestSpan = a, h-l
 			}
-			lo, hi = min(lo, a), max(hi, b)
-			exts = append(exts, clipExt{l.Arm, ys[0], ys[len(ys)-1]})
+		}
+		if best == nil {
+			break
+		}
+		out[best] = true
+	}
+	lo, hi = rangeOf(out, nil)
+	if len(out) == 0 {
+		return lo, hi, nil
+	}
+	w := 0.25 * (hi - lo)
+	klo, khi := lo, hi
+	for a := range out {
+		for _, y := range a.ys {
+			if y >= klo-w && y <= khi+w {
+				lo, hi = min(lo, y), max(hi, y)
+			}
 		}
 	}
-	if math.IsInf(lo, 0) {
-		return 0, 1, nil
-	}
-	span := hi - lo
-	if span == 0 {
-		span = math.Max(math.Abs(hi), 1)
-	}
-	var clo, chi float64 = lo, hi
-	at := map[string]int{}
-	for _, e := range exts {
-		if i, ok := at[e.Arm]; ok {
-			clipped[i].Lo, clipped[i].Hi = min(clipped[i].Lo, e.Lo), max(clipped[i].Hi, e.Hi)
-		} else {
-			at[e.Arm] = len(clipped)
-			clipped = append(clipped, e)
-		}
-		chi, clo = max(chi, e.Hi), min(clo, e.Lo)
-	}
-	spiking := 0
-	for _, c := range clipped {
-		if c.Hi > hi+0.05*span || c.Lo < lo-0.05*span {
-			spiking++
-		}
-	}
-	if chi-clo <= spikeRatio*span || 3*spiking > len(clipped) {
-		return clo, chi, nil
+	for _, a := range arms {
+		clipped = append(clipped, a.ext)
 	}
 	return lo, hi, clipped
 }
-
-// spikeRatio: the y axis is cut to the robust range only when the lines'
-// whole range is more than this many times it (the points past it would
-// take over a third of the axis), and only for a spike: at most a third
-// of the arms pass the robust range by more than 5% of it. A noisy
-// metric's every arm passes its own 5th-95th percentiles by a little;
-// cutting those gained little room and named every arm.
-const spikeRatio = 1.5
 
 // clipNote says, for each clipped arm, which side of the drawn y axis
 // [ymin, ymax] its points pass and how far: "a above 0.42 (up to 1.6)",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -16,7 +17,8 @@ var rawKeyRE = regexp.MustCompile(`\w/\w|[a-z]_[a-z]`)
 // constant line, a label that is a raw metric key, two arms with one look
 // (or one arm with two) within the report, a line figure whose note does
 // not say what its lines are (seeds, N, smoothing), ticks that are not
-// round, and a forest row without a finite interval around its effect.
+// round, a mean line that ends before its longest seed's without the note
+// saying so, and a forest row without a finite interval around its effect.
 func checkFigures(figs []figSpec, forest *forestSpec) []string {
 	var bad []string
 	lookOf := map[string]look{}
@@ -67,6 +69,12 @@ func checkFigures(figs []figSpec, forest *forestSpec) []string {
 		if !bandNoteRE.MatchString(f.Note) || !strings.Contains(f.Note, "smooth") {
 			bad = append(bad, fmt.Sprintf("%s: its note %q does not say what the lines are (seeds, N, smoothing)", where, f.Note))
 		}
+		named := shortNamed(f.Note)
+		for _, a := range shortMeans(f) {
+			if !slices.Contains(named, a) && !slices.Contains(named, everyArm) {
+				bad = append(bad, fmt.Sprintf("%s: %s's mean ends before its longest seed and the note does not say so", where, a))
+			}
+		}
 		if f.Clipped != strings.Contains(f.Note, "clipped") {
 			bad = append(bad, fmt.Sprintf("%s: clipped %v but the note says otherwise", where, f.Clipped))
 		}
@@ -105,6 +113,18 @@ func checkFigures(figs []figSpec, forest *forestSpec) []string {
 	}
 	return bad
 }
+
+// shortNamed are the arms a note says end short of their longest seed:
+// the list in shortMeanNote's sentence.
+func shortNamed(note string) []string {
+	m := shortNoteRE.FindStringSubmatch(note)
+	if m == nil {
+		return nil
+	}
+	return strings.Split(m[1], ", ")
+}
+
+var shortNoteRE = regexp.MustCompile(`each mean is taken step by step at its seeds' mean [a-z ]+, so it ends at their mean, before its longest seed's line \(([^)]*)\)`)
 
 // bandNoteRE is what a line figure's note must say: thick and thin lines,
 // and N.

@@ -54,6 +54,9 @@ func TestFigureCheckCatches(t *testing.T) {
 		"does not say what the lines are": func(f, _ *figSpec) { f.Note = "Lines: the mean over seeds." },
 		"are not at round steps":          func(f, _ *figSpec) { f.XTicks = []float64{0, 90, 180} },
 		"no per-seed lines":               func(f, _ *figSpec) { f.Panels[0].Lines[0].Seeds = nil },
+		"mean ends before its longest seed": func(f, _ *figSpec) {
+			f.Panels[0].Lines[0].Seeds[0] = append(f.Panels[0].Lines[0].Seeds[0], xy{3, 0.6})
+		},
 	}
 	for want, spoil := range cases {
 		f, g := goodFig(), goodFig()
@@ -363,5 +366,52 @@ func TestPanelKeepsClippedRange(t *testing.T) {
 	}
 	if pl.Y.Min != 0 || pl.Y.Max != 0.5 || pl.X.Min != 0 || pl.X.Max != 2 {
 		t.Errorf("panel drawn on x %v-%v, y %v-%v; want the figure's 0-2, 0-0.5", pl.X.Min, pl.X.Max, pl.Y.Min, pl.Y.Max)
+	}
+}
+
+// On the wall-clock axis seeds that ran at different speeds end at
+// different times, and the mean, taken step by step at the seeds' mean
+// time, ends at their mean: a's two seeds of 1 s and 3 s steps, steps
+// 0-2, reach step 2 at 2 s and 6 s, the mean at 4 s; b's seeds, both 2 s
+// a step, end with their mean. The note names a only, and the figure
+// check holds it; on the step axis nothing is said.
+func TestWallMeanEndsShortSaid(t *testing.T) {
+	run := func(arm string, seed uint64, dt float64) *armRun {
+		r := &armRun{Arm: arm, Seed: seed}
+		for step := range 3 {
+			r.Rows = append(r.Rows, map[string]float64{"step": float64(step), "reward/mean": float64(step) + float64(seed), "perf/step_s": dt})
+		}
+		return r
+	}
+	runs := map[string][]*armRun{"a": {run("a", 1, 1), run("a", 2, 3)}, "b": {run("b", 1, 2), run("b", 2, 2)}}
+	rf := buildReportFigs(&plotData{spec: &Spec{}, runs: runs, arms: []string{"a", "b"}, families: []family{{Name: "f", Arms: []string{"a", "b"}}}})
+	var wall, step *figSpec
+	for i := range rf.Figs {
+		switch rf.Figs[i].Name {
+		case "train_reward_wall":
+			wall = &rf.Figs[i]
+		case "train_reward":
+			step = &rf.Figs[i]
+		}
+	}
+	if wall == nil || step == nil {
+		t.Fatalf("figures %v: want train_reward and train_reward_wall", rf.Notes)
+	}
+	l := wall.Panels[0].Lines[0]
+	if end := l.Mean[len(l.Mean)-1].X; l.Arm != "a" || end != 4 {
+		t.Errorf("%s's wall mean ends at %v s, want a's at 4", l.Arm, end)
+	}
+	if !strings.Contains(wall.Note, "Seeds end at different training times: each mean is taken step by step at its seeds' mean training time, so it ends at their mean, before its longest seed's line (a).") {
+		t.Errorf("wall note: %s", wall.Note)
+	}
+	if strings.Contains(step.Note, "step by step") {
+		t.Errorf("step note says the mean ends short: %s", step.Note)
+	}
+	if bad := checkFigures(rf.Figs, nil); len(bad) > 0 {
+		t.Errorf("figure check: %v", bad)
+	}
+	wall.Note = strings.Replace(wall.Note, "(a)", "(b)", 1)
+	if bad := checkFigures([]figSpec{*wall}, nil); len(bad) != 1 || !strings.Contains(bad[0], "a's mean ends before its longest seed") {
+		t.Errorf("figure check with b named instead of a: %v", bad)
 	}
 }

@@ -797,6 +797,9 @@ func (d *plotData) metricFigure(mf metricFig, ax xAxis, collapsed []string) (fig
 	if ax == onResponses && d.anyCounted() {
 		note = append(note, "Responses: every batch drawn, dynamic sampling's dropped groups included.")
 	}
+	if short := shortMeans(f); len(short) > 0 {
+		note = append(note, shortMeanNote(ax, short, len(drawn)))
+	}
 	if len(clipped) > 0 {
 		note = append(note, "y axis clipped: "+strings.Join(clipped, "; ")+".")
 	}
@@ -829,6 +832,47 @@ func (d *plotData) metricFigure(mf metricFig, ax xAxis, collapsed []string) (fig
 	f.Caption += ". " + f.Note
 	return f, ""
 }
+
+// shortMeans are the arms of f whose mean line ends short of their
+// longest seed's: the mean is taken step by step and drawn at the seeds'
+// mean x, so where seeds reach the last step at different x (wall-clock
+// time; responses, where dynamic sampling draws more for some seeds) it
+// ends at their mean, before the seed that ran longest. Short by more than
+// half a percent of the x axis; each arm once.
+func shortMeans(f figSpec) []string {
+	var out []string
+	tol := 0.005 * (f.XMax - f.XMin)
+	for _, p := range f.Panels {
+		for _, l := range p.Lines {
+			if len(l.Mean) == 0 || slices.Contains(out, l.Arm) {
+				continue
+			}
+			end := l.Mean[len(l.Mean)-1].X
+			for _, sd := range l.Seeds {
+				if len(sd) > 0 && sd[len(sd)-1].X > end+tol {
+					out = append(out, l.Arm)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// shortMeanNote says which means end short of their longest seed (of
+// the figure's drawn arms), and why.
+func shortMeanNote(ax xAxis, short []string, drawn int) string {
+	what := map[xAxis]string{onSteps: "step", onResponses: "response count", onWall: "training time"}[ax]
+	arms := strings.Join(short, ", ")
+	if len(short) == drawn && drawn > 1 {
+		arms = everyArm
+	}
+	return fmt.Sprintf("Seeds end at different %ss: each mean is taken step by step at its seeds' mean %s, so it ends at their mean, before its longest seed's line (%s).",
+		what, what, arms)
+}
+
+// everyArm stands for the list of a figure's arms where it is all of them.
+const everyArm = "every arm"
 
 // anyCounted reports whether any run's responses are counted.
 func (d *plotData) anyCounted() bool {

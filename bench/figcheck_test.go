@@ -11,6 +11,10 @@ import (
 	"testing"
 
 	"github.com/cde-rl/cde/internal/resultstest"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // goodFig is a figure the check passes, written by hand: two arms, two
@@ -413,5 +417,51 @@ func TestWallMeanEndsShortSaid(t *testing.T) {
 	wall.Note = strings.Replace(wall.Note, "(a)", "(b)", 1)
 	if bad := checkFigures([]figSpec{*wall}, nil); len(bad) != 1 || !strings.Contains(bad[0], "a's mean ends before its longest seed") {
 		t.Errorf("figure check with b named instead of a: %v", bad)
+	}
+}
+
+// A forest of many claims puts its families side by side, one row per
+// comparison across them, when every family has the same six or more rows
+// (the leaderboard: 21 arms against grpo on five metrics); the panels'
+// data areas are then one width and one height, so the rows line up,
+// whatever the first panel's labels and each panel's wrapped title take.
+func TestForestSideBySide(t *testing.T) {
+	group := func(title string, labels ...string) forestGroup {
+		g := forestGroup{Title: title, XLabel: "effect d on " + title, XMin: -1, XMax: 1, XTicks: []float64{-1, 0, 1}}
+		for _, l := range labels {
+			g.Rows = append(g.Rows, forestRow{Label: l, D: 0.1, Lo: -0.2, Hi: 0.4, Verdict: "inconclusive"})
+		}
+		return g
+	}
+	rows := []string{"a vs grpo", "a much longer arm name vs grpo", "c vs grpo", "d vs grpo", "e vs grpo", "f vs grpo"}
+	f := forestSpec{Groups: []forestGroup{group("pass@1", rows...), group("distinct correct answers over every eval set (distinct@256)", rows...)}}
+	if !sideBySide(f) {
+		t.Error("two families with the same six rows: not side by side")
+	}
+	if sideBySide(forestSpec{Groups: []forestGroup{group("pass@1", rows...), group("pass@2", rows[:5]...)}}) ||
+		sideBySide(forestSpec{Groups: []forestGroup{group("pass@1", rows[:5]...), group("pass@2", rows[:5]...)}}) {
+		t.Error("families with other rows, or five rows: side by side")
+	}
+	var plots []*plot.Plot
+	for i, g := range f.Groups {
+		p, err := forestPanel(g, i == 0, forestPanelW-16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plots = append(plots, p)
+	}
+	img := vgimg.NewWith(vgimg.UseWH(8*vg.Inch, 4*vg.Inch), vgimg.UseDPI(figureDPI))
+	cs := alignRow(plots, draw.New(img), 10)
+	d0, d1 := plots[0].DataCanvas(cs[0]), plots[1].DataCanvas(cs[1])
+	for _, c := range []struct {
+		what string
+		a, b vg.Length
+	}{{"width", d0.Max.X - d0.Min.X, d1.Max.X - d1.Min.X}, {"bottom", d0.Min.Y, d1.Min.Y}, {"top", d0.Max.Y, d1.Max.Y}} {
+		if math.Abs(float64(c.a-c.b)) > 0.01 {
+			t.Errorf("data areas' %s: %v and %v", c.what, c.a, c.b)
+		}
+	}
+	if d0.Min.X-cs[0].Min.X < d1.Min.X-cs[1].Min.X+20 {
+		t.Errorf("the first panel has no room for its labels: %v vs %v", d0.Min.X-cs[0].Min.X, d1.Min.X-cs[1].Min.X)
 	}
 }

@@ -148,76 +148,163 @@ func WriteForest(plotsDir string, vs []ClaimVerdict) (string, error) {
 }
 
 const (
-	forestRowH   = vg.Length(15)
-	forestHeadH  = vg.Length(68) // a panel's title and x axis
+	forestRowH   = vg.Length(18)
+	forestHeadH  = vg.Length(72) // a stacked panel's title and x axis
 	forestW      = 8.6 * vg.Inch
 	forestLegend = vg.Length(26)
+	forestPanelW = 2.4 * vg.Inch // a side-by-side panel's plot area and ticks
+	forestMinRow = 6             // side by side from this many claims a family
 )
 
-// renderForest draws f: the families' panels stacked, the verdicts'
-// legend and the note below.
+// sideBySide reports whether f's families are drawn side by side, one
+// column each with the claims' labels once on the left: two or more
+// families with the same rows in the same order (the leaderboard's arms
+// against grpo on each metric), six or more of them. Else the families
+// are stacked, each with its own rows.
+func sideBySide(f forestSpec) bool {
+	if len(f.Groups) < 2 || len(f.Groups[0].Rows) < forestMinRow {
+		return false
+	}
+	for _, g := range f.Groups[1:] {
+		if len(g.Rows) != len(f.Groups[0].Rows) {
+			return false
+		}
+		for i, r := range g.Rows {
+			if r.Label != f.Groups[0].Rows[i].Label {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// forestPanel is one family's plot: its rows top to bottom, every other
+// one shaded so that a row can be followed from its label across the
+// panels, each row's interval and effect in its verdict's colour and
+// marker, a dotted line at no effect. labels false leaves the row labels
+// off (a side-by-side panel right of the first); width, when set, wraps
+// the title and x label to it.
+func forestPanel(g forestGroup, labels bool, width vg.Length) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text = g.Title, g.XLabel
+	if width > 0 {
+		p.Title.Text = strings.Join(wrapText(g.Title, p.Title.TextStyle, width), "\n")
+		p.X.Label.Text = strings.Join(wrapText(g.XLabel, p.X.Label.TextStyle, width), "\n")
+	}
+	n := len(g.Rows)
+	p.Y.Min, p.Y.Max = -0.5, float64(n)-0.5
+	var yt plot.ConstantTicks
+	for i, r := range g.Rows {
+		label := r.Label
+		if !labels {
+			label = ""
+		}
+		yt = append(yt, plot.Tick{Value: float64(n - 1 - i), Label: label})
+	}
+	p.Y.Tick.Marker = yt
+	p.X.Tick.Marker = fixedTicks(g.XTicks)
+	for i := 0; i < n; i += 2 {
+		y := float64(n - 1 - i)
+		band, err := plotter.NewPolygon(plotter.XYs{{X: g.XMin, Y: y - 0.5}, {X: g.XMax, Y: y - 0.5}, {X: g.XMax, Y: y + 0.5}, {X: g.XMin, Y: y + 0.5}})
+		if err != nil {
+			return nil, err
+		}
+		band.Color, band.LineStyle.Width = color.Gray{Y: 240}, 0
+		p.Add(band)
+	}
+	grid := plotter.NewGrid()
+	grid.Horizontal.Width = 0 // the bands mark the rows
+	p.Add(grid)
+	zero, err := plotter.NewLine(plotter.XYs{{X: 0, Y: p.Y.Min}, {X: 0, Y: p.Y.Max}})
+	if err != nil {
+		return nil, err
+	}
+	zero.Color, zero.Width, zero.Dashes = color.Gray{Y: 60}, vg.Points(0.8), []vg.Length{vg.Points(2), vg.Points(2)}
+	p.Add(zero)
+	for i, r := range g.Rows {
+		y := float64(n - 1 - i)
+		ci, err := plotter.NewLine(plotter.XYs{{X: r.Lo, Y: y}, {X: r.Hi, Y: y}})
+		if err != nil {
+			return nil, err
+		}
+		gs := verdictGlyph(r.Verdict)
+		ci.Color, ci.Width = gs.Color, vg.Points(1.6)
+		p.Add(ci)
+		sc, err := plotter.NewScatter(plotter.XYs{{X: r.D, Y: y}})
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle = gs
+		p.Add(sc)
+	}
+	// After the plotters, which widen the axes to their data.
+	p.X.Min, p.X.Max = g.XMin, g.XMax
+	p.Y.Min, p.Y.Max = -0.5, float64(n)-0.5
+	return p, nil
+}
+
+// renderForest draws f: the families side by side (sideBySide) or
+// stacked, the verdicts' legend and the note below.
 func renderForest(f forestSpec, path string) error {
 	nsty := noteStyle()
-	noteLines := wrapText(f.Note, nsty, forestW-4*legendMargin)
+	side := sideBySide(f)
+	w := forestW
+	var labelW vg.Length
+	if side {
+		tick := plot.New().Y.Tick.Label
+		for _, r := range f.Groups[0].Rows {
+			labelW = max(labelW, tick.Width(r.Label))
+		}
+		labelW += 12
+		w = max(forestW, labelW+vg.Length(len(f.Groups))*forestPanelW+4*legendMargin)
+	}
+	noteLines := wrapText(f.Note, nsty, w-4*legendMargin)
 	noteRowH := nsty.Height("Mg") + 2
 	noteH := vg.Length(len(noteLines))*noteRowH + legendMargin
 	h := forestLegend + noteH
-	for _, g := range f.Groups {
-		h += forestHeadH + vg.Length(len(g.Rows))*forestRowH
+	if side {
+		h += forestHeadH + 2*noteRowH + vg.Length(len(f.Groups[0].Rows))*forestRowH
+	} else {
+		for _, g := range f.Groups {
+			h += forestHeadH + vg.Length(len(g.Rows))*forestRowH
+		}
 	}
-	img := vgimg.NewWith(vgimg.UseWH(forestW, h), vgimg.UseDPI(figureDPI))
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(figureDPI))
 	img.SetColor(color.White)
-	img.Fill(vgRect(forestW, h))
+	img.Fill(vgRect(w, h))
 	dc := draw.New(img)
-	top := h
-	for _, g := range f.Groups {
-		gh := forestHeadH + vg.Length(len(g.Rows))*forestRowH
-		p := plot.New()
-		p.Title.Text = g.Title
-		p.X.Label.Text = g.XLabel
-		n := len(g.Rows)
-		p.X.Min, p.X.Max = g.XMin, g.XMax
-		p.Y.Min, p.Y.Max = -0.7, float64(n)-0.3
-		p.X.Tick.Marker = fixedTicks(g.XTicks)
-		var yt plot.ConstantTicks
-		for i, r := range g.Rows {
-			yt = append(yt, plot.Tick{Value: float64(n - 1 - i), Label: r.Label})
-		}
-		p.Y.Tick.Marker = yt
-		p.Add(plotter.NewGrid())
-		zero, err := plotter.NewLine(plotter.XYs{{X: 0, Y: p.Y.Min}, {X: 0, Y: p.Y.Max}})
-		if err != nil {
-			return err
-		}
-		zero.Color, zero.Width, zero.Dashes = color.Gray{Y: 60}, vg.Points(0.8), []vg.Length{vg.Points(2), vg.Points(2)}
-		p.Add(zero)
-		for i, r := range g.Rows {
-			y := float64(n - 1 - i)
-			ci, err := plotter.NewLine(plotter.XYs{{X: r.Lo, Y: y}, {X: r.Hi, Y: y}})
+	if side {
+		var row []*plot.Plot
+		for i, g := range f.Groups {
+			p, err := forestPanel(g, i == 0, forestPanelW-16)
 			if err != nil {
 				return err
 			}
-			gs := verdictGlyph(r.Verdict)
-			ci.Color, ci.Width = gs.Color, vg.Points(1.4)
-			p.Add(ci)
-			sc, err := plotter.NewScatter(plotter.XYs{{X: r.D, Y: y}})
+			row = append(row, p)
+		}
+		area := draw.Crop(dc, legendMargin, -2*legendMargin, forestLegend+noteH, -6)
+		for i, c := range alignRow(row, area, vg.Millimeter*5) {
+			row[i].Draw(c)
+		}
+	} else {
+		top := h
+		for _, g := range f.Groups {
+			gh := forestHeadH + vg.Length(len(g.Rows))*forestRowH
+			p, err := forestPanel(g, true, 0)
 			if err != nil {
 				return err
 			}
-			sc.GlyphStyle = gs
-			p.Add(sc)
+			p.Draw(draw.Crop(dc, legendMargin, -2*legendMargin, top-gh, -(h-top)-10))
+			top -= gh
 		}
-		c := draw.Crop(dc, legendMargin, -2*legendMargin, top-gh, -(h-top)-10)
-		p.Draw(c)
-		top -= gh
 	}
 	// The verdicts' legend, centred on one line.
 	sty := legendStyle()
-	var w vg.Length
+	var lw vg.Length
 	for _, m := range verdictMarks {
-		w += 14 + legendGap + sty.Width("after Holm: "+m.Verdict) + legendColGap
+		lw += 14 + legendGap + sty.Width("after Holm: "+m.Verdict) + legendColGap
 	}
-	x := (forestW - w) / 2
+	x := (w - lw) / 2
 	yc := noteH + forestLegend/2
 	for _, m := range verdictMarks {
 		dc.DrawGlyph(m.Style, vg.Point{X: x + 7, Y: yc})
@@ -228,4 +315,55 @@ func renderForest(f forestSpec, path string) error {
 		dc.FillText(nsty, vg.Point{X: 2 * legendMargin, Y: noteH - legendMargin/2 - (vg.Length(i)+0.5)*noteRowH}, s)
 	}
 	return writePNG(path, img)
+}
+
+// alignRow places plots side by side in c, gap apart, so that their data
+// areas have one width and one height (plot.Align's widths differed by
+// up to 60%: a plot's margins change with its width, so they are measured
+// again at the widths found, until they settle).
+func alignRow(plots []*plot.Plot, c draw.Canvas, gap vg.Length) []draw.Canvas {
+	n := len(plots)
+	total := c.Max.X - c.Min.X - vg.Length(n-1)*gap
+	widths := make([]vg.Length, n)
+	for i := range widths {
+		widths[i] = total / vg.Length(n)
+	}
+	place := func() []draw.Canvas {
+		out := make([]draw.Canvas, n)
+		x := c.Min.X
+		for i, w := range widths {
+			out[i] = draw.Canvas{Canvas: c.Canvas, Rectangle: vg.Rectangle{Min: vg.Point{X: x, Y: c.Min.Y}, Max: vg.Point{X: x + w, Y: c.Max.Y}}}
+			x += w + gap
+		}
+		return out
+	}
+	for range 4 {
+		cs := place()
+		var margins vg.Length
+		m := make([]vg.Length, n)
+		for i, p := range plots {
+			d := p.DataCanvas(cs[i])
+			m[i] = (cs[i].Max.X - cs[i].Min.X) - (d.Max.X - d.Min.X)
+			margins += m[i]
+		}
+		data := (total - margins) / vg.Length(n)
+		for i := range widths {
+			widths[i] = m[i] + data
+		}
+	}
+	// One height too, so the rows line up across the panels: each data
+	// area from the highest bottom margin to the lowest top (a title or
+	// x label wrapped to more lines takes more).
+	cs := place()
+	var bottom, top vg.Length
+	for i, p := range plots {
+		d := p.DataCanvas(cs[i])
+		bottom, top = max(bottom, d.Min.Y-cs[i].Min.Y), max(top, cs[i].Max.Y-d.Max.Y)
+	}
+	for i, p := range plots {
+		d := p.DataCanvas(cs[i])
+		cs[i].Min.Y += bottom - (d.Min.Y - cs[i].Min.Y)
+		cs[i].Max.Y -= top - (cs[i].Max.Y - d.Max.Y)
+	}
+	return cs
 }

@@ -594,6 +594,9 @@ func buildReportFigs(d *plotData) reportFigs {
 				if why != "-" {
 					out.Notes = append(out.Notes, why)
 				}
+				if ax == onSteps {
+					break // its other axes would say it again, or less
+				}
 				continue
 			}
 			out.Figs = append(out.Figs, f)

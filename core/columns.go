@@ -25,6 +25,14 @@ type Allocator interface {
 	Float64s(n int) []float64
 }
 
+// StepAllocator is an Allocator whose blocks live for one training step:
+// the trainer calls Reset at the start of every step, after which the
+// previous step's blocks may be handed out again.
+type StepAllocator interface {
+	Allocator
+	Reset() error
+}
+
 // Offsets returns the token offset of every sequence in the batch's
 // columns, n+1 entries: sequence i's tokens are [o[i], o[i+1]).
 func (r *Rollout) Offsets() []int {

@@ -11,6 +11,36 @@ import (
 	"github.com/cde-rl/cde/plugins"
 )
 
+// benchRollouts are two batches of n responses of t tokens (benchRollout,
+// seeds 1 and 2) packed into columns in one arena, as the trainer lays out
+// a step's batch when a shared-memory plugin runs: the plugins that take
+// the arena (useArena) read the columns in place. The arena holds both
+// batches and room for the arrays the plugins' hosts copy into it.
+func benchRollouts(b *testing.B, n, t, k int) ([2]*core.Rollout, *plugins.Arena) {
+	a := plugins.NewArena()
+	b.Cleanup(a.Close)
+	if err := a.Reserve(2*n*t*(3+k)*8 + 16*n*t*4 + 64<<20); err != nil {
+		b.Fatal(err)
+	}
+	var rs [2]*core.Rollout
+	for i := range rs {
+		rs[i] = benchRollout(n, t, k, uint64(i+1))
+		rs[i].Alloc = a
+		rs[i].Pack()
+		// The hooks' answers come from the heap: calls repeated without a
+		// step's Reset would otherwise fill the arena with them.
+		rs[i].Alloc = nil
+	}
+	return rs, a
+}
+
+// useArena gives a plugin strategy the arena (a no-op with the messages).
+func useArena(s core.Strategy, a *plugins.Arena) {
+	if p, ok := plugins.Of(s); ok {
+		p.UseArena(a)
+	}
+}
+
 // benchRollout is n responses of t tokens with log-probs, entropies, K
 // head values and advantages (groups of 8), drawn from seed.
 func benchRollout(n, t, k int, seed uint64) *core.Rollout {
@@ -84,7 +114,7 @@ func BenchmarkPluginOverhead(b *testing.B) {
 		}},
 	}
 	for _, sz := range benchSizes {
-		rs := [2]*core.Rollout{benchRollout(sz.n, sz.t, 16, 1), benchRollout(sz.n, sz.t, 16, 2)}
+		rs, arena := benchRollouts(b, sz.n, sz.t, 16)
 		info := core.StepInfo{Step: 3, TotalSteps: 100, Algorithm: "ppo", Seed: 1}
 		for _, h := range hooks {
 			algo := algorithm(b, h.algo)
@@ -98,6 +128,7 @@ func BenchmarkPluginOverhead(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer core.HooksOf(s).Close()
+					useArena(s, arena)
 					loopFresh(b, s, info, rs, h.call)
 				})
 			}

@@ -512,6 +512,10 @@ func (p *Plugin) Close() error {
 	defer p.mu.Unlock()
 	if !p.closed {
 		p.closed = true
+		if p.shm != nil {
+			p.log.Info().Str("plugin", p.tag).Int64("in_place_bytes", p.shm.InPlace).Int64("written_bytes", p.shm.Written).
+				Int64("kept_bytes", p.shm.Kept).Msg("shared-memory transport: bytes handed over in place, written, and found unchanged")
+		}
 		p.shutdown()
 		p.releaseShm()
 	}
@@ -838,6 +842,36 @@ func (p *Plugin) ShmBytes() (written, kept int64) {
 		return 0, 0
 	}
 	return p.shm.Written, p.shm.Kept
+}
+
+// Arena is a host's shared-memory allocator of a step's per-token columns
+// (a core.Allocator with a Reset per step): a trainer that allocates its
+// batch in the arena its shared-memory plugins use (Plugin.UseArena) hands
+// every column over without a copy.
+type Arena = wire.Arena
+
+// NewArena returns an arena with no region yet (see wire.Arena).
+func NewArena() *Arena { return wire.NewArena() }
+
+// UseArena makes the plugin read columns allocated in a where they lie. It
+// reports false, and does nothing, when batches go in the messages.
+func (p *Plugin) UseArena(a *Arena) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shm == nil || a == nil {
+		return false
+	}
+	p.shm.UseArena(a)
+	return true
+}
+
+// ShmInPlace reports the bytes of columns handed over where they lay in
+// the arena (0 without one).
+func (p *Plugin) ShmInPlace() int64 {
+	if p.shm == nil {
+		return 0
+	}
+	return p.shm.InPlace
 }
 
 // releaseShm frees the shared-memory regions (the plugin is gone or

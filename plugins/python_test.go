@@ -355,9 +355,8 @@ type constBonus struct{}
 func (constBonus) Name() string      { return "constbonus" }
 func (constBonus) Needs() core.Needs { return core.Needs{LogProbs: true, Entropies: true} }
 func (constBonus) AdvantageBonus(_ core.StepInfo, r *core.Rollout) ([][]float64, error) {
-	out := make([][]float64, len(r.Seqs))
-	for i := range r.Seqs {
-		out[i] = make([]float64, r.Seqs[i].Len())
+	_, out := r.TokenRows(1) // one column, as testplugin's ok mode
+	for i := range out {
 		for t := range out[i] {
 			out[i][t] = 0.001 * r.Seqs[i].Reward
 		}
@@ -429,6 +428,7 @@ func BenchmarkPythonHookOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var arena *plugins.Arena
 	plugin := func(path string, params map[string]any, transport string,
 		hook func(core.Strategy, core.StepInfo, *core.Rollout) error, rs [2]*core.Rollout) func(b *testing.B) {
 		return func(b *testing.B) {
@@ -438,11 +438,13 @@ func BenchmarkPythonHookOverhead(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer core.HooksOf(s).Close()
+			useArena(s, arena)
 			loopFresh(b, s, info, rs, hook)
 		}
 	}
 	for _, sz := range benchSizes {
-		rs := [2]*core.Rollout{benchRollout(sz.n, sz.t, 0, 1), benchRollout(sz.n, sz.t, 0, 2)}
+		var rs [2]*core.Rollout
+		rs, arena = benchRollouts(b, sz.n, sz.t, 0)
 		at := fmt.Sprintf("%dx%d/", sz.n, sz.t)
 		b.Run(at+"reward/in-tree", func(b *testing.B) { loopFresh(b, inTree, info, rs, reward) })
 		for _, m := range transportModes {

@@ -104,6 +104,19 @@ const runtimeBytes = 64e6
 //	              every block's input, one block's activations and
 //	              attention probabilities, and the logits terms for one
 //	              chunk of positions (at most xla.TrainChunkBytes of logits)
+//	columns       the step's per-token signals (core/columns.go), float64
+//	              for every token of train.prompts_per_step x rollout.n
+//	              responses of rollout.max_response_tokens: 9 signals
+//	              (log-probs, entropies, reference and rollout log-probs,
+//	              advantages, advantage bonuses, returns, the token-loss
+//	              weights and coefficients) and 2K for the values and head
+//	              masks. With shared-memory plugins they live in the
+//	              plugins' arena, counted instead: a quarter's headroom
+//	              over the columns and the prompts' and responses' token
+//	              ids (model.max_len per row), at least 1 MiB, plus one
+//	              answer region per plugin (the largest per-token answer,
+//	              max(2, K) values a token, with a quarter's headroom, at
+//	              least 1 MiB)
 //
 // It is an estimate of the tensors a run must hold, not of a particular
 // engine's allocator: measured peaks are compared with it in docs/config.md
@@ -203,7 +216,30 @@ func EstimateMemory(cfg *trainer.Config, p xla.ModelConfig, valueHeads, evalRows
 		e.Passes = append(e.Passes, MemoryPart{"generation of an evaluation", gen(f(evalRows)),
 			fmt.Sprintf("the largest eval set's problems (eval.max_problems) x eval.k, at most eval.max_rows = %d rows, model.max_len", evalRows)})
 	}
+	tokens := rows * f(cfg.Rollout.MaxResponseTokens)
+	columns := tokens * 8 * (9 + 2*f(valueHeads))
+	colKeys := "train.prompts_per_step x rollout.n x rollout.max_response_tokens tokens, the value heads"
+	if n := shmPlugins(cfg); n > 0 {
+		region := func(b float64) float64 { return max(1.25*b, 1<<20) }
+		shared := region(columns+8*rows*t) + f(n)*region(tokens*8*max(2, f(valueHeads)))
+		e.Fixed = append(e.Fixed, MemoryPart{"per-token columns of a step, in the plugins' shared memory", shared,
+			colKeys + fmt.Sprintf(", model.max_len, %d shared-memory plugin(s) (strategies[].plugin, transport)", n)})
+	} else {
+		e.Fixed = append(e.Fixed, MemoryPart{"per-token columns of a step", columns, colKeys})
+	}
 	return e
+}
+
+// shmPlugins counts the strategies entries that are plugins which may take
+// the shared-memory transport (transport not "messages").
+func shmPlugins(cfg *trainer.Config) int {
+	n := 0
+	for _, e := range cfg.Strategies {
+		if _, ok := e["plugin"]; ok && e["transport"] != "messages" {
+			n++
+		}
+	}
+	return n
 }
 
 // ParamCount is the number of parameters of the policy p: for cde's

@@ -93,8 +93,10 @@ func TestEstimateMemoryByHand(t *testing.T) {
 	e := EstimateMemory(cfg, p, 0, 6)
 	// The cpu engine (backend.engine auto) keeps at most 128 MiB of idle
 	// buffers: 134,217,728 bytes.
+	// columns: 4 rows x 8 tokens x 8 bytes x 9 signals = 2,304.
 	want := map[string]float64{"runtime": 64e6, "model state": 41600, "generation of a training batch": 41792,
-		"training pass": 130816, "generation of an evaluation": 62688, "cpu engine's idle buffers": 134217728}
+		"training pass": 130816, "generation of an evaluation": 62688, "cpu engine's idle buffers": 134217728,
+		"per-token columns of a step": 2304}
 	for _, part := range append(append([]MemoryPart{}, e.Fixed...), e.Passes...) {
 		if w, ok := want[part.Name]; !ok || part.Bytes != w {
 			t.Errorf("%s: %v bytes, want %v", part.Name, part.Bytes, w)
@@ -104,7 +106,7 @@ func TestEstimateMemoryByHand(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("missing terms: %v", want)
 	}
-	if e.Total() != 64e6+41600+134217728+130816 || e.Largest().Name != "training pass" {
+	if e.Total() != 64e6+41600+134217728+2304+130816 || e.Largest().Name != "training pass" {
 		t.Errorf("total %v, largest %s", e.Total(), e.Largest().Name)
 	}
 	// A critic doubles the state (plus its heads) and the training pass.
@@ -112,12 +114,26 @@ func TestEstimateMemoryByHand(t *testing.T) {
 	if c.Fixed[1].Bytes != 41600+16*(2600+8*2) || c.Passes[1].Bytes != 2*130816 {
 		t.Errorf("with a critic: state %v, training %v", c.Fixed[1].Bytes, c.Passes[1].Bytes)
 	}
+	// Two heads add 2K = 4 columns: 4 x 8 x 8 x 13 = 3,328.
+	if last := c.Fixed[len(c.Fixed)-1]; last.Name != "per-token columns of a step" || last.Bytes != 3328 {
+		t.Errorf("with a critic: %s %v, want the columns at 3328", last.Name, last.Bytes)
+	}
+	// A shared-memory plugin: the columns (2,304) and the token ids
+	// (8 x 4 rows x 16) in its arena, 1.25 x 2,816 = 3,520, and an answer
+	// region of 1.25 x 32 tokens x 8 x max(2, 0) = 640: each at least
+	// 1 MiB, 2 MiB in all. A plugin on the messages has no region.
+	cfg.Strategies = []map[string]any{{"plugin": "./p"}, {"plugin": "./q", "transport": "messages"}, {"name": "ppl"}}
+	pl := EstimateMemory(cfg, p, 0, 6)
+	if last := pl.Fixed[len(pl.Fixed)-1]; last.Name != "per-token columns of a step, in the plugins' shared memory" || last.Bytes != 2<<20 {
+		t.Errorf("with a plugin: %s %v, want the shared memory at %d", last.Name, last.Bytes, 2<<20)
+	}
+	cfg.Strategies = nil
 	// Another engine has no idle-buffer term; rollout.dtype bfloat16 adds
 	// 2 bytes a parameter: 5,200.
 	cfg.Backend.Engine = "xla:cuda"
 	cfg.Rollout.DType = "bfloat16"
 	b := EstimateMemory(cfg, p, 0, 6)
-	if len(b.Fixed) != 3 || b.Fixed[2].Name != "bfloat16 copies of the weights" || b.Fixed[2].Bytes != 5200 {
+	if len(b.Fixed) != 4 || b.Fixed[2].Name != "bfloat16 copies of the weights" || b.Fixed[2].Bytes != 5200 {
 		t.Errorf("xla:cuda, bfloat16 generation: fixed terms %v", b.Fixed)
 	}
 	cfg.Backend.Engine, cfg.Rollout.DType = "auto", "float32"

@@ -38,6 +38,9 @@ type Session struct {
 	Backend    *xla.Backend
 	Trainer    *trainer.Trainer
 	Log        zerolog.Logger
+	// arena holds each step's columns where the shared-memory plugins
+	// read them (nil without such a plugin).
+	arena *plugins.Arena
 }
 
 // Output is where long work shows its progress: a progress bar on a
@@ -150,6 +153,14 @@ func buildRun(cfg *trainer.Config, log zerolog.Logger) (_ *Session, _ core.Needs
 	}
 	s := &Session{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Log: log}
 	s.Trainer = &trainer.Trainer{Cfg: cfg, Task: task, Algo: algo, Strategies: strats, Weights: strategyWeights, Log: log}
+	// Shared-memory plugins read the step's columns in place: the trainer
+	// allocates them in one arena every such plugin maps.
+	arena := plugins.NewArena()
+	for _, st := range strats {
+		if p, ok := plugins.Of(st); ok && p.UseArena(arena) {
+			s.arena, s.Trainer.Alloc = arena, arena
+		}
+	}
 	if needs, err = s.Trainer.Needs(); err != nil {
 		s.Close()
 		return nil, needs, err
@@ -253,6 +264,7 @@ func remoteGenerator(cfg *trainer.Config, b *xla.Backend, strats []core.Strategy
 // Close stops the plugin processes and releases the backend.
 func (s *Session) Close() {
 	core.CloseAll(s.Strategies)
+	s.arena.Close()
 	if s.Backend != nil {
 		s.Backend.Close()
 	}

@@ -55,7 +55,8 @@ type Trainer struct {
 	// Alloc, when set, holds every step's per-token columns (core.Allocator):
 	// the plugin host's shared memory, so that plugins read them in place.
 	// nil is the Go heap.
-	Alloc core.Allocator
+	Alloc       core.Allocator
+	allocWarned bool
 	// Gen generates the training batches; nil is the Backend (in-process).
 	// With another Generator (remote servers, package rollout) the trainer
 	// recomputes old log-probs and entropies with the Backend (Rescorer),
@@ -254,6 +255,13 @@ func (t *Trainer) info(step int) core.StepInfo {
 func (t *Trainer) Step(step int, m map[string]float64) error {
 	stepStart := time.Now()
 	info := t.info(step)
+	if a, ok := t.Alloc.(core.StepAllocator); ok {
+		// The previous step's columns are no longer read.
+		if err := a.Reset(); err != nil && !t.allocWarned {
+			t.allocWarned = true
+			t.Log.Warn().Err(err).Msg("plugins: the shared-memory arena could not grow; columns stay on the heap and are copied to the plugins")
+		}
+	}
 	r, generated, genTime, klCoef, err := t.sample(step, m)
 	if err != nil {
 		return err

@@ -82,9 +82,8 @@ func (b *bad) RewardBonus(info core.StepInfo, r *core.Rollout) ([]float64, error
 }
 
 func (b *bad) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
-	out := make([][]float64, len(r.Seqs))
-	for i := range r.Seqs {
-		out[i] = make([]float64, r.Seqs[i].Len())
+	_, out := r.TokenRows(1) // one column: in the answer region over shared memory
+	for i := range out {
 		for t := range out[i] {
 			out[i][t] = b.bonus / 2
 		}

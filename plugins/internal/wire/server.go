@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -221,6 +223,11 @@ func (sv *server) batchCall(hook string, b *pb.Batch, f func(h core.Hooks, info 
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
+	if b.GetShm().GetAnswer() != nil {
+		// A per-token answer made as one column (core.Rollout.TokenRows)
+		// is allocated in the answer region: it is the answer in place.
+		r.Alloc = &answerAlloc{c: sv.shm, b: b}
+	}
 	if err := protect(hook, func() error { return f(h, info, r) }); err != nil {
 		return hookErr(err)
 	}
@@ -270,13 +277,10 @@ func (sv *server) AdvantageBonus(_ context.Context, b *pb.Batch) (*pb.AdvantageB
 		}
 		if dst != nil {
 			out.InShm = true
-			dst = dst[:0]
 		} else {
-			dst = make([]float64, 0, n)
+			dst = make([]float64, n)
 		}
-		for _, row := range rows {
-			dst = append(dst, row...)
-		}
+		gather(dst, rows)
 		if !out.InShm {
 			out.Bonus = dst
 		}
@@ -330,16 +334,15 @@ func (sv *server) TokenLoss(_ context.Context, b *pb.Batch) (*pb.TokenLossRespon
 			return err
 		}
 		pack := func(rows [][]float64, at int) []float64 {
-			var flat []float64
-			if region != nil {
-				flat = region[at:at]
-			}
-			for _, row := range rows {
-				flat = append(flat, row...)
-			}
-			if region != nil {
+			if rows == nil {
 				return nil
 			}
+			if region != nil {
+				gather(region[at:at+total], rows)
+				return nil
+			}
+			flat := make([]float64, total)
+			gather(flat, rows)
 			return flat
 		}
 		out.InShm = region != nil
@@ -380,10 +383,10 @@ func (sv *server) HeadMasks(_ context.Context, b *pb.Batch) (*pb.HeadMasksRespon
 			return err
 		}
 		out.InShm = dst != nil
-		dst = dst[:0]
-		for _, m := range masks {
-			dst = append(dst, m...)
+		if dst == nil {
+			dst = make([]float64, n)
 		}
+		gather(dst, masks)
 		if !out.InShm {
 			out.Masks = dst
 		}
@@ -448,4 +451,66 @@ func SortedMetricNames(m map[string]float64) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// answerAlloc is a plugin-side core.Allocator that hands out the batch's
+// answer region once, from its start: the first block a hook allocates
+// there (its answer made with TokenRows) is written where the host reads
+// it. Later blocks, and blocks larger than the region, come from the heap.
+type answerAlloc struct {
+	c    *shmClient
+	b    *pb.Batch
+	used bool
+}
+
+func (a *answerAlloc) Float64s(n int) []float64 {
+	if a.used {
+		return nil
+	}
+	a.used = true
+	v, err := a.c.answer(a.b, n)
+	if err != nil || v == nil {
+		return nil
+	}
+	clear(v)
+	return v
+}
+
+// gather writes rows end to end into dst (which holds their total length).
+// A row already at its place (an answer allocated in the region) is not
+// copied; when some row lies elsewhere in dst's memory, every row is first
+// copied out, so that no write overtakes a row still to be read.
+func gather(dst []float64, rows [][]float64) {
+	if len(dst) == 0 {
+		return
+	}
+	lo := uintptr(unsafe.Pointer(&dst[0]))
+	hi := lo + 8*uintptr(len(dst))
+	pos, inPlace, overlap := 0, true, false
+	for _, row := range rows {
+		if len(row) > 0 {
+			p := uintptr(unsafe.Pointer(&row[0]))
+			if p != lo+8*uintptr(pos) {
+				inPlace = false
+				if p < hi && p+8*uintptr(len(row)) > lo {
+					overlap = true
+				}
+			}
+		}
+		pos += len(row)
+	}
+	if inPlace {
+		return
+	}
+	if overlap {
+		cp := make([][]float64, len(rows))
+		for i, row := range rows {
+			cp[i] = slices.Clone(row)
+		}
+		rows = cp
+	}
+	pos = 0
+	for _, row := range rows {
+		pos += copy(dst[pos:], row)
+	}
 }

@@ -86,9 +86,30 @@ type ShmHost struct {
 	in, ans *HostRegion
 	slots   map[int32]shmSlot
 	gen     uint64
+	// arena, when set, is the host's shared allocator (UseArena): a column
+	// allocated in it is handed over where it lies.
+	arena   *Arena
+	scratch map[int32]scratchSlot
 	// Written counts the bytes written into the input region, Kept the
-	// bytes of arrays found unchanged (tests and benchmarks read them).
-	Written, Kept int64
+	// bytes of arrays found unchanged (tests and benchmarks read them),
+	// InPlace the bytes of columns handed over where they lay (the arena).
+	Written, Kept, InPlace int64
+}
+
+// scratchSlot is where an array that is not an arena column was copied
+// into the arena, in which arena epoch (a later step's Reset frees it).
+type scratchSlot struct {
+	region, epoch uint64
+	offset, count int
+}
+
+// UseArena makes the host hand over columns allocated in a (the arena's
+// region) without copying them, and copy the other arrays into a too, so
+// that a batch lies in one region; a batch that does not fit the arena
+// goes through this host's own input region as before.
+func (h *ShmHost) UseArena(a *Arena) {
+	h.arena = a
+	h.scratch = map[int32]scratchSlot{}
 }
 
 // shmSlot is where an array was last written and its generation.
@@ -148,6 +169,13 @@ func (h *ShmHost) Encode(info core.StepInfo, r *core.Rollout, needs core.Needs, 
 	if err != nil {
 		return nil, err
 	}
+	if sb := h.encodeInArena(arrays); sb != nil {
+		if err := h.attachAnswer(sb, answerBytes); err != nil {
+			return nil, err
+		}
+		b.Shm = sb
+		return b, nil
+	}
 	offsets := make([]int, len(arrays))
 	size := 0
 	for i, a := range arrays {
@@ -181,16 +209,75 @@ func (h *ShmHost) Encode(info core.StepInfo, r *core.Rollout, needs core.Needs, 
 		sb.Arrays = append(sb.Arrays, &pb.ShmArray{Field: a.field, Dtype: shmFields[a.field].dtype,
 			Offset: uint64(off), Count: uint64(a.count), Generation: h.slots[a.field].gen})
 	}
-	if answerBytes > 0 {
-		ans, err := grow(h.ans, "answer", answerBytes, false)
-		if err != nil {
-			return nil, err
-		}
-		h.ans = ans
-		sb.Answer = h.ans.proto()
+	if err := h.attachAnswer(sb, answerBytes); err != nil {
+		return nil, err
 	}
 	b.Shm = sb
 	return b, nil
+}
+
+// attachAnswer attaches an answer region of at least answerBytes (none for
+// 0).
+func (h *ShmHost) attachAnswer(sb *pb.ShmBatch, answerBytes int) error {
+	if answerBytes <= 0 {
+		return nil
+	}
+	ans, err := grow(h.ans, "answer", answerBytes, false)
+	if err != nil {
+		return err
+	}
+	h.ans = ans
+	sb.Answer = h.ans.proto()
+	return nil
+}
+
+// encodeInArena places the batch in the arena's region: a column that lies
+// there is named where it is, any other array is copied into the arena
+// (into the same place for the rest of the step: a later hook's call
+// writes only what changed). It returns nil, having sent nothing, when
+// there is no arena region or an array does not fit it.
+func (h *ShmHost) encodeInArena(arrays []batchArray) *pb.ShmBatch {
+	a := h.arena
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur == nil {
+		return nil
+	}
+	sb := &pb.ShmBatch{Input: a.cur.proto(), Arrays: make([]*pb.ShmArray, 0, len(arrays))}
+	for i := range arrays {
+		arr := &arrays[i]
+		el := 8
+		if arr.ints != nil {
+			el = 4
+		}
+		// Content in the arena may change in place between calls: every
+		// array gets a new generation.
+		h.gen++
+		if off, ok := a.locate(arr.block); ok {
+			h.InPlace += int64(len(arr.block) * 8)
+			sb.Arrays = append(sb.Arrays, &pb.ShmArray{Field: arr.field, Dtype: shmFields[arr.field].dtype,
+				Offset: uint64(off), Count: uint64(arr.count), Generation: h.gen})
+			continue
+		}
+		slot, ok := h.scratch[arr.field]
+		if !ok || slot.region != a.cur.ID || slot.epoch != a.epoch || slot.count != arr.count {
+			off, fits := a.takeLocked(arr.count * el)
+			if !fits {
+				return nil
+			}
+			slot = scratchSlot{region: a.cur.ID, epoch: a.epoch, offset: off, count: arr.count}
+			h.scratch[arr.field] = slot
+		}
+		kept, written := place(arr, a.cur.Mem, slot.offset)
+		h.Kept += kept
+		h.Written += written
+		sb.Arrays = append(sb.Arrays, &pb.ShmArray{Field: arr.field, Dtype: shmFields[arr.field].dtype,
+			Offset: uint64(slot.offset), Count: uint64(arr.count), Generation: h.gen})
+	}
+	return sb
 }
 
 // place puts array a into mem at byte offset off, part by part: a part

@@ -199,6 +199,25 @@ func TestRobustRangeClipsSpike(t *testing.T) {
 	if lo, hi, exts := robustRange([]panelFig{q}); math.Abs(lo-0.1) > 1e-12 || math.Abs(hi-0.9) > 1e-12 || exts != nil {
 		t.Errorf("robustRange with every arm spiking = %v, %v, %v; want 0.1, 0.9, nil", lo, hi, exts)
 	}
+	// Two arms that collapse together (0.87 to 0, as the leaderboard's
+	// simhash arms on pass@256) go as one: leaving out either alone keeps
+	// the other's 0, both (two of eight, within the third) leave the six
+	// live arms' 0.85 to 0.88, and their first point, 0.87, is near it.
+	// Padded 4% of 0.03, the axis starts at 0.8488.
+	var two panelFig
+	for i := range 6 {
+		d := 0.004 * float64(i)
+		two.Lines = append(two.Lines, lineSpec{Arm: string(rune('a' + i)), Mean: []xy{{0, 0.87}, {1, 0.86 + d}, {2, 0.85 + d}}})
+	}
+	for _, a := range []string{"x", "y"} {
+		two.Lines = append(two.Lines, lineSpec{Arm: a, Mean: []xy{{0, 0.87}, {1, 0.4}, {2, 0}}})
+	}
+	lo, hi, exts = robustRange([]panelFig{two})
+	if math.Abs(lo-0.85) > 1e-12 || math.Abs(hi-0.88) > 1e-12 || len(exts) != 8 {
+		t.Errorf("robustRange with two arms collapsed together = %v, %v, %v; want 0.85, 0.88 and 8 extents", lo, hi, exts)
+	} else if got := clipNote(exts, lo-0.04*(hi-lo), hi+0.04*(hi-lo)); !slices.Equal(got, []string{"x below 0.849 (down to 0)", "y below 0.849 (down to 0)"}) {
+		t.Errorf("clipNote with two arms collapsed together = %q", got)
+	}
 	// An arm that sits elsewhere throughout (collapsed at 0, eight arms at
 	// 0.4-0.47) is no spike: none of its points is near the others'
 	// range, so it sets the range with them.

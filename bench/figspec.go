@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -319,10 +320,11 @@ type clipExt struct {
 }
 
 // robustRange is the y range of a figure's lines that a few arms' spikes
-// do not set. Arms are left out of it one at a time while leaving one out
-// more than halves the range (the others' whole range, with the reference
-// line), at most a third of the arms, and only an arm with at least a
-// tenth of its points near the others' range (within a quarter of it on
+// do not set. Arms are left out of it while leaving them out more than
+// halves the range (the others' whole range, with the reference line):
+// each round the fewest of the lowest or of the highest arms that do, at
+// most a third of the arms in all, and only arms with at least a tenth of
+// their points near the others' range (within a quarter of it on
 // either side): a spike or an excursion, not an arm that sits elsewhere
 // throughout (a collapsed arm at 0 is drawn). The range is then the kept
 // arms' whole range, widened to the left-out arms' points near it. With
@@ -363,10 +365,10 @@ func robustRange(panels []panelFig) (lo, hi float64, clipped []clipExt) {
 		}
 		return refLo, refHi, nil
 	}
-	rangeOf := func(skip map[*armYs]bool, not *armYs) (float64, float64) {
+	rangeOf := func(skip map[*armYs]bool, not []*armYs) (float64, float64) {
 		lo, hi := refLo, refHi
 		for _, a := range arms {
-			if !skip[a] && a != not {
+			if !skip[a] && !slices.Contains(not, a) {
 				lo, hi = min(lo, a.ext.Lo), max(hi, a.ext.Hi)
 			}
 		}
@@ -381,24 +383,46 @@ func robustRange(panels []panelFig) (lo, hi float64, clipped []clipExt) {
 		}
 		return n
 	}
+	// Each round leaves out the fewest arms that more than halve the
+	// range: the k lowest or the k highest (two arms collapsed together
+	// go as one), k within the third.
 	out := map[*armYs]bool{}
-	for 3*(len(out)+1) <= len(arms) {
+	for {
 		lo, hi := rangeOf(out, nil)
-		var best *armYs
-		bestSpan := (hi - lo) / 2
+		var kept []*armYs
 		for _, a := range arms {
-			if out[a] {
-				continue
+			if !out[a] {
+				kept = append(kept, a)
 			}
-			l, h := rangeOf(out, a)
-			if h-l < bestSpan && h > l && 10*near(a, l, h) >= len(a.ys) {
-				best, bestSpan = a, h-l
+		}
+		var best []*armYs
+		half, bestSpan := (hi-lo)/2, 0.0
+		for _, side := range []func(a, b *armYs) int{
+			func(a, b *armYs) int { return cmp.Compare(a.ext.Lo, b.ext.Lo) },
+			func(a, b *armYs) int { return cmp.Compare(b.ext.Hi, a.ext.Hi) },
+		} {
+			order := slices.Clone(kept)
+			slices.SortStableFunc(order, side)
+			for k := 1; 3*(len(out)+k) <= len(arms) && (best == nil || k <= len(best)); k++ {
+				l, h := rangeOf(out, order[:k])
+				if h-l >= half || h <= l {
+					continue
+				}
+				ok := true
+				for _, a := range order[:k] {
+					ok = ok && 10*near(a, l, h) >= len(a.ys)
+				}
+				if ok && (best == nil || k < len(best) || (k == len(best) && h-l < bestSpan)) {
+					best, bestSpan = order[:k], h-l
+				}
 			}
 		}
 		if best == nil {
 			break
 		}
-		out[best] = true
+		for _, a := range best {
+			out[a] = true
+		}
 	}
 	lo, hi = rangeOf(out, nil)
 	if len(out) == 0 {

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"encoding/json"
+	"image"
+	"image/color"
 	"math"
 	"os"
 	"os/exec"
@@ -296,8 +298,8 @@ func TestCommittedFiguresPass(t *testing.T) {
 		rep{"leaderboard/extra", filepath.Join(root, "bench", "leaderboard-extra.yaml"), filepath.Join(lb, "extra"), filepath.Join(lb, "main")},
 		rep{"leaderboard/rerun", filepath.Join(root, "bench", "leaderboard-rerun.yaml"), filepath.Join(lb, "rerun"), ""},
 		rep{"transfer", filepath.Join(root, "bench", "transfer.yaml"), filepath.Join(results, "transfer"), ""})
-	if len(reps) < 8 {
-		t.Fatalf("%d committed reports, want the 4 packed and 4 restored", len(reps))
+	if len(reps) < 9 {
+		t.Fatalf("%d committed reports, want the 5 packed (quick's among them) and 4 restored", len(reps))
 	}
 	python := "/usr/bin/python3"
 	if _, err := os.Stat(python); err != nil {
@@ -482,5 +484,44 @@ func TestForestSideBySide(t *testing.T) {
 	}
 	if d0.Min.X-cs[0].Min.X < d1.Min.X-cs[1].Min.X+20 {
 		t.Errorf("the first panel has no room for its labels: %v vs %v", d0.Min.X-cs[0].Min.X, d1.Min.X-cs[1].Min.X)
+	}
+}
+
+// Figures are written in 256 colours: an image of at most 256 colours
+// keeps every pixel; one of more keeps its 256 most frequent and draws
+// each other pixel as the nearest of them. Worked by hand.
+func TestPalettedPNG(t *testing.T) {
+	im := image.NewRGBA(image.Rect(0, 0, 30, 20))
+	for y := range 20 {
+		for x := range 30 {
+			im.Set(x, y, color.RGBA{R: uint8(10 * (x % 10)), G: uint8(10 * y), B: 7, A: 255}) // 200 colours
+		}
+	}
+	p := paletted(im).(*image.Paletted)
+	for y := range 20 {
+		for x := range 30 {
+			if p.At(x, y) != im.At(x, y) {
+				t.Fatalf("200 colours: pixel %d,%d is %v, was %v", x, y, p.At(x, y), im.At(x, y))
+			}
+		}
+	}
+	// 266 colours: (i, 0, 0) for i = 0-255 twice each, (0, 0, 50+j) for
+	// j = 0-9 once: the ten blues go, each drawn as (0, 0, 0) (distance
+	// 50+j, against 51+j for (1, 0, 0)).
+	im = image.NewRGBA(image.Rect(0, 0, 522, 1))
+	for x := range 512 {
+		im.Set(x, 0, color.RGBA{R: uint8(x / 2), A: 255})
+	}
+	for j := range 10 {
+		im.Set(512+j, 0, color.RGBA{B: uint8(50 + j), A: 255})
+	}
+	p = paletted(im).(*image.Paletted)
+	if len(p.Palette) != 256 {
+		t.Errorf("%d colours kept, want 256", len(p.Palette))
+	}
+	for j := range 10 {
+		if got := p.At(512+j, 0); got != (color.RGBA{A: 255}) {
+			t.Errorf("the blue (0, 0, %d) drawn as %v, want black", 50+j, got)
+		}
 	}
 }

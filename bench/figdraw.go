@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"cmp"
+	"image"
 	"image/color"
 	"image/png"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -333,18 +337,84 @@ func vgRect(w, h vg.Length) vg.Path {
 	return p
 }
 
-// writePNG writes img's picture to path at png's best compression.
+// writePNG writes img's picture to path at png's best compression, in
+// 256 colours (paletted): a third of the size of the full-colour image
+// (the committed reports hold over 100 figures within the repository's
+// size limit).
 func writePNG(path string, img *vgimg.Canvas) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	enc := png.Encoder{CompressionLevel: png.BestCompression}
-	if err := enc.Encode(f, img.Image()); err != nil {
+	if err := enc.Encode(f, paletted(img.Image())); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
+}
+
+// paletted is im in its 256 most frequent colours, every other colour (an
+// anti-aliased edge's blend) drawn as the nearest of them, without
+// dithering: a figure's colours are few (white, the greys of text and
+// grid, each arm's colour and seed shade), so the edges lose little.
+// Ties in frequency go to the smaller colour value, so the same image
+// gives the same bytes.
+func paletted(im image.Image) image.Image {
+	b := im.Bounds()
+	count := map[color.RGBA]int{}
+	at := func(x, y int) color.RGBA {
+		r, g, bl, a := im.At(x, y).RGBA()
+		return color.RGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(bl >> 8), A: uint8(a >> 8)}
+	}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			count[at(x, y)]++
+		}
+	}
+	cols := slices.Collect(maps.Keys(count))
+	key := func(c color.RGBA) uint32 { return uint32(c.R)<<24 | uint32(c.G)<<16 | uint32(c.B)<<8 | uint32(c.A) }
+	slices.SortFunc(cols, func(p, q color.RGBA) int {
+		if n := cmp.Compare(count[q], count[p]); n != 0 {
+			return n
+		}
+		return cmp.Compare(key(p), key(q))
+	})
+	if len(cols) > 256 {
+		cols = cols[:256]
+	}
+	pal := make(color.Palette, len(cols))
+	index := map[color.RGBA]uint8{}
+	for i, c := range cols {
+		pal[i] = c
+		index[c] = uint8(i)
+	}
+	out := image.NewPaletted(b, pal)
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			c := at(x, y)
+			i, ok := index[c]
+			if !ok {
+				i = uint8(nearest(cols, c))
+				index[c] = i
+			}
+			out.SetColorIndex(x, y, i)
+		}
+	}
+	return out
+}
+
+// nearest is the index of the colour of cols closest to c (squared
+// distance over the four channels; the first of equals).
+func nearest(cols []color.RGBA, c color.RGBA) int {
+	best, bestD := 0, math.MaxInt
+	for i, p := range cols {
+		dr, dg, db, da := int(p.R)-int(c.R), int(p.G)-int(c.G), int(p.B)-int(c.B), int(p.A)-int(c.A)
+		if d := dr*dr + dg*dg + db*db + da*da; d < bestD {
+			best, bestD = i, d
+		}
+	}
+	return best
 }
 
 // removeOldPlots deletes the figures a report wrote before (PNG and SVG),

@@ -525,3 +525,45 @@ func TestPalettedPNG(t *testing.T) {
 		}
 	}
 }
+
+// Held-out accuracy from evaluations of two sample counts (the
+// leaderboard's eval.k 16 at step 100, final_k 256 at step 200, the base
+// at step 0 with 256): one line through all three, each row's avg@k, the
+// figure saying so. With one key alone it was a single point, not drawn.
+func TestHeldoutAcrossSampleCounts(t *testing.T) {
+	var rs []*armRun
+	for seed := uint64(1); seed <= 2; seed++ {
+		s := 0.01 * float64(seed)
+		rs = append(rs, &armRun{Arm: "a", Seed: seed, Rows: []map[string]float64{
+			{"step": 0, "reward/mean": 0.1},
+			{"step": 100, "reward/mean": 0.2, "val/mean/avg@16": 0.3 + s},
+			{"step": 199, "reward/mean": 0.3},
+			{"step": 200, "val/mean/avg@256": 0.4 + s},
+		}})
+	}
+	base := []*armRun{{Arm: BaseArm, Seed: 1, Rows: []map[string]float64{{"step": 0, "val/mean/avg@256": 0.2}}},
+		{Arm: BaseArm, Seed: 2, Rows: []map[string]float64{{"step": 0, "val/mean/avg@256": 0.2}}}}
+	rf := buildReportFigs(&plotData{spec: &Spec{BaseEval: true}, runs: map[string][]*armRun{"a": rs, BaseArm: base},
+		arms: []string{"a"}, families: []family{{Name: "f", Arms: []string{"a"}}}})
+	if len(rf.Figs) == 0 || rf.Figs[0].Name != "heldout_accuracy" {
+		t.Fatalf("no held-out accuracy figure: %v", rf.Notes)
+	}
+	f := rf.Figs[0]
+	mean := f.Panels[0].Lines[0].Mean
+	want := []xy{{0, 0.2}, {100, 0.315}, {200, 0.415}}
+	if len(mean) != 3 {
+		t.Fatalf("mean %v, want %v", mean, want)
+	}
+	for i := range want {
+		if mean[i].X != want[i].X || math.Abs(mean[i].Y-want[i].Y) > 1e-12 {
+			t.Errorf("mean %v, want %v", mean, want)
+			break
+		}
+	}
+	if f.Panels[0].YLabel != "held-out accuracy (avg@k)" || !strings.Contains(f.Note, "k = 16 or 256 by evaluation") {
+		t.Errorf("label %q, note %q", f.Panels[0].YLabel, f.Note)
+	}
+	if bad := checkFigures(rf.Figs, nil); len(bad) > 0 {
+		t.Errorf("figure check: %v", bad)
+	}
+}

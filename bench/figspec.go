@@ -89,6 +89,7 @@ type metricFig struct {
 	ref                *float64
 	axes               []xAxis
 	only               []string // arms to draw; nil: all
+	note               string   // said in the figure after what its lines are
 }
 
 // reportFigs are a report's figures and the markdown lines of those that
@@ -267,10 +268,10 @@ func armLine(rs []*armRun, xOf func(*armRun) []float64, value func(map[string]fl
 	return mean, seeds
 }
 
-// collapsedArms are the arms whose held-out accuracy (valKey) is 0 at
-// every evaluation after step 0 in every seed: named in every figure.
-func collapsedArms(runs map[string][]*armRun, arms []string, valKey string) []string {
-	if valKey == "" {
+// collapsedArms are the arms whose held-out accuracy (val) is 0 at every
+// evaluation after step 0 in every seed: named in every figure.
+func collapsedArms(runs map[string][]*armRun, arms []string, val func(map[string]float64) (float64, bool)) []string {
+	if val == nil {
 		return nil
 	}
 	var out []string
@@ -278,7 +279,7 @@ func collapsedArms(runs map[string][]*armRun, arms []string, valKey string) []st
 		n, zero := 0, true
 		for _, r := range runs[a] {
 			for _, row := range r.Rows {
-				if v, ok := row[valKey]; ok && row["step"] != 0 {
+				if v, ok := val(row); ok && row["step"] != 0 {
 					n++
 					zero = zero && v == 0
 				}
@@ -558,18 +559,56 @@ func seedsText(panels []panelFig) string {
 	return fmt.Sprintf("N = %d to %d seeds per arm", lo, hi)
 }
 
+// heldoutFig is the held-out accuracy figure, from the runs' avg@k keys
+// (val/mean/avg@k for each k in avgKs; value nil with none). Where the
+// evaluations during training draw fewer samples than the final one
+// (eval.k and eval.final_k: avg@16 at step 100, avg@256 at steps 0 and 200
+// in the leaderboard) each row's avg@k is taken, the largest k a row has:
+// every avg@k estimates the same accuracy, more precisely at larger k.
+// Taking one key alone left the leaderboard's curve at one point.
+func heldoutFig(avgKs map[int]bool, withBase bool) metricFig {
+	mf := metricFig{name: "heldout_accuracy", what: "Held-out accuracy", smooth: 1, withBase: withBase,
+		axes: []xAxis{onSteps, onResponses, onWall}}
+	order := slices.Sorted(maps.Keys(avgKs))
+	switch len(order) {
+	case 0:
+		return mf
+	case 1:
+		mf.metric = fmt.Sprintf("val/mean/avg@%d", order[0])
+		mf.value = metricValue(mf.metric)
+		return mf
+	}
+	var names []string
+	for _, k := range order {
+		names = append(names, strconv.Itoa(k))
+	}
+	slices.Reverse(order)
+	mf.metric = "val/mean/avg@k"
+	mf.note = "avg@k: a problem's mean correctness over its k samples, k = " + strings.Join(names, " or ") +
+		" by evaluation (the final one draws the most); each estimates the same accuracy."
+	mf.value = func(row map[string]float64) (float64, bool) {
+		for _, k := range order {
+			if v, ok := row[fmt.Sprintf("val/mean/avg@%d", k)]; ok {
+				return v, true
+			}
+		}
+		return 0, false
+	}
+	return mf
+}
+
 // buildReportFigs computes the report's figures.
 func buildReportFigs(d *plotData) reportFigs {
 	d.looks = armLooks(d.arms)
-	valKey := ""
+	avgKs := map[int]bool{}
 	sets := map[string]bool{}
 	ks := map[int]bool{}
 	for _, arm := range d.arms {
 		for _, r := range d.runs[arm] {
 			for _, row := range r.Rows {
 				for k := range row {
-					if strings.HasPrefix(k, "val/mean/avg@") && (valKey == "" || k < valKey) {
-						valKey = k
+					if n, err := strconv.Atoi(strings.TrimPrefix(k, "val/mean/avg@")); err == nil && strings.HasPrefix(k, "val/mean/avg@") {
+						avgKs[n] = true
 					}
 				}
 			}
@@ -586,7 +625,8 @@ func buildReportFigs(d *plotData) reportFigs {
 			}
 		}
 	}
-	collapsed := collapsedArms(d.runs, d.arms, valKey)
+	heldout := heldoutFig(avgKs, d.spec.BaseEval)
+	collapsed := collapsedArms(d.runs, d.arms, heldout.value)
 	kMax := 0
 	for k := range ks {
 		kMax = max(kMax, k)
@@ -594,8 +634,8 @@ func buildReportFigs(d *plotData) reportFigs {
 	three := []xAxis{onSteps, onResponses, onWall}
 	one := 1.0
 	var mfs []metricFig
-	if valKey != "" {
-		mfs = append(mfs, metricFig{name: "heldout_accuracy", what: "Held-out accuracy", metric: valKey, smooth: 1, withBase: d.spec.BaseEval, axes: three})
+	if heldout.value != nil {
+		mfs = append(mfs, heldout)
 	}
 	mfs = append(mfs, metricFig{name: "train_reward", what: "Training reward (the batch's mean reward)", metric: "reward/mean", smooth: 5, axes: three})
 	if kMax > 1 {
@@ -815,6 +855,9 @@ func (d *plotData) metricFigure(mf metricFig, ax xAxis, collapsed []string) (fig
 	}
 	var note []string
 	note = append(note, "Thick line: the mean over seeds; thin lines: each seed ("+seedsText(f.Panels)+"); "+smoothText(mf.smooth, mf.median)+".")
+	if mf.note != "" {
+		note = append(note, mf.note)
+	}
 	if len(f.Panels) > 1 {
 		note = append(note, "Panels share the y axis.")
 	}

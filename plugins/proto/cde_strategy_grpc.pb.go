@@ -57,7 +57,11 @@
 //     after the first pay only for what the trainer changed (the
 //     advantages, the bonuses); a plugin may keep what it built from an
 //     array (its views, say) while region id, offset, count and generation
-//     are unchanged.
+//     are unchanged. A host that allocates the trainer's per-token columns
+//     in the input region itself (its arena, shared by all its plugins:
+//     the region is the same for every plugin, and one step's columns lie
+//     at offsets of its choosing) changes them in place between calls, and
+//     gives every such array a new generation at every call.
 //   - Answers: for AdvantageBonus, TokenLoss and HeadMasks the host sends
 //     Batch.shm.answer, a region at least as large as the answer. A plugin
 //     may write its per-token answer there and set in_shm in the response,

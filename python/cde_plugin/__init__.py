@@ -218,6 +218,8 @@ class Batch:
         # With needs (as the SDK's server gives them), reading a signal they
         # do not declare raises UndeclaredSignal instead of giving None.
         self._needs = needs
+        self._regions = _regions
+        self._answer_taken = False
         self.value_heads = int(msg.value_heads)
         # The arrays in shared memory, checked now (a header that lies is
         # an error before the hook runs): name -> read-only view.
@@ -247,6 +249,30 @@ class Batch:
             raise UndeclaredSignal("values", "value_heads=K")
         if name == "embedding" and not n.pooling:
             raise UndeclaredSignal("embedding", "embeddings=True")
+
+    def token_rows(self, width=1):
+        """N zeroed float64 rows, row i of T_i * width values, that are
+        views of one array (the batch's layout: sequence i's tokens at
+        ``[o[i], o[i+1])`` of the flat array). Fill them and return them
+        from ``advantage_bonus`` or as ``TokenLoss.pg_weight``: over shared
+        memory the first such array of a call lies in the host's answer
+        region, so the answer is written where cde-run reads it, with no
+        copy (``advantage_bonus`` with width 1; a hook answers with rows of
+        its own just as well)."""
+        width = int(width)
+        off = self._offsets() * width
+        total = int(off[-1])
+        flat = None
+        if not self._answer_taken and self._regions is not None and total > 0:
+            from . import _shm
+            view, _ = _shm.answer_view(self._msg, self._regions, 8 * total)
+            if view is not None:
+                flat = view[:total]
+                flat[:] = 0
+                self._answer_taken = True
+        if flat is None:
+            flat = np.zeros(total)
+        return [flat[off[i]:off[i + 1]] for i in range(len(self))]
 
     def flat(self, name):
         """The packed per-token array of ``name`` (None when absent)."""

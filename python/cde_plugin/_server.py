@@ -126,10 +126,25 @@ class _Rows:
     def __len__(self):
         return self.total
 
+    def _in_place(self, dst):
+        """Whether every row already lies at its place in dst (rows from
+        Batch.token_rows in the answer region)."""
+        base = dst.__array_interface__["data"][0]
+        pos = 0
+        for a in self.arrays:
+            if len(a) > 0 and (a.__array_interface__["data"][0] != base + 8 * pos or a.strides != (8,)):
+                return False
+            pos += len(a)
+        return True
+
     def into(self, dst):
-        """Writes the rows, concatenated, into dst (total floats)."""
-        if self.arrays:
-            np.concatenate(self.arrays, out=dst)
+        """Writes the rows, concatenated, into dst (total floats); rows
+        already in place are not copied."""
+        if self.arrays and not self._in_place(dst):
+            arrays = self.arrays
+            if any(np.may_share_memory(a, dst) for a in arrays):
+                arrays = [np.array(a) for a in arrays]  # read them all before writing
+            np.concatenate(arrays, out=dst)
         if not np.isfinite(dst).all():
             j = int(np.flatnonzero(~np.isfinite(dst))[0])
             raise _HookError("%s: token %d of the batch is %r, not finite" % (self.what, j, float(dst[j])))

@@ -83,6 +83,39 @@ class BatchTest(unittest.TestCase):
         self.assertEqual(k.answer_key, ["24", ""])
         self.assertEqual(k.solution_key, ["3*8", ""])
 
+    def test_token_rows(self):
+        # Without an answer region: zeroed rows of T_i * width values,
+        # views of one array in the batch's order.
+        b = make_batch([2, 0, 3])
+        rows = b.token_rows()
+        self.assertEqual([len(r) for r in rows], [2, 0, 3])
+        rows[2][0] = 7
+        self.assertIs(rows[0].base, rows[2].base)  # one flat array
+        self.assertEqual(rows[2].base.tolist(), [0, 0, 7, 0, 0])  # tokens 0-1, then 2-4
+        wide = b.token_rows(width=4)
+        self.assertEqual([len(r) for r in wide], [8, 0, 12])
+        self.assertEqual(float(np.sum(np.concatenate(wide))), 0.0)
+
+    def test_rows_in_place(self):
+        # Rows already at their place in the destination are not copied;
+        # rows of the destination in another order are read before any
+        # write.
+        dst = np.arange(5, dtype=np.float64)
+        r = _server._Rows([dst[0:2], dst[2:5]], [2, 3], "x")
+        self.assertTrue(r._in_place(dst))
+        r.into(dst)
+        np.testing.assert_array_equal(dst, [0, 1, 2, 3, 4])
+        swapped = _server._Rows([dst[3:5], dst[0:3]], [2, 3], "x")
+        self.assertFalse(swapped._in_place(dst))
+        swapped.into(dst)
+        np.testing.assert_array_equal(dst, [3, 4, 0, 1, 2])
+        heap = _server._Rows([np.ones(2), np.full(3, 2.0)], [2, 3], "x")
+        heap.into(dst)
+        np.testing.assert_array_equal(dst, [1, 1, 2, 2, 2])
+        bad = _server._Rows([dst[0:2], np.array([1.0, np.nan, 1.0])], [2, 3], "x")
+        with self.assertRaises(_server._HookError):
+            bad.into(dst)
+
     def test_bonuses_and_returns(self):
         # make_batch sets what the trainer has by a later hook: the reward
         # bonus (shaped reward = reward + bonus unless given), the

@@ -78,10 +78,9 @@ func (s *ClipCov) TokenLoss(info core.StepInfo, r *core.Rollout) (core.TokenLoss
 	if err != nil {
 		return core.TokenLoss{}, err
 	}
-	w := make([][]float64, len(cov))
+	_, w := r.TokenRows(1) // one column (core/columns.go); cov[i] has T_i entries
 	var cand []tokencov.Token
 	for i, row := range cov {
-		w[i] = make([]float64, len(row))
 		for t, c := range row {
 			w[i][t] = 1
 			if c > s.CovLow && c < s.CovHigh {

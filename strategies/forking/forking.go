@@ -77,8 +77,8 @@ func (s *Forking) TokenLoss(_ core.StepInfo, r *core.Rollout) (core.TokenLoss, e
 	sort.Sort(sort.Reverse(sort.Float64Slice(all)))
 	k := max(1, int(math.Ceil(s.Rho*float64(len(all)))))
 	tau := all[min(k, len(all))-1]
+	_, w = r.TokenRows(1) // one column (core/columns.go)
 	for i := range r.Seqs {
-		w[i] = make([]float64, r.Seqs[i].Len())
 		for t, h := range r.Seqs[i].Entropies {
 			if h >= tau {
 				w[i][t] = 1

@@ -79,10 +79,9 @@ func (s *KLCov) TokenLoss(_ core.StepInfo, r *core.Rollout) (core.TokenLoss, err
 	if err != nil {
 		return core.TokenLoss{}, err
 	}
-	c := make([][]float64, len(cov))
+	_, c := r.TokenRows(1) // one column (core/columns.go); cov[i] has T_i entries
 	var all []tokencov.Token
 	for i, row := range cov {
-		c[i] = make([]float64, len(row))
 		for t := range row {
 			all = append(all, tokencov.Token{Seq: i, T: t})
 		}

@@ -188,9 +188,8 @@ func (s *OutcomeUCB) Bonus(r *core.Rollout) []float64 {
 // (the trainer multiplies it by w_t and adds it to the advantages).
 func (s *Advantage) AdvantageBonus(_ core.StepInfo, r *core.Rollout) ([][]float64, error) {
 	b := s.Bonus(r)
-	out := make([][]float64, len(r.Seqs))
+	_, out := r.TokenRows(1) // one column (core/columns.go)
 	for i := range r.Seqs {
-		out[i] = make([]float64, r.Seqs[i].Len())
 		for t := range out[i] {
 			out[i][t] = b[i]
 		}

@@ -112,10 +112,9 @@ func (s *RareCorrect) Factors(r *core.Rollout) (f []float64, solutions map[int]i
 // multiplies it by w_t).
 func (s *RareCorrect) AdvantageBonus(info core.StepInfo, r *core.Rollout) ([][]float64, error) {
 	f, _ := s.Factors(r)
-	out := make([][]float64, len(r.Seqs))
+	_, out := r.TokenRows(1) // one column (core/columns.go)
 	for i := range r.Seqs {
 		q := &r.Seqs[i]
-		out[i] = make([]float64, q.Len())
 		if f[i] == 1 {
 			continue
 		}

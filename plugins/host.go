@@ -763,7 +763,15 @@ func (p *Plugin) advantageBonus(info core.StepInfo, r *core.Rollout) ([][]float6
 	if err != nil {
 		return nil, p.invalid("AdvantageBonus", "%v", err)
 	}
-	out, err := checkAdvantageBonus(resp.Lengths, bonus, r.SeqLens(), p.weight(info), resp.InShm)
+	inShm := resp.InShm
+	if inShm && n == r.NumTokens() {
+		// Copied out of the answer region into a column of the rollout
+		// (the arena in a training run, whose pages stay mapped).
+		block, _ := r.TokenRows(1)
+		copy(block, bonus)
+		bonus, inShm = block, false
+	}
+	out, err := checkAdvantageBonus(resp.Lengths, bonus, r.SeqLens(), p.weight(info), inShm)
 	if err != nil {
 		return nil, p.invalid("AdvantageBonus", "%v", err)
 	}

@@ -61,6 +61,9 @@ func (r *Rollout) NewColumn(width int, field func(s *Sequence) *[]float64) []flo
 	for i := range r.Seqs {
 		*field(&r.Seqs[i]) = rows[i]
 	}
+	if len(block) > 0 {
+		r.blocks = append(r.blocks, block)
+	}
 	return block
 }
 
@@ -80,10 +83,10 @@ func (r *Rollout) TokenRows(width int) (block []float64, rows [][]float64) {
 }
 
 // Column returns the block that field's windows form when they lie end to
-// end in memory in sequence order, each of T_i*width entries (what
-// NewColumn makes), and false otherwise (a sequence without the signal,
-// rows of their own, a batch reordered after the column was made). The
-// block aliases the sequences' windows.
+// end in memory in sequence order, each of T_i*width entries, within one
+// block NewColumn made for this rollout, and false otherwise (a sequence
+// without the signal, rows of their own, a batch reordered after the
+// column was made). The block aliases the sequences' windows.
 func (r *Rollout) Column(width int, field func(s *Sequence) []float64) ([]float64, bool) {
 	if len(r.Seqs) == 0 || width <= 0 {
 		return nil, false
@@ -111,7 +114,14 @@ func (r *Rollout) Column(width int, field func(s *Sequence) []float64) ([]float6
 	if first == nil {
 		return []float64{}, true
 	}
-	return unsafe.Slice((*float64)(first), total), true
+	lo, hi := uintptr(first), uintptr(first)+uintptr(total)*8
+	for _, b := range r.blocks {
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		if lo >= p && hi <= p+uintptr(len(b))*8 {
+			return b[(lo-p)/8 : (hi-p)/8 : (hi-p)/8], true
+		}
+	}
+	return nil, false
 }
 
 // Heads is K, the number of value heads Values holds per token

@@ -67,6 +67,12 @@ func TestColumn(t *testing.T) {
 	if c, ok := r.Column(1, get); !ok || len(c) != 5 || &c[0] != &r.Seqs[0].LogProbs[0] || &c[2] != &r.Seqs[2].LogProbs[0] {
 		t.Fatalf("a column made by NewColumn: ok %v, %d entries", ok, len(c))
 	}
+	// The same windows seen from a rollout that did not make the block
+	// (decoded, or copied without it) are not reported as one: only a
+	// block this rollout allocated is known to be one allocation.
+	if _, ok := (&Rollout{Seqs: r.Seqs}).Column(1, get); ok {
+		t.Error("windows of a block another rollout made reported as a column")
+	}
 	// Rows of their own: not a column.
 	own := lens(2, 3)
 	own.Seqs[0].LogProbs, own.Seqs[1].LogProbs = []float64{1, 2}, []float64{3, 4, 5}

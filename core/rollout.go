@@ -102,6 +102,11 @@ type Rollout struct {
 	// Alloc makes the blocks of the batch's per-token columns (NewColumn,
 	// TokenRows; see columns.go); nil is the Go heap.
 	Alloc Allocator
+	// blocks are the columns NewColumn made for the sequences' fields:
+	// Column reports a field's windows as one block only within one of
+	// them (windows of separate allocations that happen to lie end to end
+	// are not one block).
+	blocks [][]float64
 	// File is what a rollout file said beyond these fields (ReadRollout
 	// sets it; nil for a batch the trainer sampled). Only `cde-run shape`
 	// reads it.

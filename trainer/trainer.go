@@ -323,6 +323,7 @@ func (t *Trainer) sample(step int, m map[string]float64) (r *core.Rollout, gener
 		m["rollout/servers_live"] = float64(sg.LiveServers())
 	}
 	if t.needs.ValueHeads > 0 {
+		r.Alloc = t.Alloc
 		if err := inParts(r, t.scoringPart(len(r.Seqs)), t.Backend.ScoreValues); err != nil {
 			return nil, nil, 0, 0, err
 		}
@@ -446,7 +447,6 @@ func (t *Trainer) updateCritic(step int, info core.StepInfo, r *core.Rollout, m 
 			for j := range r.Seqs {
 				r.Seqs[j].HeadMask = masks[j]
 			}
-			r.Pack() // one column, unless the strategy's answer was one already
 		}
 	}
 	cm, err := t.Backend.UpdateCritic(r, core.CriticUpdate{Epochs: c.Train.PPOEpochs, Minibatches: c.Train.Minibatches, MicroBatchSize: c.Train.MicroBatchSize,

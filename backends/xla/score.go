@@ -76,7 +76,8 @@ func (b *Backend) ScoreValues(r *core.Rollout) error {
 	vals := tensors.MustCopyFlatData[float32](out[0])
 	out[0].FinalizeAll()
 	K := b.critic.cfg.ValueK
-	// One column of T x K values for the batch (core/columns.go).
+	// One column of T x K values for the batch (core/columns.go); a batch
+	// scored in parts is packed into one afterwards (the trainer).
 	r.NewColumn(K, func(s *core.Sequence) *[]float64 { return &s.Values })
 	for i, s := range seqs {
 		for t, p := range bt.at[i] {

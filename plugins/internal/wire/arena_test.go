@@ -3,6 +3,7 @@
 package wire
 
 import (
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -134,28 +135,17 @@ func TestShmArena(t *testing.T) {
 func TestGather(t *testing.T) {
 	dst := []float64{1, 2, 3, 4, 5}
 	gather(dst, [][]float64{dst[0:2:2], nil, dst[2:5:5]})
-	if want := []float64{1, 2, 3, 4, 5}; !slicesEqual(dst, want) {
+	if want := []float64{1, 2, 3, 4, 5}; !slices.Equal(dst, want) {
 		t.Fatalf("in place: %v, want %v", dst, want)
 	}
 	gather(dst, [][]float64{{9, 8}, {}, {7, 6, 5}})
-	if want := []float64{9, 8, 7, 6, 5}; !slicesEqual(dst, want) {
+	if want := []float64{9, 8, 7, 6, 5}; !slices.Equal(dst, want) {
 		t.Fatalf("from the heap: %v, want %v", dst, want)
 	}
 	// Swapped: the row of 3 first, from dst[2:5], then dst[0:2].
 	gather(dst, [][]float64{dst[2:5:5], dst[0:2:2]})
-	if want := []float64{7, 6, 5, 9, 8}; !slicesEqual(dst, want) {
+	if want := []float64{7, 6, 5, 9, 8}; !slices.Equal(dst, want) {
 		t.Fatalf("rows of dst reordered: %v, want %v", dst, want)
 	}
 }
 
-func slicesEqual(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

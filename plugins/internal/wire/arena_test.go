@@ -148,4 +148,3 @@ func TestGather(t *testing.T) {
 		t.Fatalf("rows of dst reordered: %v, want %v", dst, want)
 	}
 }
-

@@ -164,3 +164,22 @@ func BenchmarkValuesMemory(b *testing.B) {
 		runtime.KeepAlive(r)
 	}
 }
+
+func TestAllFinite(t *testing.T) {
+	inf, nan := math.Inf(1), math.NaN()
+	for _, c := range []struct {
+		xs   []float64
+		want bool
+	}{
+		{nil, true},
+		{[]float64{1, -2, 0, math.Copysign(0, -1), math.MaxFloat64, -math.MaxFloat64, 5e-324}, true},
+		{[]float64{1, 2, 3, 4, 5, inf}, false}, // in the tail after the groups of four
+		{[]float64{-inf}, false},
+		{[]float64{1, nan, 3, 4}, false},
+		{[]float64{math.MaxFloat64, math.MaxFloat64, math.MaxFloat64, math.MaxFloat64}, true}, // x*0, never x+x
+	} {
+		if got := AllFinite(c.xs); got != c.want {
+			t.Errorf("AllFinite(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}

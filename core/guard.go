@@ -23,3 +23,23 @@ func (e *NonFiniteError) Error() string {
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// AllFinite reports whether every x is finite (neither NaN nor ±Inf), in
+// one pass without a branch per element: x*0 is ±0 for a finite x and NaN
+// otherwise, so the sum of them is 0 exactly when all are finite. The
+// checks of hook answers run it over whole rows and look for the offending
+// entry only when it fails.
+func AllFinite(xs []float64) bool {
+	var a0, a1, a2, a3 float64
+	i := 0
+	for ; i+4 <= len(xs); i += 4 {
+		a0 += xs[i] * 0
+		a1 += xs[i+1] * 0
+		a2 += xs[i+2] * 0
+		a3 += xs[i+3] * 0
+	}
+	for ; i < len(xs); i++ {
+		a0 += xs[i] * 0
+	}
+	return a0+a1+a2+a3 == 0
+}

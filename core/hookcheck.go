@@ -39,6 +39,9 @@ func CheckAdvantageBonus(lens []int, rows [][]float64) error {
 		if len(row) != lens[i] {
 			return fmt.Errorf("sequence %d: %d bonuses for %d tokens", i, len(row), lens[i])
 		}
+		if AllFinite(row) {
+			continue
+		}
 		for t, b := range row {
 			if !finite(b) {
 				return fmt.Errorf("non-finite bonus %v at sequence %d token %d", b, i, t)

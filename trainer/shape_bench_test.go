@@ -15,8 +15,8 @@ import (
 // bootstrap masks of the critic update (Shape, then HeadMasks), on a batch
 // laid out as the trainer lays it (columns). Peak memory is the process's:
 //
-//	go test -c -o /tmp/trainer.test ./trainer
-//	/usr/bin/time -v /tmp/trainer.test -test.run '^$' -test.bench ShapeMultihead -test.benchtime 3x
+//	go test -c -o trainer.test ./trainer
+//	/usr/bin/time -v ./trainer.test -test.run '^$' -test.bench ShapeMultihead -test.benchtime 3x
 func BenchmarkShapeMultihead(b *testing.B) {
 	const n, T, K = 2048, 3072, 16
 	algo, err := ppo.New(core.NewParams("algorithm", map[string]any{}))
